@@ -1,0 +1,79 @@
+// Base class of the faiss_ext GPU indexes: the plumbing done once, as in
+// FAISS's faiss/gpu/GpuIndex.h. It checks arguments before touching state or
+// the GPU, sets the device, accepts host or device pointers for inputs and
+// outputs, and pages large host inputs through the GPU in chunks.
+// Subclasses implement addImpl_ / searchImpl_ on device-resident data.
+#pragma once
+
+#include "faiss_ext/CpuConvertible.h"
+#include "gpu/GpuResources.h"
+
+#include <faiss/Index.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace faiss_ext {
+namespace gpu {
+
+/// Options common to every GPU index.
+struct GpuIndexConfig {
+    /// GPU on which the index lives.
+    int device = 0;
+};
+
+/// A faiss::Index whose data lives on one GPU.
+class GpuIndex : public faiss::Index, public faiss_ext::CpuConvertible {
+public:
+    using idx_t = int64_t;
+
+    /// provider: resources (kept alive by the index); dims > 0.
+    GpuIndex(GpuResourcesProvider* provider, int dims, faiss::MetricType metric,
+             GpuIndexConfig config);
+    ~GpuIndex() override;
+
+    /// The device of this index.
+    int getDevice() const { return config_.device; }
+
+    /// The resources this index uses.
+    std::shared_ptr<GpuResources> getResources() const { return resources_; }
+
+    /// Adds n vectors (host or device pointer). n == 0 is a no-op.
+    void add(idx_t n, const float* x) override;
+
+    /// Not supported: wrap the index in faiss::IndexIDMap for custom ids.
+    void add_with_ids(idx_t n, const float* x, const idx_t* ids) override;
+
+    /// k-NN search: x, distances and labels may each be host or device
+    /// pointers. n == 0 is allowed. Results are sorted, closest first; rows
+    /// are padded with label -1 when k > ntotal.
+    void search(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
+                const faiss::SearchParameters* params = nullptr) const override;
+
+    /// Host input larger than this many bytes is copied in chunks.
+    void setMinPagingSize(size_t bytes) { minPagingSize_ = bytes; }
+
+protected:
+    /// Adds n vectors; x is on this index's device.
+    virtual void addImpl_(idx_t n, const float* x) = 0;
+
+    /// Search with all data resident on our device; k >= 1, n >= 1.
+    virtual void searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
+                             idx_t* labels, const faiss::SearchParameters* params) const = 0;
+
+    /// Throws unless this index's resources and device are usable.
+    void checkUsable_() const;
+
+    std::shared_ptr<GpuResources> resources_;
+    const GpuIndexConfig config_;
+    size_t minPagingSize_;
+
+private:
+    void searchDeviceInput_(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
+                            const faiss::SearchParameters* params) const;
+    void searchPagedHostInput_(idx_t n, const float* x, idx_t k, float* distances,
+                               idx_t* labels, const faiss::SearchParameters* params) const;
+};
+
+}  // namespace gpu
+}  // namespace faiss_ext
