@@ -1,0 +1,51 @@
+// Helpers shared by the test suites: seeded data, the comparison with FAISS's
+// exact search (ties allowed), and the GPU skip.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace faiss_ext {
+namespace test {
+
+/// Seed of a test; printed in failure messages.
+constexpr uint64_t kSeed = 1234;
+
+/// n x d floats uniform in [lo, hi), from `seed`.
+std::vector<float> randomVectors(int64_t n, int d, uint64_t seed, float lo = -1.f, float hi = 1.f);
+
+/// n x d floats drawn around `clusters` centres (clustered, like real data).
+std::vector<float> clusteredVectors(int64_t n, int d, int clusters, uint64_t seed);
+
+/// Whether a usable GPU is present (cached).
+bool haveGpu();
+
+/// Directory of the shared real data sets ("" when absent).
+std::string dataDir();
+
+/// Reads an .fvecs file (all rows); *d receives the dimension. Throws if unreadable.
+std::vector<float> readFvecs(const std::string& path, int* d);
+
+/// Checks that (D, I) is a correct exact k-NN result given the reference
+/// (refD, refI) from faiss::IndexFlat: for each row, the distances agree
+/// within tolerance rank by rank, and every id differing from the
+/// reference's has a distance tied (within tolerance) with the reference's
+/// at that rank. `larger_is_better` for inner product metrics. Returns an
+/// empty string on success, else a description of the first mismatch.
+std::string compareKnn(int64_t nq, int64_t k, const float* D, const int64_t* I,
+                       const float* refD, const int64_t* refI, bool larger_is_better,
+                       float relTol = 1e-4f, float absTol = 1e-4f);
+
+}  // namespace test
+}  // namespace faiss_ext
+
+/// Skips the test visibly when no GPU is present.
+#define FAISS_EXT_REQUIRE_GPU()                                    \
+    do {                                                           \
+        if (!::faiss_ext::test::haveGpu()) {                       \
+            GTEST_SKIP() << "no GPU on this machine: GPU test skipped"; \
+        }                                                          \
+    } while (0)
