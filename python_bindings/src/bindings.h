@@ -1,0 +1,50 @@
+// Shared pieces of the _faiss_ext pybind11 module: numpy conversions that
+// behave like FAISS's Python layer (any array-like in, C-contiguous float32
+// used, clear ValueErrors for wrong shapes) and the per-area binders.
+#pragma once
+
+#include <faiss/Index.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace faiss_ext {
+namespace python {
+
+namespace py = pybind11;
+
+/// A C-contiguous float32 numpy array (what every vector input becomes).
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+/// A C-contiguous int64 numpy array (ids).
+using IdArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+/// Converts x to a C-contiguous float32 matrix (np.ascontiguousarray
+/// semantics) and checks that it is 2-D with d columns; `what` names the
+/// argument in the ValueError raised otherwise.
+FloatArray toFloatMatrix(const py::handle& x, int64_t d, const char* what);
+
+/// Converts ids to a C-contiguous int64 vector of n elements (ValueError
+/// otherwise).
+IdArray toIdVector(const py::handle& ids, int64_t n, const char* what);
+
+/// A 1-D numpy uint8 array that takes over the bytes (no copy).
+py::array_t<uint8_t> bytesToNumpy(std::vector<uint8_t>&& bytes);
+
+/// The dynamic C++ type of an index, demangled ("faiss::IndexFlat").
+std::string indexTypeName(const faiss::Index& index);
+
+/// Binds faiss::Index as the generic `Index` wrapper, and SearchParameters.
+void bindIndex(py::module_& m);
+
+/// Binds metrics, resources, GpuIndexQuickSelectFlat, the cloner, get_num_gpus.
+void bindGpu(py::module_& m);
+
+/// Binds the factory and read / write / serialize / deserialize.
+void bindIo(py::module_& m);
+
+}  // namespace python
+}  // namespace faiss_ext

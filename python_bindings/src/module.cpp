@@ -1,0 +1,31 @@
+// The _faiss_ext extension module: the C++ half of the `faiss_ext` Python
+// package (faiss_ext/__init__.py adds the conversions to and from
+// python3-faiss objects on top of it).
+#include "bindings.h"
+
+#include <faiss/impl/FaissException.h>
+
+#include <exception>
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_faiss_ext, m) {
+    m.doc() =
+            "C++ half of faiss_ext: GPU k-NN indexes for FAISS. Use the `faiss_ext` "
+            "package, which wraps this module.";
+
+    // FAISS errors arrive as RuntimeError with the C++ message. Other
+    // std::exceptions keep pybind11's mapping (RuntimeError, or ValueError /
+    // MemoryError / IndexError for invalid_argument / bad_alloc / out_of_range).
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const faiss::FaissException& e) {
+            PyErr_SetString(PyExc_RuntimeError, e.what());
+        }
+    });
+
+    faiss_ext::python::bindIndex(m);
+    faiss_ext::python::bindGpu(m);
+    faiss_ext::python::bindIo(m);
+}
