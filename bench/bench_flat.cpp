@@ -1,0 +1,323 @@
+// bench_flat: the `flat` suite's C++ side (DESIGN.md, "Benchmarks").
+// On one data set it measures, in one process:
+//   faiss-cpu:IndexFlatL2  FAISS's exact CPU search, all cores, the process's
+//                          BLAS (OpenBLAS); large cases on a query subset
+//                          within a time budget, extrapolated (params.nq_timed)
+//   floor:cublas-sgemm     cuBLAS SGEMM of the same shapes alone (the floor)
+//   ours:quickselect       faiss_ext::gpu::GpuIndexQuickSelectFlat
+// and prints one JSON object a line on stdout (progress goes to stderr).
+// Recall of ours is measured against FAISS's exact CPU result on the first
+// --recall-nq queries (not against ours: that would be circular), which is
+// also written out (--ref-out) so bench/torch_flat.py scores torch the same way.
+//
+//   bench_flat --base B --query Q --dataset NAME [--k 1,10,100,1024,4096]
+//              [--methods faiss-cpu,floor,ours] [--reps 3] [--cpu-budget 3]
+//              [--recall-nq 256] [--ref-out PREFIX]
+#include "bench/BenchData.h"
+#include "bench/BenchUtil.h"
+#include "faiss_ext/Metric.h"
+#include "gpu/GpuIndexQuickSelectFlat.h"
+#include "gpu/StandardGpuResources.h"
+#include "gpu/utils/DeviceUtils.h"
+
+#include <faiss/IndexFlat.h>
+#include <omp.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace faiss_ext;
+using namespace faiss_ext::bench;
+
+namespace {
+
+const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set; JSON lines on stdout.
+  --base F --query F   vectors (.fvecs, .bvecs, .fbin, IDX[.gz])
+  --dataset NAME       name written in every line (default: the base file's name)
+  --nq N               at most N queries (default: all)
+  --k LIST             k values (default 1,10,100,1024,4096; those > nb are dropped)
+  --methods LIST       of faiss-cpu, floor, ours (default: all three)
+  --reps R             timed GPU runs after one warm-up, median reported (default 3)
+  --cpu-budget S       seconds per k for the CPU anchor; past it, a query subset
+                       is timed and qps extrapolated (default 3)
+  --recall-nq N        queries scored for recall (default 256)
+  --ref-out PREFIX     write the exact reference ids to PREFIX.ivecs (recall-nq x max k)
+  --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4)
+  --git                print the commit compiled in and exit
+)";
+
+/// Device memory that frees itself.
+template <typename T>
+struct DeviceArray {
+    T* p = nullptr;
+    explicit DeviceArray(size_t n) {
+        void* v = nullptr;
+        FAISS_EXT_CUDA_CHECK(cudaMalloc(&v, std::max<size_t>(1, n) * sizeof(T)));
+        p = static_cast<T*>(v);
+    }
+    ~DeviceArray() { cudaFree(p); }
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+};
+
+struct Common {
+    std::string dataset, git;
+    int64_t nb, nq;
+    int d;
+};
+
+JsonLine head(const Common& c, const std::string& method, const std::string& device, int64_t k) {
+    JsonLine j;
+    j.str("suite", "flat").str("dataset", c.dataset).str("method", method).str("device", device);
+    j.integer("nb", c.nb).integer("d", c.d).integer("nq", c.nq);
+    if (k > 0) j.integer("k", k);
+    else j.null("k");
+    return j;
+}
+
+void emit(const JsonLine& j) {
+    std::printf("%s\n", j.text().c_str());
+    std::fflush(stdout);
+}
+
+std::string envOr(const char* name, const char* def) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : def;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int failures = 0;
+    try {
+        Args args(argc, argv, {"help", "git"});
+        if (args.has("help")) {
+            std::printf("%s", kUsage);
+            return 0;
+        }
+        if (args.has("git")) {
+            std::printf("%s\n", gitCommit().c_str());
+            return 0;
+        }
+        args.checkKnown({"base", "query", "dataset", "nq", "k", "methods", "reps", "cpu-budget",
+                         "recall-nq", "ref-out", "floor-mem-gib", "help", "git"});
+        if (!args.has("base") || !args.has("query"))
+            throw std::invalid_argument("--base and --query are required (see --help)");
+
+        double t0 = nowSeconds();
+        Matrix base = readVectors(args.get("base"));
+        Matrix query = readVectors(args.get("query"), args.getInt("nq", 0));
+        if (base.d != query.d) throw std::invalid_argument("base and query dimensions differ");
+        Common c;
+        c.dataset = args.get("dataset", args.get("base"));
+        c.git = gitCommit();
+        c.nb = base.n;
+        c.nq = query.n;
+        c.d = base.d;
+        const int d = c.d;
+        std::fprintf(stderr, "[bench_flat] %s: nb=%lld nq=%lld d=%d (read in %.1f s)\n",
+                     c.dataset.c_str(), (long long)c.nb, (long long)c.nq, d, nowSeconds() - t0);
+
+        std::vector<int64_t> ks;
+        for (int64_t k : parseIntList(args.get("k", "1,10,100,1024,4096")))
+            if (k >= 1 && k <= c.nb) ks.push_back(k);
+        if (ks.empty()) throw std::invalid_argument("no k in --k is within 1..nb");
+        const int64_t kMax = *std::max_element(ks.begin(), ks.end());
+        auto methods = parseList(args.get("methods", "faiss-cpu,floor,ours"));
+        auto wants = [&](const char* m) {
+            return std::find(methods.begin(), methods.end(), m) != methods.end();
+        };
+        const int reps = int(std::max<int64_t>(1, args.getInt("reps", 3)));
+        const double cpuBudget = args.getDouble("cpu-budget", 3.0);
+        const int64_t nRecall = std::min<int64_t>(c.nq, args.getInt("recall-nq", 256));
+
+        // Exact reference on the recall subset: FAISS on the CPU, at kMax.
+        faiss::IndexFlatL2 cpuIndex(d);
+        cpuIndex.add(c.nb, base.x.data());
+        std::vector<int64_t> refI(size_t(nRecall) * kMax);
+        {
+            std::vector<float> refD(size_t(nRecall) * kMax);
+            t0 = nowSeconds();
+            cpuIndex.search(nRecall, query.x.data(), kMax, refD.data(), refI.data());
+            std::fprintf(stderr, "[bench_flat] exact reference: %lld queries, k=%lld (%.1f s)\n",
+                         (long long)nRecall, (long long)kMax, nowSeconds() - t0);
+        }
+        if (args.has("ref-out")) {
+            const std::string prefix = args.get("ref-out");
+            std::vector<int32_t> ids(refI.begin(), refI.end());
+            writeIvecs(prefix + ".ivecs", nRecall, int(kMax), ids.data());
+        }
+        auto l2 = [&](int64_t q, int64_t id) {
+            const float* a = query.x.data() + q * d;
+            const float* b = base.x.data() + id * d;
+            double s = 0;
+            for (int j = 0; j < d; ++j) {
+                double t = double(a[j]) - double(b[j]);
+                s += t * t;
+            }
+            return s;
+        };
+
+        const std::string cpuDevice = cpuName();
+        const int ompThreads = omp_get_max_threads();
+
+        // ---- FAISS IndexFlatL2 on the CPU ----
+        if (wants("faiss-cpu")) {
+            for (int64_t k : ks) {
+                try {
+                    const int64_t nProbe = std::min<int64_t>(c.nq, 64);
+                    std::vector<float> D(size_t(c.nq) * k);
+                    std::vector<int64_t> I(size_t(c.nq) * k);
+                    t0 = nowSeconds();
+                    cpuIndex.search(nProbe, query.x.data(), k, D.data(), I.data());
+                    const double tProbe = std::max(1e-6, nowSeconds() - t0);
+                    int64_t nTimed = std::min<int64_t>(
+                            c.nq, std::max<int64_t>(nProbe, int64_t(nProbe * cpuBudget / tProbe)));
+                    t0 = nowSeconds();
+                    cpuIndex.search(nTimed, query.x.data(), k, D.data(), I.data());
+                    const double t = nowSeconds() - t0;
+                    const double qps = nTimed / t;
+                    JsonLine p;
+                    p.integer("nq_timed", nTimed).boolean("extrapolated", nTimed < c.nq);
+                    p.num("seconds_timed", t).integer("reps", 1);
+                    p.integer("omp_threads", ompThreads);
+                    p.str("OMP_NUM_THREADS", envOr("OMP_NUM_THREADS", "unset"));
+                    p.str("OPENBLAS_NUM_THREADS", envOr("OPENBLAS_NUM_THREADS", "unset"));
+                    p.str("blas", blasDescription());
+                    p.str("note", "exact; the recall reference itself");
+                    JsonLine j = head(c, "faiss-cpu:IndexFlatL2", cpuDevice, k);
+                    j.raw("params", p.text()).num("seconds", c.nq / qps).num("qps", qps);
+                    j.null("recall").str("git", c.git);
+                    emit(j);
+                    std::fprintf(stderr, "[bench_flat] faiss-cpu k=%lld: %lld queries in %.2f s, %.0f q/s\n",
+                                 (long long)k, (long long)nTimed, t, qps);
+                } catch (const std::exception& e) {
+                    ++failures;
+                    std::fprintf(stderr, "[bench_flat] faiss-cpu k=%lld failed: %s\n", (long long)k, e.what());
+                }
+            }
+        }
+
+        const int nGpus = gpu::getNumDevices();
+        if ((wants("floor") || wants("ours")) && nGpus == 0) {
+            std::fprintf(stderr, "[bench_flat] no GPU found: floor and ours skipped\n");
+            return failures ? 1 : 0;
+        }
+        std::string gpuDevice = "none";
+        if (nGpus > 0) {
+            cudaDeviceProp prop;
+            FAISS_EXT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+            gpuDevice = prop.name;
+            FAISS_EXT_CUDA_CHECK(cudaSetDevice(0));
+        }
+
+        // ---- The floor: cuBLAS SGEMM of the same shapes, tiled over queries ----
+        if (wants("floor")) {
+            try {
+                const double gib = args.getDouble("floor-mem-gib", 4.0);
+                const int64_t tile = std::max<int64_t>(
+                        1, std::min<int64_t>(c.nq, int64_t(gib * (1ull << 30) / (4.0 * c.nb))));
+                DeviceArray<float> dB(size_t(c.nb) * d), dQ(size_t(c.nq) * d), dC(size_t(tile) * c.nb);
+                FAISS_EXT_CUDA_CHECK(cudaMemcpy(dB.p, base.x.data(), base.x.size() * 4, cudaMemcpyHostToDevice));
+                FAISS_EXT_CUDA_CHECK(cudaMemcpy(dQ.p, query.x.data(), query.x.size() * 4, cudaMemcpyHostToDevice));
+                cublasHandle_t h;
+                FAISS_EXT_CUBLAS_CHECK(cublasCreate(&h));
+                FAISS_EXT_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+                auto run = [&]() {
+                    const float alpha = 1.f, beta = 0.f;
+                    for (int64_t q0 = 0; q0 < c.nq; q0 += tile) {
+                        const int tq = int(std::min(tile, c.nq - q0));
+                        // Column major: C (nb x tq) = B^T (nb x d) * Q (d x tq).
+                        FAISS_EXT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(c.nb), tq, d,
+                                                           &alpha, dB.p, d, dQ.p + q0 * d, d, &beta,
+                                                           dC.p, int(c.nb)));
+                    }
+                    FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+                };
+                run();  // warm-up
+                std::vector<double> times;
+                for (int r = 0; r < reps; ++r) {
+                    t0 = nowSeconds();
+                    run();
+                    times.push_back(nowSeconds() - t0);
+                }
+                cublasDestroy(h);
+                const double sec = median(times);
+                JsonLine p;
+                p.integer("tile_nq", tile).integer("reps", reps).str("math", "fp32 (CUBLAS_DEFAULT_MATH)");
+                p.num("tflops", 2.0 * c.nb * c.nq * d / sec / 1e12).str("io", "device");
+                JsonLine j = head(c, "floor:cublas-sgemm", gpuDevice, 0);
+                j.raw("params", p.text()).num("seconds", sec).num("qps", c.nq / sec).null("recall");
+                j.str("git", c.git);
+                emit(j);
+                std::fprintf(stderr, "[bench_flat] floor: %.4f s (%.1f TFLOP/s)\n", sec,
+                             2.0 * c.nb * c.nq * d / sec / 1e12);
+            } catch (const std::exception& e) {
+                ++failures;
+                std::fprintf(stderr, "[bench_flat] floor failed: %s\n", e.what());
+            }
+        }
+
+        // ---- Ours: GpuIndexQuickSelectFlat, device arrays in and out ----
+        if (wants("ours")) {
+            try {
+                gpu::StandardGpuResources res;
+                gpu::GpuIndexQuickSelectFlat index(&res, d, FlatMetric::L2);
+                t0 = nowSeconds();
+                index.add(c.nb, base.x.data());
+                FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+                const double addSec = nowSeconds() - t0;
+                DeviceArray<float> dQ(size_t(c.nq) * d);
+                FAISS_EXT_CUDA_CHECK(cudaMemcpy(dQ.p, query.x.data(), query.x.size() * 4, cudaMemcpyHostToDevice));
+                for (int64_t k : ks) {
+                    try {
+                        DeviceArray<float> dD(size_t(c.nq) * k);
+                        DeviceArray<int64_t> dI(size_t(c.nq) * k);
+                        index.search(c.nq, dQ.p, k, dD.p, dI.p);  // warm-up
+                        FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+                        std::vector<double> times;
+                        for (int r = 0; r < reps; ++r) {
+                            t0 = nowSeconds();
+                            index.search(c.nq, dQ.p, k, dD.p, dI.p);
+                            FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+                            times.push_back(nowSeconds() - t0);
+                        }
+                        const double sec = median(times);
+                        std::vector<int64_t> I(size_t(nRecall) * k);
+                        FAISS_EXT_CUDA_CHECK(cudaMemcpy(I.data(), dI.p, I.size() * sizeof(int64_t),
+                                                        cudaMemcpyDeviceToHost));
+                        const double recall = recallAtK(nRecall, int(k), I.data(), k, refI.data(), kMax, l2, false);
+                        JsonLine p;
+                        p.integer("reps", reps).str("io", "device").num("add_seconds", addSec);
+                        p.integer("recall_nq", nRecall).str("recall_ref", "faiss-cpu:IndexFlatL2");
+                        JsonLine j = head(c, "ours:quickselect", gpuDevice, k);
+                        j.raw("params", p.text()).num("seconds", sec).num("qps", c.nq / sec);
+                        j.num("recall", recall).str("git", c.git);
+                        emit(j);
+                        std::fprintf(stderr, "[bench_flat] ours k=%lld: %.4f s, %.0f q/s, recall %.4f\n",
+                                     (long long)k, sec, c.nq / sec, recall);
+                    } catch (const std::exception& e) {
+                        ++failures;
+                        std::fprintf(stderr, "[bench_flat] ours k=%lld failed: %s\n", (long long)k, e.what());
+                    }
+                }
+            } catch (const std::exception& e) {
+                ++failures;
+                std::fprintf(stderr, "[bench_flat] ours failed: %s\n", e.what());
+            }
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_flat: error: %s\n", e.what());
+        return 2;
+    }
+    return failures ? 1 : 0;
+}
