@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The second of the README's two commands: installs what is missing, builds
+# (same build dir as scripts/demo.sh) and runs every test:
+#   1. the C++ suites through ctest (tests/cpu_tests, tests/gpu_tests; GPU
+#      tests skip visibly on a machine without a GPU)
+#   2. the Python tests with Debian's /usr/bin/python3 (it has python3-faiss)
+#   3. the installed package: cmake --install, then the out-of-tree example
+#      in examples/ built against it with find_package(faiss_ext) and run
+#   4. a small run of the demo that must reach recall 1 (exact search)
+# Every step runs even when an earlier one fails; the exit status is non-zero
+# when any failed, and the last line is a summary.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/setup.sh
+set -e
+fx_install_deps
+fx_check_nvcc
+fx_build
+set +e
+
+root=$PWD
+jobs=${FX_JOBS:-$(nproc)}
+results=()
+failed=0
+record() {  # record NAME STATUS
+  if [ "$2" -eq 0 ]; then results+=("$1 PASS"); else results+=("$1 FAIL($2)"); failed=1; fi
+}
+
+fx_log "C++ tests (ctest)"
+ctest --test-dir "$FX_BUILD_DIR" --output-on-failure --no-tests=error -j "$jobs"
+record ctest $?
+
+fx_log "Python tests (/usr/bin/python3 -m pytest, PYTHONPATH=$FX_BUILD_DIR/python)"
+PYTHONPATH="$root/$FX_BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 -m pytest -v python_bindings/tests
+st=$?
+[ $st -eq 5 ] && echo "pytest collected no tests: that counts as a failure"
+record pytest $st
+
+fx_log "Install + out-of-tree example (find_package(faiss_ext))"
+(
+  set -e
+  rm -rf "$FX_BUILD_DIR/install" "$FX_BUILD_DIR/example"
+  cmake --install "$FX_BUILD_DIR" --prefix "$FX_BUILD_DIR/install"
+  cmake -S examples -B "$FX_BUILD_DIR/example" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$root/$FX_BUILD_DIR/install"
+  cmake --build "$FX_BUILD_DIR/example" -j "$jobs"
+  "$FX_BUILD_DIR/example/faiss_ext_example"
+)
+record example $?
+
+fx_log "Demo smoke run (exact search must give recall 1)"
+"$FX_BUILD_DIR/bench/faiss_ext_demo" --nb 20000 --nq 200 --k 10 --min-recall 0.999
+record demo $?
+
+echo
+echo "test.sh summary: ${results[*]} => $([ $failed -eq 0 ] && echo 'ALL PASSED' || echo 'FAILED')"
+exit $failed
