@@ -1,0 +1,196 @@
+#include "gpu/GpuIndexQuickSelectFlat.h"
+
+#include "faiss_ext/RowCenteringTransform.h"
+#include "gpu/impl/FlatSearch.h"
+#include "gpu/utils/DeviceUtils.h"
+
+#include <faiss/IndexPreTransform.h>
+#include <faiss/VectorTransform.h>
+#include <faiss/impl/FaissAssert.h>
+
+#include <cstring>
+#include <memory>
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+/// The flat metric of a CPU twin, and its IndexFlat; throws for other indexes.
+FlatMetric twinMetric(const faiss::Index* index, const faiss::IndexFlat** flat) {
+    FAISS_THROW_IF_NOT_MSG(index, "GpuIndexQuickSelectFlat: null CPU index");
+    if (auto f = dynamic_cast<const faiss::IndexFlat*>(index)) {
+        *flat = f;
+        FAISS_THROW_IF_NOT_FMT(f->metric_type == faiss::METRIC_L2 ||
+                                       f->metric_type == faiss::METRIC_INNER_PRODUCT,
+                               "GpuIndexQuickSelectFlat: IndexFlat metric %d not supported "
+                               "(L2 or inner product)", int(f->metric_type));
+        return fromFaissMetric(f->metric_type);
+    }
+    if (auto pt = dynamic_cast<const faiss::IndexPreTransform*>(index)) {
+        auto f = dynamic_cast<const faiss::IndexFlat*>(pt->index);
+        bool flatIP = f && f->metric_type == faiss::METRIC_INNER_PRODUCT;
+        auto isNorm = [](const faiss::VectorTransform* vt) {
+            auto nt = dynamic_cast<const faiss::NormalizationTransform*>(vt);
+            return nt && nt->norm == 2.0f;
+        };
+        if (flatIP && pt->chain.size() == 1 && isNorm(pt->chain[0])) {
+            *flat = f;
+            return FlatMetric::Cosine;
+        }
+        if (flatIP && pt->chain.size() == 2 &&
+            dynamic_cast<const RowCenteringTransform*>(pt->chain[0]) && isNorm(pt->chain[1])) {
+            *flat = f;
+            return FlatMetric::Pearson;
+        }
+    }
+    FAISS_THROW_MSG("GpuIndexQuickSelectFlat: can copy only from faiss::IndexFlat (L2, IP) or "
+                    "the cosine / Pearson twin (IndexPreTransform of NormalizationTransform, "
+                    "with RowCenteringTransform first for Pearson, over IndexFlatIP)");
+}
+
+}  // namespace
+
+GpuIndexQuickSelectFlat::GpuIndexQuickSelectFlat(GpuResourcesProvider* provider, int dims,
+                                                 FlatMetric metric,
+                                                 GpuIndexQuickSelectFlatConfig config)
+        : GpuIndex(provider, dims, toFaissMetric(metric), config),
+          flatMetric_(metric),
+          qsConfig_(config) {
+    init_();
+}
+
+GpuIndexQuickSelectFlat::GpuIndexQuickSelectFlat(GpuResourcesProvider* provider, int dims,
+                                                 faiss::MetricType metric,
+                                                 GpuIndexQuickSelectFlatConfig config)
+        : GpuIndexQuickSelectFlat(provider, dims, fromFaissMetric(metric), config) {}
+
+GpuIndexQuickSelectFlat::GpuIndexQuickSelectFlat(GpuResourcesProvider* provider,
+                                                 const faiss::Index* index,
+                                                 GpuIndexQuickSelectFlatConfig config)
+        : GpuIndex(provider, index ? std::max(index->d, 1) : 1,
+                   index ? toFaissMetric([&] {
+                       const faiss::IndexFlat* f = nullptr;
+                       return twinMetric(index, &f);
+                   }())
+                         : faiss::METRIC_L2,
+                   config),
+          flatMetric_(FlatMetric::L2),
+          qsConfig_(config) {
+    FAISS_THROW_IF_NOT_MSG(index, "GpuIndexQuickSelectFlat: null CPU index");
+    init_();
+    copyFrom(index);
+}
+
+GpuIndexQuickSelectFlat::~GpuIndexQuickSelectFlat() = default;
+
+void GpuIndexQuickSelectFlat::init_() {
+    FAISS_THROW_IF_NOT_FMT(int(qsConfig_.selectAlgo) >= 0 && int(qsConfig_.selectAlgo) <= 1,
+                           "GpuIndexQuickSelectFlat: unknown selectAlgo %d",
+                           int(qsConfig_.selectAlgo));
+    storage_.reset(new FlatStorage(resources_.get(), config_.device, d, flatMetric_));
+    is_trained = true;
+}
+
+void GpuIndexQuickSelectFlat::copyFrom(const faiss::Index* index) {
+    const faiss::IndexFlat* flat = nullptr;
+    FlatMetric metric = twinMetric(index, &flat);
+    FAISS_THROW_IF_NOT_FMT(index->d > 0, "GpuIndexQuickSelectFlat::copyFrom: dimension %d",
+                           index->d);
+    FAISS_THROW_IF_NOT_FMT(flat->ntotal == index->ntotal,
+                           "GpuIndexQuickSelectFlat::copyFrom: inconsistent twin (%lld vs %lld "
+                           "vectors)", (long long)flat->ntotal, (long long)index->ntotal);
+    DeviceScope scope(config_.device);
+    // Build the new storage first: on failure this index is unchanged.
+    std::unique_ptr<FlatStorage> fresh(
+            new FlatStorage(resources_.get(), config_.device, index->d, metric));
+    if (flat->ntotal > 0) {
+        fresh->reserve(flat->ntotal);
+        fresh->appendHost(flat->get_xb(), flat->ntotal, /*prepared=*/true);
+    }
+    storage_ = std::move(fresh);
+    d = index->d;
+    flatMetric_ = metric;
+    metric_type = toFaissMetric(metric);
+    ntotal = flat->ntotal;
+    is_trained = true;
+}
+
+void GpuIndexQuickSelectFlat::copyTo(faiss::IndexFlat* index) const {
+    FAISS_THROW_IF_NOT_MSG(index, "GpuIndexQuickSelectFlat::copyTo: null IndexFlat");
+    std::vector<uint8_t> codes(sizeof(float) * size_t(ntotal) * d);
+    storage_->copyVectors(0, ntotal, reinterpret_cast<float*>(codes.data()));
+    index->reset();
+    index->d = d;
+    index->metric_type = metric_type;
+    index->code_size = sizeof(float) * d;
+    index->codes = std::move(codes);
+    index->ntotal = ntotal;
+    index->is_trained = true;
+}
+
+faiss::Index* GpuIndexQuickSelectFlat::copyToCpuIndex() const {
+    std::unique_ptr<faiss::IndexFlat> flat(new faiss::IndexFlat(d, metric_type));
+    copyTo(flat.get());
+    if (!isPreparedMetric(flatMetric_)) return flat.release();
+    std::unique_ptr<faiss::NormalizationTransform> norm(new faiss::NormalizationTransform(d, 2.0f));
+    std::unique_ptr<faiss::IndexPreTransform> pt(
+            new faiss::IndexPreTransform(norm.get(), flat.get()));
+    norm.release();
+    flat.release();
+    pt->own_fields = true;
+    if (flatMetric_ == FlatMetric::Pearson) {
+        std::unique_ptr<RowCenteringTransform> center(new RowCenteringTransform(d));
+        pt->prepend_transform(center.get());
+        center.release();
+    }
+    return pt.release();
+}
+
+void GpuIndexQuickSelectFlat::reset() {
+    storage_->reset();
+    ntotal = 0;
+}
+
+void GpuIndexQuickSelectFlat::reconstruct(idx_t key, float* recons) const {
+    FAISS_THROW_IF_NOT_FMT(key >= 0 && key < ntotal, "reconstruct: key %lld out of bounds "
+                           "(ntotal %lld)", (long long)key, (long long)ntotal);
+    FAISS_THROW_IF_NOT_MSG(recons, "reconstruct: recons is a null pointer");
+    storage_->copyVectors(key, 1, recons);
+}
+
+void GpuIndexQuickSelectFlat::reconstruct_n(idx_t i0, idx_t ni, float* recons) const {
+    FAISS_THROW_IF_NOT_FMT(i0 >= 0 && ni >= 0 && i0 + ni <= ntotal,
+                           "reconstruct_n: range [%lld, %lld) out of bounds (ntotal %lld)",
+                           (long long)i0, (long long)(i0 + ni), (long long)ntotal);
+    if (ni == 0) return;
+    FAISS_THROW_IF_NOT_MSG(recons, "reconstruct_n: recons is a null pointer");
+    storage_->copyVectors(i0, ni, recons);
+}
+
+void GpuIndexQuickSelectFlat::reserveMemory(idx_t n) {
+    FAISS_THROW_IF_NOT_FMT(n >= 0, "reserveMemory: n must be >= 0 (got %lld)", (long long)n);
+    storage_->reserve(n);
+}
+
+const float* GpuIndexQuickSelectFlat::getVectorsDevice() const { return storage_->vectors(); }
+
+void GpuIndexQuickSelectFlat::addImpl_(idx_t n, const float* x) {
+    storage_->append(x, n, /*prepared=*/false);
+    ntotal = storage_->size();
+}
+
+void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
+                                          idx_t* labels,
+                                          const faiss::SearchParameters* params) const {
+    SelectAlgo algo = qsConfig_.selectAlgo;
+    if (auto p = dynamic_cast<const SearchParametersQuickSelectFlat*>(params)) {
+        if (p->selectAlgo != SelectAlgo::Auto) algo = p->selectAlgo;
+    }
+    FAISS_THROW_IF_NOT_FMT(algo == SelectAlgo::Auto || algo == SelectAlgo::QuickMultiSelect,
+                           "GpuIndexQuickSelectFlat: unknown selectAlgo %d", int(algo));
+    storage_->search(x, n, k, distances, labels);
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext

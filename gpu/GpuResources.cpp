@@ -1,0 +1,26 @@
+#include "gpu/GpuResources.h"
+
+#include "gpu/utils/DeviceUtils.h"
+
+namespace faiss_ext {
+namespace gpu {
+
+GpuResources::~GpuResources() = default;
+
+void GpuResources::syncDefaultStream(int device) {
+    DeviceScope scope(device);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(getDefaultStream(device)));
+}
+
+GpuResourcesProvider::~GpuResourcesProvider() = default;
+
+GpuResourcesProviderFromInstance::GpuResourcesProviderFromInstance(
+        std::shared_ptr<GpuResources> res)
+        : res_(std::move(res)) {
+    FAISS_THROW_IF_NOT_MSG(res_, "GpuResourcesProviderFromInstance: null resources");
+}
+
+std::shared_ptr<GpuResources> GpuResourcesProviderFromInstance::getResources() { return res_; }
+
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,20 @@
+// Distances as a matrix product (Komarov et al., "Distance calculation"):
+// the dot products of a query tile and a corpus tile by cuBLAS SGEMM, scaled
+// by alpha (-2 for L2, whose norms are added by the selection, -1 for the
+// inner product metrics, so that smaller is always closer).
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <cstdint>
+
+namespace faiss_ext {
+namespace gpu {
+
+/// out[i * ldOut + j] = alpha * <q_i, x_j> for i < nq, j < nx (row major,
+/// device pointers; q is nq x d, x is nx x d). Plain FP32 (no TF32).
+void gemmDotProducts(cublasHandle_t handle, const float* q, int64_t nq, const float* x,
+                     int64_t nx, int d, float alpha, float* out, int64_t ldOut);
+
+}  // namespace gpu
+}  // namespace faiss_ext

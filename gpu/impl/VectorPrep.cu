@@ -1,0 +1,66 @@
+#include "gpu/impl/VectorPrep.h"
+#include "gpu/utils/DeviceUtils.h"
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+constexpr int kWarps = 8;
+
+__device__ __forceinline__ float warpSum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    return v;
+}
+
+// One warp per row.
+__global__ void rowSquaredNormsKernel(const float* x, int64_t n, int d, float* norms) {
+    int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+    if (row >= n) return;
+    int lane = threadIdx.x & 31;
+    const float* r = x + row * d;
+    float s = 0.f;
+    for (int j = lane; j < d; j += 32) s += r[j] * r[j];
+    s = warpSum(s);
+    if (lane == 0) norms[row] = s;
+}
+
+__global__ void prepareKernel(float* x, int64_t n, int d, bool center) {
+    int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+    if (row >= n) return;
+    int lane = threadIdx.x & 31;
+    float* r = x + row * d;
+    if (center) {
+        float s = 0.f;
+        for (int j = lane; j < d; j += 32) s += r[j];
+        float mean = warpSum(s) / float(d);
+        for (int j = lane; j < d; j += 32) r[j] -= mean;
+        __syncwarp();
+    }
+    float s = 0.f;
+    for (int j = lane; j < d; j += 32) s += r[j] * r[j];
+    s = warpSum(s);
+    if (s > 0.f) {
+        float inv = 1.f / sqrtf(s);
+        for (int j = lane; j < d; j += 32) r[j] *= inv;
+    }
+}
+
+unsigned blocksFor(int64_t n) { return unsigned((n + kWarps - 1) / kWarps); }
+
+}  // namespace
+
+void rowSquaredNorms(const float* x, int64_t n, int d, float* norms, cudaStream_t stream) {
+    if (n == 0) return;
+    rowSquaredNormsKernel<<<blocksFor(n), 32 * kWarps, 0, stream>>>(x, n, d, norms);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+void prepareVectorsDevice(FlatMetric metric, float* x, int64_t n, int d, cudaStream_t stream) {
+    if (n == 0 || !isPreparedMetric(metric)) return;
+    prepareKernel<<<blocksFor(n), 32 * kWarps, 0, stream>>>(x, n, d, metric == FlatMetric::Pearson);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,22 @@
+// Per-vector preparation and norms on the device (the "vector reductions" of
+// Komarov et al., "Distance calculation").
+#pragma once
+
+#include "faiss_ext/Metric.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace faiss_ext {
+namespace gpu {
+
+/// norms[i] = |x_i|^2 for the n x d row-major matrix x (device pointers).
+void rowSquaredNorms(const float* x, int64_t n, int d, float* norms, cudaStream_t stream);
+
+/// In place on the device: nothing for L2 / IP, L2 normalisation for cosine,
+/// centring then normalisation for Pearson (as faiss_ext::prepareVectors).
+void prepareVectorsDevice(FlatMetric metric, float* x, int64_t n, int d, cudaStream_t stream);
+
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,342 @@
+// Quick multi-select (Komarov, Dashti & D'Souza,
+// papers/komarov-quick-multi-select.txt, "GPU-based quick multi-select").
+//
+// Each row is handled by a group: one warp (W = 1, many rows) or one block
+// of W warps (few rows). A pass partitions the row's current segment around
+// a pivot. Every warp reads 32 elements at a time, one per lane, takes
+// __ballot_sync of the predicate key <= pivot and places its element with
+// __popc of the ballot masked to the lanes before it: no prefix sum, and the
+// segment is read once per pass. Elements at or below the pivot go to the
+// left of an auxiliary array, the others to its right end (the paper's two
+// coalesced writes). When the left side holds fewer than the k' still
+// wanted, it is taken whole: its reference is pushed on a stack (the paper's
+// "stack of references" instead of copying it back) and the search goes on
+// in the right side for k' - left. Otherwise it goes on in the left side.
+// A segment of at most 32 elements is finished by ranks computed with warp
+// shuffles.
+//
+// Deviations, both for speed: pivots come from samples of the segment (the
+// first pass samples up to 1024 elements and picks a rank that keeps the k
+// wanted with high probability, so that pass discards almost the whole row
+// and only writes its left side; a pass that kept too few is redone with a
+// higher pivot); and warps of a block get their write offsets with one shared
+// atomic per 32 * U elements instead of a block-wide scan. Keys are
+// (distance, id) pairs (SelectKeys.cuh), all distinct, so every pass makes
+// progress, even on rows of equal values.
+#pragma once
+
+#include "gpu/impl/select/QuickMultiSelect.h"
+#include "gpu/impl/select/SelectKeys.cuh"
+
+#include <cstdint>
+
+namespace faiss_ext {
+namespace gpu {
+namespace select {
+
+/// References to segments already known to be in the result.
+constexpr int kStackSize = 32;
+
+/// Rows (warps) per block of the one-warp-per-row kernel.
+constexpr int kWarpsPerBlockW1 = 8;
+
+/// Warps per block of the one-block-per-row kernel.
+constexpr int kWarpsPerBlockRow = 8;
+
+/// Below this many elements the first pass takes the whole row.
+constexpr int64_t kMinFilterN = 2048;
+
+/// Shared state of one group.
+template <int W>
+struct GroupShared {
+    static constexpr int kSamples = W == 1 ? 256 : 1024;
+    uint64_t samples[kSamples];
+    const uint64_t* stackPtr[kStackSize];
+    int64_t stackLen[kStackSize];
+    unsigned long long left;
+    unsigned long long right;
+    uint64_t pivot;
+};
+
+template <int W>
+__device__ __forceinline__ void groupSync() {
+    if (W == 1) {
+        __syncwarp();
+    } else {
+        __syncthreads();
+    }
+}
+
+/// Loads element j of a float source row as a key.
+struct FloatRowLoader {
+    const float* row;
+    const float* colAdd;
+    uint32_t colBase;
+    __device__ __forceinline__ uint64_t operator()(int64_t j) const {
+        float v = row[j];
+        if (colAdd) v += colAdd[j];
+        return makeKey(v, colBase + uint32_t(j));
+    }
+};
+
+/// Loads element j of a key row.
+struct KeyRowLoader {
+    const uint64_t* row;
+    __device__ __forceinline__ uint64_t operator()(int64_t j) const { return row[j]; }
+};
+
+/// One partition pass over elements 0..n-1 of `load`, by the whole group.
+/// Keys <= pivot go to leftOut[0..), if kWriteRight the others to
+/// rightEnd[-1], rightEnd[-2], ... Returns the left count (group-uniform).
+template <int W, int U, bool kWriteRight, class Load>
+__device__ int64_t partitionPass(const Load& load, int64_t n, uint64_t pivot, uint64_t* leftOut,
+                                 uint64_t* rightEnd, GroupShared<W>& sh) {
+    const int lane = threadIdx.x & 31;
+    const int warp = W == 1 ? 0 : int(threadIdx.x >> 5);
+    const unsigned ltMask = (1u << lane) - 1u;
+    int64_t leftBase = 0, rightBase = 0;
+    if (W > 1) {
+        if (threadIdx.x == 0) {
+            sh.left = 0;
+            sh.right = 0;
+        }
+        __syncthreads();
+    }
+    constexpr int64_t kChunk = 32 * U;
+    for (int64_t c0 = int64_t(warp) * kChunk; c0 < n; c0 += int64_t(W) * kChunk) {
+        uint64_t key[U];
+        bool valid[U];
+        if (c0 + kChunk <= n) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                valid[u] = true;
+                key[u] = load(c0 + u * 32 + lane);
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                int64_t j = c0 + u * 32 + lane;
+                valid[u] = j < n;
+                key[u] = valid[u] ? load(j) : kMaxKey;
+            }
+        }
+        unsigned lm[U], rm[U];
+        int lTot = 0, rTot = 0;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            lm[u] = __ballot_sync(0xFFFFFFFFu, valid[u] && key[u] <= pivot);
+            rm[u] = __ballot_sync(0xFFFFFFFFu, valid[u]) & ~lm[u];
+            lTot += __popc(lm[u]);
+            rTot += __popc(rm[u]);
+        }
+        int64_t lb, rb;
+        if (W == 1) {
+            lb = leftBase;
+            rb = rightBase;
+            leftBase += lTot;
+            rightBase += rTot;
+        } else {
+            unsigned long long a = 0, b = 0;
+            if (lane == 0) {
+                if (lTot) a = atomicAdd(&sh.left, (unsigned long long)lTot);
+                if (kWriteRight && rTot) b = atomicAdd(&sh.right, (unsigned long long)rTot);
+            }
+            lb = (int64_t)__shfl_sync(0xFFFFFFFFu, a, 0);
+            rb = (int64_t)__shfl_sync(0xFFFFFFFFu, b, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if ((lm[u] >> lane) & 1u) {
+                leftOut[lb + __popc(lm[u] & ltMask)] = key[u];
+            } else if (kWriteRight && ((rm[u] >> lane) & 1u)) {
+                rightEnd[-1 - (rb + __popc(rm[u] & ltMask))] = key[u];
+            }
+            lb += __popc(lm[u]);
+            rb += __popc(rm[u]);
+        }
+    }
+    if (W == 1) {
+        __syncwarp();
+        return leftBase;
+    }
+    __syncthreads();
+    int64_t total = int64_t(sh.left);
+    __syncthreads();
+    return total;
+}
+
+/// The key of rank r (0-based) among the first s samples (all distinct),
+/// group-uniform.
+template <int W>
+__device__ uint64_t sampleOfRank(GroupShared<W>& sh, int s, int r) {
+    const int t = W == 1 ? int(threadIdx.x & 31) : int(threadIdx.x);
+    for (int i = t; i < s; i += 32 * W) {
+        uint64_t key = sh.samples[i];
+        int rank = 0;
+        for (int j = 0; j < s; ++j) rank += sh.samples[j] < key;
+        if (rank == r) sh.pivot = key;
+    }
+    groupSync<W>();
+    uint64_t p = sh.pivot;
+    groupSync<W>();
+    return p;
+}
+
+/// Copies the stacked segments into out[outPos..] and empties the stack.
+template <int W>
+__device__ void flushStack(GroupShared<W>& sh, int& top, uint64_t* out, int64_t& outPos) {
+    const int t = W == 1 ? int(threadIdx.x & 31) : int(threadIdx.x);
+    for (int s = 0; s < top; ++s) {
+        const uint64_t* p = sh.stackPtr[s];
+        int64_t len = sh.stackLen[s];
+        for (int64_t i = t; i < len; i += 32 * W) out[outPos + i] = p[i];
+        outPos += len;
+    }
+    top = 0;
+    groupSync<W>();
+}
+
+template <int W>
+__device__ void pushRef(GroupShared<W>& sh, int& top, const uint64_t* p, int64_t len,
+                        uint64_t* out, int64_t& outPos) {
+    if (len == 0) return;
+    if (top == kStackSize) flushStack<W>(sh, top, out, outPos);
+    const int t = W == 1 ? int(threadIdx.x & 31) : int(threadIdx.x);
+    if (t == 0) {
+        sh.stackPtr[top] = p;
+        sh.stackLen[top] = len;
+    }
+    ++top;
+    groupSync<W>();
+}
+
+/// Selects the k smallest keys of one row (see the file comment).
+template <int W, bool kFloatSrc>
+__device__ void selectRow(const SelectArgs& a, int64_t row, GroupShared<W>& sh) {
+    const int lane = threadIdx.x & 31;
+    const int warp = W == 1 ? 0 : int(threadIdx.x >> 5);
+    const int t = W == 1 ? lane : int(threadIdx.x);
+    const int64_t n = a.n;
+    const int64_t k = a.k;
+    uint64_t* out = a.out + row * a.outStride + a.outOffset;
+    uint64_t* buf = a.aux1 + row * a.auxStride;
+    uint64_t* other = a.aux2 + row * a.auxStride;
+    int64_t outPos = 0;
+    int top = 0;
+
+    // ---- First pass: sampled pivot, left side only ----
+    int64_t L;
+    {
+        constexpr int U = kFloatSrc ? 16 : 8;
+        FloatRowLoader fl{kFloatSrc ? a.dist + row * a.ld : nullptr, a.colAdd, a.colBase};
+        KeyRowLoader kl{kFloatSrc ? nullptr : a.keys + row * a.keyStride};
+        int s = 0, r = 0;
+        if (n >= kMinFilterN && n >= 8 * k) {
+            s = GroupShared<W>::kSamples;
+            while (int64_t(s) * 4 > n) s >>= 1;
+            const int64_t stride = n / s;
+            for (int i = t; i < s; i += 32 * W) {
+                int64_t pos = int64_t(i) * stride +
+                              int64_t(hashMix(uint32_t(row) * 0x9E3779B9u ^ uint32_t(i)) %
+                                      uint64_t(stride));
+                if constexpr (kFloatSrc) {
+                    sh.samples[i] = fl(pos);
+                } else {
+                    sh.samples[i] = kl(pos);
+                }
+            }
+            groupSync<W>();
+            double mu = double(k) * s / double(n);
+            r = int(mu + 4.0 * sqrt(mu) + 3.0);
+        }
+        while (true) {
+            uint64_t pivot = kMaxKey;
+            if (s > 0 && r < s - 1) pivot = sampleOfRank<W>(sh, s, r);
+            if constexpr (kFloatSrc) {
+                L = partitionPass<W, U, false>(fl, n, pivot, buf, nullptr, sh);
+            } else {
+                L = partitionPass<W, U, false>(kl, n, pivot, buf, nullptr, sh);
+            }
+            if (L >= k) break;
+            r = 2 * r + 8;  // too few kept: a higher pivot (rare)
+        }
+    }
+
+    // ---- Multi-select passes on the kept segment ----
+    int64_t lo = 0, len = L, kk = k;
+    while (true) {
+        if (len == kk) {
+            pushRef<W>(sh, top, buf + lo, len, out, outPos);
+            break;
+        }
+        if (len <= 32) {
+            // Finish by ranks from warp shuffles.
+            if (warp == 0) {
+                uint64_t key = lane < len ? buf[lo + lane] : kMaxKey;
+                int rank = 0;
+                for (int j = 0; j < int(len); ++j) {
+                    uint64_t o = __shfl_sync(0xFFFFFFFFu, key, j);
+                    rank += o < key;
+                }
+                if (lane < len && rank < kk) out[outPos + rank] = key;
+            }
+            outPos += kk;
+            groupSync<W>();
+            break;
+        }
+        // Pivot from 32 evenly spaced samples of the segment.
+        uint64_t pivot;
+        {
+            int r = int((kk * 33 + len - 1) / len);
+            if (r > 30) r = 30;
+            if (warp == 0) {
+                uint64_t key = buf[lo + (int64_t(lane) * len) / 32];
+                int rank = 0;
+                for (int j = 0; j < 32; ++j) rank += __shfl_sync(0xFFFFFFFFu, key, j) < key;
+                unsigned who = __ballot_sync(0xFFFFFFFFu, rank == r);
+                pivot = __shfl_sync(0xFFFFFFFFu, key, __ffs(who) - 1);
+                if (W > 1 && lane == 0) sh.pivot = pivot;
+            }
+            if (W > 1) {
+                __syncthreads();
+                pivot = sh.pivot;
+                __syncthreads();
+            }
+        }
+        KeyRowLoader seg{buf + lo};
+        int64_t Lc = partitionPass<W, 4, true>(seg, len, pivot, other + lo, other + lo + len, sh);
+        if (Lc > kk) {
+            len = Lc;
+        } else {
+            pushRef<W>(sh, top, other + lo, Lc, out, outPos);
+            if (Lc == kk) break;
+            kk -= Lc;
+            lo += Lc;
+            len -= Lc;
+        }
+        uint64_t* tmp = buf;
+        buf = other;
+        other = tmp;
+    }
+    flushStack<W>(sh, top, out, outPos);
+}
+
+/// W == 1: blockDim.x / 32 rows per block, a warp each; W > 1: one row per
+/// block of 32 * W threads.
+template <int W, bool kFloatSrc>
+__global__ void quickMultiSelectKernel(SelectArgs a) {
+    if constexpr (W == 1) {
+        __shared__ GroupShared<1> shAll[kWarpsPerBlockW1];
+        const int w = threadIdx.x >> 5;
+        const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlockW1 + w;
+        if (row >= a.rows) return;
+        selectRow<1, kFloatSrc>(a, row, shAll[w]);
+    } else {
+        __shared__ GroupShared<W> sh;
+        selectRow<W, kFloatSrc>(a, int64_t(blockIdx.x), sh);
+    }
+}
+
+}  // namespace select
+}  // namespace gpu
+}  // namespace faiss_ext
