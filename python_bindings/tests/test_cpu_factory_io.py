@@ -1,0 +1,265 @@
+"""CPU tests: the factory, read / write / serialize round trips with
+python3-faiss objects, and conversions between faiss and faiss_ext objects."""
+
+import faiss
+import numpy as np
+import pytest
+
+import faiss_ext
+from knn_check import assert_knn_equal, center_rows, normalize_rows, random_data
+
+D_DIM = 16
+
+
+def _flat_with_data(rng, metric=faiss.METRIC_L2, n=200):
+    """A faiss.IndexFlat of D_DIM with n random vectors, and the vectors."""
+    xb = random_data(rng, n, D_DIM)
+    index = faiss.IndexFlat(D_DIM, metric)
+    index.add(xb)
+    return index, xb
+
+
+# ---- factory ----
+
+@pytest.mark.parametrize("metric", [faiss.METRIC_L2, faiss.METRIC_INNER_PRODUCT])
+def test_factory_qsflat_is_a_faiss_indexflat(rng, metric):
+    index = faiss_ext.index_factory(D_DIM, "QSFlat", metric)
+    assert isinstance(index, faiss.IndexFlat)
+    assert index.d == D_DIM and index.ntotal == 0 and index.metric_type == metric
+    xb, xq = random_data(rng, 300, D_DIM), random_data(rng, 10, D_DIM)
+    index.add(xb)
+    ref = faiss.IndexFlat(D_DIM, metric)
+    ref.add(xb)
+    D, I = index.search(xq, 7)
+    D_ref, I_ref = ref.search(xq, 7)
+    assert_knn_equal(D, I, D_ref, I_ref, xq, xb, metric == faiss.METRIC_L2)
+
+
+def test_factory_accepts_flat_metric_for_l2_and_ip():
+    assert faiss_ext.index_factory(4, "QSFlat", faiss_ext.FlatMetric.InnerProduct).metric_type \
+        == faiss.METRIC_INNER_PRODUCT
+    assert faiss_ext.index_factory(4, "QSFlat", faiss_ext.FlatMetric.L2).metric_type \
+        == faiss.METRIC_L2
+    with pytest.raises(ValueError, match="QSFlatCosine"):
+        faiss_ext.index_factory(4, "QSFlat", faiss_ext.FlatMetric.Cosine)
+
+
+def test_factory_default_metric_is_l2():
+    assert faiss_ext.index_factory(4, "QSFlat").metric_type == faiss.METRIC_L2
+
+
+def test_factory_idmap_prefix(rng):
+    index = faiss_ext.index_factory(D_DIM, "IDMap,QSFlat")
+    assert isinstance(index, faiss.IndexIDMap)
+    xb = random_data(rng, 50, D_DIM)
+    ids = np.arange(1000, 1050, dtype=np.int64)
+    index.add_with_ids(xb, ids)
+    _, I = index.search(xb[:5], 1)
+    np.testing.assert_array_equal(I[:, 0], ids[:5])
+
+
+def test_factory_delegates_faiss_strings():
+    index = faiss_ext.index_factory(D_DIM, "Flat", faiss.METRIC_INNER_PRODUCT)
+    assert isinstance(index, faiss.IndexFlat)
+    assert index.metric_type == faiss.METRIC_INNER_PRODUCT
+
+
+def test_factory_pca_prefix_trains(rng):
+    index = faiss_ext.index_factory(D_DIM, "PCA4,QSFlat")
+    assert isinstance(index, faiss.IndexPreTransform)
+    assert not index.is_trained
+    xb = random_data(rng, 500, D_DIM)
+    index.train(xb)
+    index.add(xb)
+    assert index.ntotal == 500
+
+
+def test_factory_cosine_twin_matches_normalised_ip(rng):
+    index = faiss_ext.index_factory(D_DIM, "QSFlatCosine")
+    assert isinstance(index, faiss.IndexPreTransform)
+    assert index.metric_type == faiss.METRIC_INNER_PRODUCT
+    xb, xq = random_data(rng, 300, D_DIM) - 0.5, random_data(rng, 12, D_DIM) - 0.5
+    index.add(xb)
+    ref = faiss.IndexFlatIP(D_DIM)
+    ref.add(normalize_rows(xb))
+    for k in (1, 10, 300):
+        D, I = index.search(xq, k)
+        D_ref, I_ref = ref.search(normalize_rows(xq), k)
+        assert_knn_equal(D, I, D_ref, I_ref, normalize_rows(xq), normalize_rows(xb), False)
+
+
+def test_factory_pearson_twin_is_our_wrapper(rng):
+    index = faiss_ext.index_factory(D_DIM, "QSFlatPearson")
+    # RowCenteringTransform is ours: python3-faiss cannot represent the twin.
+    assert isinstance(index, faiss_ext.Index)
+    assert not isinstance(index, faiss.Index)
+    assert "IndexPreTransform" in index.type_name
+    assert index.d == D_DIM and index.metric_type == faiss.METRIC_INNER_PRODUCT
+    xb, xq = random_data(rng, 250, D_DIM), random_data(rng, 9, D_DIM)
+    index.add(xb)
+    assert index.ntotal == 250
+    pb, pq = normalize_rows(center_rows(xb)), normalize_rows(center_rows(xq))
+    ref = faiss.IndexFlatIP(D_DIM)
+    ref.add(pb)
+    D, I = index.search(xq, 8)
+    D_ref, I_ref = ref.search(pq, 8)
+    assert_knn_equal(D, I, D_ref, I_ref, pq, pb, False)
+    # Pearson correlation itself, computed independently.
+    for q in range(len(xq)):
+        r = np.corrcoef(xq[q].astype(np.float64), xb[I[q, 0]].astype(np.float64))[0, 1]
+        assert abs(D[q, 0] - r) < 1e-4
+    with pytest.raises(RuntimeError, match="not recognized"):
+        faiss_ext.to_faiss(index)
+
+
+def test_factory_native_flag_returns_wrapper():
+    index = faiss_ext.index_factory(D_DIM, "QSFlat", native=True)
+    assert isinstance(index, faiss_ext.Index)
+    assert index.d == D_DIM and index.ntotal == 0
+
+
+# ---- serialize / deserialize ----
+
+def test_serialize_faiss_object_is_faiss_bytes(rng):
+    index, _ = _flat_with_data(rng)
+    ours = faiss_ext.serialize_index(index)
+    assert ours.dtype == np.uint8 and ours.ndim == 1
+    np.testing.assert_array_equal(ours, faiss.serialize_index(index))
+
+
+def test_serialize_native_is_readable_by_faiss(rng):
+    index, xb = _flat_with_data(rng)
+    native = faiss_ext.from_faiss(index)
+    data = faiss_ext.serialize_index(native)
+    back = faiss.deserialize_index(data)
+    assert isinstance(back, faiss.IndexFlat)
+    np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
+    # Byte for byte what FAISS writes for the same index.
+    np.testing.assert_array_equal(data, faiss.serialize_index(index))
+
+
+@pytest.mark.parametrize("as_type", ["numpy", "bytes", "bytearray", "memoryview"])
+def test_deserialize_faiss_bytes(rng, as_type):
+    index, xb = _flat_with_data(rng, faiss.METRIC_INNER_PRODUCT)
+    data = faiss.serialize_index(index)
+    data = {"numpy": data, "bytes": data.tobytes(), "bytearray": bytearray(data.tobytes()),
+            "memoryview": memoryview(data.tobytes())}[as_type]
+    back = faiss_ext.deserialize_index(data)
+    assert isinstance(back, faiss.IndexFlat)
+    assert back.metric_type == faiss.METRIC_INNER_PRODUCT
+    np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
+
+
+def test_deserialize_native_flag_searches_like_faiss(rng):
+    index, xb = _flat_with_data(rng)
+    native = faiss_ext.deserialize_index(faiss.serialize_index(index), native=True)
+    assert isinstance(native, faiss_ext.Index)
+    assert native.ntotal == index.ntotal and native.d == index.d
+    xq = random_data(rng, 20, D_DIM)
+    for k in (1, 5, 200, 250):
+        D, I = native.search(xq, k)
+        D_ref, I_ref = index.search(xq, k)
+        assert_knn_equal(D, I, D_ref, I_ref, xq, xb, True)
+
+
+def test_pearson_serialize_round_trip(rng):
+    index = faiss_ext.index_factory(D_DIM, "QSFlatPearson")
+    xb, xq = random_data(rng, 100, D_DIM), random_data(rng, 5, D_DIM)
+    index.add(xb)
+    data = faiss_ext.serialize_index(index)
+    back = faiss_ext.deserialize_index(data)
+    assert isinstance(back, faiss_ext.Index) and back.ntotal == 100
+    D0, I0 = index.search(xq, 10)
+    D1, I1 = back.search(xq, 10)
+    np.testing.assert_array_equal(I0, I1)
+    np.testing.assert_array_equal(D0, D1)
+
+
+# ---- files ----
+
+def test_faiss_file_reads_back(rng, tmp_path):
+    index, xb = _flat_with_data(rng)
+    fname = tmp_path / "faiss.index"
+    faiss.write_index(index, str(fname))
+    back = faiss_ext.read_index(fname)  # pathlib accepted
+    assert isinstance(back, faiss.IndexFlat)
+    np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
+    native = faiss_ext.read_index(str(fname), native=True)
+    assert isinstance(native, faiss_ext.Index)
+    np.testing.assert_array_equal(native.reconstruct_n(0, native.ntotal), xb)
+
+
+def test_write_faiss_object_reads_in_faiss(rng, tmp_path):
+    index, xb = _flat_with_data(rng, faiss.METRIC_INNER_PRODUCT)
+    fname = str(tmp_path / "ours.index")
+    faiss_ext.write_index(index, fname)
+    back = faiss.read_index(fname)
+    assert back.metric_type == faiss.METRIC_INNER_PRODUCT
+    np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
+
+
+def test_write_native_reads_in_faiss(rng, tmp_path):
+    index, xb = _flat_with_data(rng)
+    native = faiss_ext.from_faiss(index)
+    fname = str(tmp_path / "native.index")
+    faiss_ext.write_index(native, fname)
+    back = faiss.read_index(fname)
+    np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
+
+
+def test_pearson_file_round_trip(rng, tmp_path):
+    index = faiss_ext.index_factory(D_DIM, "IDMap,QSFlatPearson")
+    xb, xq = random_data(rng, 80, D_DIM), random_data(rng, 4, D_DIM)
+    index.add_with_ids(xb, np.arange(80, dtype=np.int64) * 10)
+    fname = str(tmp_path / "pearson.index")
+    faiss_ext.write_index(index, fname)
+    back = faiss_ext.read_index(fname)
+    assert isinstance(back, faiss_ext.Index)
+    D0, I0 = index.search(xq, 6)
+    D1, I1 = back.search(xq, 6)
+    np.testing.assert_array_equal(I0, I1)
+    np.testing.assert_array_equal(D0, D1)
+    assert np.all(I1 % 10 == 0)
+    with pytest.raises(RuntimeError):
+        faiss.read_index(fname)  # plain FAISS does not know RowCenteringTransform
+
+
+# ---- conversions ----
+
+@pytest.mark.parametrize("metric", [faiss.METRIC_L2, faiss.METRIC_INNER_PRODUCT])
+def test_from_faiss_to_faiss_round_trip(rng, metric):
+    index, xb = _flat_with_data(rng, metric)
+    native = faiss_ext.from_faiss(index)
+    assert isinstance(native, faiss_ext.Index)
+    assert native.metric_type == metric and native.ntotal == index.ntotal
+    np.testing.assert_array_equal(native.reconstruct_n(0, native.ntotal), xb)
+    np.testing.assert_array_equal(native.reconstruct(7), xb[7])
+    back = faiss_ext.to_faiss(native)
+    assert isinstance(back, faiss.IndexFlat)
+    np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
+    assert faiss_ext.from_faiss(native) is native
+    assert faiss_ext.to_faiss(index) is index
+
+
+def test_index_gpu_to_cpu_of_cpu_objects(rng):
+    index, xb = _flat_with_data(rng)
+    # A faiss object is already on the CPU: a clone comes back.
+    clone = faiss_ext.index_gpu_to_cpu(index)
+    assert isinstance(clone, faiss.IndexFlat) and clone is not index
+    np.testing.assert_array_equal(clone.reconstruct_n(0, clone.ntotal), xb)
+    # A CPU faiss_ext.Index becomes a faiss object that faiss can write.
+    cpu = faiss_ext.index_gpu_to_cpu(faiss_ext.from_faiss(index))
+    assert isinstance(cpu, faiss.IndexFlat)
+    np.testing.assert_array_equal(cpu.reconstruct_n(0, cpu.ntotal), xb)
+    faiss.serialize_index(cpu)
+
+
+def test_conversion_rejects_other_objects():
+    with pytest.raises(TypeError, match="faiss_ext.Index or a faiss.Index"):
+        faiss_ext.from_faiss("not an index")
+    with pytest.raises(TypeError):
+        faiss_ext.serialize_index(42)
+    with pytest.raises(TypeError, match="uint8"):
+        faiss_ext.deserialize_index(np.zeros(10, dtype=np.float32))
+    with pytest.raises(TypeError):
+        faiss_ext.deserialize_index("a string")
