@@ -18,6 +18,9 @@ struct RowCenteringTransform : faiss::VectorTransform {
 
     /// Not invertible: copies xt to x (as NormalizationTransform does).
     void reverse_transform(faiss::Index::idx_t n, const float* xt, float* x) const override;
+
+    /// Throws unless `other` is a RowCenteringTransform of the same dimensions.
+    void check_identical(const faiss::VectorTransform& other) const override;
 };
 
 }  // namespace faiss_ext
