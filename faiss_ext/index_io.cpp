@@ -1,1 +1,542 @@
-// placeholder
+// Saving and loading through FAISS's I/O layer (see index_io.h).
+//
+// The format is FAISS's own (faiss/impl/index_write.cpp): a fourcc names the
+// class, then the faiss::Index header, then the class's fields. We write the
+// wrappers that may hold our types (IndexPreTransform, IndexIDMap,
+// IndexIDMap2) ourselves in that format, so that a file with only FAISS types
+// in it stays readable by plain faiss::read_index, and our types get fourccs
+// FAISS does not use:
+//   "FxRC"  RowCenteringTransform: d_in (int32), d_out (int32), is_trained (u8)
+//
+// Reading is a recursive descent that reads each fourcc first. Our fourccs,
+// the wrappers above, IndexFlat and NormalizationTransform are read here with
+// sanity checks on every size (a bad file must throw, never crash or allocate
+// absurd memory: FAISS 1.7.3's reader trusts the sizes it reads); anything
+// else is handed to faiss::read_index with the fourcc pushed back.
+#include "faiss_ext/index_io.h"
+
+#include "faiss_ext/CpuConvertible.h"
+#include "faiss_ext/CpuTwin.h"
+#include "faiss_ext/RowCenteringTransform.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexIDMap.h>
+#include <faiss/IndexPreTransform.h>
+#include <faiss/VectorTransform.h>
+#include <faiss/impl/FaissAssert.h>
+#include <faiss/index_io.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <string>
+
+namespace faiss_ext {
+
+namespace {
+
+// ---------------------------------------------------------------- limits
+
+/// Largest dimension accepted from a file.
+constexpr int kMaxDim = 1 << 20;
+/// Largest ntotal accepted from a file.
+constexpr int64_t kMaxNtotal = int64_t(1) << 40;
+/// Longest IndexPreTransform chain accepted from a file.
+constexpr int kMaxChainLength = 64;
+/// Deepest nesting of wrappers accepted from a file (guards the stack).
+constexpr int kMaxDepth = 32;
+/// Arrays are read in chunks of this many bytes, so memory grows only as
+/// data actually arrives (a truncated file cannot make us allocate its
+/// claimed size).
+constexpr size_t kChunkBytes = size_t(16) << 20;
+/// The value FAISS writes in the two unused header fields.
+constexpr int64_t kHeaderDummy = int64_t(1) << 20;
+
+const uint32_t kFourccRowCentering = faiss::fourcc("FxRC");
+
+const uint32_t kFourccFlatL2 = faiss::fourcc("IxF2");
+const uint32_t kFourccFlatIP = faiss::fourcc("IxFI");
+const uint32_t kFourccFlat = faiss::fourcc("IxFl");
+const uint32_t kFourccIDMap = faiss::fourcc("IxMp");
+const uint32_t kFourccIDMap2 = faiss::fourcc("IxM2");
+const uint32_t kFourccPreTransform = faiss::fourcc("IxPT");
+const uint32_t kFourccNormalization = faiss::fourcc("VNrm");
+
+bool isKnownMetric(int m) {
+    switch (m) {
+        case faiss::METRIC_INNER_PRODUCT:
+        case faiss::METRIC_L2:
+        case faiss::METRIC_L1:
+        case faiss::METRIC_Linf:
+        case faiss::METRIC_Lp:
+        case faiss::METRIC_Canberra:
+        case faiss::METRIC_BrayCurtis:
+        case faiss::METRIC_JensenShannon:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// ---------------------------------------------------------------- writing
+
+/// Writes raw bytes; throws when the writer accepts fewer.
+void writeBytes(faiss::IOWriter* w, const void* p, size_t bytes) {
+    if (bytes == 0) return;
+    size_t got = (*w)(p, 1, bytes);
+    FAISS_THROW_IF_NOT_FMT(got == bytes, "write error on '%s': wrote %zu of %zu bytes",
+                           w->name.c_str(), got, bytes);
+}
+
+template <typename T>
+void writeValue(faiss::IOWriter* w, const T& v) {
+    writeBytes(w, &v, sizeof(T));
+}
+
+/// FAISS's vector layout: element count (size_t), then the elements.
+template <typename T>
+void writeVector(faiss::IOWriter* w, const std::vector<T>& v) {
+    writeValue<size_t>(w, v.size());
+    writeBytes(w, v.data(), v.size() * sizeof(T));
+}
+
+/// FAISS's faiss::Index header.
+void writeHeader(faiss::IOWriter* w, const faiss::Index* idx) {
+    writeValue<int32_t>(w, int32_t(idx->d));
+    writeValue<int64_t>(w, int64_t(idx->ntotal));
+    writeValue<int64_t>(w, kHeaderDummy);
+    writeValue<int64_t>(w, kHeaderDummy);
+    writeValue<uint8_t>(w, idx->is_trained ? 1 : 0);
+    writeValue<int32_t>(w, int32_t(idx->metric_type));
+    if (idx->metric_type > 1) writeValue<float>(w, idx->metric_arg);
+}
+
+void writeTransform(faiss::IOWriter* w, const faiss::VectorTransform* vt) {
+    FAISS_THROW_IF_NOT_MSG(vt, "write_index: null VectorTransform in IndexPreTransform chain");
+    if (dynamic_cast<const RowCenteringTransform*>(vt)) {
+        writeValue<uint32_t>(w, kFourccRowCentering);
+        writeValue<int32_t>(w, vt->d_in);
+        writeValue<int32_t>(w, vt->d_out);
+        writeValue<uint8_t>(w, vt->is_trained ? 1 : 0);
+    } else {
+        faiss::write_VectorTransform(vt, w);
+    }
+}
+
+void writeIndexRec(const faiss::Index* idx, faiss::IOWriter* w) {
+    FAISS_THROW_IF_NOT_MSG(idx, "write_index: null index");
+
+    if (auto conv = dynamic_cast<const CpuConvertible*>(idx)) {
+        // a GPU index is saved as its CPU twin, as FAISS does
+        std::unique_ptr<faiss::Index> twin(conv->copyToCpuIndex());
+        FAISS_THROW_IF_NOT_MSG(twin, "write_index: copyToCpuIndex returned a null index");
+        writeIndexRec(twin.get(), w);
+        return;
+    }
+    if (auto m = dynamic_cast<const faiss::IndexIDMap*>(idx)) {
+        // IndexIDMap2 derives from IndexIDMap; same fields, its own fourcc
+        bool two = dynamic_cast<const faiss::IndexIDMap2*>(idx) != nullptr;
+        writeValue<uint32_t>(w, two ? kFourccIDMap2 : kFourccIDMap);
+        writeHeader(w, m);
+        writeIndexRec(m->index, w);
+        writeVector(w, m->id_map);
+        return;
+    }
+    if (auto pt = dynamic_cast<const faiss::IndexPreTransform*>(idx)) {
+        writeValue<uint32_t>(w, kFourccPreTransform);
+        writeHeader(w, pt);
+        writeValue<int32_t>(w, int32_t(pt->chain.size()));
+        for (const faiss::VectorTransform* vt : pt->chain) writeTransform(w, vt);
+        writeIndexRec(pt->index, w);
+        return;
+    }
+    if (containsCpuConvertible(idx)) {
+        // other wrappers (IndexShards, IndexReplicas) around GPU indexes
+        std::unique_ptr<faiss::Index> twin(cloneToCpu(idx));
+        faiss::write_index(twin.get(), w);
+        return;
+    }
+    faiss::write_index(idx, w);
+}
+
+// ---------------------------------------------------------------- reading
+
+/// An IOReader over another one that counts bytes, knows how many remain when
+/// the source tells (bytes in memory, a regular file), can push bytes back,
+/// and throws on short reads in its own helpers.
+class StreamReader : public faiss::IOReader {
+public:
+    explicit StreamReader(faiss::IOReader* inner) : inner_(inner) {
+        name = inner->name;
+        if (auto v = dynamic_cast<faiss::VectorIOReader*>(inner)) {
+            known_ = true;
+            limit_ = v->rp <= v->data.size() ? v->data.size() - v->rp : 0;
+        } else if (auto f = dynamic_cast<faiss::FileIOReader*>(inner)) {
+            struct stat st;
+            long pos = f->f ? std::ftell(f->f) : -1;
+            if (f->f && pos >= 0 && fstat(::fileno(f->f), &st) == 0 && S_ISREG(st.st_mode)) {
+                known_ = true;
+                limit_ = size_t(st.st_size) > size_t(pos) ? size_t(st.st_size) - size_t(pos) : 0;
+            }
+        }
+    }
+
+    /// fread semantics: bytes pushed back first, then the wrapped reader.
+    size_t operator()(void* ptr, size_t size, size_t nitems) override {
+        if (size == 0 || nitems == 0) return 0;
+        FAISS_THROW_IF_NOT_FMT(nitems <= std::numeric_limits<size_t>::max() / size,
+                               "read of %zu items of %zu bytes overflows", nitems, size);
+        size_t want = size * nitems;
+        auto* out = static_cast<uint8_t*>(ptr);
+        size_t got = 0;
+        while (got < want && !pushback_.empty()) {
+            out[got++] = pushback_.back();
+            pushback_.pop_back();
+        }
+        while (got < want) {
+            size_t n = (*inner_)(out + got, 1, want - got);
+            if (n == 0) break;
+            got += n;
+            fromInner_ += n;
+        }
+        offset_ += got;
+        // like fread, a partial item is lost; callers treat it as end of input
+        return got / size;
+    }
+
+    int fileno() override { return inner_->fileno(); }
+
+    /// Reads exactly `bytes` bytes or throws (truncated input).
+    void readExact(void* p, size_t bytes, const char* what) {
+        if (bytes == 0) return;
+        size_t at = offset_;
+        size_t got = (*this)(p, 1, bytes);
+        FAISS_THROW_IF_NOT_FMT(got == bytes,
+                               "truncated input '%s': reading %s at byte %zu needed %zu bytes, "
+                               "got %zu",
+                               name.c_str(), what, at, bytes, got);
+    }
+
+    template <typename T>
+    T read(const char* what) {
+        T v;
+        readExact(&v, sizeof(T), what);
+        return v;
+    }
+
+    /// Reads `count` elements into v, in chunks; throws if the input is known
+    /// to be shorter.
+    template <typename T>
+    void readArray(std::vector<T>& v, size_t count, const char* what) {
+        FAISS_THROW_IF_NOT_FMT(count <= std::numeric_limits<size_t>::max() / sizeof(T),
+                               "corrupt input '%s': %s has an absurd size %zu", name.c_str(),
+                               what, count);
+        size_t bytes = count * sizeof(T);
+        if (known_) {
+            FAISS_THROW_IF_NOT_FMT(bytes <= remaining(),
+                                   "truncated input '%s': %s needs %zu bytes at byte %zu, only "
+                                   "%zu remain",
+                                   name.c_str(), what, bytes, offset_, remaining());
+        }
+        v.clear();
+        const size_t perChunk = std::max<size_t>(1, kChunkBytes / sizeof(T));
+        size_t done = 0;
+        while (done < count) {
+            size_t n = std::min(perChunk, count - done);
+            v.resize(done + n);
+            readExact(v.data() + done, n * sizeof(T), what);
+            done += n;
+        }
+    }
+
+    /// FAISS's vector layout: a size_t count (at most maxCount), then data.
+    template <typename T>
+    void readVector(std::vector<T>& v, size_t maxCount, const char* what) {
+        size_t count = read<size_t>(what);
+        FAISS_THROW_IF_NOT_FMT(count <= maxCount,
+                               "corrupt input '%s': %s has %zu elements (at most %zu expected)",
+                               name.c_str(), what, count, maxCount);
+        readArray(v, count, what);
+    }
+
+    /// Makes the next read return these bytes again.
+    void pushBack(const void* p, size_t bytes) {
+        auto* b = static_cast<const uint8_t*>(p);
+        for (size_t i = bytes; i > 0; --i) pushback_.push_back(b[i - 1]);
+        offset_ -= bytes;
+    }
+
+    /// Bytes left in the input, when known.
+    size_t remaining() const { return limit_ - std::min(limit_, fromInner_) + pushback_.size(); }
+
+private:
+    faiss::IOReader* inner_;
+    std::vector<uint8_t> pushback_;  // read back to front
+    size_t offset_ = 0;
+    size_t fromInner_ = 0;
+    bool known_ = false;
+    size_t limit_ = 0;
+};
+
+/// The faiss::Index fields of FAISS's header.
+struct IndexHeader {
+    int d = 0;
+    int64_t ntotal = 0;
+    bool isTrained = false;
+    faiss::MetricType metric = faiss::METRIC_L2;
+    float metricArg = 0;
+
+    void applyTo(faiss::Index* idx) const {
+        idx->d = d;
+        idx->ntotal = ntotal;
+        idx->is_trained = isTrained;
+        idx->metric_type = metric;
+        idx->metric_arg = metricArg;
+    }
+};
+
+IndexHeader readHeader(StreamReader& r, const char* cls) {
+    IndexHeader h;
+    int32_t d = r.read<int32_t>("index header (d)");
+    FAISS_THROW_IF_NOT_FMT(d >= 0 && d <= kMaxDim, "corrupt input '%s': %s has d = %d",
+                           r.name.c_str(), cls, int(d));
+    int64_t ntotal = r.read<int64_t>("index header (ntotal)");
+    FAISS_THROW_IF_NOT_FMT(ntotal >= 0 && ntotal <= kMaxNtotal,
+                           "corrupt input '%s': %s has ntotal = %" PRId64, r.name.c_str(), cls,
+                           ntotal);
+    r.read<int64_t>("index header");  // two unused fields
+    r.read<int64_t>("index header");
+    uint8_t trained = r.read<uint8_t>("index header (is_trained)");
+    FAISS_THROW_IF_NOT_FMT(trained <= 1, "corrupt input '%s': %s has is_trained byte %d",
+                           r.name.c_str(), cls, int(trained));
+    int32_t metric = r.read<int32_t>("index header (metric_type)");
+    FAISS_THROW_IF_NOT_FMT(isKnownMetric(metric), "corrupt input '%s': %s has metric_type %d",
+                           r.name.c_str(), cls, int(metric));
+    h.d = d;
+    h.ntotal = ntotal;
+    h.isTrained = trained != 0;
+    h.metric = faiss::MetricType(metric);
+    if (metric > 1) {
+        h.metricArg = r.read<float>("index header (metric_arg)");
+        FAISS_THROW_IF_NOT_FMT(std::isfinite(h.metricArg),
+                               "corrupt input '%s': %s has metric_arg %g", r.name.c_str(), cls,
+                               double(h.metricArg));
+    }
+    return h;
+}
+
+/// Runs a FAISS reader, turning whatever it throws into FaissException.
+template <typename F>
+auto delegateToFaiss(StreamReader& r, uint32_t h, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const faiss::FaissException&) {
+        throw;
+    } catch (const std::bad_alloc&) {
+        FAISS_THROW_FMT("corrupt input '%s': FAISS's reader for fourcc '%s' ran out of memory",
+                        r.name.c_str(), faiss::fourcc_inv_printable(h).c_str());
+    } catch (const std::exception& e) {
+        FAISS_THROW_FMT("corrupt input '%s': FAISS's reader for fourcc '%s' failed: %s",
+                        r.name.c_str(), faiss::fourcc_inv_printable(h).c_str(), e.what());
+    }
+}
+
+/// Reads the common VectorTransform fields: d_in, d_out, is_trained.
+void readTransformTail(StreamReader& r, faiss::VectorTransform* vt, const char* cls) {
+    int32_t dIn = r.read<int32_t>("VectorTransform d_in");
+    int32_t dOut = r.read<int32_t>("VectorTransform d_out");
+    uint8_t trained = r.read<uint8_t>("VectorTransform is_trained");
+    FAISS_THROW_IF_NOT_FMT(dIn > 0 && dIn <= kMaxDim && dIn == dOut && trained <= 1,
+                           "corrupt input '%s': %s has d_in = %d, d_out = %d, is_trained byte "
+                           "%d",
+                           r.name.c_str(), cls, int(dIn), int(dOut), int(trained));
+    vt->d_in = dIn;
+    vt->d_out = dOut;
+    vt->is_trained = trained != 0;
+}
+
+faiss::VectorTransform* readTransform(StreamReader& r) {
+    uint32_t h = r.read<uint32_t>("VectorTransform fourcc");
+    if (h == kFourccRowCentering) {
+        auto vt = std::make_unique<RowCenteringTransform>();
+        readTransformTail(r, vt.get(), "RowCenteringTransform");
+        return vt.release();
+    }
+    if (h == kFourccNormalization) {
+        float norm = r.read<float>("NormalizationTransform norm");
+        FAISS_THROW_IF_NOT_FMT(std::isfinite(norm) && norm > 0,
+                               "corrupt input '%s': NormalizationTransform has norm %g",
+                               r.name.c_str(), double(norm));
+        auto vt = std::make_unique<faiss::NormalizationTransform>();
+        vt->norm = norm;
+        readTransformTail(r, vt.get(), "NormalizationTransform");
+        return vt.release();
+    }
+    r.pushBack(&h, sizeof(h));
+    faiss::VectorTransform* vt =
+            delegateToFaiss(r, h, [&] { return faiss::read_VectorTransform(&r); });
+    FAISS_THROW_IF_NOT_FMT(vt, "corrupt input '%s': no VectorTransform read", r.name.c_str());
+    return vt;
+}
+
+faiss::Index* readIndexRec(StreamReader& r, int ioFlags, int depth);
+
+/// Reads the inner index of a wrapper; never null.
+faiss::Index* readInner(StreamReader& r, int ioFlags, int depth, const char* cls) {
+    faiss::Index* inner = readIndexRec(r, ioFlags, depth + 1);
+    FAISS_THROW_IF_NOT_FMT(inner, "corrupt input '%s': %s wraps no index", r.name.c_str(), cls);
+    return inner;
+}
+
+faiss::Index* readFlat(StreamReader& r, uint32_t h) {
+    const char* cls = h == kFourccFlatL2 ? "IndexFlatL2" : h == kFourccFlatIP ? "IndexFlatIP"
+                                                                              : "IndexFlat";
+    IndexHeader hd = readHeader(r, cls);
+    FAISS_THROW_IF_NOT_FMT(
+            (h == kFourccFlatL2) == (hd.metric == faiss::METRIC_L2) &&
+                    (h == kFourccFlatIP) == (hd.metric == faiss::METRIC_INNER_PRODUCT),
+            "corrupt input '%s': %s with metric_type %d", r.name.c_str(), cls, int(hd.metric));
+    std::unique_ptr<faiss::IndexFlat> idx;
+    if (h == kFourccFlatL2) {
+        idx = std::make_unique<faiss::IndexFlatL2>(hd.d);
+    } else if (h == kFourccFlatIP) {
+        idx = std::make_unique<faiss::IndexFlatIP>(hd.d);
+    } else {
+        idx = std::make_unique<faiss::IndexFlat>(hd.d, hd.metric);
+    }
+    hd.applyTo(idx.get());
+    idx->code_size = sizeof(float) * size_t(hd.d);
+    // FAISS writes the number of floats, then the floats
+    size_t nfloat = r.read<size_t>("IndexFlat vector count");
+    size_t expected = size_t(hd.ntotal) * size_t(hd.d);  // < 2^60: no overflow
+    FAISS_THROW_IF_NOT_FMT(nfloat == expected,
+                           "corrupt input '%s': %s holds %zu floats, expected ntotal * d = %" PRId64
+                           " * %d",
+                           r.name.c_str(), cls, nfloat, hd.ntotal, hd.d);
+    r.readArray(idx->codes, nfloat * sizeof(float), "IndexFlat vectors");
+    return idx.release();
+}
+
+faiss::Index* readIDMap(StreamReader& r, uint32_t h, int ioFlags, int depth) {
+    const bool two = h == kFourccIDMap2;
+    const char* cls = two ? "IndexIDMap2" : "IndexIDMap";
+    IndexHeader hd = readHeader(r, cls);
+    std::unique_ptr<faiss::IndexIDMap> idx;
+    if (two) {
+        idx = std::make_unique<faiss::IndexIDMap2>();
+    } else {
+        idx = std::make_unique<faiss::IndexIDMap>();
+    }
+    hd.applyTo(idx.get());
+    idx->index = readInner(r, ioFlags, depth, cls);
+    idx->own_fields = true;
+    FAISS_THROW_IF_NOT_FMT(idx->index->d == hd.d && idx->index->ntotal == hd.ntotal,
+                           "corrupt input '%s': %s (d %d, ntotal %" PRId64
+                           ") wraps an index with d %d, ntotal %" PRId64,
+                           r.name.c_str(), cls, hd.d, hd.ntotal, int(idx->index->d),
+                           int64_t(idx->index->ntotal));
+    r.readVector(idx->id_map, size_t(hd.ntotal), "IndexIDMap id_map");
+    FAISS_THROW_IF_NOT_FMT(idx->id_map.size() == size_t(hd.ntotal),
+                           "corrupt input '%s': %s has %zu ids for ntotal %" PRId64,
+                           r.name.c_str(), cls, idx->id_map.size(), hd.ntotal);
+    if (two) static_cast<faiss::IndexIDMap2*>(idx.get())->construct_rev_map();
+    return idx.release();
+}
+
+faiss::Index* readPreTransform(StreamReader& r, int ioFlags, int depth) {
+    const char* cls = "IndexPreTransform";
+    IndexHeader hd = readHeader(r, cls);
+    auto idx = std::make_unique<faiss::IndexPreTransform>();
+    idx->own_fields = true;  // the destructor frees what was read so far
+    hd.applyTo(idx.get());
+    int32_t nt = r.read<int32_t>("IndexPreTransform chain length");
+    FAISS_THROW_IF_NOT_FMT(nt >= 0 && nt <= kMaxChainLength,
+                           "corrupt input '%s': %s has a chain of %d transforms", r.name.c_str(),
+                           cls, int(nt));
+    int dim = hd.d;
+    for (int32_t i = 0; i < nt; ++i) {
+        std::unique_ptr<faiss::VectorTransform> vt(readTransform(r));
+        FAISS_THROW_IF_NOT_FMT(vt->d_in == dim,
+                               "corrupt input '%s': %s transform %d takes d %d, expected %d",
+                               r.name.c_str(), cls, int(i), vt->d_in, dim);
+        dim = vt->d_out;
+        idx->chain.push_back(vt.release());
+    }
+    idx->index = readInner(r, ioFlags, depth, cls);
+    FAISS_THROW_IF_NOT_FMT(idx->index->d == dim && idx->index->ntotal == hd.ntotal,
+                           "corrupt input '%s': %s (output d %d, ntotal %" PRId64
+                           ") wraps an index with d %d, ntotal %" PRId64,
+                           r.name.c_str(), cls, dim, hd.ntotal, int(idx->index->d),
+                           int64_t(idx->index->ntotal));
+    return idx.release();
+}
+
+faiss::Index* readIndexRec(StreamReader& r, int ioFlags, int depth) {
+    FAISS_THROW_IF_NOT_FMT(depth <= kMaxDepth,
+                           "corrupt input '%s': indexes nested more than %d deep",
+                           r.name.c_str(), kMaxDepth);
+    uint32_t h = r.read<uint32_t>("index fourcc");
+    if (h == kFourccFlatL2 || h == kFourccFlatIP || h == kFourccFlat) return readFlat(r, h);
+    if (h == kFourccIDMap || h == kFourccIDMap2) return readIDMap(r, h, ioFlags, depth);
+    if (h == kFourccPreTransform) return readPreTransform(r, ioFlags, depth);
+    r.pushBack(&h, sizeof(h));
+    return delegateToFaiss(r, h, [&] { return faiss::read_index(&r, ioFlags); });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- public API
+
+void write_index(const faiss::Index* idx, faiss::IOWriter* writer) {
+    FAISS_THROW_IF_NOT_MSG(idx, "write_index: null index");
+    FAISS_THROW_IF_NOT_MSG(writer, "write_index: null writer");
+    writeIndexRec(idx, writer);
+}
+
+void write_index(const faiss::Index* idx, const char* fname) {
+    FAISS_THROW_IF_NOT_MSG(idx, "write_index: null index");
+    FAISS_THROW_IF_NOT_MSG(fname, "write_index: null file name");
+    faiss::FileIOWriter writer(fname);
+    faiss_ext::write_index(idx, &writer);
+}
+
+std::vector<uint8_t> serialize_index(const faiss::Index* idx) {
+    faiss::VectorIOWriter writer;
+    faiss_ext::write_index(idx, &writer);
+    return std::move(writer.data);
+}
+
+faiss::Index* read_index(faiss::IOReader* reader, int io_flags) {
+    FAISS_THROW_IF_NOT_MSG(reader, "read_index: null reader");
+    StreamReader r(reader);
+    faiss::Index* idx = readIndexRec(r, io_flags, 0);
+    FAISS_THROW_IF_NOT_FMT(idx, "read_index: no index in '%s'", r.name.c_str());
+    return idx;
+}
+
+faiss::Index* read_index(const char* fname, int io_flags) {
+    FAISS_THROW_IF_NOT_MSG(fname, "read_index: null file name");
+    faiss::FileIOReader reader(fname);
+    return faiss_ext::read_index(&reader, io_flags);
+}
+
+faiss::Index* deserialize_index(const uint8_t* data, size_t size, int io_flags) {
+    FAISS_THROW_IF_NOT_MSG(data || size == 0, "deserialize_index: null data");
+    faiss::VectorIOReader reader;
+    if (size > 0) reader.data.assign(data, data + size);
+    reader.name = "<bytes>";
+    return faiss_ext::read_index(&reader, io_flags);
+}
+
+faiss::Index* deserialize_index(const std::vector<uint8_t>& data, int io_flags) {
+    return deserialize_index(data.data(), data.size(), io_flags);
+}
+
+}  // namespace faiss_ext
