@@ -51,7 +51,7 @@ void GpuIndex::add(idx_t n, const float* x) {
     FAISS_THROW_IF_NOT_MSG(is_trained, "add: index is not trained");
     checkUsable_();
     DeviceScope scope(config_.device);
-    if (onDevice(x, config_.device, "add: x")) {
+    if (onDevice(x, config_.device, "add: x") || addImplAcceptsHost_()) {
         addImpl_(n, x);
         return;
     }

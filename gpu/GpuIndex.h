@@ -54,8 +54,12 @@ public:
     void setMinPagingSize(size_t bytes) { minPagingSize_ = bytes; }
 
 protected:
-    /// Adds n vectors; x is on this index's device.
+    /// Adds n vectors; x is on this index's device, or on the host when
+    /// addImplAcceptsHost_() is true.
     virtual void addImpl_(idx_t n, const float* x) = 0;
+
+    /// Whether addImpl_ copies host vectors itself (no paging buffer).
+    virtual bool addImplAcceptsHost_() const { return false; }
 
     /// Search with all data resident on our device; k >= 1, n >= 1.
     virtual void searchImpl_(idx_t n, const float* x, int64_t k, float* distances,

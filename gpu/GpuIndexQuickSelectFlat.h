@@ -103,6 +103,7 @@ public:
 
 protected:
     void addImpl_(idx_t n, const float* x) override;
+    bool addImplAcceptsHost_() const override { return true; }
     void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
                      const faiss::SearchParameters* params) const override;
 

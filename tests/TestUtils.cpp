@@ -3,6 +3,7 @@
 #include "gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -43,6 +44,7 @@ bool haveGpu() {
 }
 
 std::string dataDir() {
+    if (const char* env = std::getenv("FAISS_EXT_DATA_DIR")) return env;
 #ifdef FAISS_EXT_DATA_DIR
     struct stat st;
     if (stat(FAISS_EXT_DATA_DIR, &st) == 0) return FAISS_EXT_DATA_DIR;

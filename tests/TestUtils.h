@@ -23,7 +23,8 @@ std::vector<float> clusteredVectors(int64_t n, int d, int clusters, uint64_t see
 /// Whether a usable GPU is present (cached).
 bool haveGpu();
 
-/// Directory of the shared real data sets ("" when absent).
+/// Directory of the shared real data sets: $FAISS_EXT_DATA_DIR, else
+/// ../shared/data beside the checkout ("" when absent).
 std::string dataDir();
 
 /// Reads an .fvecs file (all rows); *d receives the dimension. Throws if unreadable.

@@ -151,10 +151,10 @@ TEST(GpuFlat, DevicePointers) {
     auto xq = randomVectors(nq, d, kSeed + 2);
     float *dxb, *dxq, *dD;
     int64_t* dI;
-    ASSERT_EQ(cudaMalloc(&dxb, sizeof(float) * nb * d), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&dxq, sizeof(float) * nq * d), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&dD, sizeof(float) * nq * k), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&dI, sizeof(int64_t) * nq * k), cudaSuccess);
+    ASSERT_EQ(cudaMalloc((void**)&dxb, sizeof(float) * nb * d), cudaSuccess);
+    ASSERT_EQ(cudaMalloc((void**)&dxq, sizeof(float) * nq * d), cudaSuccess);
+    ASSERT_EQ(cudaMalloc((void**)&dD, sizeof(float) * nq * k), cudaSuccess);
+    ASSERT_EQ(cudaMalloc((void**)&dI, sizeof(int64_t) * nq * k), cudaSuccess);
     cudaMemcpy(dxb, xb.data(), sizeof(float) * nb * d, cudaMemcpyHostToDevice);
     cudaMemcpy(dxq, xq.data(), sizeof(float) * nq * d, cudaMemcpyHostToDevice);
 

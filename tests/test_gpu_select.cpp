@@ -50,17 +50,17 @@ void runSelect(int64_t rows, int64_t n, int64_t k, Pattern p, int warpPerRow, bo
     auto v = makeRows(rows, n, p, kSeed + n + k);
     float* dv;
     uint64_t *dkeys = nullptr, *out, *a1, *a2;
-    ASSERT_EQ(cudaMalloc(&dv, sizeof(float) * rows * n), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&out, sizeof(uint64_t) * rows * k), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&a1, sizeof(uint64_t) * rows * n), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&a2, sizeof(uint64_t) * rows * n), cudaSuccess);
+    ASSERT_EQ(cudaMalloc((void**)&dv, sizeof(float) * rows * n), cudaSuccess);
+    ASSERT_EQ(cudaMalloc((void**)&out, sizeof(uint64_t) * rows * k), cudaSuccess);
+    ASSERT_EQ(cudaMalloc((void**)&a1, sizeof(uint64_t) * rows * n), cudaSuccess);
+    ASSERT_EQ(cudaMalloc((void**)&a2, sizeof(uint64_t) * rows * n), cudaSuccess);
     cudaMemcpy(dv, v.data(), sizeof(float) * rows * n, cudaMemcpyHostToDevice);
     std::vector<uint64_t> keys(rows * n);
     for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < n; ++j) keys[r * n + j] = hostKey(v[r * n + j], uint32_t(j));
     sel::SelectArgs a;
     if (keySource) {
-        ASSERT_EQ(cudaMalloc(&dkeys, sizeof(uint64_t) * rows * n), cudaSuccess);
+        ASSERT_EQ(cudaMalloc((void**)&dkeys, sizeof(uint64_t) * rows * n), cudaSuccess);
         cudaMemcpy(dkeys, keys.data(), sizeof(uint64_t) * rows * n, cudaMemcpyHostToDevice);
         a.keys = dkeys;
         a.keyStride = n;
@@ -79,7 +79,7 @@ void runSelect(int64_t rows, int64_t n, int64_t k, Pattern p, int warpPerRow, bo
     sel::quickMultiSelect(a, 0, warpPerRow);
     size_t tempBytes = sel::sortKeyRowsTempBytes(rows, k);
     void* temp = nullptr;
-    if (tempBytes) ASSERT_EQ(cudaMalloc(&temp, tempBytes), cudaSuccess);
+    if (tempBytes) ASSERT_EQ(cudaMalloc((void**)&temp, tempBytes), cudaSuccess);
     sel::sortKeyRows(out, rows, k, temp, tempBytes, 0);
     std::vector<uint64_t> got(rows * k);
     ASSERT_EQ(cudaMemcpy(got.data(), out, sizeof(uint64_t) * rows * k, cudaMemcpyDeviceToHost),
