@@ -60,7 +60,7 @@ std::string blasDescription() {
     auto config = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
     auto threads = reinterpret_cast<ThreadsFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
     if (!config) return "unknown BLAS (not OpenBLAS)";
-    std::string s = std::string("OpenBLAS ") + config();
+    std::string s = config();
     if (threads) s += ", " + std::to_string(threads()) + " threads";
     return s;
 }

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Runs a benchmark suite on the GPU machine and appends its JSON lines to
+# bench/results/<suite>.jsonl (and, when $OUT is set, copies this run's lines
+# to $OUT/<suite>_new.jsonl and the log to $OUT/<suite>.log as it goes, so a
+# run cut short still returns what it measured). See bench/README.md.
+#
+#   bench/run_suite.sh flat           the whole flat suite (~5-8 minutes on an H100)
+#   bench/run_suite.sh flat --quick   one small generated set + siftsmall (a smoke test)
+#
+# Programs come from $FX_BENCH_BIN, else .device/bin/bench (staged), else
+# build-bench/bench, else build/bench. Real data sets are looked up in
+# $FX_DATA_DIR, .device/extra, ../shared/data/* and /usr/share/datasets/fashion-mnist
+# (.gz variants too) and skipped when absent. Generated data goes to
+# $FX_BENCH_TMP (default /tmp/faiss_ext_bench) and is deleted after use.
+set -uo pipefail
+suite=${1:-}
+shift || true
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+[ "$suite" = flat ] || { echo "usage: bench/run_suite.sh flat [--quick]  (suites so far: flat)" >&2; exit 2; }
+
+[ -f .device/env.sh ] && source .device/env.sh
+bin=${FX_BENCH_BIN:-}
+for cand in .device/bin/bench build-bench/bench build/bench; do
+  [ -z "$bin" ] && [ -x "$cand/bench_flat" ] && bin=$cand
+done
+[ -n "$bin" ] && [ -x "$bin/bench_flat" ] || { echo "bench_flat not found (stage it: bench/stage.sh)" >&2; exit 2; }
+py=${FX_PYTHON:-python3}
+tmp=${FX_BENCH_TMP:-/tmp/faiss_ext_bench}
+mkdir -p "$tmp" bench/results
+results=bench/results/$suite.jsonl
+new=$tmp/${suite}_new.jsonl
+log=$tmp/$suite.log
+: > "$new"
+: > "$log"
+
+# FAISS's CPU anchor: all cores; passive OpenMP waiting so that OpenMP's idle
+# threads do not spin against OpenBLAS's (bench_flat also tries 3 splits per k).
+ncpu=$(nproc)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$ncpu}
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$ncpu}
+export FAISS_EXT_GIT=${FAISS_EXT_GIT:-$("$bin/bench_flat" --git)}
+export PYTHONUNBUFFERED=1
+step_timeout=${FX_STEP_TIMEOUT:-300}
+start=$(date +%s)
+failed=0
+
+say() { echo "[run_suite +$(( $(date +%s) - start ))s] $*" | tee -a "$log" >&2; }
+publish() {  # copy what we have to $OUT after every step
+  if [ -n "${OUT:-}" ]; then cp "$new" "$OUT/${suite}_new.jsonl"; cp "$log" "$OUT/$suite.log"; fi
+}
+run() {  # run CMD...: JSON lines to $new, progress to the log
+  say "$*"
+  timeout "$step_timeout" "$@" >> "$new" 2> >(tee -a "$log" >&2)
+  local st=$?
+  [ $st -eq 0 ] || { say "FAILED (status $st): $1"; failed=1; }
+  publish
+}
+find_data() {  # find_data NAME: first existing path among the data folders
+  local dir name=$1
+  for dir in "${FX_DATA_DIR:-}" .device/extra ../shared/data/siftsmall ../shared/data/pointcloud-rs \
+             ../shared/data/fashion-mnist /usr/share/datasets/fashion-mnist; do
+    [ -n "$dir" ] || continue
+    for f in "$dir/$name" "$dir/$name.gz"; do [ -f "$f" ] && { echo "$f"; return 0; }; done
+  done
+  return 1
+}
+bench_pair() {  # bench_pair DATASET BASE QUERY KS: bench_flat, then torch on the same files
+  local ds=$1 base=$2 query=$3 ks=$4
+  run "$bin/bench_flat" --base "$base" --query "$query" --dataset "$ds" --k "$ks" \
+      --reps 3 --cpu-budget "${FX_CPU_BUDGET:-3}" --recall-nq 256 --ref-out "$tmp/ref"
+  if [ -f "$tmp/ref.ivecs" ]; then
+    run "$py" bench/torch_flat.py --base "$base" --query "$query" --dataset "$ds" --k "$ks" \
+        --reps 3 --ref "$tmp/ref.ivecs"
+  else
+    say "no reference from bench_flat: torch skipped for $ds"; failed=1
+  fi
+  rm -f "$tmp/ref.ivecs"
+}
+
+{
+  echo "== $suite suite, commit $FAISS_EXT_GIT, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "== programs: $bin; python: $py; OMP_NUM_THREADS=$OMP_NUM_THREADS OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
+  nvidia-smi -L 2>&1 || echo "nvidia-smi: not available"
+  "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+} | tee -a "$log" >&2
+
+# ---- generated clustered sets ----
+if [ $quick = 1 ]; then nbs="100000"; ds_="128"; ks="10,100,1024"; else nbs="100000 1000000"; ds_="128 960"; ks="1,10,100,1024,4096"; fi
+for nb in $nbs; do
+  for d in $ds_; do
+    prefix=$tmp/clustered_${nb}_$d
+    run "$bin/gen_clustered" --nb "$nb" --nq 10000 --d "$d" --seed 1234 --out "$prefix"
+    if [ -f "${prefix}_base.fbin" ]; then
+      bench_pair clustered "${prefix}_base.fbin" "${prefix}_query.fbin" "$ks"
+    fi
+    rm -f "${prefix}_base.fbin" "${prefix}_query.fbin"
+  done
+done
+
+# ---- real sets, when present ----
+if b=$(find_data siftsmall_base.fvecs) && q=$(find_data siftsmall_query.fvecs); then
+  bench_pair siftsmall "$b" "$q" "$ks"
+else say "siftsmall not found: skipped"; fi
+if [ $quick = 0 ]; then
+  if b=$(find_data rs1_base.fvecs) && q=$(find_data rs22_query.fvecs); then
+    bench_pair pointcloud-rs "$b" "$q" "$ks"
+  else say "point cloud (rs1_base.fvecs, rs22_query.fvecs) not found: skipped"; fi
+  if b=$(find_data fashion-mnist_base.bvecs) && q=$(find_data fashion-mnist_query.bvecs); then
+    bench_pair fashion-mnist "$b" "$q" "$ks"
+  elif b=$(find_data train-images-idx3-ubyte) && q=$(find_data t10k-images-idx3-ubyte); then
+    bench_pair fashion-mnist "$b" "$q" "$ks"
+  else say "fashion-mnist not found: skipped"; fi
+fi
+
+cat "$new" >> "$results"
+publish
+say "done: $(wc -l < "$new") lines appended to $results$([ $failed = 1 ] && echo ', SOME STEPS FAILED (see the log)')"
+exit $failed
