@@ -20,6 +20,9 @@ quick=0
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 [ "$suite" = flat ] || { echo "usage: bench/run_suite.sh flat [--quick]  (suites so far: flat)" >&2; exit 2; }
 
+# Python (torch) runs with the environment as it was: the staged Debian
+# libraries (zlib, gomp, ...) that env.sh puts first are for our programs.
+py_ld_path=${LD_LIBRARY_PATH:-}
 [ -f .device/env.sh ] && source .device/env.sh
 bin=${FX_BENCH_BIN:-}
 for cand in .device/bin/bench build-bench/bench build/bench; do
@@ -55,7 +58,7 @@ run() {  # run CMD...: JSON lines to $new, progress to the log
   say "$*"
   timeout "$step_timeout" "$@" >> "$new" 2> >(tee -a "$log" >&2)
   local st=$?
-  [ $st -eq 0 ] || { say "FAILED (status $st): $1"; failed=1; }
+  [ $st -eq 0 ] || { say "FAILED (status $st): $*"; failed=1; }
   publish
 }
 find_data() {  # find_data NAME: first existing path among the data folders
@@ -72,7 +75,7 @@ bench_pair() {  # bench_pair DATASET BASE QUERY KS: bench_flat, then torch on th
   run "$bin/bench_flat" --base "$base" --query "$query" --dataset "$ds" --k "$ks" \
       --reps 3 --cpu-budget "${FX_CPU_BUDGET:-3}" --recall-nq 256 --ref-out "$tmp/ref"
   if [ -f "$tmp/ref.ivecs" ]; then
-    run "$py" bench/torch_flat.py --base "$base" --query "$query" --dataset "$ds" --k "$ks" \
+    run env LD_LIBRARY_PATH="$py_ld_path" "$py" bench/torch_flat.py --base "$base" --query "$query" --dataset "$ds" --k "$ks" \
         --reps 3 --ref "$tmp/ref.ivecs"
   else
     say "no reference from bench_flat: torch skipped for $ds"; failed=1
@@ -84,7 +87,7 @@ bench_pair() {  # bench_pair DATASET BASE QUERY KS: bench_flat, then torch on th
   echo "== $suite suite, commit $FAISS_EXT_GIT, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "== programs: $bin; python: $py; OMP_NUM_THREADS=$OMP_NUM_THREADS OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
   nvidia-smi -L 2>&1 || echo "nvidia-smi: not available"
-  "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+  LD_LIBRARY_PATH="$py_ld_path" "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
 } | tee -a "$log" >&2
 
 # ---- generated clustered sets ----
