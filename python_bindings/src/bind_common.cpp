@@ -1,11 +1,11 @@
 // numpy conversions and small helpers shared by the binders.
-#include "bindings.h"
-
 #include <cxxabi.h>
 
 #include <cstdlib>
 #include <memory>
 #include <typeinfo>
+
+#include "bindings.h"
 
 namespace faiss_ext {
 namespace python {
@@ -63,15 +63,15 @@ IdArray toIdVector(const py::handle& ids, int64_t n, const char* what) {
 py::array_t<uint8_t> bytesToNumpy(std::vector<uint8_t>&& bytes) {
     auto* owned = new std::vector<uint8_t>(std::move(bytes));
     py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
-    return py::array_t<uint8_t>({static_cast<py::ssize_t>(owned->size())}, {1},
-                                owned->data(), owner);
+    return py::array_t<uint8_t>({static_cast<py::ssize_t>(owned->size())}, {1}, owned->data(),
+                                owner);
 }
 
 std::string indexTypeName(const faiss::Index& index) {
     const char* mangled = typeid(index).name();
     int status = 0;
     std::unique_ptr<char, void (*)(void*)> demangled(
-            abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+        abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
     return (status == 0 && demangled) ? std::string(demangled.get()) : std::string(mangled);
 }
 

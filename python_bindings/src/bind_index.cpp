@@ -1,9 +1,9 @@
 // The generic `Index` wrapper: any faiss::Index living in libfaiss_ext's copy
 // of FAISS (our GPU indexes, and CPU indexes from our factory or reader that
 // python3-faiss cannot represent), with FAISS's Python call shapes.
-#include "bindings.h"
-
 #include <faiss/Index.h>
+
+#include "bindings.h"
 
 namespace faiss_ext {
 namespace python {
@@ -94,7 +94,7 @@ void bindIndex(py::module_& m) {
 
     py::class_<faiss::SearchParameters>(m, "SearchParameters",
                                         "Per-search parameters (FAISS's SearchParameters).")
-            .def(py::init<>());
+        .def(py::init<>());
 
     py::class_<faiss::Index>(m, "Index", R"doc(
 A C++ index of faiss_ext, with FAISS's Python call shapes.
@@ -109,37 +109,39 @@ faiss_ext.serialize_index and faiss_ext.index_cpu_to_gpu accept it).
     index.add(x)                # x: (n, d) array, converted to float32
     D, I = index.search(q, k)   # (nq, k) float32 and int64
 )doc")
-            .def_property_readonly("d", [](const faiss::Index& i) { return i.d; },
-                                   "Vector dimension.")
-            .def_property_readonly("ntotal", [](const faiss::Index& i) { return i.ntotal; },
-                                   "Number of stored vectors.")
-            .def_property_readonly(
-                    "metric_type", [](const faiss::Index& i) { return static_cast<int>(i.metric_type); },
-                    "FAISS metric (faiss.METRIC_L2 = 1, faiss.METRIC_INNER_PRODUCT = 0).")
-            .def_property_readonly("is_trained", [](const faiss::Index& i) { return i.is_trained; },
-                                   "Whether the index is ready for add / search.")
-            .def_property(
-                    "verbose", [](const faiss::Index& i) { return i.verbose; },
-                    [](faiss::Index& i, bool v) { i.verbose = v; }, "Progress messages on stderr.")
-            .def_property_readonly("type_name", &indexTypeName,
-                                   "The C++ type of the index, e.g. 'faiss::IndexPreTransform'.")
-            .def("add", &add, "x"_a,
-                 "Adds the n vectors of x, an (n, d) array (converted to C-contiguous float32).")
-            .def("add_with_ids", &addWithIds, "x"_a, "ids"_a,
-                 "Adds the vectors of x (n, d) with the int64 ids (n,) (IndexIDMap and friends).")
-            .def("train", &train, "x"_a, "Trains the index on the (n, d) array x.")
-            .def("search", &search, "x"_a, "k"_a, "params"_a = nullptr,
-                 "k-NN search of the (n, d) queries x: returns (D, I), float32 and int64 "
-                 "arrays of shape (n, k), closest first, I = -1 where fewer than k results.")
-            .def("reset", [](faiss::Index& i) { i.reset(); }, "Removes all vectors.")
-            .def("reconstruct", &reconstruct, "key"_a,
-                 "The stored vector `key` as a (d,) float32 array.")
-            .def("reconstruct_n", &reconstructN, "i0"_a, "n"_a,
-                 "Stored vectors i0 .. i0 + n - 1 as an (n, d) float32 array.")
-            .def("__repr__", [](const faiss::Index& i) {
-                return "<faiss_ext.Index " + indexTypeName(i) + " d=" + std::to_string(i.d) +
-                       " ntotal=" + std::to_string(i.ntotal) + ">";
-            });
+        .def_property_readonly(
+            "d", [](const faiss::Index& i) { return i.d; }, "Vector dimension.")
+        .def_property_readonly(
+            "ntotal", [](const faiss::Index& i) { return i.ntotal; }, "Number of stored vectors.")
+        .def_property_readonly(
+            "metric_type", [](const faiss::Index& i) { return static_cast<int>(i.metric_type); },
+            "FAISS metric (faiss.METRIC_L2 = 1, faiss.METRIC_INNER_PRODUCT = 0).")
+        .def_property_readonly(
+            "is_trained", [](const faiss::Index& i) { return i.is_trained; },
+            "Whether the index is ready for add / search.")
+        .def_property(
+            "verbose", [](const faiss::Index& i) { return i.verbose; },
+            [](faiss::Index& i, bool v) { i.verbose = v; }, "Progress messages on stderr.")
+        .def_property_readonly("type_name", &indexTypeName,
+                               "The C++ type of the index, e.g. 'faiss::IndexPreTransform'.")
+        .def("add", &add, "x"_a,
+             "Adds the n vectors of x, an (n, d) array (converted to C-contiguous float32).")
+        .def("add_with_ids", &addWithIds, "x"_a, "ids"_a,
+             "Adds the vectors of x (n, d) with the int64 ids (n,) (IndexIDMap and friends).")
+        .def("train", &train, "x"_a, "Trains the index on the (n, d) array x.")
+        .def("search", &search, "x"_a, "k"_a, "params"_a = nullptr,
+             "k-NN search of the (n, d) queries x: returns (D, I), float32 and int64 "
+             "arrays of shape (n, k), closest first, I = -1 where fewer than k results.")
+        .def(
+            "reset", [](faiss::Index& i) { i.reset(); }, "Removes all vectors.")
+        .def("reconstruct", &reconstruct, "key"_a,
+             "The stored vector `key` as a (d,) float32 array.")
+        .def("reconstruct_n", &reconstructN, "i0"_a, "n"_a,
+             "Stored vectors i0 .. i0 + n - 1 as an (n, d) float32 array.")
+        .def("__repr__", [](const faiss::Index& i) {
+            return "<faiss_ext.Index " + indexTypeName(i) + " d=" + std::to_string(i.d) +
+                   " ntotal=" + std::to_string(i.ntotal) + ">";
+        });
 }
 
 }  // namespace python

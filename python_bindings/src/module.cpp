@@ -1,18 +1,18 @@
 // The _faiss_ext extension module: the C++ half of the `faiss_ext` Python
 // package (faiss_ext/__init__.py adds the conversions to and from
 // python3-faiss objects on top of it).
-#include "bindings.h"
-
 #include <faiss/impl/FaissException.h>
 
 #include <exception>
+
+#include "bindings.h"
 
 namespace py = pybind11;
 
 PYBIND11_MODULE(_faiss_ext, m) {
     m.doc() =
-            "C++ half of faiss_ext: GPU k-NN indexes for FAISS. Use the `faiss_ext` "
-            "package, which wraps this module.";
+        "C++ half of faiss_ext: GPU k-NN indexes for FAISS. Use the `faiss_ext` "
+        "package, which wraps this module.";
 
     // FAISS errors arrive as RuntimeError with the C++ message. Other
     // std::exceptions keep pybind11's mapping (RuntimeError, or ValueError /
