@@ -3,12 +3,6 @@
 // faiss_ext/CpuTwin.h.
 #include "gpu/GpuCloner.h"
 
-#include "faiss_ext/CpuConvertible.h"
-#include "faiss_ext/CpuTwin.h"
-#include "faiss_ext/RowCenteringTransform.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/utils/DeviceUtils.h"
-
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexPreTransform.h>
 #include <faiss/VectorTransform.h>
@@ -16,6 +10,12 @@
 
 #include <memory>
 #include <typeinfo>
+
+#include "faiss_ext/CpuConvertible.h"
+#include "faiss_ext/CpuTwin.h"
+#include "faiss_ext/RowCenteringTransform.h"
+#include "gpu/GpuIndexQuickSelectFlat.h"
+#include "gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -40,8 +40,7 @@ bool isL2Normalization(const faiss::VectorTransform* vt) {
 /// copyFrom accepts them.
 bool isPreparedFlatTwin(const faiss::Index* index) {
     auto pt = dynamic_cast<const faiss::IndexPreTransform*>(index);
-    if (!pt || !isFlatL2OrIP(pt->index) ||
-        pt->index->metric_type != faiss::METRIC_INNER_PRODUCT) {
+    if (!pt || !isFlatL2OrIP(pt->index) || pt->index->metric_type != faiss::METRIC_INNER_PRODUCT) {
         return false;
     }
     if (pt->chain.size() == 1) return isL2Normalization(pt->chain[0]);

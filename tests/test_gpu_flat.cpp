@@ -85,7 +85,11 @@ INSTANTIATE_TEST_SUITE_P(
                           Case{30000, 3000, 300, 16, FlatMetric::InnerProduct},
                           Case{50000, 40, 64, 128, FlatMetric::InnerProduct},
                           Case{5000, 40, 20, 96, FlatMetric::Cosine},
-                          Case{5000, 40, 20, 96, FlatMetric::Pearson}));
+                          Case{5000, 40, 20, 96, FlatMetric::Pearson},
+                          Case{1, 3, 1, 5, FlatMetric::L2},               // nb = 1
+                          Case{7, 3, 5, 5, FlatMetric::L2},               // odd nb
+                          Case{4099, 33, 17, 13, FlatMetric::L2},         // odd nb and d
+                          Case{100003, 2500, 100, 8, FlatMetric::L2}));  // odd nb, many rows
 
 TEST(GpuFlat, EmptyIndexPadsResults) {
     FAISS_EXT_REQUIRE_GPU();
@@ -188,7 +192,7 @@ TEST(GpuFlat, DevicePointers) {
 TEST(GpuFlat, TiledSearchEqualsUntiled) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 32;
-    const int64_t nb = 60000, nq = 300;
+    const int64_t nb = 60003, nq = 300;
     auto xb = clusteredVectors(nb, d, 30, kSeed);
     auto xq = clusteredVectors(nq, d, 30, kSeed + 3);
     for (int64_t k : {1, 10, 700}) {

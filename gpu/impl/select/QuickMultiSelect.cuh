@@ -49,7 +49,7 @@ constexpr int64_t kMinFilterN = 2048;
 /// Shared state of one group.
 template <int W>
 struct GroupShared {
-    static constexpr int kSamples = W == 1 ? 256 : 1024;
+    static constexpr int kSamples = W == 1 ? 256 : 1024;  // a power of two
     uint64_t samples[kSamples];
     const uint64_t* stackPtr[kStackSize];
     int64_t stackLen[kStackSize];
@@ -165,21 +165,126 @@ __device__ int64_t partitionPass(const Load& load, int64_t n, uint64_t pivot, ui
     return total;
 }
 
-/// The key of rank r (0-based) among the first s samples (all distinct),
-/// group-uniform.
+/// Sorts the first s samples ascending (s a power of two) by a bitonic
+/// network in shared memory, by the whole group.
 template <int W>
-__device__ uint64_t sampleOfRank(GroupShared<W>& sh, int s, int r) {
+__device__ void sortSamples(GroupShared<W>& sh, int s) {
     const int t = W == 1 ? int(threadIdx.x & 31) : int(threadIdx.x);
-    for (int i = t; i < s; i += 32 * W) {
-        uint64_t key = sh.samples[i];
-        int rank = 0;
-        for (int j = 0; j < s; ++j) rank += sh.samples[j] < key;
-        if (rank == r) sh.pivot = key;
+    for (int size = 2; size <= s; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int i = t; i < s / 2; i += 32 * W) {
+                int pos = 2 * i - (i & (stride - 1));
+                bool ascending = (pos & size) == 0;
+                uint64_t x = sh.samples[pos], y = sh.samples[pos + stride];
+                if ((x > y) == ascending) {
+                    sh.samples[pos] = y;
+                    sh.samples[pos + stride] = x;
+                }
+            }
+            groupSync<W>();
+        }
     }
-    groupSync<W>();
-    uint64_t p = sh.pivot;
-    groupSync<W>();
-    return p;
+}
+
+/// First pass over a float row: keys <= pivot go to leftOut (compacted),
+/// the rest is dropped. Reads the row once, four floats per load where the
+/// row is 16-byte aligned; a warp's ballot is written only when some lane
+/// kept an element, which is rare once the pivot is near the k-th value.
+/// Returns the kept count (group-uniform).
+template <int W>
+__device__ int64_t filterFloatRow(const FloatRowLoader& fl, int64_t n, uint64_t pivot,
+                                  uint64_t* leftOut, GroupShared<W>& sh) {
+    const int lane = threadIdx.x & 31;
+    const int warp = W == 1 ? 0 : int(threadIdx.x >> 5);
+    const unsigned ltMask = (1u << lane) - 1u;
+    const uint32_t pHi = uint32_t(pivot >> 32);
+    const uint32_t pLo = uint32_t(pivot);
+    if (W > 1) {
+        if (threadIdx.x == 0) sh.left = 0;
+        __syncthreads();
+    }
+    int64_t leftBase = 0;
+    auto keep = [&](float v, int64_t j) {
+        uint32_t ob = orderedFloatBits(v);
+        uint32_t idx = fl.colBase + uint32_t(j);
+        bool pred = ob < pHi || (ob == pHi && idx <= pLo);
+        unsigned m = __ballot_sync(0xFFFFFFFFu, pred);
+        if (m) {
+            int64_t base;
+            if (W == 1) {
+                base = leftBase;
+                leftBase += __popc(m);
+            } else {
+                unsigned long long b = 0;
+                if (lane == 0) b = atomicAdd(&sh.left, (unsigned long long)__popc(m));
+                base = (int64_t)__shfl_sync(0xFFFFFFFFu, b, 0);
+            }
+            if (pred) leftOut[base + __popc(m & ltMask)] = (uint64_t(ob) << 32) | idx;
+        }
+    };
+    constexpr int64_t kVecChunk = 32 * 16;
+    const bool aligned = ((reinterpret_cast<uintptr_t>(fl.row) |
+                           reinterpret_cast<uintptr_t>(fl.colAdd)) & 15) == 0;
+    const int64_t nVec = aligned ? (n / kVecChunk) * kVecChunk : 0;
+    for (int64_t c0 = int64_t(warp) * kVecChunk; c0 < nVec; c0 += int64_t(W) * kVecChunk) {
+        const float4* r4 = reinterpret_cast<const float4*>(fl.row + c0);
+        float4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[u] = r4[u * 32 + lane];
+        if (fl.colAdd) {
+            const float4* a4 = reinterpret_cast<const float4*>(fl.colAdd + c0);
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                float4 a = a4[u * 32 + lane];
+                v[u].x += a.x;
+                v[u].y += a.y;
+                v[u].z += a.z;
+                v[u].w += a.w;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            int64_t j = c0 + int64_t(u * 32 + lane) * 4;
+            keep(v[u].x, j);
+            keep(v[u].y, j + 1);
+            keep(v[u].z, j + 2);
+            keep(v[u].w, j + 3);
+        }
+    }
+    // The tail (and unaligned rows), 32 elements at a time.
+    for (int64_t c0 = nVec + int64_t(warp) * 32; c0 < n; c0 += int64_t(W) * 32) {
+        int64_t j = c0 + lane;
+        float v = 0.f;
+        bool valid = j < n;
+        if (valid) {
+            v = fl.row[j];
+            if (fl.colAdd) v += fl.colAdd[j];
+        }
+        uint32_t ob = orderedFloatBits(v);
+        uint32_t idx = fl.colBase + uint32_t(j);
+        bool pred = valid && (ob < pHi || (ob == pHi && idx <= pLo));
+        unsigned m = __ballot_sync(0xFFFFFFFFu, pred);
+        if (m) {
+            int64_t base;
+            if (W == 1) {
+                base = leftBase;
+                leftBase += __popc(m);
+            } else {
+                unsigned long long b = 0;
+                if (lane == 0) b = atomicAdd(&sh.left, (unsigned long long)__popc(m));
+                base = (int64_t)__shfl_sync(0xFFFFFFFFu, b, 0);
+            }
+            if (pred) leftOut[base + __popc(m & ltMask)] = (uint64_t(ob) << 32) | idx;
+        }
+    }
+    if (W == 1) {
+        __syncwarp();
+        return leftBase;
+    }
+    __syncthreads();
+    int64_t total = int64_t(sh.left);
+    __syncthreads();
+    return total;
 }
 
 /// Copies the stacked segments into out[outPos..] and empties the stack.
@@ -227,7 +332,7 @@ __device__ void selectRow(const SelectArgs& a, int64_t row, GroupShared<W>& sh) 
     // ---- First pass: sampled pivot, left side only ----
     int64_t L;
     {
-        constexpr int U = kFloatSrc ? 16 : 8;
+        constexpr int U = 8;
         FloatRowLoader fl{kFloatSrc ? a.dist + row * a.ld : nullptr, a.colAdd, a.colBase};
         KeyRowLoader kl{kFloatSrc ? nullptr : a.keys + row * a.keyStride};
         int s = 0, r = 0;
@@ -249,11 +354,11 @@ __device__ void selectRow(const SelectArgs& a, int64_t row, GroupShared<W>& sh) 
             double mu = double(k) * s / double(n);
             r = int(mu + 4.0 * sqrt(mu) + 3.0);
         }
+        if (s > 0) sortSamples<W>(sh, s);
         while (true) {
-            uint64_t pivot = kMaxKey;
-            if (s > 0 && r < s - 1) pivot = sampleOfRank<W>(sh, s, r);
+            uint64_t pivot = (s > 0 && r < s - 1) ? sh.samples[r] : kMaxKey;
             if constexpr (kFloatSrc) {
-                L = partitionPass<W, U, false>(fl, n, pivot, buf, nullptr, sh);
+                L = filterFloatRow<W>(fl, n, pivot, buf, sh);
             } else {
                 L = partitionPass<W, U, false>(kl, n, pivot, buf, nullptr, sh);
             }
@@ -324,7 +429,7 @@ __device__ void selectRow(const SelectArgs& a, int64_t row, GroupShared<W>& sh) 
 /// W == 1: blockDim.x / 32 rows per block, a warp each; W > 1: one row per
 /// block of 32 * W threads.
 template <int W, bool kFloatSrc>
-__global__ void quickMultiSelectKernel(SelectArgs a) {
+__global__ void __launch_bounds__(256, 4) quickMultiSelectKernel(SelectArgs a) {
     if constexpr (W == 1) {
         __shared__ GroupShared<1> shAll[kWarpsPerBlockW1];
         const int w = threadIdx.x >> 5;
