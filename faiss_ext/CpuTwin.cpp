@@ -1,9 +1,6 @@
 // Copying index trees through FAISS's wrappers: see CpuTwin.h.
 #include "faiss_ext/CpuTwin.h"
 
-#include "faiss_ext/CpuConvertible.h"
-#include "faiss_ext/RowCenteringTransform.h"
-
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexPreTransform.h>
 #include <faiss/IndexReplicas.h>
@@ -12,6 +9,9 @@
 #include <faiss/impl/FaissAssert.h>
 
 #include <memory>
+
+#include "faiss_ext/CpuConvertible.h"
+#include "faiss_ext/RowCenteringTransform.h"
 
 namespace faiss_ext {
 
@@ -108,9 +108,8 @@ faiss::Index* cloneIndexTree(const faiss::Index* index, const IndexNodeConverter
         return out.release();
     }
     if (auto sh = dynamic_cast<const faiss::IndexShards*>(index)) {
-        return cloneThreaded(sh, std::make_unique<faiss::IndexShards>(sh->d, false,
-                                                                      sh->successive_ids),
-                             convert);
+        return cloneThreaded(
+            sh, std::make_unique<faiss::IndexShards>(sh->d, false, sh->successive_ids), convert);
     }
     if (auto rep = dynamic_cast<const faiss::IndexReplicas*>(index)) {
         return cloneThreaded(rep, std::make_unique<faiss::IndexReplicas>(rep->d, true), convert);

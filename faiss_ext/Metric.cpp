@@ -33,9 +33,9 @@ FlatMetric fromFaissMetric(faiss::MetricType m) {
             break;
     }
     FAISS_THROW_FMT(
-            "faiss metric %d is not supported by the flat index "
-            "(only METRIC_L2 = %d and METRIC_INNER_PRODUCT = %d)",
-            int(m), int(faiss::METRIC_L2), int(faiss::METRIC_INNER_PRODUCT));
+        "faiss metric %d is not supported by the flat index "
+        "(only METRIC_L2 = %d and METRIC_INNER_PRODUCT = %d)",
+        int(m), int(faiss::METRIC_L2), int(faiss::METRIC_INNER_PRODUCT));
 }
 
 const char* flatMetricName(FlatMetric m) {

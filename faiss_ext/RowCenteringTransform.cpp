@@ -12,8 +12,7 @@ RowCenteringTransform::RowCenteringTransform(int d) : faiss::VectorTransform(d, 
     is_trained = true;
 }
 
-void RowCenteringTransform::apply_noalloc(faiss::Index::idx_t n, const float* x,
-                                          float* xt) const {
+void RowCenteringTransform::apply_noalloc(faiss::Index::idx_t n, const float* x, float* xt) const {
     FAISS_THROW_IF_NOT_FMT(d_in > 0, "RowCenteringTransform: d = %d must be > 0", d_in);
     const int d = d_in;
 #pragma omp parallel for if (n > 64)
@@ -35,10 +34,10 @@ void RowCenteringTransform::reverse_transform(faiss::Index::idx_t n, const float
 void RowCenteringTransform::check_identical(const faiss::VectorTransform& other) const {
     FAISS_THROW_IF_NOT_MSG(dynamic_cast<const RowCenteringTransform*>(&other),
                            "check_identical: the other transform is not a RowCenteringTransform");
-    FAISS_THROW_IF_NOT_FMT(other.d_in == d_in && other.d_out == d_out &&
-                                   other.is_trained == is_trained,
-                           "check_identical: RowCenteringTransform d_in %d d_out %d vs %d %d",
-                           d_in, d_out, other.d_in, other.d_out);
+    FAISS_THROW_IF_NOT_FMT(
+        other.d_in == d_in && other.d_out == d_out && other.is_trained == is_trained,
+        "check_identical: RowCenteringTransform d_in %d d_out %d vs %d %d", d_in, d_out, other.d_in,
+        other.d_out);
 }
 
 }  // namespace faiss_ext

@@ -6,9 +6,6 @@
 // by our leaf, so FAISS keeps the meaning of its own strings.
 #include "faiss_ext/index_factory.h"
 
-#include "faiss_ext/Metric.h"
-#include "faiss_ext/RowCenteringTransform.h"
-
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexPreTransform.h>
@@ -18,6 +15,9 @@
 
 #include <memory>
 #include <string>
+
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/RowCenteringTransform.h"
 
 namespace faiss_ext {
 
@@ -50,7 +50,7 @@ faiss::Index* makeLeaf(int d, FlatMetric metric) {
             return new faiss::IndexFlat(d, toFaissMetric(metric));
         case FlatMetric::Cosine: {
             auto pt = std::make_unique<faiss::IndexPreTransform>(
-                    new faiss::NormalizationTransform(d, 2.0f), new faiss::IndexFlatIP(d));
+                new faiss::NormalizationTransform(d, 2.0f), new faiss::IndexFlatIP(d));
             pt->own_fields = true;
             return pt.release();
         }
@@ -96,10 +96,10 @@ faiss::Index* index_factory(int d, const char* description, faiss::MetricType me
         return faiss::index_factory(d, description, metric);
     }
     FAISS_THROW_IF_NOT_FMT(
-            metric == faiss::METRIC_L2 || metric == faiss::METRIC_INNER_PRODUCT,
-            "index_factory: '%s' supports METRIC_L2 and METRIC_INNER_PRODUCT, not metric %d "
-            "(cosine and Pearson are chosen by name: QSFlatCosine, QSFlatPearson)",
-            description, int(metric));
+        metric == faiss::METRIC_L2 || metric == faiss::METRIC_INNER_PRODUCT,
+        "index_factory: '%s' supports METRIC_L2 and METRIC_INNER_PRODUCT, not metric %d "
+        "(cosine and Pearson are chosen by name: QSFlatCosine, QSFlatPearson)",
+        description, int(metric));
     if (!byName) leafMetric = fromFaissMetric(metric);
 
     if (comma == std::string::npos) return makeLeaf(d, leafMetric);
@@ -110,7 +110,7 @@ faiss::Index* index_factory(int d, const char* description, faiss::MetricType me
                            last.c_str(), description);
     const std::string placeholder = prefix + ",Flat";
     std::unique_ptr<faiss::Index> root(
-            faiss::index_factory(d, placeholder.c_str(), toFaissMetric(leafMetric)));
+        faiss::index_factory(d, placeholder.c_str(), toFaissMetric(leafMetric)));
 
     // walk down to the placeholder
     faiss::Index* parent = nullptr;

@@ -15,17 +15,12 @@
 // else is handed to faiss::read_index with the fourcc pushed back.
 #include "faiss_ext/index_io.h"
 
-#include "faiss_ext/CpuConvertible.h"
-#include "faiss_ext/CpuTwin.h"
-#include "faiss_ext/RowCenteringTransform.h"
-
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexPreTransform.h>
 #include <faiss/VectorTransform.h>
 #include <faiss/impl/FaissAssert.h>
 #include <faiss/index_io.h>
-
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -37,6 +32,10 @@
 #include <memory>
 #include <new>
 #include <string>
+
+#include "faiss_ext/CpuConvertible.h"
+#include "faiss_ext/CpuTwin.h"
+#include "faiss_ext/RowCenteringTransform.h"
 
 namespace faiss_ext {
 
@@ -172,7 +171,7 @@ void writeIndexRec(const faiss::Index* idx, faiss::IOWriter* w) {
 /// the source tells (bytes in memory, a regular file), can push bytes back,
 /// and throws on short reads in its own helpers.
 class StreamReader : public faiss::IOReader {
-public:
+  public:
     explicit StreamReader(faiss::IOReader* inner) : inner_(inner) {
         name = inner->name;
         if (auto v = dynamic_cast<faiss::VectorIOReader*>(inner)) {
@@ -236,8 +235,8 @@ public:
     template <typename T>
     void readArray(std::vector<T>& v, size_t count, const char* what) {
         FAISS_THROW_IF_NOT_FMT(count <= std::numeric_limits<size_t>::max() / sizeof(T),
-                               "corrupt input '%s': %s has an absurd size %zu", name.c_str(),
-                               what, count);
+                               "corrupt input '%s': %s has an absurd size %zu", name.c_str(), what,
+                               count);
         size_t bytes = count * sizeof(T);
         if (known_) {
             FAISS_THROW_IF_NOT_FMT(bytes <= remaining(),
@@ -276,7 +275,7 @@ public:
     /// Bytes left in the input, when known.
     size_t remaining() const { return limit_ - std::min(limit_, fromInner_) + pushback_.size(); }
 
-private:
+  private:
     faiss::IOReader* inner_;
     std::vector<uint8_t> pushback_;  // read back to front
     size_t offset_ = 0;
@@ -371,8 +370,10 @@ faiss::VectorTransform* readTransform(StreamReader& r) {
     }
     if (h == kFourccNormalization) {
         float norm = r.read<float>("NormalizationTransform norm");
-        FAISS_THROW_IF_NOT_FMT(std::isfinite(norm) && norm > 0,
-                               "corrupt input '%s': NormalizationTransform has norm %g",
+        // FAISS applies only the L2 norm (others throw "not implemented")
+        FAISS_THROW_IF_NOT_FMT(norm == 2.0f,
+                               "corrupt input '%s': NormalizationTransform has norm %g (only "
+                               "2 is supported)",
                                r.name.c_str(), double(norm));
         auto vt = std::make_unique<faiss::NormalizationTransform>();
         vt->norm = norm;
@@ -381,7 +382,7 @@ faiss::VectorTransform* readTransform(StreamReader& r) {
     }
     r.pushBack(&h, sizeof(h));
     faiss::VectorTransform* vt =
-            delegateToFaiss(r, h, [&] { return faiss::read_VectorTransform(&r); });
+        delegateToFaiss(r, h, [&] { return faiss::read_VectorTransform(&r); });
     FAISS_THROW_IF_NOT_FMT(vt, "corrupt input '%s': no VectorTransform read", r.name.c_str());
     return vt;
 }
@@ -396,13 +397,14 @@ faiss::Index* readInner(StreamReader& r, int ioFlags, int depth, const char* cls
 }
 
 faiss::Index* readFlat(StreamReader& r, uint32_t h) {
-    const char* cls = h == kFourccFlatL2 ? "IndexFlatL2" : h == kFourccFlatIP ? "IndexFlatIP"
-                                                                              : "IndexFlat";
+    const char* cls = h == kFourccFlatL2   ? "IndexFlatL2"
+                      : h == kFourccFlatIP ? "IndexFlatIP"
+                                           : "IndexFlat";
     IndexHeader hd = readHeader(r, cls);
-    FAISS_THROW_IF_NOT_FMT(
-            (h == kFourccFlatL2) == (hd.metric == faiss::METRIC_L2) &&
-                    (h == kFourccFlatIP) == (hd.metric == faiss::METRIC_INNER_PRODUCT),
-            "corrupt input '%s': %s with metric_type %d", r.name.c_str(), cls, int(hd.metric));
+    FAISS_THROW_IF_NOT_FMT((h == kFourccFlatL2) == (hd.metric == faiss::METRIC_L2) &&
+                               (h == kFourccFlatIP) == (hd.metric == faiss::METRIC_INNER_PRODUCT),
+                           "corrupt input '%s': %s with metric_type %d", r.name.c_str(), cls,
+                           int(hd.metric));
     std::unique_ptr<faiss::IndexFlat> idx;
     if (h == kFourccFlatL2) {
         idx = std::make_unique<faiss::IndexFlatL2>(hd.d);
@@ -442,10 +444,13 @@ faiss::Index* readIDMap(StreamReader& r, uint32_t h, int ioFlags, int depth) {
                            ") wraps an index with d %d, ntotal %" PRId64,
                            r.name.c_str(), cls, hd.d, hd.ntotal, int(idx->index->d),
                            int64_t(idx->index->ntotal));
+    FAISS_THROW_IF_NOT_FMT(!hd.isTrained || idx->index->is_trained,
+                           "corrupt input '%s': trained %s wraps an untrained index",
+                           r.name.c_str(), cls);
     r.readVector(idx->id_map, size_t(hd.ntotal), "IndexIDMap id_map");
     FAISS_THROW_IF_NOT_FMT(idx->id_map.size() == size_t(hd.ntotal),
-                           "corrupt input '%s': %s has %zu ids for ntotal %" PRId64,
-                           r.name.c_str(), cls, idx->id_map.size(), hd.ntotal);
+                           "corrupt input '%s': %s has %zu ids for ntotal %" PRId64, r.name.c_str(),
+                           cls, idx->id_map.size(), hd.ntotal);
     if (two) static_cast<faiss::IndexIDMap2*>(idx.get())->construct_rev_map();
     return idx.release();
 }
@@ -475,13 +480,20 @@ faiss::Index* readPreTransform(StreamReader& r, int ioFlags, int depth) {
                            ") wraps an index with d %d, ntotal %" PRId64,
                            r.name.c_str(), cls, dim, hd.ntotal, int(idx->index->d),
                            int64_t(idx->index->ntotal));
+    if (hd.isTrained) {
+        bool allTrained = idx->index->is_trained;
+        for (const faiss::VectorTransform* vt : idx->chain)
+            allTrained = allTrained && vt->is_trained;
+        FAISS_THROW_IF_NOT_FMT(allTrained, "corrupt input '%s': trained %s holds an untrained part",
+                               r.name.c_str(), cls);
+    }
     return idx.release();
 }
 
 faiss::Index* readIndexRec(StreamReader& r, int ioFlags, int depth) {
     FAISS_THROW_IF_NOT_FMT(depth <= kMaxDepth,
-                           "corrupt input '%s': indexes nested more than %d deep",
-                           r.name.c_str(), kMaxDepth);
+                           "corrupt input '%s': indexes nested more than %d deep", r.name.c_str(),
+                           kMaxDepth);
     uint32_t h = r.read<uint32_t>("index fourcc");
     if (h == kFourccFlatL2 || h == kFourccFlatIP || h == kFourccFlat) return readFlat(r, h);
     if (h == kFourccIDMap || h == kFourccIDMap2) return readIDMap(r, h, ioFlags, depth);

@@ -1,10 +1,5 @@
 // faiss_ext::index_factory: our strings, FAISS prefixes around them, strings
 // delegated to FAISS, and bad input.
-#include "TestUtils.h"
-
-#include "faiss_ext/RowCenteringTransform.h"
-#include "faiss_ext/index_factory.h"
-
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
@@ -15,6 +10,10 @@
 
 #include <memory>
 #include <vector>
+
+#include "TestUtils.h"
+#include "faiss_ext/RowCenteringTransform.h"
+#include "faiss_ext/index_factory.h"
 
 namespace faiss_ext {
 namespace {

@@ -3,14 +3,6 @@
 // FAISS files in both directions, and truncated or corrupt input, which must
 // throw faiss::FaissException and never crash. Also the CPU-twin walker that
 // write_index and index_gpu_to_cpu share.
-#include "TestUtils.h"
-
-#include "faiss_ext/CpuConvertible.h"
-#include "faiss_ext/CpuTwin.h"
-#include "faiss_ext/RowCenteringTransform.h"
-#include "faiss_ext/index_factory.h"
-#include "faiss_ext/index_io.h"
-
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
@@ -22,7 +14,6 @@
 #include <faiss/impl/io.h>
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,6 +22,13 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "TestUtils.h"
+#include "faiss_ext/CpuConvertible.h"
+#include "faiss_ext/CpuTwin.h"
+#include "faiss_ext/RowCenteringTransform.h"
+#include "faiss_ext/index_factory.h"
+#include "faiss_ext/index_io.h"
 
 namespace faiss_ext {
 namespace {
@@ -113,9 +111,9 @@ class CpuIoRoundTrip : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CpuIoRoundTrip, BytesFileAndWriterGiveTheSameIndex) {
     const int d = 16;
-    const faiss::MetricType metric =
-            std::string(GetParam()).find("IP") != std::string::npos ? faiss::METRIC_INNER_PRODUCT
-                                                                    : faiss::METRIC_L2;
+    const faiss::MetricType metric = std::string(GetParam()).find("IP") != std::string::npos
+                                         ? faiss::METRIC_INNER_PRODUCT
+                                         : faiss::METRIC_L2;
     std::string desc = GetParam();
     if (desc.size() > 2 && desc.substr(desc.size() - 2) == "IP") desc.resize(desc.size() - 2);
     auto idx = makeFilled(desc.c_str(), d, 200, metric);
@@ -146,15 +144,16 @@ TEST_P(CpuIoRoundTrip, BytesFileAndWriterGiveTheSameIndex) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, CpuIoRoundTrip,
                          ::testing::Values("QSFlat", "QSFlatIP", "QSFlatCosine", "QSFlatPearson",
-                                           "IDMap,QSFlat", "IDMap2,QSFlatIP",
-                                           "IDMap,QSFlatCosine", "IDMap2,QSFlatPearson"));
+                                           "IDMap,QSFlat", "IDMap2,QSFlatIP", "IDMap,QSFlatCosine",
+                                           "IDMap2,QSFlatPearson"));
 
 TEST(CpuIo, FlatKeepsTypeAndVectors) {
     const int d = 5;
     faiss::IndexFlatIP ip(d);
     auto xb = test::randomVectors(30, d, kSeed);
     ip.add(30, xb.data());
-    std::unique_ptr<faiss::Index> back(faiss_ext::deserialize_index(faiss_ext::serialize_index(&ip)));
+    std::unique_ptr<faiss::Index> back(
+        faiss_ext::deserialize_index(faiss_ext::serialize_index(&ip)));
     auto f = dynamic_cast<faiss::IndexFlatIP*>(back.get());
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->code_size, sizeof(float) * d);
@@ -177,7 +176,8 @@ TEST(CpuIo, FlatKeepsTypeAndVectors) {
 
 TEST(CpuIo, PearsonTwinStructureSurvives) {
     auto idx = makeFilled("IDMap2,QSFlatPearson", 8, 50);
-    std::unique_ptr<faiss::Index> back(faiss_ext::deserialize_index(faiss_ext::serialize_index(idx.get())));
+    std::unique_ptr<faiss::Index> back(
+        faiss_ext::deserialize_index(faiss_ext::serialize_index(idx.get())));
     auto m2 = dynamic_cast<faiss::IndexIDMap2*>(back.get());
     ASSERT_NE(m2, nullptr);
     EXPECT_TRUE(m2->own_fields);
@@ -244,14 +244,15 @@ TEST(CpuIo, FilesOfPlainFaissReadBack) {
         EXPECT_EQ(typeid(*back), typeid(*idx)) << typeid(*idx).name();
         expectSameSearch(idx.get(), back.get(), q, 5);
         // and we write the same bytes FAISS does
-        EXPECT_EQ(faiss_ext::serialize_index(back.get()), faissSerialize(idx.get())) << typeid(*idx).name();
+        EXPECT_EQ(faiss_ext::serialize_index(back.get()), faissSerialize(idx.get()))
+            << typeid(*idx).name();
     }
 }
 
 TEST(CpuIo, OurFilesWithFaissTypesReadByPlainFaiss) {
     auto q = test::randomVectors(10, 12, kSeed + 2);
-    for (const char* desc : {"QSFlat", "QSFlatCosine", "IDMap,QSFlatCosine", "IDMap2,QSFlat",
-                             "IDMap,L2norm,QSFlat"}) {
+    for (const char* desc :
+         {"QSFlat", "QSFlatCosine", "IDMap,QSFlatCosine", "IDMap2,QSFlat", "IDMap,L2norm,QSFlat"}) {
         auto idx = makeFilled(desc, 12, 100);
         TempFile tmp;
         faiss_ext::write_index(idx.get(), tmp.path.c_str());
@@ -341,7 +342,8 @@ TEST(CpuTwin, WalksPreTransformAndShards) {
     EXPECT_NE(dynamic_cast<const RowCenteringTransform*>(p->chain[0]), nullptr);
     EXPECT_EQ(typeid(*p->index), typeid(faiss::IndexFlatL2));
     expectSameSearch(&pt, cpt.get(), q, 5);
-    std::unique_ptr<faiss::Index> back(faiss_ext::deserialize_index(faiss_ext::serialize_index(&pt)));
+    std::unique_ptr<faiss::Index> back(
+        faiss_ext::deserialize_index(faiss_ext::serialize_index(&pt)));
     expectSameSearch(&pt, back.get(), q, 5);
 }
 
@@ -357,17 +359,13 @@ TEST(CpuTwin, CloneOfCpuTreeEqualsOriginal) {
 
 // ------------------------------------------------------ bad and hostile input
 
-/// Deserialises; returns "ok", "FaissException" or the type of anything else.
+/// Deserialises and searches what was read; returns "ok", "FaissException"
+/// (when reading threw it) or a description of anything else, including a
+/// read that succeeded but gave an index that cannot be searched.
 std::string tryRead(const Bytes& b) {
+    std::unique_ptr<faiss::Index> idx;
     try {
-        std::unique_ptr<faiss::Index> idx(faiss_ext::deserialize_index(b));
-        if (!idx) return "null";
-        // what was read must be usable
-        std::vector<float> q(idx->d > 0 ? idx->d : 1, 0.5f);
-        std::vector<float> D(2);
-        std::vector<idx_t> I(2);
-        if (idx->d > 0 && idx->is_trained) idx->search(1, q.data(), 2, D.data(), I.data());
-        return "ok";
+        idx.reset(faiss_ext::deserialize_index(b));
     } catch (const faiss::FaissException&) {
         return "FaissException";
     } catch (const std::exception& e) {
@@ -375,6 +373,17 @@ std::string tryRead(const Bytes& b) {
     } catch (...) {
         return "unknown exception";
     }
+    if (!idx) return "null index";
+    if (idx->d <= 0 || !idx->is_trained) return "ok";
+    try {
+        std::vector<float> q(idx->d, 0.5f);
+        std::vector<float> D(2);
+        std::vector<idx_t> I(2);
+        idx->search(1, q.data(), 2, D.data(), I.data());
+    } catch (const std::exception& e) {
+        return std::string("read, but search failed: ") + e.what();
+    }
+    return "ok";
 }
 
 TEST(CpuIoCorrupt, EveryTruncationThrows) {
@@ -390,7 +399,7 @@ TEST(CpuIoCorrupt, EveryTruncationThrows) {
         for (size_t len = 0; len < full.size(); ++len) {
             Bytes cut(full.begin(), full.begin() + len);
             EXPECT_EQ(tryRead(cut), "FaissException")
-                    << "file " << f << " truncated to " << len << " of " << full.size();
+                << "file " << f << " truncated to " << len << " of " << full.size();
         }
     }
 }
@@ -412,7 +421,7 @@ TEST(CpuIoCorrupt, RandomCorruptionsNeverCrash) {
     files.push_back(faiss_ext::serialize_index(makeFilled("IDMap2,QSFlatPearson", 4, 6).get()));
     files.push_back(faiss_ext::serialize_index(makeFilled("IDMap,QSFlatCosine", 5, 4).get()));
     files.push_back(
-            faiss_ext::serialize_index(makeFilled("QSFlat", 3, 5, faiss::METRIC_INNER_PRODUCT).get()));
+        faiss_ext::serialize_index(makeFilled("QSFlat", 3, 5, faiss::METRIC_INNER_PRODUCT).get()));
     std::mt19937_64 rng(kSeed);
     int ok = 0, thrown = 0;
     for (size_t f = 0; f < files.size(); ++f) {
@@ -442,7 +451,7 @@ TEST(CpuIoCorrupt, RandomCorruptionsNeverCrash) {
             } else {
                 ++thrown;
                 EXPECT_EQ(r, "FaissException")
-                        << "file " << f << " trial " << trial << ":" << what << " seed " << kSeed;
+                    << "file " << f << " trial " << trial << ":" << what << " seed " << kSeed;
             }
         }
     }
@@ -504,15 +513,15 @@ TEST(CpuIoCorrupt, AbsurdSizesThrow) {
         put<size_t>(b, count);
         return b;
     };
-    EXPECT_NE(readError(flat(-1, 0, 0)), "");                             // negative d
-    EXPECT_NE(readError(flat(4, -5, 0)), "");                             // negative ntotal
-    EXPECT_NE(readError(flat(4, int64_t(1) << 60, 0)), "");               // 2^60 vectors
-    EXPECT_NE(readError(flat(1 << 30, 1, size_t(1) << 30)), "");          // huge d
-    EXPECT_NE(readError(flat(4, 2, 7)), "");                              // count != ntotal * d
-    EXPECT_NE(readError(flat(4, 1 << 30, size_t(4) << 30)), "");          // 16 GiB claimed
-    EXPECT_NE(readError(flat(4, 1, 4, "IxF2", 0)), "");                   // IxF2 with IP metric
-    EXPECT_NE(readError(flat(4, 1, 4, "IxFI", 99)), "");                  // unknown metric
-    EXPECT_NE(readError(flat(4, 0, 0, "IxFI", 1)), "");                   // IxFI with L2 metric
+    EXPECT_NE(readError(flat(-1, 0, 0)), "");                     // negative d
+    EXPECT_NE(readError(flat(4, -5, 0)), "");                     // negative ntotal
+    EXPECT_NE(readError(flat(4, int64_t(1) << 60, 0)), "");       // 2^60 vectors
+    EXPECT_NE(readError(flat(1 << 30, 1, size_t(1) << 30)), "");  // huge d
+    EXPECT_NE(readError(flat(4, 2, 7)), "");                      // count != ntotal * d
+    EXPECT_NE(readError(flat(4, 1 << 30, size_t(4) << 30)), "");  // 16 GiB claimed
+    EXPECT_NE(readError(flat(4, 1, 4, "IxF2", 0)), "");           // IxF2 with IP metric
+    EXPECT_NE(readError(flat(4, 1, 4, "IxFI", 99)), "");          // unknown metric
+    EXPECT_NE(readError(flat(4, 0, 0, "IxFI", 1)), "");           // IxFI with L2 metric
 
     // is_trained must be a bool
     Bytes b = flat(2, 0, 0);
@@ -635,9 +644,12 @@ TEST(CpuIoCorrupt, WrongFourccThrows) {
 TEST(CpuIoCorrupt, BadArguments) {
     EXPECT_THROW(faiss_ext::serialize_index(nullptr), faiss::FaissException);
     faiss::IndexFlatL2 f(2);
-    EXPECT_THROW(faiss_ext::write_index(&f, static_cast<faiss::IOWriter*>(nullptr)), faiss::FaissException);
-    EXPECT_THROW(faiss_ext::write_index(&f, static_cast<const char*>(nullptr)), faiss::FaissException);
-    EXPECT_THROW(faiss_ext::read_index(static_cast<faiss::IOReader*>(nullptr)), faiss::FaissException);
+    EXPECT_THROW(faiss_ext::write_index(&f, static_cast<faiss::IOWriter*>(nullptr)),
+                 faiss::FaissException);
+    EXPECT_THROW(faiss_ext::write_index(&f, static_cast<const char*>(nullptr)),
+                 faiss::FaissException);
+    EXPECT_THROW(faiss_ext::read_index(static_cast<faiss::IOReader*>(nullptr)),
+                 faiss::FaissException);
     EXPECT_THROW(faiss_ext::write_index(&f, "/nonexistent/dir/x.index"), faiss::FaissException);
 }
 

@@ -1,15 +1,14 @@
 // Metric names, the FAISS mapping, host vector preparation and the
 // RowCenteringTransform.
-#include "TestUtils.h"
-
-#include "faiss_ext/Metric.h"
-#include "faiss_ext/RowCenteringTransform.h"
-
 #include <faiss/VectorTransform.h>
 #include <faiss/impl/FaissException.h>
 
 #include <cmath>
 #include <vector>
+
+#include "TestUtils.h"
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/RowCenteringTransform.h"
 
 namespace faiss_ext {
 namespace {
@@ -44,8 +43,8 @@ TEST(CpuMetric, FromFaissMetric) {
 }
 
 TEST(CpuMetric, NamesRoundTrip) {
-    for (FlatMetric m : {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine,
-                         FlatMetric::Pearson}) {
+    for (FlatMetric m :
+         {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine, FlatMetric::Pearson}) {
         EXPECT_EQ(parseFlatMetric(flatMetricName(m)), m) << flatMetricName(m);
     }
     EXPECT_STREQ(flatMetricName(FlatMetric::L2), "L2");
