@@ -205,8 +205,11 @@ TEST(GpuFlat, TiledSearchEqualsUntiled) {
         std::vector<int64_t> Ia(nq * k), Ib(nq * k);
         a.search(nq, xq.data(), k, Da.data(), Ia.data());
         b.search(nq, xq.data(), k, Db.data(), Ib.data());
-        EXPECT_EQ(Ia, Ib) << "k=" << k;
-        EXPECT_EQ(Da, Db) << "k=" << k;
+        // Different tile shapes may use different GEMM kernels: equal up to
+        // float rounding (and so up to near-ties).
+        EXPECT_EQ(compareKnn(nq, k, Db.data(), Ib.data(), Da.data(), Ia.data(), false, 1e-5f, 1e-5f),
+                  "")
+                << "k=" << k;
     }
 }
 

@@ -46,7 +46,8 @@ std::vector<float> makeRows(int64_t rows, int64_t n, Pattern p, uint64_t seed) {
     return v;
 }
 
-void runSelect(int64_t rows, int64_t n, int64_t k, Pattern p, int warpPerRow, bool keySource) {
+void runSelect(int64_t rows, int64_t n, int64_t k, Pattern p, int warpPerRow, bool keySource,
+               bool prefilter) {
     auto v = makeRows(rows, n, p, kSeed + n + k);
     float* dv;
     uint64_t *dkeys = nullptr, *out, *a1, *a2;
@@ -76,6 +77,14 @@ void runSelect(int64_t rows, int64_t n, int64_t k, Pattern p, int warpPerRow, bo
     a.aux1 = a1;
     a.aux2 = a2;
     a.auxStride = n;
+    uint64_t* pivots = nullptr;
+    unsigned long long* counts = nullptr;
+    if (prefilter && !keySource) {
+        ASSERT_EQ(cudaMalloc((void**)&pivots, sizeof(uint64_t) * rows), cudaSuccess);
+        ASSERT_EQ(cudaMalloc((void**)&counts, sizeof(unsigned long long) * rows), cudaSuccess);
+        sel::filterFloatRows(a, pivots, counts, 0);
+        a.prefilteredCount = counts;
+    }
     sel::quickMultiSelect(a, 0, warpPerRow);
     size_t tempBytes = sel::sortKeyRowsTempBytes(rows, k);
     void* temp = nullptr;
@@ -91,7 +100,8 @@ void runSelect(int64_t rows, int64_t n, int64_t k, Pattern p, int warpPerRow, bo
             ASSERT_EQ(got[r * k + j], row[j])
                     << "row " << r << " rank " << j << " n=" << n << " k=" << k
                     << " pattern=" << int(p) << " warpPerRow=" << warpPerRow
-                    << " keySource=" << keySource << " seed=" << kSeed;
+                    << " keySource=" << keySource << " prefilter=" << prefilter
+                    << " seed=" << kSeed;
         }
     }
     cudaFree(dv);
@@ -100,6 +110,8 @@ void runSelect(int64_t rows, int64_t n, int64_t k, Pattern p, int warpPerRow, bo
     cudaFree(a2);
     if (dkeys) cudaFree(dkeys);
     if (temp) cudaFree(temp);
+    if (pivots) cudaFree(pivots);
+    if (counts) cudaFree(counts);
 }
 
 }  // namespace
@@ -107,7 +119,8 @@ void runSelect(int64_t rows, int64_t n, int64_t k, Pattern p, int warpPerRow, bo
 TEST(QuickMultiSelect, GridOfShapesAndPatterns) {
     FAISS_EXT_REQUIRE_GPU();
     for (int warp : {1, 0}) {
-        for (bool keySource : {false, true}) {
+        for (int source : {0, 1, 2}) {  // floats, floats prefiltered, keys
+            bool keySource = source == 2, prefilter = source == 1;
             for (Pattern p : {Pattern::Random, Pattern::AllEqual, Pattern::Ascending,
                               Pattern::Descending, Pattern::FewValues}) {
                 for (auto nk : std::vector<std::pair<int64_t, int64_t>>{
@@ -115,7 +128,7 @@ TEST(QuickMultiSelect, GridOfShapesAndPatterns) {
                              {8192, 32}, {8192, 33}, {8192, 256}, {8192, 1024}, {8192, 2049},
                              {8192, 8192}, {100000, 10}, {100000, 4097}}) {
                     int64_t rows = nk.first >= 100000 ? 3 : 7;
-                    runSelect(rows, nk.first, nk.second, p, warp, keySource);
+                    runSelect(rows, nk.first, nk.second, p, warp, keySource, prefilter);
                     if (HasFatalFailure()) return;
                 }
             }

@@ -43,7 +43,7 @@ TilePlan planFor(int64_t nb, int64_t kk, int64_t cols) {
     }
     p.auxCap = std::max(cols, p.mergeWidth);
     p.sortTempPerRow = select::sortKeyRowsTempBytes(1, kk) + 2 * sizeof(uint64_t) * kk;
-    p.bytesPerRow = 2 * sizeof(float) * ((cols + 3) / 4 * 4) + 2 * sizeof(uint64_t) * p.auxCap +
+    p.bytesPerRow = 2 * sizeof(float) * ((cols + 3) / 4 * 4) + 2 * sizeof(uint64_t) + 2 * sizeof(uint64_t) * p.auxCap +
                     sizeof(uint64_t) * p.mergeWidth + sizeof(uint64_t) * kk + p.sortTempPerRow;
     return p;
 }
@@ -236,6 +236,8 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     TempBuffer<uint64_t> finalKeys(res_, device_, size_t(p.rows) * kk, stream);
     size_t sortBytes = select::sortKeyRowsTempBytes(p.rows, kk);
     TempBuffer<char> sortTemp(res_, device_, sortBytes, stream);
+    TempBuffer<uint64_t> pivots(res_, device_, size_t(p.rows), stream);
+    TempBuffer<unsigned long long> counts(res_, device_, size_t(p.rows), stream);
     const float alpha = l2 ? -2.f : -1.f;
     cudaStream_t gemmStream = res_->getAlternateStream(device_);
     cublasHandle_t gemmBlas = res_->getAlternateBlasHandle(device_);
@@ -273,6 +275,8 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
             a.aux1 = aux1.data();
             a.aux2 = aux2.data();
             a.auxStride = p.auxCap;
+            select::filterFloatRows(a, pivots.data(), counts.data(), stream);
+            a.prefilteredCount = counts.data();
             select::quickMultiSelect(a, stream);
             ev.selectDone(b);
             mergeOffset += a.k;

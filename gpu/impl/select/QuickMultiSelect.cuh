@@ -43,6 +43,9 @@ constexpr int kWarpsPerBlockW1 = 8;
 /// Warps per block of the one-block-per-row kernel.
 constexpr int kWarpsPerBlockRow = 8;
 
+/// Samples per row of the first-pass pivot of filterFloatRows.
+constexpr int kPivotSamplesForward = 1024;
+
 /// Below this many elements the first pass takes the whole row.
 constexpr int64_t kMinFilterN = 2048;
 
@@ -315,12 +318,39 @@ __device__ void pushRef(GroupShared<W>& sh, int& top, const uint64_t* p, int64_t
     groupSync<W>();
 }
 
+/// The sample count s (0: no filtering) and the pivot rank r of the first
+/// pass over n elements when k are wanted.
+__device__ __forceinline__ void firstPassPlan(int64_t n, int64_t k, int maxSamples, int* s,
+                                              int* r) {
+    *s = 0;
+    *r = 0;
+    if (n >= kMinFilterN && n >= 8 * k) {
+        int ss = maxSamples;
+        while (int64_t(ss) * 4 > n) ss >>= 1;
+        double mu = double(k) * ss / double(n);
+        *s = ss;
+        *r = int(mu + 4.0 * sqrt(mu) + 3.0);
+    }
+}
+
+/// Loads the s stratified random samples of a row into sh.samples.
+template <int W, class Load>
+__device__ void loadSamples(const Load& load, int64_t n, int64_t row, int s, GroupShared<W>& sh) {
+    const int t = W == 1 ? int(threadIdx.x & 31) : int(threadIdx.x);
+    const int64_t stride = n / s;
+    for (int i = t; i < s; i += 32 * W) {
+        int64_t pos = int64_t(i) * stride +
+                      int64_t(hashMix(uint32_t(row) * 0x9E3779B9u ^ uint32_t(i)) % uint64_t(stride));
+        sh.samples[i] = load(pos);
+    }
+    groupSync<W>();
+}
+
 /// Selects the k smallest keys of one row (see the file comment).
 template <int W, bool kFloatSrc>
 __device__ void selectRow(const SelectArgs& a, int64_t row, GroupShared<W>& sh) {
     const int lane = threadIdx.x & 31;
     const int warp = W == 1 ? 0 : int(threadIdx.x >> 5);
-    const int t = W == 1 ? lane : int(threadIdx.x);
     const int64_t n = a.n;
     const int64_t k = a.k;
     uint64_t* out = a.out + row * a.outStride + a.outOffset;
@@ -336,26 +366,27 @@ __device__ void selectRow(const SelectArgs& a, int64_t row, GroupShared<W>& sh) 
         FloatRowLoader fl{kFloatSrc ? a.dist + row * a.ld : nullptr, a.colAdd, a.colBase};
         KeyRowLoader kl{kFloatSrc ? nullptr : a.keys + row * a.keyStride};
         int s = 0, r = 0;
-        if (n >= kMinFilterN && n >= 8 * k) {
-            s = GroupShared<W>::kSamples;
-            while (int64_t(s) * 4 > n) s >>= 1;
-            const int64_t stride = n / s;
-            for (int i = t; i < s; i += 32 * W) {
-                int64_t pos = int64_t(i) * stride +
-                              int64_t(hashMix(uint32_t(row) * 0x9E3779B9u ^ uint32_t(i)) %
-                                      uint64_t(stride));
-                if constexpr (kFloatSrc) {
-                    sh.samples[i] = fl(pos);
-                } else {
-                    sh.samples[i] = kl(pos);
-                }
+        firstPassPlan(n, k, GroupShared<W>::kSamples, &s, &r);
+        if (kFloatSrc && a.prefilteredCount) {
+            L = int64_t(a.prefilteredCount[row]);
+            // As filterFloatRows planned it.
+            int s1 = 0, r1 = 0;
+            firstPassPlan(n, k, kPivotSamplesForward, &s1, &r1);
+            if (L >= k || s1 == 0 || r1 >= s1 - 1) {
+                s = -1;  // nothing to redo
+            } else {
+                r = 2 * r + 8;
             }
-            groupSync<W>();
-            double mu = double(k) * s / double(n);
-            r = int(mu + 4.0 * sqrt(mu) + 3.0);
+        }
+        if (s > 0) {
+            if constexpr (kFloatSrc) {
+                loadSamples<W>(fl, n, row, s, sh);
+            } else {
+                loadSamples<W>(kl, n, row, s, sh);
+            }
         }
         if (s > 0) sortSamples<W>(sh, s);
-        while (true) {
+        while (s >= 0) {
             uint64_t pivot = (s > 0 && r < s - 1) ? sh.samples[r] : kMaxKey;
             if constexpr (kFloatSrc) {
                 L = filterFloatRow<W>(fl, n, pivot, buf, sh);
@@ -424,6 +455,126 @@ __device__ void selectRow(const SelectArgs& a, int64_t row, GroupShared<W>& sh) 
         other = tmp;
     }
     flushStack<W>(sh, top, out, outPos);
+}
+
+/// Samples per row of the first-pass pivot (filterFloatRows).
+constexpr int kPivotSamples = GroupShared<kWarpsPerBlockRow>::kSamples;
+static_assert(kPivotSamples == kPivotSamplesForward, "one sample count for the first pass");
+
+/// Per row, the first-pass pivot from sorted samples (one block per row).
+/// The samples are runs of 4 consecutive elements at stratified random
+/// positions: 4 samples per 16 bytes read.
+template <int kUnused = 0>
+__global__ void __launch_bounds__(32 * kWarpsPerBlockRow)
+        firstPassPivotKernel(SelectArgs a, uint64_t* pivots) {
+    __shared__ GroupShared<kWarpsPerBlockRow> sh;
+    const int64_t row = blockIdx.x;
+    int s = 0, r = 0;
+    firstPassPlan(a.n, a.k, kPivotSamples, &s, &r);
+    uint64_t pivot = kMaxKey;
+    if (s > 0 && r < s - 1) {
+        FloatRowLoader fl{a.dist + row * a.ld, a.colAdd, a.colBase};
+        const int runs = s / 4;
+        const int64_t stratum = a.n / runs;  // >= 16 since 4 * s <= n
+        for (int i = threadIdx.x; i < runs; i += blockDim.x) {
+            int64_t pos = int64_t(i) * stratum +
+                          int64_t(hashMix(uint32_t(row) * 0x9E3779B9u ^ uint32_t(i)) %
+                                  uint64_t(stratum - 3));
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sh.samples[4 * i + e] = fl(pos + e);
+        }
+        __syncthreads();
+        sortSamples<kWarpsPerBlockRow>(sh, s);
+        pivot = sh.samples[r];
+    }
+    if (threadIdx.x == 0) pivots[row] = pivot;
+}
+
+/// Elements of a row per work item of firstPassFilterKernel.
+constexpr int64_t kFilterChunk = 4096;
+
+/// Streams (row, chunk) work items: keys <= pivots[row] are appended to
+/// aux1's row, counted in counts[row]. kVec: rows and colAdd 16-byte aligned.
+template <bool kVec>
+__global__ void __launch_bounds__(256) firstPassFilterKernel(SelectArgs a, const uint64_t* pivots,
+                                                             unsigned long long* counts) {
+    const int lane = threadIdx.x & 31;
+    const unsigned ltMask = (1u << lane) - 1u;
+    const int64_t chunksPerRow = (a.n + kFilterChunk - 1) / kFilterChunk;
+    const int64_t items = a.rows * chunksPerRow;
+    const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+    for (int64_t item = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); item < items;
+         item += warps) {
+        const int64_t row = item / chunksPerRow;
+        const int64_t begin = (item % chunksPerRow) * kFilterChunk;
+        const int64_t end = begin + kFilterChunk < a.n ? begin + kFilterChunk : a.n;
+        const uint64_t pivot = pivots[row];
+        const uint32_t pHi = uint32_t(pivot >> 32), pLo = uint32_t(pivot);
+        // The pivot's distance (NaN for kMaxKey: then no value is ruled out).
+        const float pv = keyValue(pivot);
+        const float* rowPtr = a.dist + row * a.ld;
+        uint64_t* out = a.aux1 + row * a.auxStride;
+        unsigned long long* count = counts + row;
+        auto keep = [&](float v, int64_t j, bool valid) {
+            uint32_t ob = orderedFloatBits(v);
+            uint32_t idx = a.colBase + uint32_t(j);
+            bool pred = valid && (ob < pHi || (ob == pHi && idx <= pLo));
+            unsigned m = __ballot_sync(0xFFFFFFFFu, pred);
+            if (m) {
+                unsigned long long b = 0;
+                if (lane == 0) b = atomicAdd(count, (unsigned long long)__popc(m));
+                b = __shfl_sync(0xFFFFFFFFu, b, 0);
+                if (pred) out[b + __popc(m & ltMask)] = (uint64_t(ob) << 32) | idx;
+            }
+        };
+        int64_t j0 = begin;
+        if (kVec) {
+            constexpr int64_t kStep = 32 * 4 * 4;  // 4 float4 per lane
+            for (; j0 + kStep <= end; j0 += kStep) {
+                const float4* r4 = reinterpret_cast<const float4*>(rowPtr + j0);
+                float4 v[4];
+#pragma unroll
+                for (int u = 0; u < 4; ++u) v[u] = __ldcs(r4 + u * 32 + lane);
+                if (a.colAdd) {
+                    const float4* c4 = reinterpret_cast<const float4*>(a.colAdd + j0);
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                        float4 c = c4[u * 32 + lane];
+                        v[u].x += c.x;
+                        v[u].y += c.y;
+                        v[u].z += c.z;
+                        v[u].w += c.w;
+                    }
+                }
+                // Most chunks hold no key <= pivot: one float test per element
+                // and one ballot per chunk decide that.
+                bool any = false;
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    any |= !(v[u].x > pv) | !(v[u].y > pv) | !(v[u].z > pv) | !(v[u].w > pv);
+                }
+                if (__ballot_sync(0xFFFFFFFFu, any) == 0) continue;
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    int64_t j = j0 + int64_t(u * 32 + lane) * 4;
+                    keep(v[u].x, j, true);
+                    keep(v[u].y, j + 1, true);
+                    keep(v[u].z, j + 2, true);
+                    keep(v[u].w, j + 3, true);
+                }
+            }
+        }
+        for (; j0 < end; j0 += 32) {
+            int64_t j = j0 + lane;
+            bool valid = j < end;
+            float v = 0.f;
+            if (valid) {
+                v = rowPtr[j];
+                if (a.colAdd) v += a.colAdd[j];
+            }
+            keep(v, j, valid);
+        }
+    }
 }
 
 /// W == 1: blockDim.x / 32 rows per block, a warp each; W > 1: one row per

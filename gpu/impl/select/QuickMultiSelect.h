@@ -35,7 +35,20 @@ struct SelectArgs {
     uint64_t* aux1 = nullptr;
     uint64_t* aux2 = nullptr;
     int64_t auxStride = 0;
+    /// Float source only, optional: counts[r] keys already written to
+    /// aux1's row r by filterFloatRows (the first pass done for the whole
+    /// tile at once). A row whose count is below k is redone here.
+    const unsigned long long* prefilteredCount = nullptr;
 };
+
+/// The first pass of quick multi-select for a whole float tile, load-balanced
+/// over (row, column chunk) work items: per row a pivot from sorted samples
+/// (as selectRow chooses it), then every warp streams chunks of rows,
+/// compacting the keys <= the row's pivot into aux1 and counting them in
+/// counts (zeroed here). Feed the result to quickMultiSelect with
+/// prefilteredCount = counts. pivots: `rows` keys of scratch.
+void filterFloatRows(const SelectArgs& args, uint64_t* pivots, unsigned long long* counts,
+                     cudaStream_t stream);
 
 /// Runs quick multi-select: one warp per row when rows are many, one block
 /// per row when they are few (or as forced by warpPerRow: 1 warp, 0 block,

@@ -3,6 +3,8 @@
 #include "gpu/impl/select/QuickMultiSelect.cuh"
 #include "gpu/utils/DeviceUtils.h"
 
+#include <algorithm>
+
 namespace faiss_ext {
 namespace gpu {
 namespace select {
@@ -26,6 +28,39 @@ void quickMultiSelectWarp(const SelectArgs& a, cudaStream_t stream) {
         quickMultiSelectKernel<1, true><<<unsigned(blocks), 32 * kWarpsPerBlockW1, 0, stream>>>(a);
     } else {
         quickMultiSelectKernel<1, false><<<unsigned(blocks), 32 * kWarpsPerBlockW1, 0, stream>>>(a);
+    }
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+void filterFloatRows(const SelectArgs& a, uint64_t* pivots, unsigned long long* counts,
+                     cudaStream_t stream) {
+    checkArgs(a);
+    FAISS_THROW_IF_NOT_MSG(a.dist, "filterFloatRows: needs a float source");
+    if (a.rows == 0) return;
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(unsigned long long) * a.rows, stream));
+    FAISS_THROW_IF_NOT_FMT(a.rows < (int64_t(1) << 31), "filterFloatRows: too many rows (%lld)",
+                           (long long)a.rows);
+    firstPassPivotKernel<0><<<unsigned(a.rows), 32 * kWarpsPerBlockRow, 0, stream>>>(a, pivots);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    // A persistent grid: every resident warp streams work items.
+    int dev = getCurrentDevice();
+    int sms = 0, perSm = 0;
+    FAISS_EXT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    bool vec = ((reinterpret_cast<uintptr_t>(a.dist) | reinterpret_cast<uintptr_t>(a.colAdd)) & 15) == 0 &&
+               a.ld % 4 == 0;
+    if (vec) {
+        FAISS_EXT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &perSm, firstPassFilterKernel<true>, 256, 0));
+    } else {
+        FAISS_EXT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &perSm, firstPassFilterKernel<false>, 256, 0));
+    }
+    int64_t items = a.rows * ((a.n + kFilterChunk - 1) / kFilterChunk);
+    int64_t blocks = std::min<int64_t>(int64_t(sms) * std::max(perSm, 1), (items + 7) / 8);
+    if (vec) {
+        firstPassFilterKernel<true><<<unsigned(blocks), 256, 0, stream>>>(a, pivots, counts);
+    } else {
+        firstPassFilterKernel<false><<<unsigned(blocks), 256, 0, stream>>>(a, pivots, counts);
     }
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
