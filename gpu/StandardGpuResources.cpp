@@ -11,7 +11,7 @@ namespace gpu {
 
 namespace {
 constexpr size_t kDefaultPinned = size_t(256) << 20;
-constexpr size_t kMaxDefaultTemp = size_t(8) << 30;
+constexpr size_t kMaxDefaultTemp = size_t(16) << 30;
 constexpr size_t kUseDefault = std::numeric_limits<size_t>::max();
 }  // namespace
 

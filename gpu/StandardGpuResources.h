@@ -70,9 +70,12 @@ public:
     std::shared_ptr<GpuResources> getResources() override;
 
     /// Limits temporary memory (distance tiles, selection buffers) to `bytes`
-    /// per device. The default is 1/4 of the device's memory, at most 8 GiB.
-    /// Searches tile themselves to fit; a limit too small for even one tile
-    /// makes them throw.
+    /// per device. The default is 1/4 of the device's memory, at most 16 GiB,
+    /// taken from CUDA's stream-ordered pool as searches need it and kept in
+    /// the pool afterwards (as FAISS keeps its temporary memory). Searches
+    /// tile themselves to fit: more memory means wider tiles and faster
+    /// searches at large k; a limit too small for even one tile makes them
+    /// throw.
     void setTempMemory(size_t bytes);
 
     /// Size of the pinned host staging buffer (default 256 MiB; 0 disables).

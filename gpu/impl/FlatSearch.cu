@@ -43,48 +43,10 @@ TilePlan planFor(int64_t nb, int64_t kk, int64_t cols) {
     }
     p.auxCap = std::max(cols, p.mergeWidth);
     p.sortTempPerRow = select::sortKeyRowsTempBytes(1, kk) + 2 * sizeof(uint64_t) * kk;
-    p.bytesPerRow = 2 * sizeof(float) * ((cols + 3) / 4 * 4) + 2 * sizeof(uint64_t) + 2 * sizeof(uint64_t) * p.auxCap +
+    p.bytesPerRow = sizeof(float) * ((cols + 3) / 4 * 4) + 2 * sizeof(uint64_t) + 2 * sizeof(uint64_t) * p.auxCap +
                     sizeof(uint64_t) * p.mergeWidth + sizeof(uint64_t) * kk + p.sortTempPerRow;
     return p;
 }
-
-/// Orders the GEMM stream and the selection stream around two distance
-/// buffers; on destruction (also by an exception) waits for the GEMM stream,
-/// so that no GEMM still writes a buffer being freed.
-class StreamEvents {
-public:
-    StreamEvents(cudaStream_t selectStream, cudaStream_t gemmStream)
-            : select_(selectStream), gemm_(gemmStream) {
-        for (int i = 0; i < 5; ++i) {
-            FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&ev_[i], cudaEventDisableTiming));
-            ++created_;
-        }
-        // Queries and buffers were made on the selection stream.
-        FAISS_EXT_CUDA_CHECK(cudaEventRecord(ev_[4], select_));
-        FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(gemm_, ev_[4], 0));
-    }
-    ~StreamEvents() {
-        cudaStreamSynchronize(gemm_);
-        for (int i = 0; i < created_; ++i) cudaEventDestroy(ev_[i]);
-    }
-    void gemmWaitsForSelect(int b) {
-        if (selectRecorded_[b]) FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(gemm_, ev_[2 + b], 0));
-    }
-    void selectWaitsForGemm(int b) {
-        FAISS_EXT_CUDA_CHECK(cudaEventRecord(ev_[b], gemm_));
-        FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(select_, ev_[b], 0));
-    }
-    void selectDone(int b) {
-        FAISS_EXT_CUDA_CHECK(cudaEventRecord(ev_[2 + b], select_));
-        selectRecorded_[b] = true;
-    }
-
-private:
-    cudaStream_t select_, gemm_;
-    cudaEvent_t ev_[5] = {};
-    int created_ = 0;
-    bool selectRecorded_[2] = {false, false};
-};
 
 }  // namespace
 
@@ -225,11 +187,11 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     best.rows = bestRows;
     const TilePlan& p = best;
 
-    // Two distance tiles: the GEMM of the next tile (alternate stream) runs
-    // while the selection of the current one (default stream) reads its own.
+    // One distance tile: GEMM and selection both fill the GPU, so a second
+    // tile for overlapping them bought nothing when measured (H100), while
+    // its memory buys wider tiles.
     const int64_t ldMax = (p.cols + 3) / 4 * 4;
-    TempBuffer<float> dist0(res_, device_, size_t(p.rows) * ldMax, stream);
-    TempBuffer<float> dist1(res_, device_, size_t(p.rows) * ldMax, stream);
+    TempBuffer<float> dist(res_, device_, size_t(p.rows) * ldMax, stream);
     TempBuffer<uint64_t> aux1(res_, device_, size_t(p.rows) * p.auxCap, stream);
     TempBuffer<uint64_t> aux2(res_, device_, size_t(p.rows) * p.auxCap, stream);
     TempBuffer<uint64_t> merge(res_, device_, size_t(p.rows) * p.mergeWidth, stream);
@@ -239,11 +201,7 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     TempBuffer<uint64_t> pivots(res_, device_, size_t(p.rows), stream);
     TempBuffer<unsigned long long> counts(res_, device_, size_t(p.rows), stream);
     const float alpha = l2 ? -2.f : -1.f;
-    cudaStream_t gemmStream = res_->getAlternateStream(device_);
-    cublasHandle_t gemmBlas = res_->getAlternateBlasHandle(device_);
-    StreamEvents ev(stream, gemmStream);
-    float* dist[2] = {dist0.data(), dist1.data()};
-    int64_t tile = 0;
+    cublasHandle_t blas = res_->getBlasHandle(device_);
 
     for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
         const int64_t rows = std::min(p.rows, nq - q0);
@@ -251,13 +209,10 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
         for (int64_t c0 = 0; c0 < nb; c0 += p.cols) {
             const int64_t w = std::min(p.cols, nb - c0);
             const int64_t ld = (w + 3) / 4 * 4;
-            const int b = int(tile++ % 2);
-            ev.gemmWaitsForSelect(b);
-            gemmDotProducts(gemmBlas, q + size_t(q0) * d_, rows, vectors_ + size_t(c0) * d_, w,
-                            d_, alpha, dist[b], ld);
-            ev.selectWaitsForGemm(b);
+            gemmDotProducts(blas, q + size_t(q0) * d_, rows, vectors_ + size_t(c0) * d_, w, d_,
+                            alpha, dist.data(), ld);
             select::SelectArgs a;
-            a.dist = dist[b];
+            a.dist = dist.data();
             a.ld = ld;
             a.colAdd = l2 ? norms_ + c0 : nullptr;
             a.colBase = uint32_t(c0);
@@ -278,7 +233,6 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
             select::filterFloatRows(a, pivots.data(), counts.data(), stream);
             a.prefilteredCount = counts.data();
             select::quickMultiSelect(a, stream);
-            ev.selectDone(b);
             mergeOffset += a.k;
         }
         if (p.colTiles > 1) {

@@ -510,8 +510,6 @@ __global__ void __launch_bounds__(256) firstPassFilterKernel(SelectArgs a, const
         const int64_t end = begin + kFilterChunk < a.n ? begin + kFilterChunk : a.n;
         const uint64_t pivot = pivots[row];
         const uint32_t pHi = uint32_t(pivot >> 32), pLo = uint32_t(pivot);
-        // The pivot's distance (NaN for kMaxKey: then no value is ruled out).
-        const float pv = keyValue(pivot);
         const float* rowPtr = a.dist + row * a.ld;
         uint64_t* out = a.aux1 + row * a.auxStride;
         unsigned long long* count = counts + row;
@@ -539,28 +537,47 @@ __global__ void __launch_bounds__(256) firstPassFilterKernel(SelectArgs a, const
                     const float4* c4 = reinterpret_cast<const float4*>(a.colAdd + j0);
 #pragma unroll
                     for (int u = 0; u < 4; ++u) {
-                        float4 c = c4[u * 32 + lane];
+                        float4 c = __ldg(c4 + u * 32 + lane);
                         v[u].x += c.x;
                         v[u].y += c.y;
                         v[u].z += c.z;
                         v[u].w += c.w;
                     }
                 }
-                // Most chunks hold no key <= pivot: one float test per element
-                // and one ballot per chunk decide that.
-                bool any = false;
+                // Each lane marks its kept elements (16 bits); most steps keep
+                // none. Kept keys are appended with one atomic per warp step
+                // and a warp scan of the per-lane counts.
+                unsigned keepBits = 0;
 #pragma unroll
                 for (int u = 0; u < 4; ++u) {
-                    any |= !(v[u].x > pv) | !(v[u].y > pv) | !(v[u].z > pv) | !(v[u].w > pv);
+                    const uint32_t idx0 = a.colBase + uint32_t(j0 + (u * 32 + lane) * 4);
+                    const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) {
+                        uint32_t ob = orderedFloatBits(e[c]);
+                        bool pred = ob < pHi || (ob == pHi && idx0 + c <= pLo);
+                        keepBits |= unsigned(pred) << (u * 4 + c);
+                    }
                 }
-                if (__ballot_sync(0xFFFFFFFFu, any) == 0) continue;
+                if (__ballot_sync(0xFFFFFFFFu, keepBits != 0) == 0) continue;
+                const int mine = __popc(keepBits);
+                int incl = mine;
 #pragma unroll
-                for (int u = 0; u < 4; ++u) {
-                    int64_t j = j0 + int64_t(u * 32 + lane) * 4;
-                    keep(v[u].x, j, true);
-                    keep(v[u].y, j + 1, true);
-                    keep(v[u].z, j + 2, true);
-                    keep(v[u].w, j + 3, true);
+                for (int o = 1; o < 32; o <<= 1) {
+                    int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+                    if (lane >= o) incl += y;
+                }
+                unsigned long long b = 0;
+                if (lane == 31) b = atomicAdd(count, (unsigned long long)incl);
+                b = __shfl_sync(0xFFFFFFFFu, b, 31) + (incl - mine);
+                while (keepBits) {
+                    int bit = __ffs(keepBits) - 1;
+                    keepBits &= keepBits - 1;
+                    // Re-read the (cached) value: no local array of v.
+                    const int64_t j = j0 + ((bit >> 2) * 32 + lane) * 4 + (bit & 3);
+                    float x = rowPtr[j];
+                    if (a.colAdd) x += a.colAdd[j];
+                    out[b++] = (uint64_t(orderedFloatBits(x)) << 32) | (a.colBase + uint32_t(j));
                 }
             }
         }
