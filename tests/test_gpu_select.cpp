@@ -135,3 +135,21 @@ TEST(QuickMultiSelect, GridOfShapesAndPatterns) {
         }
     }
 }
+
+// A small grid that still takes every code path (both group shapes, all three
+// sources, the filter's vector and tail loops, the multi-select passes and the
+// stack), quick enough to run under compute-sanitizer racecheck.
+TEST(QuickMultiSelect, SmallGridForSanitizers) {
+    FAISS_EXT_REQUIRE_GPU();
+    for (int warp : {1, 0}) {
+        for (int source : {0, 1, 2}) {
+            for (auto nk : std::vector<std::pair<int64_t, int64_t>>{
+                         {40, 7}, {4099, 3}, {4099, 300}, {20000, 64}}) {
+                runSelect(3, nk.first, nk.second, Pattern::Random, warp, source == 2, source == 1);
+                runSelect(2, nk.first, nk.second, Pattern::FewValues, warp, source == 2,
+                          source == 1);
+                if (HasFatalFailure()) return;
+            }
+        }
+    }
+}

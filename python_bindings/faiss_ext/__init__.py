@@ -277,8 +277,10 @@ def _copy_to(self, index=None):
     index.code_size = flat.code_size
     index.metric_type = flat.metric_type
     index.metric_arg = flat.metric_arg
-    index.codes.swap(flat.codes)
-    index.ntotal = flat.ntotal
+    # Through the public API (codes is a std::vector in FAISS 1.7, a
+    # MaybeOwnedVector in newer versions): add() stores vectors as given.
+    if flat.ntotal > 0:
+        index.add(flat.reconstruct_n(0, flat.ntotal))
     index.is_trained = True
     return index
 
