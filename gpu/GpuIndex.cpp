@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 namespace faiss_ext {
 namespace gpu {
@@ -123,31 +124,48 @@ void GpuIndex::searchPagedHostInput_(idx_t n, const float* x, idx_t k, float* di
     bool lOnDev = onDevice(labels, config_.device, "search: labels");
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     const size_t rowBytes = sizeof(float) * size_t(d) + (sizeof(float) + sizeof(idx_t)) * size_t(k);
-    const idx_t chunk = std::max<idx_t>(1, idx_t(minPagingSize_ / rowBytes));
+    idx_t chunk = std::max<idx_t>(1, idx_t(minPagingSize_ / rowBytes));
+    // Pinned staging: host rows go through the resources' pinned buffer, so
+    // that the copies run at full PCIe speed (pageable copies otherwise).
+    std::unique_lock<std::mutex> pinnedLock(resources_->getPinnedMemoryMutex());
+    std::pair<void*, size_t> pinned = resources_->getPinnedMemory();
+    if (!pinned.first || pinned.second < rowBytes) pinnedLock.unlock();
+    const bool staged = pinned.first && pinned.second >= rowBytes;
+    if (staged) chunk = std::min<idx_t>(chunk, idx_t(pinned.second / rowBytes));
     const idx_t m0 = std::min(n, chunk);
+    float* pinX = staged ? static_cast<float*>(pinned.first) : nullptr;
+    float* pinD = staged ? pinX + size_t(m0) * d : nullptr;
+    idx_t* pinL = staged ? reinterpret_cast<idx_t*>(pinD + size_t(m0) * k) : nullptr;
     TempBuffer<float> xBuf(resources_.get(), config_.device, size_t(m0) * d, stream);
     TempBuffer<float> dBuf(resources_.get(), config_.device, dOnDev ? 0 : size_t(m0) * k, stream);
     TempBuffer<idx_t> lBuf(resources_.get(), config_.device, lOnDev ? 0 : size_t(m0) * k, stream);
     for (idx_t i = 0; i < n; i += chunk) {
         idx_t m = std::min(chunk, n - i);
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(xBuf.data(), x + size_t(i) * d,
-                                             sizeof(float) * size_t(m) * d, cudaMemcpyHostToDevice,
-                                             stream));
+        const float* src = x + size_t(i) * d;
+        if (staged) {
+            std::memcpy(pinX, src, sizeof(float) * size_t(m) * d);
+            src = pinX;
+        }
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(xBuf.data(), src, sizeof(float) * size_t(m) * d,
+                                             cudaMemcpyHostToDevice, stream));
         float* dOut = dOnDev ? distances + size_t(i) * k : dBuf.data();
         idx_t* lOut = lOnDev ? labels + size_t(i) * k : lBuf.data();
         searchImpl_(m, xBuf.data(), k, dOut, lOut, params);
+        float* dHost = staged ? pinD : distances + size_t(i) * k;
+        idx_t* lHost = staged ? pinL : labels + size_t(i) * k;
         if (!dOnDev) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(distances + size_t(i) * k, dOut,
-                                                 sizeof(float) * m * k, cudaMemcpyDeviceToHost,
-                                                 stream));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dHost, dOut, sizeof(float) * m * k,
+                                                 cudaMemcpyDeviceToHost, stream));
         }
         if (!lOnDev) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(labels + size_t(i) * k, lOut,
-                                                 sizeof(idx_t) * m * k, cudaMemcpyDeviceToHost,
-                                                 stream));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(lHost, lOut, sizeof(idx_t) * m * k,
+                                                 cudaMemcpyDeviceToHost, stream));
         }
+        // The staging buffer is reused by the next chunk.
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        if (staged && !dOnDev) std::memcpy(distances + size_t(i) * k, pinD, sizeof(float) * m * k);
+        if (staged && !lOnDev) std::memcpy(labels + size_t(i) * k, pinL, sizeof(idx_t) * m * k);
     }
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace gpu

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 namespace faiss_ext {
@@ -49,10 +50,17 @@ public:
     virtual size_t getTempMemoryLimit(int device) = 0;
 
     /// Pinned host memory for staging transfers (pointer, size); may be empty.
+    /// Hold getPinnedMemoryMutex() while using it: it is shared.
     virtual std::pair<void*, size_t> getPinnedMemory() = 0;
+
+    /// Serialises the users of the pinned staging buffer.
+    std::mutex& getPinnedMemoryMutex() { return pinnedMutex_; }
 
     /// Blocks until all work on the device's default stream is done.
     void syncDefaultStream(int device);
+
+private:
+    std::mutex pinnedMutex_;
 };
 
 /// Something that hands out a GpuResources (FAISS's GpuResourcesProvider).

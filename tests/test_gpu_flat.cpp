@@ -335,3 +335,35 @@ TEST(GpuFlat, RealDataSiftSmall) {
     StandardGpuResources res;
     checkAgainstFaiss(res, Case{nb, nq, 100, d, FlatMetric::L2}, xb, xq);
 }
+
+TEST(GpuFlat, HostInputPagedInChunksWithAndWithoutPinnedStaging) {
+    FAISS_EXT_REQUIRE_GPU();
+    const int d = 40;
+    const int64_t nb = 5000, nq = 301, k = 17;
+    auto xb = randomVectors(nb, d, kSeed);
+    auto xq = randomVectors(nq, d, kSeed + 11);
+    std::vector<float> refD(nq * k);
+    std::vector<int64_t> refI(nq * k);
+    {
+        StandardGpuResources res;
+        GpuIndexQuickSelectFlat gpu(&res, d);
+        gpu.add(nb, xb.data());
+        gpu.search(nq, xq.data(), k, refD.data(), refI.data());  // one chunk
+    }
+    for (size_t pinnedBytes : {size_t(0), size_t(1) << 12, size_t(256) << 20}) {
+        StandardGpuResources res;
+        res.setPinnedMemory(pinnedBytes);
+        GpuIndexQuickSelectFlat gpu(&res, d);
+        gpu.add(nb, xb.data());
+        gpu.setMinPagingSize(10 * (d * 4 + k * 12));  // about 10 queries a chunk
+        std::vector<float> D(nq * k);
+        std::vector<int64_t> I(nq * k);
+        gpu.search(nq, xq.data(), k, D.data(), I.data());
+        // Chunks of other sizes may use other GEMM kernels: equal up to float
+        // rounding (and so near-ties).
+        EXPECT_EQ(compareKnn(nq, k, D.data(), I.data(), refD.data(), refI.data(), false, 1e-5f,
+                             1e-5f),
+                  "")
+                << "pinned bytes " << pinnedBytes;
+    }
+}
