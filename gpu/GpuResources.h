@@ -28,13 +28,6 @@ public:
     /// The stream all work of our indexes on `device` is ordered on.
     virtual cudaStream_t getDefaultStream(int device) = 0;
 
-    /// A second stream of the device, for work that overlaps the default
-    /// stream's (e.g. the next distance GEMM while a selection runs).
-    virtual cudaStream_t getAlternateStream(int device) = 0;
-
-    /// cuBLAS handle bound to getAlternateStream(device).
-    virtual cublasHandle_t getAlternateBlasHandle(int device) = 0;
-
     /// Allocates `bytes` of temporary memory ordered on `stream`; throws
     /// faiss::FaissException (and allocates nothing) when the request would
     /// pass the temporary memory limit or the device is out of memory.

@@ -22,8 +22,6 @@ StandardGpuResourcesImpl::~StandardGpuResourcesImpl() {
     for (auto& kv : devices_) {
         DeviceScope scope(kv.first);
         if (kv.second.blas) cublasDestroy(kv.second.blas);
-        if (kv.second.altBlas) cublasDestroy(kv.second.altBlas);
-        if (kv.second.altStream) cudaStreamDestroy(kv.second.altStream);
         if (kv.second.stream && kv.second.ownStream) cudaStreamDestroy(kv.second.stream);
     }
     if (pinned_) cudaFreeHost(pinned_);
@@ -83,10 +81,6 @@ StandardGpuResourcesImpl::DeviceState& StandardGpuResourcesImpl::state_(int devi
     FAISS_EXT_CUBLAS_CHECK(cublasSetStream(st.blas, st.stream));
     // Exact search: plain FP32 GEMM, never TF32.
     FAISS_EXT_CUBLAS_CHECK(cublasSetMathMode(st.blas, CUBLAS_PEDANTIC_MATH));
-    FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&st.altStream, cudaStreamNonBlocking));
-    FAISS_EXT_CUBLAS_CHECK(cublasCreate(&st.altBlas));
-    FAISS_EXT_CUBLAS_CHECK(cublasSetStream(st.altBlas, st.altStream));
-    FAISS_EXT_CUBLAS_CHECK(cublasSetMathMode(st.altBlas, CUBLAS_PEDANTIC_MATH));
     size_t freeB = 0, totalB = 0;
     FAISS_EXT_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
     st.tempLimit = tempMemoryRequest_ != kUseDefault ? tempMemoryRequest_
@@ -112,16 +106,6 @@ cublasHandle_t StandardGpuResourcesImpl::getBlasHandle(int device) {
 cudaStream_t StandardGpuResourcesImpl::getDefaultStream(int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     return state_(device).stream;
-}
-
-cudaStream_t StandardGpuResourcesImpl::getAlternateStream(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return state_(device).altStream;
-}
-
-cublasHandle_t StandardGpuResourcesImpl::getAlternateBlasHandle(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return state_(device).altBlas;
 }
 
 void* StandardGpuResourcesImpl::allocTemp(int device, size_t bytes, cudaStream_t stream) {

@@ -32,8 +32,6 @@ public:
     void initializeForDevice(int device) override;
     cublasHandle_t getBlasHandle(int device) override;
     cudaStream_t getDefaultStream(int device) override;
-    cudaStream_t getAlternateStream(int device) override;
-    cublasHandle_t getAlternateBlasHandle(int device) override;
     void* allocTemp(int device, size_t bytes, cudaStream_t stream) override;
     void freeTemp(int device, void* p, size_t bytes, cudaStream_t stream) override;
     size_t getTempMemoryAvailable(int device) override;
@@ -45,8 +43,6 @@ private:
         cublasHandle_t blas = nullptr;
         cudaStream_t stream = nullptr;
         bool ownStream = true;
-        cublasHandle_t altBlas = nullptr;
-        cudaStream_t altStream = nullptr;
         size_t tempLimit = 0;
         size_t tempInUse = 0;
     };
