@@ -88,6 +88,20 @@ struct KeyRowLoader {
     __device__ __forceinline__ uint64_t operator()(int64_t j) const { return row[j]; }
 };
 
+/// The group-uniform total of a pass: W == 1 counted it in registers
+/// (warpCount), W > 1 in sh.left.
+template <int W>
+__device__ int64_t groupTotal(GroupShared<W>& sh, int64_t warpCount) {
+    if (W == 1) {
+        __syncwarp();
+        return warpCount;
+    }
+    __syncthreads();
+    int64_t total = int64_t(sh.left);
+    __syncthreads();
+    return total;
+}
+
 /// One partition pass over elements 0..n-1 of `load`, by the whole group.
 /// Keys <= pivot go to leftOut[0..), if kWriteRight the others to
 /// rightEnd[-1], rightEnd[-2], ... Returns the left count (group-uniform).
@@ -158,14 +172,7 @@ __device__ int64_t partitionPass(const Load& load, int64_t n, uint64_t pivot, ui
             rb += __popc(rm[u]);
         }
     }
-    if (W == 1) {
-        __syncwarp();
-        return leftBase;
-    }
-    __syncthreads();
-    int64_t total = int64_t(sh.left);
-    __syncthreads();
-    return total;
+    return groupTotal<W>(sh, leftBase);
 }
 
 /// Sorts the first s samples ascending (s a power of two) by a bitonic
@@ -207,10 +214,10 @@ __device__ int64_t filterFloatRow(const FloatRowLoader& fl, int64_t n, uint64_t 
         __syncthreads();
     }
     int64_t leftBase = 0;
-    auto keep = [&](float v, int64_t j) {
+    auto keep = [&](float v, int64_t j, bool valid) {
         uint32_t ob = orderedFloatBits(v);
         uint32_t idx = fl.colBase + uint32_t(j);
-        bool pred = ob < pHi || (ob == pHi && idx <= pLo);
+        bool pred = valid && (ob < pHi || (ob == pHi && idx <= pLo));
         unsigned m = __ballot_sync(0xFFFFFFFFu, pred);
         if (m) {
             int64_t base;
@@ -248,46 +255,24 @@ __device__ int64_t filterFloatRow(const FloatRowLoader& fl, int64_t n, uint64_t 
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             int64_t j = c0 + int64_t(u * 32 + lane) * 4;
-            keep(v[u].x, j);
-            keep(v[u].y, j + 1);
-            keep(v[u].z, j + 2);
-            keep(v[u].w, j + 3);
+            keep(v[u].x, j, true);
+            keep(v[u].y, j + 1, true);
+            keep(v[u].z, j + 2, true);
+            keep(v[u].w, j + 3, true);
         }
     }
     // The tail (and unaligned rows), 32 elements at a time.
     for (int64_t c0 = nVec + int64_t(warp) * 32; c0 < n; c0 += int64_t(W) * 32) {
-        int64_t j = c0 + lane;
+        const int64_t j = c0 + lane;
+        const bool valid = j < n;
         float v = 0.f;
-        bool valid = j < n;
         if (valid) {
             v = fl.row[j];
             if (fl.colAdd) v += fl.colAdd[j];
         }
-        uint32_t ob = orderedFloatBits(v);
-        uint32_t idx = fl.colBase + uint32_t(j);
-        bool pred = valid && (ob < pHi || (ob == pHi && idx <= pLo));
-        unsigned m = __ballot_sync(0xFFFFFFFFu, pred);
-        if (m) {
-            int64_t base;
-            if (W == 1) {
-                base = leftBase;
-                leftBase += __popc(m);
-            } else {
-                unsigned long long b = 0;
-                if (lane == 0) b = atomicAdd(&sh.left, (unsigned long long)__popc(m));
-                base = (int64_t)__shfl_sync(0xFFFFFFFFu, b, 0);
-            }
-            if (pred) leftOut[base + __popc(m & ltMask)] = (uint64_t(ob) << 32) | idx;
-        }
+        keep(v, j, valid);
     }
-    if (W == 1) {
-        __syncwarp();
-        return leftBase;
-    }
-    __syncthreads();
-    int64_t total = int64_t(sh.left);
-    __syncthreads();
-    return total;
+    return groupTotal<W>(sh, leftBase);
 }
 
 /// Copies the stacked segments into out[outPos..] and empties the stack.
