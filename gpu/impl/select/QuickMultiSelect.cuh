@@ -217,7 +217,7 @@ __device__ int64_t filterFloatRow(const FloatRowLoader& fl, int64_t n, uint64_t 
     auto keep = [&](float v, int64_t j, bool valid) {
         uint32_t ob = orderedFloatBits(v);
         uint32_t idx = fl.colBase + uint32_t(j);
-        bool pred = valid && (ob < pHi || (ob == pHi && idx <= pLo));
+        bool pred = valid && keyAtMost(ob, idx, pHi, pLo);
         unsigned m = __ballot_sync(0xFFFFFFFFu, pred);
         if (m) {
             int64_t base;
@@ -501,7 +501,7 @@ __global__ void __launch_bounds__(256) firstPassFilterKernel(SelectArgs a, const
         auto keep = [&](float v, int64_t j, bool valid) {
             uint32_t ob = orderedFloatBits(v);
             uint32_t idx = a.colBase + uint32_t(j);
-            bool pred = valid && (ob < pHi || (ob == pHi && idx <= pLo));
+            bool pred = valid && keyAtMost(ob, idx, pHi, pLo);
             unsigned m = __ballot_sync(0xFFFFFFFFu, pred);
             if (m) {
                 unsigned long long b = 0;
@@ -540,7 +540,7 @@ __global__ void __launch_bounds__(256) firstPassFilterKernel(SelectArgs a, const
 #pragma unroll
                     for (int c = 0; c < 4; ++c) {
                         uint32_t ob = orderedFloatBits(e[c]);
-                        bool pred = ob < pHi || (ob == pHi && idx0 + c <= pLo);
+                        bool pred = keyAtMost(ob, idx0 + c, pHi, pLo);
                         keepBits |= unsigned(pred) << (u * 4 + c);
                     }
                 }

@@ -40,6 +40,13 @@ __device__ __forceinline__ float keyValue(uint64_t key) {
 /// Id of a key.
 __device__ __forceinline__ uint32_t keyIndex(uint64_t key) { return uint32_t(key); }
 
+/// Whether the key (ob, idx) -- ordered distance bits and id -- is <= the key
+/// whose halves are pHi, pLo, without building the 64-bit key: the one
+/// comparison every first pass makes per element.
+__device__ __forceinline__ bool keyAtMost(uint32_t ob, uint32_t idx, uint32_t pHi, uint32_t pLo) {
+    return ob < pHi || (ob == pHi && idx <= pLo);
+}
+
 /// A cheap integer hash for sample positions.
 __device__ __forceinline__ uint32_t hashMix(uint32_t x) {
     x ^= x >> 16;
