@@ -17,6 +17,7 @@
 
 #include "faiss_ext/Metric.h"
 #include "gpu/GpuIndex.h"
+#include "gpu/GpuSelect.h"
 
 #include <faiss/IndexFlat.h>
 
@@ -25,21 +26,33 @@
 namespace faiss_ext {
 namespace gpu {
 
-/// The k-selection algorithm of GpuIndexQuickSelectFlat.
-enum class SelectAlgo : int {
-    Auto = 0,              ///< chosen by (k, nb, nq, d)
-    QuickMultiSelect = 1,  ///< Komarov et al.'s quick multi-select
+/// Where GpuIndexQuickSelectFlat keeps its vectors.
+enum class VectorStorage : int {
+    /// On the device while they fit (GpuResources::getDeviceMemoryLimit and
+    /// free memory after the temporary budget), else in pinned host memory.
+    Auto = 0,
+    Device = 1,  ///< always on the device (adds fail when they do not fit)
+    Host = 2,    ///< pinned host memory, streamed through the GPU per search
 };
+
+/// "auto", "device", "host".
+const char* vectorStorageName(VectorStorage s);
 
 /// Options of GpuIndexQuickSelectFlat.
 struct GpuIndexQuickSelectFlatConfig : GpuIndexConfig {
     /// Default k-selection algorithm (per search: SearchParametersQuickSelectFlat).
     SelectAlgo selectAlgo = SelectAlgo::Auto;
+    /// Where the vectors live.
+    VectorStorage storage = VectorStorage::Auto;
+    /// Hierarchical partition group size G of the merge-queue selection (2..16).
+    int mergeQueueGroup = 4;
+    /// TH-heap sample size n_S as a multiple of k (the paper's 8k .. 32k; 1..1024).
+    int thheapSampleFactor = 8;
 };
 
 /// Per-search knobs of GpuIndexQuickSelectFlat.
 struct SearchParametersQuickSelectFlat : faiss::SearchParameters {
-    /// Overrides the index's selectAlgo for this search.
+    /// Overrides the index's selectAlgo for this search (Auto: the index's).
     SelectAlgo selectAlgo = SelectAlgo::Auto;
 };
 
@@ -98,8 +111,25 @@ public:
     /// Reserves device memory for `n` vectors in total.
     void reserveMemory(idx_t n);
 
-    /// Device pointer to the stored (prepared) vectors, ntotal x d, row major.
+    /// Device pointer to the stored (prepared) vectors, ntotal x d, row major;
+    /// null when they are kept on the host (getStorage() == Host).
     const float* getVectorsDevice() const;
+
+    /// Where the vectors are now: Device or Host (never Auto).
+    VectorStorage getStorage() const;
+
+    /// The exact k-NN graph of the stored vectors: for each stored vector i,
+    /// its k nearest stored vectors, sorted, as search() would give them for
+    /// query x_i (itself excluded when excludeSelf, by id, so duplicates of
+    /// x_i still count). distances / labels: ntotal x k, host or device
+    /// pointers (distances may be null). Requires 1 <= k, and k <= ntotal - 1
+    /// with excludeSelf (k <= ntotal without). Runs tiled on the GPU.
+    void knnGraph(int64_t k, bool excludeSelf, float* distances, idx_t* labels,
+                  const SearchParametersQuickSelectFlat* params = nullptr) const;
+
+    /// The selection algorithm a search of nq queries at k runs (Auto resolved).
+    SelectAlgo resolveSelectAlgo(int64_t nq, int64_t k,
+                                 const faiss::SearchParameters* params = nullptr) const;
 
 protected:
     void addImpl_(idx_t n, const float* x) override;

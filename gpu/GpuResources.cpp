@@ -2,6 +2,8 @@
 
 #include "gpu/utils/DeviceUtils.h"
 
+#include <cstdint>
+
 namespace faiss_ext {
 namespace gpu {
 
@@ -11,6 +13,8 @@ void GpuResources::syncDefaultStream(int device) {
     DeviceScope scope(device);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(getDefaultStream(device)));
 }
+
+size_t GpuResources::getDeviceMemoryLimit(int) { return SIZE_MAX; }
 
 GpuResourcesProvider::~GpuResourcesProvider() = default;
 

@@ -42,6 +42,12 @@ public:
     /// The temporary memory limit of `device` in bytes.
     virtual size_t getTempMemoryLimit(int device) = 0;
 
+    /// Bytes that indexes using these resources may keep resident on `device`
+    /// for their stored data (beyond the temporary memory). Indexes with
+    /// automatic storage keep their data in host memory past it and stream
+    /// it through the GPU. Default: no limit (SIZE_MAX).
+    virtual size_t getDeviceMemoryLimit(int device);
+
     /// Pinned host memory for staging transfers (pointer, size); may be empty.
     /// Hold getPinnedMemoryMutex() while using it: it is shared.
     virtual std::pair<void*, size_t> getPinnedMemory() = 0;

@@ -42,6 +42,16 @@ void StandardGpuResourcesImpl::setTempMemory(size_t bytes) {
     }
 }
 
+void StandardGpuResourcesImpl::setDeviceMemoryLimit(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    deviceMemoryLimit_ = bytes;
+}
+
+size_t StandardGpuResourcesImpl::getDeviceMemoryLimit(int) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return deviceMemoryLimit_;
+}
+
 void StandardGpuResourcesImpl::setPinnedMemory(size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     FAISS_THROW_IF_NOT_MSG(!pinned_, "setPinnedMemory: the pinned buffer is already in use");
@@ -172,6 +182,8 @@ StandardGpuResources::~StandardGpuResources() = default;
 std::shared_ptr<GpuResources> StandardGpuResources::getResources() { return res_; }
 void StandardGpuResources::setTempMemory(size_t bytes) { res_->setTempMemory(bytes); }
 void StandardGpuResources::setPinnedMemory(size_t bytes) { res_->setPinnedMemory(bytes); }
+
+void StandardGpuResources::setDeviceMemoryLimit(size_t bytes) { res_->setDeviceMemoryLimit(bytes); }
 void StandardGpuResources::setDefaultStream(int device, cudaStream_t stream) {
     res_->setDefaultStream(device, stream);
 }

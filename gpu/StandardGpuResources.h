@@ -5,6 +5,7 @@
 
 #include "gpu/GpuResources.h"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,9 @@ public:
     void setDefaultStream(int device, cudaStream_t stream);
     /// Bytes of temporary memory in use on `device` right now.
     size_t getTempMemoryInUse(int device);
+    /// Limit on data kept resident per device (StandardGpuResources::setDeviceMemoryLimit).
+    void setDeviceMemoryLimit(size_t bytes);
+    size_t getDeviceMemoryLimit(int device) override;
 
     void initializeForDevice(int device) override;
     cublasHandle_t getBlasHandle(int device) override;
@@ -53,6 +57,7 @@ private:
     std::map<int, cudaStream_t> userStreams_;
     size_t tempMemoryRequest_;
     size_t pinnedRequest_;
+    size_t deviceMemoryLimit_ = SIZE_MAX;
     void* pinned_ = nullptr;
     size_t pinnedSize_ = 0;
 };
@@ -76,6 +81,14 @@ public:
 
     /// Size of the pinned host staging buffer (default 256 MiB; 0 disables).
     void setPinnedMemory(size_t bytes);
+
+    /// Limits the data indexes keep resident on each device (their stored
+    /// vectors) to `bytes`; SIZE_MAX (the default) means no limit beyond the
+    /// device itself. Indexes with automatic storage (VectorStorage::Auto)
+    /// keep data that would pass it in pinned host memory and stream it
+    /// through the GPU for each search; indexes already holding more keep it
+    /// until their next add.
+    void setDeviceMemoryLimit(size_t bytes);
 
     /// Orders our work on `stream` (not owned) for `device`.
     void setDefaultStream(int device, cudaStream_t stream);

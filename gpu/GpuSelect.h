@@ -1,0 +1,63 @@
+// Public k-selection: the k smallest (or largest) entries of every row of a
+// float matrix the caller computed, on the GPU, by the same selection
+// algorithms GpuIndexQuickSelectFlat uses. For users who bring their own
+// distance matrices, as FAISS's bfKnn / cuVS's select_k users do.
+//
+// Usage:
+//   faiss_ext::gpu::StandardGpuResources res;
+//   std::vector<float> vals(rows * k); std::vector<int64_t> ids(rows * k);
+//   faiss_ext::gpu::selectK(&res, dist, rows, n, k, /*largest=*/false,
+//                           vals.data(), ids.data());
+#pragma once
+
+#include "gpu/GpuResources.h"
+
+#include <cstdint>
+
+namespace faiss_ext {
+namespace gpu {
+
+/// The k-selection algorithm (GpuIndexQuickSelectFlat, selectK).
+enum class SelectAlgo : int {
+    Auto = 0,              ///< chosen by (k, n, rows, d) from measured crossovers
+    QuickMultiSelect = 1,  ///< Komarov et al.'s quick multi-select
+    MergeQueue = 2,        ///< Tang et al.'s merge queue + buffered search + hierarchical partition
+    THHeap = 3,            ///< Matsumoto & Yiu's TH-heap: GPU threshold pruning, CPU min-max heap
+};
+
+/// "auto", "quick-multi-select", "merge-queue", "th-heap".
+const char* selectAlgoName(SelectAlgo algo);
+
+/// Parses selectAlgoName's names (also "qms", "mq", "thheap"); throws on others.
+SelectAlgo selectAlgoFromName(const char* name);
+
+/// Options of selectK beyond the matrix itself.
+struct SelectKOptions {
+    /// Algorithm; Auto picks by shape (see chooseSelectAlgo).
+    SelectAlgo algo = SelectAlgo::Auto;
+    /// Device to run on; -1: the current device.
+    int device = -1;
+    /// Optional ids of the input entries, rows x n (host or device); the
+    /// output indices are then these ids instead of column numbers.
+    const int64_t* inIndices = nullptr;
+};
+
+/// The k smallest (largest = false) or largest (largest = true) entries of
+/// each row of a rows x n row-major float matrix `values` (host or device
+/// pointer), sorted (ascending, respectively descending); ties go to the
+/// smaller column, NaN entries come last. outValues / outIndices: rows x k,
+/// host or device pointers (either may be null when not wanted). Requires
+/// 1 <= k <= n. Host matrices larger than the GPU's temporary memory are
+/// streamed through it in row tiles.
+void selectK(GpuResourcesProvider* provider, const float* values, int64_t rows, int64_t n,
+             int64_t k, bool largest, float* outValues, int64_t* outIndices,
+             const SelectKOptions& options = SelectKOptions());
+
+/// The algorithm Auto runs for a selection of k out of n per row over `rows`
+/// rows (d: dimension of the vectors behind the distances, 0 if unknown).
+/// The crossovers are the ones measured by bench suite `select` and recorded
+/// in bench/results/select.jsonl.
+SelectAlgo chooseSelectAlgo(int64_t rows, int64_t n, int64_t k, int64_t d = 0);
+
+}  // namespace gpu
+}  // namespace faiss_ext
