@@ -2,12 +2,14 @@
 
 #include "faiss_ext/RowCenteringTransform.h"
 #include "gpu/impl/FlatSearch.h"
+#include "gpu/impl/select/MergeQueue.h"
 #include "gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexPreTransform.h>
 #include <faiss/VectorTransform.h>
 #include <faiss/impl/FaissAssert.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -51,6 +53,15 @@ FlatMetric twinMetric(const faiss::Index* index, const faiss::IndexFlat** flat) 
 
 }  // namespace
 
+const char* vectorStorageName(VectorStorage s) {
+    switch (s) {
+        case VectorStorage::Auto: return "auto";
+        case VectorStorage::Device: return "device";
+        case VectorStorage::Host: return "host";
+    }
+    return "unknown";
+}
+
 GpuIndexQuickSelectFlat::GpuIndexQuickSelectFlat(GpuResourcesProvider* provider, int dims,
                                                  FlatMetric metric,
                                                  GpuIndexQuickSelectFlatConfig config)
@@ -85,10 +96,19 @@ GpuIndexQuickSelectFlat::GpuIndexQuickSelectFlat(GpuResourcesProvider* provider,
 GpuIndexQuickSelectFlat::~GpuIndexQuickSelectFlat() = default;
 
 void GpuIndexQuickSelectFlat::init_() {
-    FAISS_THROW_IF_NOT_FMT(int(qsConfig_.selectAlgo) >= 0 && int(qsConfig_.selectAlgo) <= 1,
+    FAISS_THROW_IF_NOT_FMT(int(qsConfig_.selectAlgo) >= 0 && int(qsConfig_.selectAlgo) <= 3,
                            "GpuIndexQuickSelectFlat: unknown selectAlgo %d",
                            int(qsConfig_.selectAlgo));
-    storage_.reset(new FlatStorage(resources_.get(), config_.device, d, flatMetric_));
+    FAISS_THROW_IF_NOT_FMT(int(qsConfig_.storage) >= 0 && int(qsConfig_.storage) <= 2,
+                           "GpuIndexQuickSelectFlat: unknown storage %d", int(qsConfig_.storage));
+    const int g = qsConfig_.mergeQueueGroup;
+    FAISS_THROW_IF_NOT_FMT(g == 2 || g == 4 || g == 8 || g == 16,
+                           "GpuIndexQuickSelectFlat: mergeQueueGroup %d must be 2, 4, 8 or 16", g);
+    FAISS_THROW_IF_NOT_FMT(qsConfig_.thheapSampleFactor >= 1 && qsConfig_.thheapSampleFactor <= 1024,
+                           "GpuIndexQuickSelectFlat: thheapSampleFactor %d not in [1, 1024]",
+                           qsConfig_.thheapSampleFactor);
+    storage_.reset(new FlatStorage(resources_.get(), config_.device, d, flatMetric_,
+                                   qsConfig_.storage));
     is_trained = true;
 }
 
@@ -103,10 +123,10 @@ void GpuIndexQuickSelectFlat::copyFrom(const faiss::Index* index) {
     DeviceScope scope(config_.device);
     // Build the new storage first: on failure this index is unchanged.
     std::unique_ptr<FlatStorage> fresh(
-            new FlatStorage(resources_.get(), config_.device, index->d, metric));
+            new FlatStorage(resources_.get(), config_.device, index->d, metric, qsConfig_.storage));
     if (flat->ntotal > 0) {
         fresh->reserve(flat->ntotal);
-        fresh->appendHost(flat->get_xb(), flat->ntotal, /*prepared=*/true);
+        fresh->append(flat->get_xb(), flat->ntotal, /*prepared=*/true);
     }
     storage_ = std::move(fresh);
     d = index->d;
@@ -175,6 +195,47 @@ void GpuIndexQuickSelectFlat::reserveMemory(idx_t n) {
 
 const float* GpuIndexQuickSelectFlat::getVectorsDevice() const { return storage_->vectors(); }
 
+VectorStorage GpuIndexQuickSelectFlat::getStorage() const { return storage_->where(); }
+
+SelectAlgo GpuIndexQuickSelectFlat::resolveSelectAlgo(int64_t nq, int64_t k,
+                                                      const faiss::SearchParameters* params) const {
+    SelectAlgo algo = qsConfig_.selectAlgo;
+    if (auto p = dynamic_cast<const SearchParametersQuickSelectFlat*>(params)) {
+        FAISS_THROW_IF_NOT_FMT(int(p->selectAlgo) >= 0 && int(p->selectAlgo) <= 3,
+                               "GpuIndexQuickSelectFlat: unknown selectAlgo %d", int(p->selectAlgo));
+        if (p->selectAlgo != SelectAlgo::Auto) algo = p->selectAlgo;
+    }
+    FAISS_THROW_IF_NOT_FMT(int(algo) >= 0 && int(algo) <= 3,
+                           "GpuIndexQuickSelectFlat: unknown selectAlgo %d", int(algo));
+    const int64_t kk = std::max<int64_t>(1, std::min<int64_t>(k, std::max<int64_t>(ntotal, 1)));
+    if (algo == SelectAlgo::Auto) algo = chooseSelectAlgo(nq, std::max<int64_t>(ntotal, 1), kk, d);
+    FAISS_THROW_IF_NOT_FMT(algo != SelectAlgo::MergeQueue || kk <= select::kMergeQueueMaxK,
+                           "GpuIndexQuickSelectFlat: the merge queue selects at most k = %lld "
+                           "(asked for %lld); use QuickMultiSelect or Auto",
+                           (long long)select::kMergeQueueMaxK, (long long)kk);
+    return algo;
+}
+
+void GpuIndexQuickSelectFlat::knnGraph(int64_t k, bool excludeSelf, float* distances,
+                                       idx_t* labels,
+                                       const SearchParametersQuickSelectFlat* params) const {
+    FAISS_THROW_IF_NOT_FMT(k >= 1, "knnGraph: k must be >= 1 (got %lld)", (long long)k);
+    FAISS_THROW_IF_NOT_FMT(ntotal >= 1, "knnGraph: the index is empty (ntotal %lld)",
+                           (long long)ntotal);
+    FAISS_THROW_IF_NOT_FMT(excludeSelf ? k <= ntotal - 1 : k <= ntotal,
+                           "knnGraph: k = %lld must be <= %lld for %lld vectors%s", (long long)k,
+                           (long long)(excludeSelf ? ntotal - 1 : ntotal), (long long)ntotal,
+                           excludeSelf ? " (self excluded)" : "");
+    FAISS_THROW_IF_NOT_MSG(labels, "knnGraph: labels is a null pointer");
+    checkUsable_();
+    DeviceScope scope(config_.device);
+    FlatSearchOptions o;
+    o.algo = resolveSelectAlgo(ntotal, k, params);
+    o.group = qsConfig_.mergeQueueGroup;
+    o.thFactor = qsConfig_.thheapSampleFactor;
+    storage_->knnGraph(k, excludeSelf, distances, labels, o);
+}
+
 void GpuIndexQuickSelectFlat::addImpl_(idx_t n, const float* x) {
     storage_->append(x, n, /*prepared=*/false);
     ntotal = storage_->size();
@@ -183,13 +244,11 @@ void GpuIndexQuickSelectFlat::addImpl_(idx_t n, const float* x) {
 void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
                                           idx_t* labels,
                                           const faiss::SearchParameters* params) const {
-    SelectAlgo algo = qsConfig_.selectAlgo;
-    if (auto p = dynamic_cast<const SearchParametersQuickSelectFlat*>(params)) {
-        if (p->selectAlgo != SelectAlgo::Auto) algo = p->selectAlgo;
-    }
-    FAISS_THROW_IF_NOT_FMT(algo == SelectAlgo::Auto || algo == SelectAlgo::QuickMultiSelect,
-                           "GpuIndexQuickSelectFlat: unknown selectAlgo %d", int(algo));
-    storage_->search(x, n, k, distances, labels);
+    FlatSearchOptions o;
+    o.algo = resolveSelectAlgo(n, k, params);
+    o.group = qsConfig_.mergeQueueGroup;
+    o.thFactor = qsConfig_.thheapSampleFactor;
+    storage_->search(x, n, k, distances, labels, o);
 }
 
 }  // namespace gpu

@@ -1,11 +1,13 @@
 #include "gpu/impl/FlatSearch.h"
 
 #include "gpu/impl/Distance.h"
+#include "gpu/impl/RowSelector.h"
 #include "gpu/impl/VectorPrep.h"
 #include "gpu/impl/select/QuickMultiSelect.h"
 #include "gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 namespace faiss_ext {
@@ -19,44 +21,117 @@ constexpr int64_t kMaxVectors = (int64_t(1) << 32) - 1;
 /// The smallest corpus tile worth a GEMM launch.
 constexpr int64_t kMinTileCols = 8192;
 
-/// Rows a tile aims for: enough for one warp per row to fill the GPU.
+/// Rows a tile aims for: enough for one warp per row to fill the GPU. With
+/// the vectors on the host every row block streams the whole corpus over
+/// PCIe, so row blocks are then made as tall as memory allows.
 constexpr int64_t kTargetTileRows = 4096;
+constexpr int64_t kTargetTileRowsHost = 65536;
 
 struct TilePlan {
-    int64_t rows = 0;        // queries per tile
-    int64_t cols = 0;        // corpus vectors per tile
-    int64_t colTiles = 0;    // tiles over the corpus
-    int64_t mergeWidth = 0;  // candidates per query across tiles (0 if one tile)
-    int64_t auxCap = 0;      // keys per row of each work buffer
-    size_t sortTempPerRow = 0;
+    int64_t rows = 0;      // queries per row block
+    int64_t cols = 0;      // corpus vectors per tile
+    int64_t colTiles = 0;  // tiles over the corpus
     size_t bytesPerRow = 0;
+    size_t fixedBytes = 0;
 };
 
-TilePlan planFor(int64_t nb, int64_t kk, int64_t cols) {
+TilePlan planFor(int64_t nb, int64_t kk, int64_t cols, int d, bool onHost, bool l2,
+                 const FlatSearchOptions& opt) {
     TilePlan p;
     cols = std::min(nb, (cols + 3) / 4 * 4);  // rows of a tile start 16-byte aligned
     p.cols = cols;
     p.colTiles = (nb + cols - 1) / cols;
-    if (p.colTiles > 1) {
-        int64_t last = nb - (p.colTiles - 1) * cols;
-        p.mergeWidth = (p.colTiles - 1) * std::min(kk, cols) + std::min(kk, last);
-    }
-    p.auxCap = std::max(cols, p.mergeWidth);
-    p.sortTempPerRow = select::sortKeyRowsTempBytes(1, kk) + 2 * sizeof(uint64_t) * kk;
-    p.bytesPerRow = sizeof(float) * ((cols + 3) / 4 * 4) + 2 * sizeof(uint64_t) + 2 * sizeof(uint64_t) * p.auxCap +
-                    sizeof(uint64_t) * p.mergeWidth + sizeof(uint64_t) * kk + p.sortTempPerRow;
+    p.bytesPerRow = sizeof(float) * ((cols + 3) / 4 * 4) +
+                    RowSelector::bytesPerRow(opt.algo, cols, p.colTiles, nb, kk, opt.group,
+                                             opt.thFactor);
+    // Two staging tiles of vectors (and norms) when they come from the host.
+    p.fixedBytes = onHost ? 2 * (sizeof(float) * size_t(cols) * d + (l2 ? sizeof(float) * cols : 0)) +
+                                    4096
+                          : 0;
     return p;
+}
+
+/// Synchronises a stream when leaving scope (also on exceptions), so that
+/// buffers it still uses are not released under it.
+struct StreamSyncGuard {
+    cudaStream_t s;
+    ~StreamSyncGuard() {
+        if (s) cudaStreamSynchronize(s);
+    }
+};
+
+/// An event destroyed when leaving scope.
+struct Event {
+    cudaEvent_t e = nullptr;
+    Event() { FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
+    ~Event() {
+        if (e) cudaEventDestroy(e);
+    }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+};
+
+size_t bytesOf(int64_t n, int d, bool l2) {
+    return sizeof(float) * size_t(n) * d + (l2 ? sizeof(float) * size_t(n) : 0);
 }
 
 }  // namespace
 
-FlatStorage::FlatStorage(GpuResources* res, int device, int d, FlatMetric metric)
-        : res_(res), device_(device), d_(d), metric_(metric) {}
+FlatStorage::FlatStorage(GpuResources* res, int device, int d, FlatMetric metric,
+                         VectorStorage where)
+        : res_(res), device_(device), d_(d), metric_(metric), request_(where) {
+    onHost_ = where == VectorStorage::Host;
+}
 
 FlatStorage::~FlatStorage() {
     DeviceScope scope(device_);
-    if (vectors_) cudaFree(vectors_);
-    if (norms_) cudaFree(norms_);
+    free_(vectors_, norms_, onHost_);
+    if (copyStream_) cudaStreamDestroy(copyStream_);
+}
+
+void FlatStorage::free_(float* v, float* nn, bool onHost) const {
+    if (onHost) {
+        if (v) cudaFreeHost(v);
+        if (nn) cudaFreeHost(nn);
+    } else {
+        if (v) cudaFree(v);
+        if (nn) cudaFree(nn);
+    }
+}
+
+bool FlatStorage::wantHost_(int64_t n) const {
+    switch (request_) {
+        case VectorStorage::Host: return true;
+        case VectorStorage::Device: return false;
+        default:
+            return onHost_ ||
+                   bytesOf(n, d_, metric_ == FlatMetric::L2) > res_->getDeviceMemoryLimit(device_);
+    }
+}
+
+void FlatStorage::allocate_(int64_t n, bool onHost, float** nv, float** nn) const {
+    const bool l2 = metric_ == FlatMetric::L2;
+    *nv = nullptr;
+    *nn = nullptr;
+    cudaError_t err;
+    if (onHost) {
+        err = cudaHostAlloc(reinterpret_cast<void**>(nv), sizeof(float) * size_t(n) * d_,
+                            cudaHostAllocDefault);
+        if (err == cudaSuccess && l2) {
+            err = cudaHostAlloc(reinterpret_cast<void**>(nn), sizeof(float) * n, cudaHostAllocDefault);
+        }
+    } else {
+        err = cudaMalloc(nv, sizeof(float) * size_t(n) * d_);
+        if (err == cudaSuccess && l2) err = cudaMalloc(nn, sizeof(float) * n);
+    }
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        free_(*nv, *nn, onHost);
+        *nv = *nn = nullptr;
+        FAISS_THROW_FMT("out of %s memory on device %d: cannot hold %lld vectors of dimension %d "
+                        "(%zu bytes)", onHost ? "pinned host" : "GPU", device_, (long long)n, d_,
+                        bytesOf(n, d_, l2));
+    }
 }
 
 void FlatStorage::reserve(int64_t n) {
@@ -65,29 +140,33 @@ void FlatStorage::reserve(int64_t n) {
                            "(asked for %lld)", (long long)kMaxVectors, (long long)n);
     DeviceScope scope(device_);
     cudaStream_t stream = res_->getDefaultStream(device_);
+    bool host = wantHost_(n);
     float* nv = nullptr;
     float* nn = nullptr;
-    cudaError_t err = cudaMalloc(&nv, sizeof(float) * size_t(n) * d_);
-    if (err == cudaSuccess && metric_ == FlatMetric::L2) err = cudaMalloc(&nn, sizeof(float) * n);
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        if (nv) cudaFree(nv);
-        FAISS_THROW_FMT("GPU out of memory on device %d: cannot hold %lld vectors of dimension %d "
-                        "(%zu bytes)", device_, (long long)n, d_, sizeof(float) * size_t(n) * d_);
-    }
-    if (ntotal_ > 0) {
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(nv, vectors_, sizeof(float) * size_t(ntotal_) * d_,
-                                             cudaMemcpyDeviceToDevice, stream));
-        if (nn) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(nn, norms_, sizeof(float) * ntotal_,
-                                                 cudaMemcpyDeviceToDevice, stream));
+    if (!host && request_ == VectorStorage::Auto) {
+        try {
+            allocate_(n, false, &nv, &nn);
+        } catch (const faiss::FaissException&) {
+            host = true;  // does not fit on the GPU: keep the vectors on the host
         }
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
-    if (vectors_) cudaFree(vectors_);
-    if (norms_) cudaFree(norms_);
+    if (!nv) allocate_(n, host, &nv, &nn);
+    if (ntotal_ > 0) {
+        cudaError_t err = cudaMemcpyAsync(nv, vectors_, sizeof(float) * size_t(ntotal_) * d_,
+                                          cudaMemcpyDefault, stream);
+        if (err == cudaSuccess && nn) {
+            err = cudaMemcpyAsync(nn, norms_, sizeof(float) * ntotal_, cudaMemcpyDefault, stream);
+        }
+        if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+        if (err != cudaSuccess) {
+            free_(nv, nn, host);
+            FAISS_EXT_CUDA_CHECK(err);
+        }
+    }
+    free_(vectors_, norms_, onHost_);
     vectors_ = nv;
     norms_ = nn;
+    onHost_ = host;
     capacity_ = n;
 }
 
@@ -99,28 +178,47 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
     DeviceScope scope(device_);
     if (ntotal_ + n > capacity_) reserve(std::max(ntotal_ + n, capacity_ + capacity_ / 2));
     cudaStream_t stream = res_->getDefaultStream(device_);
-    float* dst = vectors_ + size_t(ntotal_) * d_;
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dst, x, sizeof(float) * size_t(n) * d_,
-                                         cudaMemcpyDefault, stream));
-    if (!prepared) prepareVectorsDevice(metric_, dst, n, d_, stream);
-    if (norms_) rowSquaredNorms(dst, n, d_, norms_ + ntotal_, stream);
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (!onHost_) {
+        float* dst = vectors_ + size_t(ntotal_) * d_;
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dst, x, sizeof(float) * size_t(n) * d_,
+                                             cudaMemcpyDefault, stream));
+        if (!prepared) prepareVectorsDevice(metric_, dst, n, d_, stream);
+        if (norms_) rowSquaredNorms(dst, n, d_, norms_ + ntotal_, stream);
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    } else {
+        // Through the device in chunks: preparation and norms run there.
+        const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, (64 << 20) / (4 * d_)));
+        TempBuffer<float> buf(res_, device_, size_t(chunk) * d_, stream);
+        TempBuffer<float> nbuf(res_, device_, norms_ ? size_t(chunk) : 0, stream);
+        for (int64_t i = 0; i < n; i += chunk) {
+            const int64_t m = std::min(chunk, n - i);
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(buf.data(), x + size_t(i) * d_,
+                                                 sizeof(float) * size_t(m) * d_, cudaMemcpyDefault,
+                                                 stream));
+            if (!prepared) prepareVectorsDevice(metric_, buf.data(), m, d_, stream);
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(vectors_ + size_t(ntotal_ + i) * d_, buf.data(),
+                                                 sizeof(float) * size_t(m) * d_,
+                                                 cudaMemcpyDeviceToHost, stream));
+            if (norms_) {
+                rowSquaredNorms(buf.data(), m, d_, nbuf.data(), stream);
+                FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(norms_ + ntotal_ + i, nbuf.data(),
+                                                     sizeof(float) * m, cudaMemcpyDeviceToHost,
+                                                     stream));
+            }
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        }
+    }
     ntotal_ += n;
-}
-
-void FlatStorage::appendHost(const float* x, int64_t n, bool prepared) {
-    // cudaMemcpyDefault reads host memory directly; append handles both.
-    append(x, n, prepared);
 }
 
 void FlatStorage::reset() {
     DeviceScope scope(device_);
-    if (vectors_) cudaFree(vectors_);
-    if (norms_) cudaFree(norms_);
+    free_(vectors_, norms_, onHost_);
     vectors_ = nullptr;
     norms_ = nullptr;
     ntotal_ = 0;
     capacity_ = 0;
+    onHost_ = request_ == VectorStorage::Host;
 }
 
 void FlatStorage::copyVectors(int64_t i0, int64_t n, float* out) const {
@@ -133,7 +231,7 @@ void FlatStorage::copyVectors(int64_t i0, int64_t n, float* out) const {
 }
 
 void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* distances,
-                         int64_t* labels) const {
+                         int64_t* labels, const FlatSearchOptions& opt) const {
     DeviceScope scope(device_);
     cudaStream_t stream = res_->getDefaultStream(device_);
     const bool l2 = metric_ == FlatMetric::L2;
@@ -150,7 +248,7 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     // Queries prepared like the stored vectors, and their norms for L2.
     const float* q = queries;
     std::unique_ptr<TempBuffer<float>> qPrepared;
-    if (isPreparedMetric(metric_)) {
+    if (isPreparedMetric(metric_) && !opt.queriesPrepared) {
         qPrepared.reset(new TempBuffer<float>(res_, device_, size_t(nq) * d_, stream));
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(qPrepared->data(), queries,
                                              sizeof(float) * size_t(nq) * d_,
@@ -165,25 +263,28 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     }
 
     // Tile plan from the temporary memory budget (90% of what is left).
-    size_t budget = res_->getTempMemoryAvailable(device_) / 10 * 9;
-    const int64_t wantRows = std::min(nq, kTargetTileRows);
+    const size_t budget = res_->getTempMemoryAvailable(device_) / 10 * 9;
+    const int64_t wantRows = std::min(nq, onHost_ ? kTargetTileRowsHost : kTargetTileRows);
     TilePlan best;
     int64_t bestRows = 0;
     for (int64_t cols = nb;; cols = (cols + 1) / 2) {
-        TilePlan p = planFor(nb, kk, cols);
-        int64_t rows = std::min<int64_t>(nq, int64_t(budget / p.bytesPerRow));
-        rows = std::min<int64_t>(rows, (int64_t(1) << 31) / std::max<int64_t>(cols, 1));
+        TilePlan p = planFor(nb, kk, cols, d_, onHost_, l2, opt);
+        int64_t rows = budget > p.fixedBytes ? int64_t((budget - p.fixedBytes) / p.bytesPerRow) : 0;
+        rows = std::min<int64_t>(rows, nq);
+        rows = std::min<int64_t>(rows, (int64_t(1) << 31) / std::max<int64_t>(p.cols, 1));
         if (rows > bestRows) {
             best = p;
             bestRows = rows;
         }
-        if (rows >= wantRows || cols <= kMinTileCols) break;
+        if (rows >= wantRows || p.cols <= kMinTileCols) break;
     }
     FAISS_THROW_IF_NOT_FMT(bestRows >= 1,
                            "GPU temporary memory too small for a search with k = %lld over %lld "
                            "vectors: %zu bytes available, at least %zu needed for one query tile "
                            "(raise StandardGpuResources::setTempMemory)",
-                           (long long)k, (long long)nb, budget, planFor(nb, kk, nb).bytesPerRow);
+                           (long long)k, (long long)nb, budget,
+                           planFor(nb, kk, std::min(nb, kMinTileCols), d_, onHost_, l2, opt).bytesPerRow +
+                                   planFor(nb, kk, std::min(nb, kMinTileCols), d_, onHost_, l2, opt).fixedBytes);
     best.rows = bestRows;
     const TilePlan& p = best;
 
@@ -192,69 +293,125 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     // its memory buys wider tiles.
     const int64_t ldMax = (p.cols + 3) / 4 * 4;
     TempBuffer<float> dist(res_, device_, size_t(p.rows) * ldMax, stream);
-    TempBuffer<uint64_t> aux1(res_, device_, size_t(p.rows) * p.auxCap, stream);
-    TempBuffer<uint64_t> aux2(res_, device_, size_t(p.rows) * p.auxCap, stream);
-    TempBuffer<uint64_t> merge(res_, device_, size_t(p.rows) * p.mergeWidth, stream);
-    TempBuffer<uint64_t> finalKeys(res_, device_, size_t(p.rows) * kk, stream);
-    size_t sortBytes = select::sortKeyRowsTempBytes(p.rows, kk);
-    TempBuffer<char> sortTemp(res_, device_, sortBytes, stream);
-    TempBuffer<uint64_t> pivots(res_, device_, size_t(p.rows), stream);
-    TempBuffer<unsigned long long> counts(res_, device_, size_t(p.rows), stream);
+    RowSelector sel(res_, device_, stream, opt.algo, p.rows, p.cols, p.colTiles, nb, kk, opt.group,
+                    opt.thFactor);
     const float alpha = l2 ? -2.f : -1.f;
     cublasHandle_t blas = res_->getBlasHandle(device_);
 
+    // Vectors on the host: two staging tiles, filled on a copy stream one
+    // tile ahead of the compute stream.
+    std::unique_ptr<TempBuffer<float>> stage[2], stageNorms[2];
+    std::unique_ptr<Event> copied[2], used[2];
+    if (onHost_) {
+        if (!copyStream_) {
+            FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&copyStream_,
+                                                           cudaStreamNonBlocking));
+        }
+        for (int s = 0; s < 2; ++s) {
+            stage[s].reset(new TempBuffer<float>(res_, device_, size_t(p.cols) * d_, stream));
+            stageNorms[s].reset(new TempBuffer<float>(res_, device_, l2 ? size_t(p.cols) : 0, stream));
+            copied[s].reset(new Event());
+            used[s].reset(new Event());
+        }
+        // The staging memory is allocated in `stream`'s order.
+        FAISS_EXT_CUDA_CHECK(cudaEventRecord(used[0]->e, stream));
+        FAISS_EXT_CUDA_CHECK(cudaEventRecord(used[1]->e, stream));
+    }
+    StreamSyncGuard copyGuard{onHost_ ? copyStream_ : nullptr};
+    auto issueCopy = [&](int64_t t) {  // tile t of the whole (row block, column tile) sequence
+        const int64_t c0 = (t % p.colTiles) * p.cols;
+        const int64_t w = std::min(p.cols, nb - c0);
+        const int s = int(t & 1);
+        FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(copyStream_, used[s]->e, 0));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(stage[s]->data(), vectors_ + size_t(c0) * d_,
+                                             sizeof(float) * size_t(w) * d_,
+                                             cudaMemcpyHostToDevice, copyStream_));
+        if (l2) {
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(stageNorms[s]->data(), norms_ + c0,
+                                                 sizeof(float) * w, cudaMemcpyHostToDevice,
+                                                 copyStream_));
+        }
+        FAISS_EXT_CUDA_CHECK(cudaEventRecord(copied[s]->e, copyStream_));
+    };
+    const int64_t rowBlocks = (nq + p.rows - 1) / p.rows;
+    const int64_t totalTiles = rowBlocks * p.colTiles;
+    if (onHost_) issueCopy(0);
+
+    int64_t t = 0;
     for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
         const int64_t rows = std::min(p.rows, nq - q0);
-        int64_t mergeOffset = 0;
-        for (int64_t c0 = 0; c0 < nb; c0 += p.cols) {
+        sel.begin(rows);
+        for (int64_t c0 = 0; c0 < nb; c0 += p.cols, ++t) {
             const int64_t w = std::min(p.cols, nb - c0);
             const int64_t ld = (w + 3) / 4 * 4;
-            gemmDotProducts(blas, q + size_t(q0) * d_, rows, vectors_ + size_t(c0) * d_, w, d_,
-                            alpha, dist.data(), ld);
-            select::SelectArgs a;
-            a.dist = dist.data();
-            a.ld = ld;
-            a.colAdd = l2 ? norms_ + c0 : nullptr;
-            a.colBase = uint32_t(c0);
-            a.n = w;
-            a.rows = rows;
-            a.k = std::min(kk, w);
-            if (p.colTiles > 1) {
-                a.out = merge.data();
-                a.outStride = p.mergeWidth;
-                a.outOffset = mergeOffset;
-            } else {
-                a.out = finalKeys.data();
-                a.outStride = kk;
+            const float* xb = vectors_ + size_t(c0) * d_;
+            const float* xn = l2 ? norms_ + c0 : nullptr;
+            if (onHost_) {
+                if (t + 1 < totalTiles) issueCopy(t + 1);
+                const int s = int(t & 1);
+                FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(stream, copied[s]->e, 0));
+                xb = stage[s]->data();
+                xn = l2 ? stageNorms[s]->data() : nullptr;
             }
-            a.aux1 = aux1.data();
-            a.aux2 = aux2.data();
-            a.auxStride = p.auxCap;
-            select::filterFloatRows(a, pivots.data(), counts.data(), stream);
-            a.prefilteredCount = counts.data();
-            select::quickMultiSelect(a, stream);
-            mergeOffset += a.k;
+            gemmDotProducts(blas, q + size_t(q0) * d_, rows, xb, w, d_, alpha, dist.data(), ld);
+            if (opt.selfBase >= 0) {
+                maskSelfPairs(dist.data(), ld, rows, w, opt.selfBase + q0, c0, stream);
+            }
+            sel.addTile(dist.data(), ld, xn, uint32_t(c0), w);
+            if (onHost_) FAISS_EXT_CUDA_CHECK(cudaEventRecord(used[t & 1]->e, stream));
         }
-        if (p.colTiles > 1) {
-            select::SelectArgs a;
-            a.keys = merge.data();
-            a.keyStride = p.mergeWidth;
-            a.n = p.mergeWidth;
-            a.rows = rows;
-            a.k = kk;
-            a.out = finalKeys.data();
-            a.outStride = kk;
-            a.aux1 = aux1.data();
-            a.aux2 = aux2.data();
-            a.auxStride = p.auxCap;
-            select::quickMultiSelect(a, stream);
-        }
-        select::sortKeyRows(finalKeys.data(), rows, kk, sortTemp.data(), sortBytes, stream);
-        select::decodeKeys(finalKeys.data(), rows, kk, k, decode,
-                           l2 ? qNorms->data() + q0 : nullptr, distances + size_t(q0) * k,
-                           labels + size_t(q0) * k, stream);
+        const uint64_t* keys = sel.finish();
+        select::decodeKeys(keys, rows, kk, k, decode, l2 ? qNorms->data() + q0 : nullptr,
+                           distances + size_t(q0) * k, labels + size_t(q0) * k, stream);
     }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void FlatStorage::knnGraph(int64_t k, bool excludeSelf, float* distances, int64_t* labels,
+                           const FlatSearchOptions& opt) const {
+    const int64_t n = ntotal_;
+    if (n == 0) return;
+    DeviceScope scope(device_);
+    cudaStream_t stream = res_->getDefaultStream(device_);
+    const bool dDev = distances && isDevicePointer(distances);
+    const bool lDev = isDevicePointer(labels);
+    // Query blocks: the stored vectors themselves (staged when on the host),
+    // results through device buffers when the outputs are on the host.
+    int64_t chunk = n;
+    if (onHost_ || !dDev || !lDev) {
+        const size_t rowBytes = (onHost_ ? sizeof(float) * d_ : 0) +
+                                (dDev ? 0 : sizeof(float) * k) + (lDev ? 0 : sizeof(int64_t) * k);
+        chunk = std::max<int64_t>(1, std::min<int64_t>(n, int64_t((256 << 20) / rowBytes)));
+    }
+    TempBuffer<float> qBuf(res_, device_, onHost_ ? size_t(chunk) * d_ : 0, stream);
+    TempBuffer<float> dBuf(res_, device_, dDev ? 0 : size_t(chunk) * k, stream);
+    TempBuffer<int64_t> lBuf(res_, device_, lDev ? 0 : size_t(chunk) * k, stream);
+    FlatSearchOptions o = opt;
+    o.queriesPrepared = true;
+    for (int64_t i0 = 0; i0 < n; i0 += chunk) {
+        const int64_t m = std::min(chunk, n - i0);
+        const float* q = vectors_ + size_t(i0) * d_;
+        if (onHost_) {
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(qBuf.data(), q, sizeof(float) * size_t(m) * d_,
+                                                 cudaMemcpyHostToDevice, stream));
+            q = qBuf.data();
+        }
+        float* dOut = dDev ? distances + size_t(i0) * k : dBuf.data();
+        int64_t* lOut = lDev ? labels + size_t(i0) * k : lBuf.data();
+        o.selfBase = excludeSelf ? i0 : -1;
+        search(q, m, k, dOut, lOut, o);
+        if (distances && !dDev) {
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(distances + size_t(i0) * k, dOut,
+                                                 sizeof(float) * size_t(m) * k,
+                                                 cudaMemcpyDeviceToHost, stream));
+        }
+        if (!lDev) {
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(labels + size_t(i0) * k, lOut,
+                                                 sizeof(int64_t) * size_t(m) * k,
+                                                 cudaMemcpyDeviceToHost, stream));
+        }
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
 }
 
 }  // namespace gpu

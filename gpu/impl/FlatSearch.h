@@ -1,9 +1,11 @@
-// The engine behind GpuIndexQuickSelectFlat: device storage of the vectors
-// and their norms, and the tiled exact search (GEMM tile, quick multi-select
-// per tile, merge of the tiles' candidates, sort, decode).
+// The engine behind GpuIndexQuickSelectFlat: storage of the vectors and
+// their norms (on the device, or in pinned host memory streamed through the
+// GPU in tiles), and the tiled exact search (GEMM tile, selection per tile
+// by RowSelector with the chosen algorithm, sort, decode).
 #pragma once
 
 #include "faiss_ext/Metric.h"
+#include "gpu/GpuIndexQuickSelectFlat.h"
 #include "gpu/GpuResources.h"
 
 #include <cstdint>
@@ -11,11 +13,24 @@
 namespace faiss_ext {
 namespace gpu {
 
-/// Device-resident vectors of a flat index.
+/// How FlatStorage::search runs.
+struct FlatSearchOptions {
+    SelectAlgo algo = SelectAlgo::QuickMultiSelect;  ///< resolved (not Auto)
+    int group = 4;                                   ///< merge queue's G
+    int thFactor = 8;                                ///< TH-heap's n_S / k
+    bool queriesPrepared = false;                    ///< queries already prepared for the metric
+    /// >= 0: query i is stored vector selfBase + i and its own pair is
+    /// excluded (k-NN graphs).
+    int64_t selfBase = -1;
+};
+
+/// Vectors of a flat index.
 class FlatStorage {
 public:
-    /// Storage of d-dimensional vectors for `metric` on `device`.
-    FlatStorage(GpuResources* res, int device, int d, FlatMetric metric);
+    /// Storage of d-dimensional vectors for `metric` on `device`, kept
+    /// where `where` says (Auto: on the device while they fit).
+    FlatStorage(GpuResources* res, int device, int d, FlatMetric metric,
+                VectorStorage where = VectorStorage::Auto);
     ~FlatStorage();
     FlatStorage(const FlatStorage&) = delete;
     FlatStorage& operator=(const FlatStorage&) = delete;
@@ -23,15 +38,15 @@ public:
     /// Number of stored vectors.
     int64_t size() const { return ntotal_; }
 
-    /// Ensures room for n vectors in total.
+    /// Device or Host.
+    VectorStorage where() const { return onHost_ ? VectorStorage::Host : VectorStorage::Device; }
+
+    /// Ensures room for n vectors in total (may move them to the host under Auto).
     void reserve(int64_t n);
 
-    /// Appends n vectors (device pointer); prepares them for the metric
-    /// unless `prepared`. On failure nothing changes.
+    /// Appends n vectors (host or device pointer); prepares them for the
+    /// metric unless `prepared`. On failure nothing changes.
     void append(const float* x, int64_t n, bool prepared);
-
-    /// Appends n vectors from host memory (paged through the device).
-    void appendHost(const float* x, int64_t n, bool prepared);
 
     /// Removes all vectors and frees the memory.
     void reset();
@@ -39,22 +54,34 @@ public:
     /// Copies vectors i0 .. i0 + n - 1 to out (host or device pointer).
     void copyVectors(int64_t i0, int64_t n, float* out) const;
 
-    /// Device pointer to the vectors.
-    const float* vectors() const { return vectors_; }
+    /// Device pointer to the vectors (null when they are on the host).
+    const float* vectors() const { return onHost_ ? nullptr : vectors_; }
 
     /// Exact k-NN of nq queries (device pointers throughout; k >= 1).
-    void search(const float* queries, int64_t nq, int64_t k, float* distances,
-                int64_t* labels) const;
+    void search(const float* queries, int64_t nq, int64_t k, float* distances, int64_t* labels,
+                const FlatSearchOptions& opt) const;
+
+    /// The exact k-NN graph of the stored vectors (outputs: host or device
+    /// pointers, distances may be null); k checked by the caller.
+    void knnGraph(int64_t k, bool excludeSelf, float* distances, int64_t* labels,
+                  const FlatSearchOptions& opt) const;
 
 private:
+    void allocate_(int64_t n, bool onHost, float** nv, float** nn) const;
+    void free_(float* v, float* nn, bool onHost) const;
+    bool wantHost_(int64_t n) const;
+
     GpuResources* res_;
     int device_;
     int d_;
     FlatMetric metric_;
+    VectorStorage request_;
+    bool onHost_ = false;
     int64_t ntotal_ = 0;
     int64_t capacity_ = 0;
-    float* vectors_ = nullptr;
-    float* norms_ = nullptr;  // |x|^2, L2 only
+    float* vectors_ = nullptr;  // device, or pinned host when onHost_
+    float* norms_ = nullptr;    // |x|^2, L2 only; same memory space
+    mutable cudaStream_t copyStream_ = nullptr;
 };
 
 }  // namespace gpu

@@ -48,7 +48,22 @@ __global__ void prepareKernel(float* x, int64_t n, int d, bool center) {
 
 unsigned blocksFor(int64_t n) { return unsigned((n + kWarps - 1) / kWarps); }
 
+__global__ void maskSelfKernel(float* dist, int64_t ld, int64_t rows, int64_t cols, int64_t row0,
+                               int64_t col0) {
+    int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    int64_t c = row0 + r - col0;
+    if (c >= 0 && c < cols) dist[r * ld + c] = __int_as_float(0x7fc00000);
+}
+
 }  // namespace
+
+void maskSelfPairs(float* dist, int64_t ld, int64_t rows, int64_t cols, int64_t row0, int64_t col0,
+                   cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0 || row0 + rows <= col0 || col0 + cols <= row0) return;
+    maskSelfKernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(dist, ld, rows, cols, row0, col0);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
 
 void rowSquaredNorms(const float* x, int64_t n, int d, float* norms, cudaStream_t stream) {
     if (n == 0) return;

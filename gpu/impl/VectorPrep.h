@@ -20,3 +20,16 @@ void prepareVectorsDevice(FlatMetric metric, float* x, int64_t n, int d, cudaStr
 
 }  // namespace gpu
 }  // namespace faiss_ext
+
+namespace faiss_ext {
+namespace gpu {
+
+/// Sets dist[r * ld + c] to NaN where row r of the tile is global vector
+/// row0 + r and column c is global vector col0 + c (the same vector), for
+/// r < rows, c < cols: excludes each vector from its own k-NN list (NaN
+/// sorts after every distance).
+void maskSelfPairs(float* dist, int64_t ld, int64_t rows, int64_t cols, int64_t row0, int64_t col0,
+                   cudaStream_t stream);
+
+}  // namespace gpu
+}  // namespace faiss_ext

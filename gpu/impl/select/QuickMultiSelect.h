@@ -72,10 +72,12 @@ void sortKeyRows(uint64_t* keys, int64_t rows, int64_t k, void* temp, size_t tem
 enum class KeyDecode : int {
     L2 = 0,       ///< distance = max(0, value + rowAdd[r])
     Negated = 1,  ///< similarity = -value (inner product metrics)
+    Identity = 2, ///< value as it is
 };
 
 /// Writes sorted keys (rows x kk) as distances and labels (rows x k, k >= kk),
-/// padding columns kk..k-1 with label -1 and +inf (L2) / -inf (similarities).
+/// padding columns kk..k-1 with label -1 and +inf (L2, Identity) / -inf
+/// (similarities). Either output may be null.
 void decodeKeys(const uint64_t* keys, int64_t rows, int64_t kk, int64_t k, KeyDecode decode,
                 const float* rowAdd, float* distances, int64_t* labels, cudaStream_t stream);
 

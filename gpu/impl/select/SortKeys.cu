@@ -59,15 +59,17 @@ __global__ void decodeKeysKernel(const uint64_t* keys, int64_t rows, int64_t kk,
         if (decode == KeyDecode::L2) {
             d = v + (rowAdd ? rowAdd[r] : 0.f);
             d = d < 0.f ? 0.f : d;
-        } else {
+        } else if (decode == KeyDecode::Negated) {
             d = -v;
+        } else {
+            d = v;
         }
     } else {
         label = -1;
-        d = decode == KeyDecode::L2 ? INFINITY : -INFINITY;
+        d = decode == KeyDecode::Negated ? -INFINITY : INFINITY;
     }
-    distances[i] = d;
-    labels[i] = label;
+    if (distances) distances[i] = d;
+    if (labels) labels[i] = label;
 }
 
 }  // namespace
