@@ -10,6 +10,21 @@ Use it next to Debian's python3-faiss, with FAISS's call shapes::
     cpu = faiss_ext.index_gpu_to_cpu(index)   # a real faiss.IndexFlat
     faiss.write_index(cpu, "flat.index")
 
+k-selection on its own and exact k-NN graphs::
+
+    D, I = faiss_ext.select_k(res, dist, k)              # k smallest per row
+    D, I = faiss_ext.select_k(res, sim, k, largest=True,
+                              algo=faiss_ext.SelectAlgo.MERGE_QUEUE)
+    G_D, G_I = index.knn_graph(k)                       # (ntotal, k), self excluded
+
+``SelectAlgo`` (AUTO, QUICK_MULTI_SELECT, MERGE_QUEUE, TH_HEAP) picks the
+selection algorithm: per index (GpuIndexQuickSelectFlatConfig.selectAlgo),
+per search (SearchParametersQuickSelectFlat), per select_k / knn_graph call
+(``algo=``, a member or its name); choose_select_algo says what AUTO runs.
+Vectors past StandardGpuResources.set_device_memory_limit are kept in pinned
+host memory and streamed through the GPU (``VectorStorage``; config field
+``storage``, index method get_storage).
+
 python3-faiss has its own copy of FAISS, so no C++ object is shared between
 the two libraries: conversions go through FAISS's serialised form (bytes).
 Functions that return CPU indexes (index_factory, read_index,
@@ -37,11 +52,17 @@ from ._faiss_ext import (
     SearchParametersQuickSelectFlat,
     SelectAlgo,
     StandardGpuResources,
+    VectorStorage,
+    choose_select_algo,
     flat_metric_name,
     from_faiss_metric,
     get_num_gpus,
     parse_flat_metric,
+    select_algo_from_name,
+    select_algo_name,
+    select_k,
     to_faiss_metric,
+    vector_storage_name,
 )
 
 __version__ = "0.1.0"
@@ -58,6 +79,8 @@ __all__ = [
     "SearchParametersQuickSelectFlat",
     "SelectAlgo",
     "StandardGpuResources",
+    "VectorStorage",
+    "choose_select_algo",
     "deserialize_index",
     "flat_metric_name",
     "from_faiss",
@@ -68,9 +91,13 @@ __all__ = [
     "index_gpu_to_cpu",
     "parse_flat_metric",
     "read_index",
+    "select_algo_from_name",
+    "select_algo_name",
+    "select_k",
     "serialize_index",
     "to_faiss",
     "to_faiss_metric",
+    "vector_storage_name",
     "write_index",
 ]
 

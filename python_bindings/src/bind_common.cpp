@@ -10,8 +10,6 @@
 namespace faiss_ext {
 namespace python {
 
-namespace {
-
 std::string shapeString(const py::array& a) {
     std::string s = "(";
     for (py::ssize_t i = 0; i < a.ndim(); ++i) {
@@ -21,8 +19,6 @@ std::string shapeString(const py::array& a) {
     if (a.ndim() == 1) s += ",";
     return s + ")";
 }
-
-}  // namespace
 
 FloatArray toFloatMatrix(const py::handle& x, int64_t d, const char* what) {
     if (x.is_none()) {

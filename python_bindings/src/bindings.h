@@ -22,6 +22,9 @@ using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>
 /// A C-contiguous int64 numpy array (ids).
 using IdArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 
+/// "(3, 4)", "(8,)": an array's shape as numpy prints it.
+std::string shapeString(const py::array& a);
+
 /// Converts x to a C-contiguous float32 matrix (np.ascontiguousarray
 /// semantics) and checks that it is 2-D with d columns; `what` names the
 /// argument in the ValueError raised otherwise.
@@ -40,7 +43,8 @@ std::string indexTypeName(const faiss::Index& index);
 /// Binds faiss::Index as the generic `Index` wrapper, and SearchParameters.
 void bindIndex(py::module_& m);
 
-/// Binds metrics, resources, GpuIndexQuickSelectFlat, the cloner, get_num_gpus.
+/// Binds metrics, resources, the selection enums and select_k,
+/// GpuIndexQuickSelectFlat (with knn_graph), the cloner, get_num_gpus.
 void bindGpu(py::module_& m);
 
 /// Binds the factory and read / write / serialize / deserialize.
