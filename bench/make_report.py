@@ -3,7 +3,9 @@
 
 Reads every suite's JSON lines (DESIGN.md, "Benchmarks"), keeps the latest line
 for each (suite, dataset, method, nb, d, nq, k), and writes Markdown tables
-(queries/s, seconds, recall, ratios to the anchors) between the markers
+(queries/s, seconds, recall, ratios to the anchors; for `select` also which of
+our algorithms is fastest per shape, the crossovers behind SelectAlgo::Auto;
+for `knngraph` the graph times against torch and the GEMM floor) between the markers
 <!-- BEGIN GENERATED --> and <!-- END GENERATED --> of docs/benchmarks.md;
 text outside the markers (findings, what limits us) is kept as written.
 Plots need matplotlib; without it only the tables are written.
@@ -133,6 +135,237 @@ def flat_tables(rows, plots_dir, rel_plots, make_plots):
     return out
 
 
+SELECT_ALGOS = [("ours-qms", "qms"), ("ours-mq", "mq"), ("ours-thheap", "thheap")]
+SELECT_PLOT_NQ = 2048
+
+
+def fmt_ms(v):
+    if v is None:
+        return "–"
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+
+
+def pow2(n):
+    e = n.bit_length() - 1
+    return f"2^{e}" if n == 1 << e else human(n)
+
+
+def select_algo(r):
+    """The select line's algorithm: its `algo` field, else derived from `method`."""
+    if r.get("algo"):
+        return r["algo"]
+    m = r.get("method", "")
+    return {"torch:topk": "torch-topk", "floor:mem-read": "mem-floor"}.get(m, m.replace("ours:", "ours-"))
+
+
+def select_tables(rows, plots_dir, rel_plots, make_plots):
+    """Tables of the select suite: goal, per-nq timings with the anchors, crossovers, TH-heap."""
+    out = []
+    by = {}  # (nq, nb, k or None, algo) -> line
+    for r in rows:
+        by[(r["nq"], r["nb"], r.get("k"), select_algo(r))] = r
+    ms = lambda nq, nb, k, a: (by.get((nq, nb, k, a)) or {}).get("ms")  # noqa: E731
+    shapes = sorted({(r["nq"], r["nb"], r["k"]) for r in rows if r.get("k") is not None})
+    nqs = sorted({s[0] for s in shapes})
+    devices = sorted({r["device"] for r in rows if r.get("device")})
+    out.append("Devices: " + "; ".join(devices) + ". Data: uniform floats in [0, 1) made on the GPU "
+               "(the same values for ours and torch). Times in ms, medians of timed runs with the L2 cache "
+               "flushed before each; the floor is the best of its runs. *fastest* is the fastest of our "
+               "three algorithms; *vs torch* = torch time / ours (above 1: ours faster); */ floor* = ours "
+               "time / memory-read floor. `exact` below 1 means a checked row differed from a sort.\n")
+
+    def fastest(nq, nb, k):
+        cands = [(ms(nq, nb, k, a), name) for a, name in SELECT_ALGOS if ms(nq, nb, k, a) is not None]
+        return min(cands) if cands else (None, None)
+
+    # ---- goal: 2048 x 2^20, every k up to 2048, at least 3x torch ----
+    goal_nb = 1 << 20
+    goal_ks = [k for (nq, nb, k) in shapes if nq == 2048 and nb == goal_nb and k <= 2048]
+    if goal_ks:
+        fl = ms(2048, goal_nb, None, "mem-floor")
+        out.append(f"### Goal (issue 3): nq = 2048, nb = 2^20, k <= 2048: at least 3x torch.topk\n")
+        out.append(f"Memory-read floor: {fmt_ms(fl)} ms.\n")
+        out.append("| k | torch ms | auto ms (pick) | auto vs torch | met | fastest ms | fastest vs torch | fastest / floor |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for k in goal_ks:
+            t = ms(2048, goal_nb, k, "torch-topk")
+            au = by.get((2048, goal_nb, k, "ours-auto"))
+            a = au.get("ms") if au else None
+            f, fn = fastest(2048, goal_nb, k)
+            ra = t / a if t and a else None
+            rf = t / f if t and f else None
+            out.append(f"| {k} | {fmt_ms(t)} | {fmt_ms(a)} ({(au or {}).get('auto_pick') or '–'}) | "
+                       f"{fmt(ra, '.2f')}{'x' if ra else ''} | {'yes' if ra and ra >= 3 else 'no'} | "
+                       f"{fmt_ms(f)} ({fn or '–'}) | {fmt(rf, '.2f')}{'x' if rf else ''} | "
+                       f"{fmt(f / fl if f and fl else None, '.2f')}{'x' if f and fl else ''} |")
+        out.append("")
+
+    # ---- per nq: every shape with its anchors ----
+    for nq in nqs:
+        out.append(f"### nq = {human(nq)}\n")
+        out.append("| nb | k | floor ms (GB/s) | torch ms | qms ms | mq ms | thheap ms | auto ms (pick) | fastest | "
+                   "fastest vs torch | auto vs torch | fastest / floor | exact |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for (q, nb, k) in shapes:
+            if q != nq:
+                continue
+            flr = by.get((nq, nb, None, "mem-floor"))
+            fl = flr.get("ms") if flr else None
+            t = ms(nq, nb, k, "torch-topk")
+            au = by.get((nq, nb, k, "ours-auto"))
+            a = au.get("ms") if au else None
+            f, fn = fastest(nq, nb, k)
+            exact = [by[(nq, nb, k, x)].get("recall") for x, _ in SELECT_ALGOS + [("ours-auto", "")]
+                     if (nq, nb, k, x) in by and by[(nq, nb, k, x)].get("recall") is not None]
+            cells = [pow2(nb), str(k),
+                     f"{fmt_ms(fl)} ({fmt(flr.get('gbps') if flr else None, '.0f')})" if flr else "–",
+                     fmt_ms(t)] + [fmt_ms(ms(nq, nb, k, x)) for x, _ in SELECT_ALGOS]
+            cells.append(f"{fmt_ms(a)} ({(au or {}).get('auto_pick') or '–'})")
+            cells.append(fn or "–")
+            for v in (t / f if t and f else None, t / a if t and a else None, f / fl if f and fl else None):
+                cells.append(fmt(v, ".2f") + ("x" if v else ""))
+            cells.append(fmt(min(exact), ".4f") if exact else "–")
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+
+    # ---- crossovers: the fastest of ours per (nq, nb, k) ----
+    ks = sorted({s[2] for s in shapes})
+    out.append("### Crossovers: which of our algorithms is fastest\n")
+    out.append("Per (nq, nb, k): the fastest of qms (quick multi-select), mq (merge queue) and thheap (TH-heap), "
+               "with its lead over the second fastest (second's time / fastest's). A `*` marks shapes where "
+               "Auto picked another algorithm. SelectAlgo::Auto's rule (chooseSelectAlgo) is derived from this "
+               "table.\n")
+    for nq in nqs:
+        out.append(f"nq = {human(nq)}:\n")
+        out.append("| nb \\ k | " + " | ".join(str(k) for k in ks) + " |")
+        out.append("|---|" + "---|" * len(ks))
+        for nb in sorted({s[1] for s in shapes if s[0] == nq}):
+            cells = [pow2(nb)]
+            for k in ks:
+                cands = sorted((ms(nq, nb, k, a), name) for a, name in SELECT_ALGOS if ms(nq, nb, k, a) is not None)
+                if not cands:
+                    cells.append("–")
+                    continue
+                c = cands[0][1]
+                if len(cands) > 1 and cands[0][0] > 0:
+                    c += f" ({cands[1][0] / cands[0][0]:.2f}x)"
+                au = by.get((nq, nb, k, "ours-auto"))
+                pick = (au or {}).get("auto_pick")
+                short = {"quick-multi-select": "qms", "merge-queue": "mq", "th-heap": "thheap"}.get(pick, pick)
+                if pick and short != cands[0][1]:
+                    c += f" *{short}"
+                cells.append(c)
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+
+    # ---- TH-heap against the best of the other two ----
+    th = [(s, ms(*s, "ours-thheap")) for s in shapes if ms(*s, "ours-thheap") is not None]
+    if th:
+        out.append("### TH-heap against the best of qms and mq\n")
+        out.append("thheap time / min(qms, mq) time: below 1.00 (in bold) TH-heap wins; – : not run (TH-heap is "
+                   "skipped where nq x nb > 2^31 or once its time budget is spent).\n")
+        for nq in nqs:
+            if not any(s[0] == nq for s, _ in th):
+                continue
+            out.append(f"nq = {human(nq)}:\n")
+            out.append("| nb \\ k | " + " | ".join(str(k) for k in ks) + " |")
+            out.append("|---|" + "---|" * len(ks))
+            for nb in sorted({s[1] for s in shapes if s[0] == nq}):
+                cells = [pow2(nb)]
+                for k in ks:
+                    t = ms(nq, nb, k, "ours-thheap")
+                    o = [v for v in (ms(nq, nb, k, "ours-qms"), ms(nq, nb, k, "ours-mq")) if v is not None]
+                    cells.append(f"{'**' if t < min(o) else ''}{t / min(o):.2f}{'**' if t < min(o) else ''}"
+                                 if t is not None and o else "–")
+                out.append("| " + " | ".join(cells) + " |")
+            out.append("")
+
+    # ---- plots: time vs nb per k, lines per algorithm, for nq = 2048 ----
+    if make_plots:
+        links = []
+        for k in ks:
+            nbs = sorted({nb for (nq, nb, kk) in shapes if nq == SELECT_PLOT_NQ and kk == k})
+            if len(nbs) < 2:
+                continue
+            png = f"select_nq{SELECT_PLOT_NQ}_k{k}.png"
+            plot_select(by, SELECT_PLOT_NQ, k, nbs, os.path.join(plots_dir, png))
+            links.append(f"![select nq={SELECT_PLOT_NQ} k={k}]({rel_plots}/{png})")
+        if links:
+            out.append(f"### Plots: time against nb, nq = {SELECT_PLOT_NQ}\n")
+            out.append("\n".join(links) + "\n")
+    return out
+
+
+def plot_select(by, nq, k, nbs, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    series = [("ours-qms", "ours: quick multi-select", "o", "-"), ("ours-mq", "ours: merge queue", "s", "-"),
+              ("ours-thheap", "ours: TH-heap", "^", "-"), ("ours-auto", "ours: auto", "x", ":"),
+              ("torch-topk", "torch.topk", "D", "-"), ("mem-floor", "memory-read floor", None, "--")]
+    for algo, label, marker, ls in series:
+        kk = None if algo == "mem-floor" else k
+        pts = [(nb, by[(nq, nb, kk, algo)]["ms"]) for nb in nbs
+               if (nq, nb, kk, algo) in by and by[(nq, nb, kk, algo)].get("ms")]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, linestyle=ls, label=label,
+                    color="gray" if algo == "mem-floor" else None)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("nb (columns per row)")
+    ax.set_ylabel("ms")
+    ax.set_title(f"select: nq = {nq}, k = {k}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def knngraph_tables(rows):
+    """The knngraph suite: ours against torch's tiled graph and the GEMM floor, per data set."""
+    out = []
+    groups = defaultdict(list)
+    for r in rows:
+        groups[(r.get("dataset", ""), r["nb"], r["d"])].append(r)
+    devices = sorted({r["device"] for r in rows if r.get("device")})
+    out.append("Devices: " + "; ".join(devices) + ". Exact k-NN graph: every vector's k nearest others, itself "
+               "excluded. ours: GpuIndexQuickSelectFlat::knnGraph; torch: addmm + topk(k + 1) in query tiles "
+               "(FP32); floor: cuBLAS SGEMM of the n x n x d products alone. Seconds are medians of the timed "
+               "runs. recall: against an exact reference on sampled rows (ours: FAISS's CPU search; torch: "
+               "float64 brute force), ties counted as hits; *ours = torch*: ours scored against torch's graph "
+               "on the same rows.\n")
+    out.append("| data set | n | d | k | ours s | torch s | GEMM floor s | ours vs torch | ours / floor | "
+               "recall ours | ours = torch | recall torch | auto pick |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    goal = None
+    for (ds, n, d) in sorted(groups, key=lambda g: (g[0], g[1], g[2])):
+        g = groups[(ds, n, d)]
+        floor = next((r for r in g if r["method"].startswith("floor:")), None)
+        for k in sorted({r["k"] for r in g if r.get("k") is not None}):
+            ours = next((r for r in g if r["method"].startswith("ours:") and r.get("k") == k), None)
+            torch = next((r for r in g if r["method"].startswith("torch") and r.get("k") == k), None)
+            o = ours.get("seconds") if ours else None
+            t = torch.get("seconds") if torch else None
+            f = floor.get("seconds") if floor else None
+            rt = t / o if o and t else None
+            rf = o / f if o and f else None
+            out.append(f"| {ds} | {human(n)} | {d} | {k} | {fmt(o, '.3f')} | {fmt(t, '.3f')} | {fmt(f, '.3f')} | "
+                       f"{fmt(rt, '.2f')}{'x' if rt else ''} | {fmt(rf, '.2f')}{'x' if rf else ''} | "
+                       f"{fmt(ours.get('recall') if ours else None, '.4f')} | "
+                       f"{fmt((ours or {}).get('params', {}).get('recall_vs_torch'), '.4f')} | "
+                       f"{fmt(torch.get('recall') if torch else None, '.4f')} | "
+                       f"{(ours or {}).get('params', {}).get('select_algo', '–')} |")
+            if n == 1000000 and d == 128 and k == 10:
+                goal = o
+    out.append("")
+    if goal is not None:
+        out.insert(0, f"### Goal (issue 3): exact 10-NN graph of 1M x 128 in at most 10 s: "
+                      f"{goal:.2f} s, {'met' if goal <= 10 else 'not met'}\n")
+    return out
+
+
 def plot_group(g, methods, ks, floor, path, title):
     import matplotlib
     matplotlib.use("Agg")
@@ -179,13 +412,20 @@ def main():
         srows = [r for r in rows if r.get("suite") == s]
         commits = sorted({r.get("git", "?") for r in srows})
         gen.append(f"## Suite `{s}`\n")
-        gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. q/s counts queries per second; "
-                   "seconds are medians of the timed runs; recall is recall@k against FAISS's exact CPU "
-                   "result on the first queries, ties counted as hits. CPU numbers marked (on N) were timed on "
-                   "N queries and extrapolated.\n")
         if s == "flat":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. q/s counts queries per second; "
+                       "seconds are medians of the timed runs; recall is recall@k against FAISS's exact CPU "
+                       "result on the first queries, ties counted as hits. CPU numbers marked (on N) were timed on "
+                       "N queries and extrapolated.\n")
             gen += flat_tables(srows, out_dir, ".", make_plots)
+        elif s == "select":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
+            gen += select_tables(srows, out_dir, ".", make_plots)
+        elif s == "knngraph":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
+            gen += knngraph_tables(srows)
         else:
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen.append("| " + " | ".join(["dataset", "method", "nb", "d", "nq", "k", "q/s", "s", "recall"]) + " |")
             gen.append("|---|---|---|---|---|---|---|---|---|")
             for r in srows:

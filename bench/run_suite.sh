@@ -4,8 +4,15 @@
 # to $OUT/<suite>_new.jsonl and the log to $OUT/<suite>.log as it goes, so a
 # run cut short still returns what it measured). See bench/README.md.
 #
-#   bench/run_suite.sh flat           the whole flat suite (~5-8 minutes on an H100)
-#   bench/run_suite.sh flat --quick   one small generated set + siftsmall (a smoke test)
+#   bench/run_suite.sh flat               the whole flat suite (~5-8 minutes on an H100)
+#   bench/run_suite.sh flat --quick       one small generated set + siftsmall (a smoke test)
+#   bench/run_suite.sh select             selection alone: bench_select (ours per algorithm, the
+#                                         memory-read floor) and torch_select.py (torch.topk), one
+#                                         pair of steps per nq (~4 minutes on an H100)
+#   bench/run_suite.sh select --quick     8 shapes (nq 64,2048 x nb 2^16,2^20 x k 32,1024)
+#   bench/run_suite.sh knngraph           exact 10-NN graph of 100k and 1M x 128 (clustered):
+#                                         torch_knngraph.py, then bench_knngraph (~3 minutes)
+#   bench/run_suite.sh knngraph --quick   100k x 128 only
 #
 # Programs come from $FX_BENCH_BIN, else .device/bin/bench (staged), else
 # build-bench/bench, else build/bench. Real data sets are looked up in
@@ -18,7 +25,12 @@ shift || true
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-[ "$suite" = flat ] || { echo "usage: bench/run_suite.sh flat [--quick]  (suites so far: flat)" >&2; exit 2; }
+case "$suite" in
+  flat) prog=bench_flat ;;
+  select) prog=bench_select ;;
+  knngraph) prog=bench_knngraph ;;
+  *) echo "usage: bench/run_suite.sh flat|select|knngraph [--quick]" >&2; exit 2 ;;
+esac
 
 # Python (torch) runs with the environment as it was: the staged Debian
 # libraries (zlib, gomp, ...) that env.sh puts first are for our programs.
@@ -26,9 +38,9 @@ py_ld_path=${LD_LIBRARY_PATH:-}
 [ -f .device/env.sh ] && source .device/env.sh
 bin=${FX_BENCH_BIN:-}
 for cand in .device/bin/bench build-bench/bench build/bench; do
-  [ -z "$bin" ] && [ -x "$cand/bench_flat" ] && bin=$cand
+  [ -z "$bin" ] && [ -x "$cand/$prog" ] && bin=$cand
 done
-[ -n "$bin" ] && [ -x "$bin/bench_flat" ] || { echo "bench_flat not found (stage it: bench/stage.sh)" >&2; exit 2; }
+[ -n "$bin" ] && [ -x "$bin/$prog" ] || { echo "$prog not found (stage it: bench/stage.sh)" >&2; exit 2; }
 py=${FX_PYTHON:-python3}
 tmp=${FX_BENCH_TMP:-/tmp/faiss_ext_bench}
 mkdir -p "$tmp" bench/results
@@ -44,7 +56,7 @@ ncpu=$(nproc)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$ncpu}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$ncpu}
-export FAISS_EXT_GIT=${FAISS_EXT_GIT:-$("$bin/bench_flat" --git)}
+export FAISS_EXT_GIT=${FAISS_EXT_GIT:-$("$bin/$prog" --git)}
 export PYTHONUNBUFFERED=1
 step_timeout=${FX_STEP_TIMEOUT:-300}
 start=$(date +%s)
@@ -90,7 +102,56 @@ bench_pair() {  # bench_pair DATASET BASE QUERY KS: bench_flat, then torch on th
   LD_LIBRARY_PATH="$py_ld_path" "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
 } | tee -a "$log" >&2
 
-# ---- generated clustered sets ----
+finish() {
+  cat "$new" >> "$results"
+  publish
+  say "done: $(wc -l < "$new") lines appended to $results$([ $failed = 1 ] && echo ', SOME STEPS FAILED (see the log)')"
+  exit $failed
+}
+pyrun() {  # pyrun SCRIPT ARGS...: torch's python with the environment as it was
+  run env LD_LIBRARY_PATH="$py_ld_path" "$py" "$@"
+}
+
+# ---- suite select: per nq, ours (all algorithms + the read floor), then torch on the same matrices ----
+if [ "$suite" = select ]; then
+  # TH-heap's time budget is per bench_select process (one per nq).
+  sel_args=(--reps "${FX_SELECT_REPS:-5}" --thheap-budget "${FX_THHEAP_BUDGET:-25}" --seed 1)
+  tsel_args=(--reps "${FX_SELECT_REPS:-5}" --seed 1)
+  if [ $quick = 1 ]; then
+    run "$bin/bench_select" --quick "${sel_args[@]}"
+    pyrun bench/torch_select.py --quick "${tsel_args[@]}"
+  else
+    for nq in ${FX_SELECT_NQ:-1 64 2048 8192}; do
+      run "$bin/bench_select" --nq "$nq" "${sel_args[@]}"
+      pyrun bench/torch_select.py --nq "$nq" "${tsel_args[@]}"
+    done
+  fi
+  finish
+fi
+
+# ---- suite knngraph: exact k-NN graph (k = 10, itself excluded) of clustered 128-d sets ----
+if [ "$suite" = knngraph ]; then
+  if [ $quick = 1 ]; then ns="100000"; else ns="${FX_KNNGRAPH_N:-100000 1000000}"; fi
+  for n in $ns; do
+    prefix=$tmp/clustered_${n}_128
+    # The base set of the flat suite's clustered n x 128 (same seed and clusters); queries unused.
+    run "$bin/gen_clustered" --nb "$n" --nq 1 --d 128 --seed 1234 --out "$prefix"
+    if [ -f "${prefix}_base.fbin" ]; then
+      rm -f "$tmp/torch_graph_ids.ivecs"
+      pyrun bench/torch_knngraph.py --base "${prefix}_base.fbin" --dataset clustered --k 10 \
+          --reps 3 --budget 30 --recall-rows 512 --ids-out "$tmp/torch_graph_ids.ivecs"
+      tids=()
+      [ -f "$tmp/torch_graph_ids.ivecs" ] && tids=(--torch-ids "$tmp/torch_graph_ids.ivecs")
+      run "$bin/bench_knngraph" --base "${prefix}_base.fbin" --dataset clustered --k 10 \
+          --reps 3 --budget 30 --recall-rows 512 "${tids[@]}"
+      rm -f "$tmp/torch_graph_ids.ivecs"
+    fi
+    rm -f "${prefix}_base.fbin" "${prefix}_query.fbin"
+  done
+  finish
+fi
+
+# ---- suite flat: generated clustered sets ----
 if [ $quick = 1 ]; then nbs="100000"; ds_="128"; ks="10,100,1024"; else nbs="100000 1000000"; ds_="128 960"; ks="1,10,100,1024,4096"; fi
 for nb in $nbs; do
   for d in $ds_; do
@@ -118,7 +179,4 @@ if [ $quick = 0 ]; then
   else say "fashion-mnist not found: skipped"; fi
 fi
 
-cat "$new" >> "$results"
-publish
-say "done: $(wc -l < "$new") lines appended to $results$([ $failed = 1 ] && echo ', SOME STEPS FAILED (see the log)')"
-exit $failed
+finish

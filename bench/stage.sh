@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Stages the benchmark programs and the small real data sets for the GPU
-# machine (DEVICE.md), within the 64 MiB that a device run carries:
+# Stages the benchmark programs (bench_flat, bench_select, bench_knngraph,
+# gen_clustered, ...) and the small real data sets for the GPU machine
+# (DEVICE.md), within the 64 MiB that a device run carries; the Python
+# anchors (bench/torch_*.py) travel with the working tree:
 #
 #   bench/stage.sh [BUILD_DIR]      (default build-bench)
 #
@@ -13,7 +15,15 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build-bench}
-[ -x "$build/bench/bench_flat" ] || { echo "$build/bench/bench_flat not built: see bench/README.md" >&2; exit 2; }
+# The suites' programs (all ELF files of $build travel; these are checked):
+# flat: bench_flat; select: bench_select; knngraph: bench_knngraph (+ gen_clustered).
+[ -x "$build/bench/gen_clustered" ] || { echo "$build/bench/gen_clustered not built: see bench/README.md" >&2; exit 2; }
+found=0
+for p in bench_flat bench_select bench_knngraph; do
+  if [ -x "$build/bench/$p" ]; then found=1
+  else echo "warning: $build/bench/$p not built: its suite will not run there (see bench/README.md)" >&2; fi
+done
+[ $found = 1 ] || { echo "no benchmark program built in $build/bench: see bench/README.md" >&2; exit 2; }
 if find "$build" -name 'gpu_tests' -o -name '_faiss_ext*.so' | grep -q .; then
   echo "warning: $build also holds tests or the Python module; they travel too (size!)." >&2
 fi
