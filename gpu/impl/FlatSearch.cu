@@ -187,7 +187,9 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     } else {
         // Through the device in chunks: preparation and norms run there.
-        const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, (64 << 20) / (4 * d_)));
+        // Chunks within a quarter of the temporary memory (at most 64 MiB).
+        const size_t room = std::min<size_t>(size_t(64) << 20, res_->getTempMemoryAvailable(device_) / 4);
+        const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, int64_t(room / (4 * (d_ + 1)))));
         TempBuffer<float> buf(res_, device_, size_t(chunk) * d_, stream);
         TempBuffer<float> nbuf(res_, device_, norms_ ? size_t(chunk) : 0, stream);
         for (int64_t i = 0; i < n; i += chunk) {
@@ -381,7 +383,9 @@ void FlatStorage::knnGraph(int64_t k, bool excludeSelf, float* distances, int64_
     if (onHost_ || !dDev || !lDev) {
         const size_t rowBytes = (onHost_ ? sizeof(float) * d_ : 0) +
                                 (dDev ? 0 : sizeof(float) * k) + (lDev ? 0 : sizeof(int64_t) * k);
-        chunk = std::max<int64_t>(1, std::min<int64_t>(n, int64_t((256 << 20) / rowBytes)));
+        // Staging within a quarter of the temporary memory: the search needs the rest.
+        const size_t room = std::min<size_t>(size_t(256) << 20, res_->getTempMemoryAvailable(device_) / 4);
+        chunk = std::max<int64_t>(1, std::min<int64_t>(n, int64_t(room / rowBytes)));
     }
     TempBuffer<float> qBuf(res_, device_, onHost_ ? size_t(chunk) * d_ : 0, stream);
     TempBuffer<float> dBuf(res_, device_, dDev ? 0 : size_t(chunk) * k, stream);
