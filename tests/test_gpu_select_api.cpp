@@ -8,6 +8,7 @@
 #include "gpu/GpuIndexQuickSelectFlat.h"
 #include "gpu/GpuSelect.h"
 #include "gpu/StandardGpuResources.h"
+#include "gpu/impl/select/MergeQueue.h"
 
 #include <faiss/impl/FaissException.h>
 
@@ -268,6 +269,15 @@ TEST(SelectK, MatchesPartialSortEveryAlgo) {
                         opt.algo = algo;
                         std::vector<float> outV(size_t(s.rows) * k, -7.f);
                         std::vector<int64_t> outI(size_t(s.rows) * k, -7);
+                        if (algo == SelectAlgo::MergeQueue &&
+                            k > faiss_ext::gpu::select::kMergeQueueMaxK) {
+                            // The merge queue lives in shared memory: past its
+                            // limit a clear error (not said in GpuSelect.h).
+                            EXPECT_THROW(selectK(&res, v.data(), s.rows, s.n, k, largest,
+                                                 outV.data(), outI.data(), opt),
+                                         faiss::FaissException);
+                            continue;
+                        }
                         if (!noThrow([&] {
                                 selectK(&res, v.data(), s.rows, s.n, k, largest, outV.data(),
                                         outI.data(), opt);

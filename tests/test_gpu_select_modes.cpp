@@ -18,6 +18,7 @@
 #include "gpu/GpuIndexQuickSelectFlat.h"
 #include "gpu/GpuSelect.h"
 #include "gpu/StandardGpuResources.h"
+#include "gpu/impl/select/MergeQueue.h"
 #include "gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
@@ -467,6 +468,12 @@ struct DeviceArray {
 
 const int64_t kGridK[] = {1, 2, 31, 32, 33, 256, 1024, 2048, 2049, 8192};
 constexpr int64_t kGridKMax = 8192;
+
+// The merge queue lives in shared memory and refuses k past
+// select::kMergeQueueMaxK with a FaissException (the public headers do not
+// say so); the whole grid must be within it.
+static_assert(kGridKMax <= faiss_ext::gpu::select::kMergeQueueMaxK,
+              "every mode must run the grid's largest k");
 
 }  // namespace
 
@@ -1182,6 +1189,12 @@ TEST(SelectModes, ResolveSelectAlgoNeverReturnsAuto) {
                      {int64_t(1), int64_t(32), int64_t(2048), int64_t(8192), int64_t(100000)}) {
                     SCOPED_TRACE(describe(cfgMode, k, ntotal, nq, d, FlatMetric::L2, "random"));
                     SearchParametersQuickSelectFlat autoParams;  // selectAlgo Auto: the index's
+                    if (cfgMode == SelectAlgo::MergeQueue &&
+                        std::min(k, ntotal) > faiss_ext::gpu::select::kMergeQueueMaxK) {
+                        // Beyond the merge queue's limit: a clear error, not Auto.
+                        EXPECT_THROW(index.resolveSelectAlgo(nq, k), faiss::FaissException);
+                        continue;
+                    }
                     SelectAlgo r1 = SelectAlgo::Auto, r2 = SelectAlgo::Auto;
                     if (!noThrow([&] {
                             r1 = index.resolveSelectAlgo(nq, k);
