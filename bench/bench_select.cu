@@ -18,14 +18,16 @@
 // cache flushed (a 2 x L2 memset, outside the timed span) and is timed by
 // CUDA events on the resources' stream, inputs and outputs in device memory.
 // Guards: timed runs stop once one took more than --guard s or all of them
-// together more than --budget s (at least one is kept); TH-heap (which copies
-// candidates to the host) is skipped where nq * nb > --thheap-max-elems and
-// once it has used --thheap-budget s in this process. Shapes whose matrix is
+// together more than --budget s (at least one is kept; TH-heap, which copies
+// candidates to the host and is the slow one, stops past --thheap-shape-budget
+// s); TH-heap is skipped where nq * nb > --thheap-max-elems and once it has
+// used --thheap-budget s in this process. Shapes whose matrix is
 // more than --max-mem-frac of the GPU's free memory (at start) are skipped.
 //
 //   bench_select [--nq 1,64,2048,8192] [--nb-log2 13-20] [--k 1,32,256,1024,2048,8192]
 //                [--algos qms,mq,thheap,auto,floor] [--reps 5] [--guard 2] [--budget 3]
 //                [--max-mem-frac 0.4] [--thheap-max-elems 2147483648] [--thheap-budget 60]
+//                [--thheap-shape-budget 0.3]
 //                [--check-rows 4] [--seed 1] [--no-flush] [--quick]
 #include "bench/BenchUtil.h"
 #include "gpu/GpuSelect.h"
@@ -61,6 +63,7 @@ const char* kUsage = R"(bench_select: the select suite (selection alone, matrice
   --max-mem-frac F     skip shapes whose matrix is > F x free GPU memory at start (default 0.4)
   --thheap-max-elems N skip TH-heap where nq * nb > N (default 2147483648 = 2^31)
   --thheap-budget S    skip TH-heap once it used S s in this process (default 60)
+  --thheap-shape-budget S  TH-heap's --budget (default 0.3)
   --floor-reps R       runs of the read floor, best reported (default 10)
   --check-rows R       rows checked against a sort on the host, per (shape, algo) (default 4)
   --seed S             data seed (default 1; torch_select.py must get the same)
@@ -267,7 +270,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         args.checkKnown({"nq", "nb", "nb-log2", "k", "algos", "reps", "guard", "budget", "max-mem-frac",
-                         "thheap-max-elems", "thheap-budget", "floor-reps", "check-rows", "seed",
+                         "thheap-max-elems", "thheap-budget", "thheap-shape-budget", "floor-reps", "check-rows", "seed",
                          "no-flush", "quick", "help", "git"});
         const bool quick = args.has("quick");
         std::vector<int64_t> nqs = parseIntList(args.get("nq", quick ? "64,2048" : "1,64,2048,8192"));
@@ -296,6 +299,7 @@ int main(int argc, char** argv) {
         const double memFrac = args.getDouble("max-mem-frac", 0.4);
         const int64_t thMaxElems = args.getInt("thheap-max-elems", int64_t(1) << 31);
         const double thBudgetS = args.getDouble("thheap-budget", 60.0);
+        const double thShapeBudgetS = args.getDouble("thheap-shape-budget", 0.3);
         const int floorReps = int(std::max<int64_t>(1, args.getInt("floor-reps", 10)));
         const int checkN = int(std::max<int64_t>(0, args.getInt("check-rows", 4)));
         const uint32_t seed = uint32_t(args.getInt("seed", 1));
@@ -411,7 +415,8 @@ int main(int argc, char** argv) {
                                 opt.algo = a.algo;
                                 opt.device = 0;
                                 const double ta = nowSeconds();
-                                Timing t = timeIt(c, reps, guardS, budgetS, [&]() {
+                                const double b = a.algo == gpu::SelectAlgo::THHeap ? thShapeBudgetS : budgetS;
+                                Timing t = timeIt(c, reps, guardS, b, [&]() {
                                     gpu::selectK(&res, dX.p, nq, nb, k, false, dV.p, dI.p, opt);
                                 });
                                 if (a.algo == gpu::SelectAlgo::THHeap) thUsedS += nowSeconds() - ta;

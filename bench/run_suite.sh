@@ -115,7 +115,7 @@ pyrun() {  # pyrun SCRIPT ARGS...: torch's python with the environment as it was
 # ---- suite select: per nq, ours (all algorithms + the read floor), then torch on the same matrices ----
 if [ "$suite" = select ]; then
   # TH-heap's time budget is per bench_select process (one per nq).
-  sel_args=(--reps "${FX_SELECT_REPS:-5}" --thheap-budget "${FX_THHEAP_BUDGET:-25}" --seed 1)
+  sel_args=(--reps "${FX_SELECT_REPS:-5}" --thheap-budget "${FX_THHEAP_BUDGET:-60}" --seed 1)
   tsel_args=(--reps "${FX_SELECT_REPS:-5}" --seed 1)
   if [ $quick = 1 ]; then
     run "$bin/bench_select" --quick "${sel_args[@]}"
