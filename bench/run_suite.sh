@@ -8,10 +8,10 @@
 #   bench/run_suite.sh flat --quick       one small generated set + siftsmall (a smoke test)
 #   bench/run_suite.sh select             selection alone: bench_select (ours per algorithm, the
 #                                         memory-read floor) and torch_select.py (torch.topk), one
-#                                         pair of steps per nq (~4 minutes on an H100)
+#                                         pair of steps per nq (2.5 minutes on an H100)
 #   bench/run_suite.sh select --quick     8 shapes (nq 64,2048 x nb 2^16,2^20 x k 32,1024)
 #   bench/run_suite.sh knngraph           exact 10-NN graph of 100k and 1M x 128 (clustered):
-#                                         torch_knngraph.py, then bench_knngraph (~3 minutes)
+#                                         torch_knngraph.py, then bench_knngraph (2 minutes)
 #   bench/run_suite.sh knngraph --quick   100k x 128 only
 #
 # Programs come from $FX_BENCH_BIN, else .device/bin/bench (staged), else
