@@ -160,11 +160,43 @@ struct WarpQueue {
     uint64_t l0, l1;  // levels 0 and 1, lane i holds position i
     uint64_t* q;      // shared: K keys (levels >= 2; [0, 64) as merge room)
     int K;
+    int kReal;        // k: keys q[0, k) are real, q[k, K) sentinels
     int lane;
+
+    int fill;      // real keys placed directly while filling
+    bool filling;  // a fresh queue takes its first k keys unsorted, then sorts once
+
+    /// Sorts q[0, K) decreasing (bitonic sort) and reloads levels 0 and 1.
+    __device__ void sortFull() {
+        for (int size = 2; size <= K; size <<= 1) {
+            for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                for (int t = lane; t < K / 2; t += 32) {
+                    int i = 2 * t - (t & (stride - 1));
+                    int j = i + stride;
+                    uint64_t a = q[i], b = q[j];
+                    bool desc = (i & size) == 0;
+                    if (desc ? a < b : a > b) {
+                        q[i] = b;
+                        q[j] = a;
+                    }
+                }
+                __syncwarp();
+            }
+        }
+        l0 = q[lane];
+        l1 = q[32 + lane];
+        __syncwarp();
+    }
 
     /// Fills the queue: k keys from init (ascending, may be null: all
     /// kMaxKey), then K - k sentinels; a fully sorted decreasing queue.
+    /// Without init the queue starts in fill mode: the first k candidates
+    /// are written straight into q[0, k) and sorted once, instead of
+    /// entering one by one through cascades that would each reach the
+    /// bottom level.
     __device__ void init(int k, const uint64_t* initList) {
+        filling = initList == nullptr;
+        fill = 0;
         for (int i = lane; i < K; i += 32) {
             q[i] = i < k ? (initList ? initList[k - 1 - i] : kMaxKey) : uint64_t(K - 1 - i);
         }
@@ -216,6 +248,7 @@ __device__ void bufferedSearch(WarpQueue& wq, uint64_t* buf, int64_t total, Prod
     const unsigned ltMask = (1u << lane) - 1;
     uint64_t thr = wq.head();
     int bc = 0;
+    const int k = wq.kReal;
     auto flush = [&](int count) {
         uint64_t y = lane < count ? buf[lane] : kMaxKey;
         __syncwarp();
@@ -233,6 +266,28 @@ __device__ void bufferedSearch(WarpQueue& wq, uint64_t* buf, int64_t total, Prod
         bool pass = key < thr;
         unsigned m = __ballot_sync(kFull, pass);
         if (m == 0) continue;
+        if (wq.filling) {
+            // Fill mode: the first k candidates go straight into the queue,
+            // the ones past k into the buffer; one sort when it is full.
+            const int slot = wq.fill + __popc(m & ltMask);
+            if (pass) {
+                if (slot < k) {
+                    wq.q[slot] = key;
+                } else {
+                    buf[bc + slot - k] = key;
+                }
+            }
+            const int cnt = __popc(m);
+            bc += max(0, wq.fill + cnt - k);
+            wq.fill = min(k, wq.fill + cnt);
+            __syncwarp();
+            if (wq.fill == k) {
+                wq.filling = false;
+                wq.sortFull();
+                thr = wq.head();
+            }
+            continue;
+        }
         if (pass) buf[bc + __popc(m & ltMask)] = key;
         bc += __popc(m);
         __syncwarp();
@@ -244,6 +299,12 @@ __device__ void bufferedSearch(WarpQueue& wq, uint64_t* buf, int64_t total, Prod
             bc -= 32;
             __syncwarp();
         }
+    }
+    if (wq.filling) {
+        // Fewer than k candidates: the unfilled slots hold kMaxKey.
+        wq.filling = false;
+        wq.sortFull();
+        thr = wq.head();
     }
     if (bc > 0) flush(bc);
     __syncwarp();
@@ -277,6 +338,49 @@ __global__ void hpBuildFirstKernel(KernelParams p) {
     }
 }
 
+/// G = 4 with 16-byte aligned rows: each thread reads one float4, which is
+/// one group of level 1; four threads make a group of level 2.
+__global__ void hpBuildFirstVec4Kernel(KernelParams p) {
+    const int lane = threadIdx.x & 31;
+    const int64_t size1 = p.plan.size[1];
+    const bool second = p.plan.levels >= 2;
+    const int64_t size2 = second ? p.plan.size[2] : 0;
+    const int64_t groups = (p.n + 3) / 4;
+    for (int64_t row = blockIdx.y; row < p.rows; row += gridDim.y) {
+        const float* d = p.dist + row * p.ld;
+        uint32_t* l1 = p.levels + row * p.plan.rowStride + p.plan.off[1];
+        uint32_t* l2 = second ? p.levels + row * p.plan.rowStride + p.plan.off[2] : nullptr;
+        for (int64_t g0 = int64_t(blockIdx.x) * blockDim.x; g0 < groups;
+             g0 += int64_t(gridDim.x) * blockDim.x) {
+            const int64_t g = g0 + threadIdx.x;
+            const int64_t j = 4 * g;
+            uint32_t ob = 0xFFFFFFFFu;
+            if (j + 3 < p.n) {
+                float4 v = *reinterpret_cast<const float4*>(d + j);
+                if (p.colAdd) {
+                    float4 a = *reinterpret_cast<const float4*>(p.colAdd + j);
+                    v.x += a.x;
+                    v.y += a.y;
+                    v.z += a.z;
+                    v.w += a.w;
+                }
+                ob = min(min(orderedFloatBits(v.x), orderedFloatBits(v.y)),
+                         min(orderedFloatBits(v.z), orderedFloatBits(v.w)));
+            } else {
+                for (int64_t e = j; e < p.n; ++e) {
+                    ob = min(ob, orderedFloatBits(d[e] + (p.colAdd ? p.colAdd[e] : 0.f)));
+                }
+            }
+            if (g < size1) l1[g] = ob;
+            if (second) {
+                ob = min(ob, __shfl_xor_sync(kFull, ob, 1));
+                ob = min(ob, __shfl_xor_sync(kFull, ob, 2));
+                if ((lane & 3) == 0 && g / 4 < size2) l2[g / 4] = ob;
+            }
+        }
+    }
+}
+
 __global__ void hpBuildNextKernel(KernelParams p, int from) {
     const int64_t sizeFrom = p.plan.size[from], sizeTo = p.plan.size[from + 1];
     for (int64_t row = blockIdx.y; row < p.rows; row += gridDim.y) {
@@ -300,6 +404,7 @@ __global__ void mqTopDownKernel(KernelParams p, int warpsPerBlock) {
     WarpQueue wq;
     wq.lane = threadIdx.x & 31;
     wq.K = p.K;
+    wq.kReal = p.k;
     wq.q = smem + size_t(warp) * (p.K + 64);
     uint64_t* buf = wq.q + p.K;
     const int k = p.k;
@@ -390,7 +495,14 @@ void mergeQueueSelect(const MergeQueueArgs& a, cudaStream_t stream) {
         unsigned gx = unsigned(std::min<int64_t>((a.n + threads - 1) / threads,
                                                  std::max<int64_t>(1, 4096 / gy)));
         gx = std::max(gx, 1u);
-        switch (a.group) {
+        const bool vec4 = a.group == 4 && a.ld % 4 == 0 &&
+                          ((reinterpret_cast<uintptr_t>(a.dist) |
+                            reinterpret_cast<uintptr_t>(a.colAdd)) & 15) == 0;
+        if (vec4) {
+            unsigned gv = unsigned(std::min<int64_t>((a.n + 4 * threads - 1) / (4 * threads),
+                                                     std::max<int64_t>(1, 8192 / gy)));
+            hpBuildFirstVec4Kernel<<<dim3(std::max(gv, 1u), gy), threads, 0, stream>>>(p);
+        } else switch (a.group) {
             case 2: hpBuildFirstKernel<2><<<dim3(gx, gy), threads, 0, stream>>>(p); break;
             case 4: hpBuildFirstKernel<4><<<dim3(gx, gy), threads, 0, stream>>>(p); break;
             case 8: hpBuildFirstKernel<8><<<dim3(gx, gy), threads, 0, stream>>>(p); break;
