@@ -39,10 +39,18 @@ SelectAlgo selectAlgoFromName(const char* name) {
 }
 
 SelectAlgo chooseSelectAlgo(int64_t rows, int64_t n, int64_t k, int64_t d) {
-    (void)rows;
-    (void)n;
-    (void)k;
+    // Crossovers of bench suite `select` (bench/results/select.jsonl, H100,
+    // commit dbe9984e5414; docs/benchmarks.md, "Crossovers"): the merge
+    // queue beats quick multi-select only with many rows, k <= 32 and rows
+    // of at most 2^16 (by 1.05-1.7x: 2048 x 2^13, k = 32: 0.13 vs 0.22 ms);
+    // quick multi-select wins everywhere else, by up to 20x at large k.
+    // TH-heap never won: its pruned rows cross PCIe and are sorted on the
+    // CPU, 1.3-3x slower than quick multi-select at nq = 1, k <= 32, and
+    // 20-300x slower at nq >= 64. d does not move these
+    // crossovers: selection alone does not see it, it only scales the GEMM
+    // in front.
     (void)d;
+    if (rows >= 2048 && k <= 32 && n <= 65536) return SelectAlgo::MergeQueue;
     return SelectAlgo::QuickMultiSelect;
 }
 
