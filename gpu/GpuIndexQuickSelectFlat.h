@@ -44,7 +44,7 @@ struct GpuIndexQuickSelectFlatConfig : GpuIndexConfig {
     SelectAlgo selectAlgo = SelectAlgo::Auto;
     /// Where the vectors live.
     VectorStorage storage = VectorStorage::Auto;
-    /// Hierarchical partition group size G of the merge-queue selection (2..16).
+    /// Hierarchical partition group size G of the merge-queue selection (2, 4, 8 or 16).
     int mergeQueueGroup = 4;
     /// TH-heap sample size n_S as a multiple of k (the paper's 8k .. 32k; 1..1024).
     int thheapSampleFactor = 8;

@@ -21,7 +21,8 @@ namespace gpu {
 enum class SelectAlgo : int {
     Auto = 0,              ///< chosen by (k, n, rows, d) from measured crossovers
     QuickMultiSelect = 1,  ///< Komarov et al.'s quick multi-select
-    MergeQueue = 2,        ///< Tang et al.'s merge queue + buffered search + hierarchical partition
+    MergeQueue = 2,        ///< Tang et al.'s merge queue + buffered search + hierarchical
+                           ///< partition; k <= 8192 (a clear error beyond)
     THHeap = 3,            ///< Matsumoto & Yiu's TH-heap: GPU threshold pruning, CPU min-max heap
 };
 
@@ -46,8 +47,9 @@ struct SelectKOptions {
 /// each row of a rows x n row-major float matrix `values` (host or device
 /// pointer), sorted (ascending, respectively descending); ties go to the
 /// smaller column, NaN entries come last. outValues / outIndices: rows x k,
-/// host or device pointers (either may be null when not wanted). Requires
-/// 1 <= k <= n. Host matrices larger than the GPU's temporary memory are
+/// host or device pointers (either may be null when not wanted, not both).
+/// Requires 1 <= k <= n (k <= 8192 with SelectAlgo::MergeQueue). Host
+/// matrices larger than the GPU's temporary memory are
 /// streamed through it in row tiles.
 void selectK(GpuResourcesProvider* provider, const float* values, int64_t rows, int64_t n,
              int64_t k, bool largest, float* outValues, int64_t* outIndices,
