@@ -27,6 +27,7 @@
 
 using faiss_ext::gpu::chooseSelectAlgo;
 using faiss_ext::gpu::SelectAlgo;
+using faiss_ext::gpu::selectAlgoName;
 using faiss_ext::gpu::selectK;
 using faiss_ext::gpu::SelectKOptions;
 using faiss_ext::gpu::StandardGpuResources;
@@ -37,20 +38,6 @@ namespace {
 
 const SelectAlgo kAlgos[] = {SelectAlgo::Auto, SelectAlgo::QuickMultiSelect, SelectAlgo::MergeQueue,
                              SelectAlgo::THHeap};
-
-const char* algoName(SelectAlgo a) {
-    switch (a) {
-        case SelectAlgo::Auto:
-            return "Auto";
-        case SelectAlgo::QuickMultiSelect:
-            return "QuickMultiSelect";
-        case SelectAlgo::MergeQueue:
-            return "MergeQueue";
-        case SelectAlgo::THHeap:
-            return "THHeap";
-    }
-    return "unknown";
-}
 
 bool isConcrete(SelectAlgo a) {
     return a == SelectAlgo::QuickMultiSelect || a == SelectAlgo::MergeQueue ||
@@ -80,7 +67,7 @@ const char* patternName(Pattern p) {
 std::string describe(SelectAlgo algo, int64_t rows, int64_t n, int64_t k, bool largest, Pattern p,
                      const std::string& more = "") {
     std::ostringstream s;
-    s << "algo=" << algoName(algo) << " rows=" << rows << " n=" << n << " k=" << k
+    s << "algo=" << selectAlgoName(algo) << " rows=" << rows << " n=" << n << " k=" << k
       << (largest ? " largest" : " smallest") << " pattern=" << patternName(p) << " seed=" << kSeed
       << (more.empty() ? "" : " ") << more;
     return s.str();
@@ -436,7 +423,7 @@ TEST(SelectK, BadInputThrows) {
     float* ov = outV.data();
     int64_t* oi = outI.data();
     for (SelectAlgo algo : kAlgos) {
-        SCOPED_TRACE(std::string("algo=") + algoName(algo));
+        SCOPED_TRACE(std::string("algo=") + selectAlgoName(algo));
         SelectKOptions opt;
         opt.algo = algo;
         EXPECT_THROW(selectK(&res, v.data(), rows, n, 0, false, ov, oi, opt),
@@ -488,13 +475,12 @@ TEST(SelectK, ChooseSelectAlgoIsConcrete) {
 // The name functions (pure host code: they run without a GPU too).
 TEST(SelectModesNames, SelectAlgoAndVectorStorageNames) {
     using faiss_ext::gpu::selectAlgoFromName;
-    using faiss_ext::gpu::selectAlgoName;
     using faiss_ext::gpu::vectorStorageName;
     EXPECT_STREQ(selectAlgoName(SelectAlgo::Auto), "auto");
     EXPECT_STREQ(selectAlgoName(SelectAlgo::QuickMultiSelect), "quick-multi-select");
     EXPECT_STREQ(selectAlgoName(SelectAlgo::MergeQueue), "merge-queue");
     EXPECT_STREQ(selectAlgoName(SelectAlgo::THHeap), "th-heap");
-    for (SelectAlgo a : kAlgos) EXPECT_EQ(selectAlgoFromName(selectAlgoName(a)), a) << algoName(a);
+    for (SelectAlgo a : kAlgos) EXPECT_EQ(selectAlgoFromName(selectAlgoName(a)), a) << int(a);
     EXPECT_EQ(selectAlgoFromName("qms"), SelectAlgo::QuickMultiSelect);
     EXPECT_EQ(selectAlgoFromName("mq"), SelectAlgo::MergeQueue);
     EXPECT_EQ(selectAlgoFromName("thheap"), SelectAlgo::THHeap);

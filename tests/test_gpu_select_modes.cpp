@@ -44,6 +44,7 @@ using faiss_ext::FlatMetric;
 using faiss_ext::gpu::GpuIndexQuickSelectFlat;
 using faiss_ext::gpu::GpuIndexQuickSelectFlatConfig;
 using faiss_ext::gpu::SearchParametersQuickSelectFlat;
+using faiss_ext::gpu::selectAlgoName;
 using faiss_ext::gpu::SelectAlgo;
 using faiss_ext::gpu::StandardGpuResources;
 using faiss_ext::gpu::VectorStorage;
@@ -53,20 +54,6 @@ namespace {
 
 const SelectAlgo kModes[] = {SelectAlgo::QuickMultiSelect, SelectAlgo::MergeQueue,
                              SelectAlgo::THHeap, SelectAlgo::Auto};
-
-const char* modeName(SelectAlgo a) {
-    switch (a) {
-        case SelectAlgo::Auto:
-            return "Auto";
-        case SelectAlgo::QuickMultiSelect:
-            return "QuickMultiSelect";
-        case SelectAlgo::MergeQueue:
-            return "MergeQueue";
-        case SelectAlgo::THHeap:
-            return "THHeap";
-    }
-    return "unknown";
-}
 
 bool isConcrete(SelectAlgo a) {
     return a == SelectAlgo::QuickMultiSelect || a == SelectAlgo::MergeQueue ||
@@ -78,7 +65,7 @@ const char* metricName(FlatMetric m) { return m == FlatMetric::L2 ? "L2" : "IP";
 std::string describe(SelectAlgo mode, int64_t k, int64_t nb, int64_t nq, int d, FlatMetric m,
                      const char* data) {
     std::ostringstream s;
-    s << "mode=" << modeName(mode) << " k=" << k << " nb=" << nb << " nq=" << nq << " d=" << d
+    s << "mode=" << selectAlgoName(mode) << " k=" << k << " nb=" << nb << " nq=" << nq << " d=" << d
       << " metric=" << metricName(m) << " data=" << data << " seed=" << kSeed;
     return s.str();
 }
@@ -569,12 +556,12 @@ TEST(SelectModes, SearchParametersOverrideTheConfiguredMode) {
         for (int64_t k : ks) {
             faiss::SearchParameters plain;
             SelectAlgo r0 = SelectAlgo::Auto;
-            SCOPED_TRACE(std::string("config mode=") + modeName(cfgMode) +
+            SCOPED_TRACE(std::string("config mode=") + selectAlgoName(cfgMode) +
                          " k=" + std::to_string(k));
             ASSERT_TRUE(noThrow([&] { r0 = index.resolveSelectAlgo(nq, k, &plain); }));
-            EXPECT_TRUE(isConcrete(r0)) << modeName(r0);
+            EXPECT_TRUE(isConcrete(r0)) << selectAlgoName(r0);
             if (cfgMode != SelectAlgo::Auto) {
-                EXPECT_EQ(r0, cfgMode) << modeName(r0);
+                EXPECT_EQ(r0, cfgMode) << selectAlgoName(r0);
             }
             for (SelectAlgo paramMode : kModes) {
                 SCOPED_TRACE(describe(paramMode, k, nb, nq, d, FlatMetric::L2,
@@ -584,9 +571,9 @@ TEST(SelectModes, SearchParametersOverrideTheConfiguredMode) {
                 SelectAlgo want = paramMode != SelectAlgo::Auto ? paramMode : cfgMode;
                 SelectAlgo r = SelectAlgo::Auto;
                 ASSERT_TRUE(noThrow([&] { r = index.resolveSelectAlgo(nq, k, &p); }));
-                EXPECT_TRUE(isConcrete(r)) << modeName(r);
+                EXPECT_TRUE(isConcrete(r)) << selectAlgoName(r);
                 if (want != SelectAlgo::Auto) {
-                    EXPECT_EQ(r, want) << modeName(r);
+                    EXPECT_EQ(r, want) << selectAlgoName(r);
                 }
                 Knn got;
                 if (!searchKnn(index, nq, xq.data(), k, &got, &p)) continue;
@@ -744,7 +731,7 @@ TEST(SelectModes, HostStorageEqualsDeviceStorage) {
     Knn ref3 = exactKnn(smallSet, small, xq, nq, d, 1000, false);
     StandardGpuResources res;
     for (SelectAlgo mode : kModes) {
-        SCOPED_TRACE(std::string("mode=") + modeName(mode) + " storage=Host");
+        SCOPED_TRACE(std::string("mode=") + selectAlgoName(mode) + " storage=Host");
         GpuIndexQuickSelectFlat host(&res, d, FlatMetric::L2, configFor(mode, VectorStorage::Host));
         GpuIndexQuickSelectFlat dev(&res, d, FlatMetric::L2,
                                     configFor(mode, VectorStorage::Device));
@@ -822,7 +809,7 @@ TEST(SelectModes, AutoStoragePastDeviceMemoryLimitUsesHostMemory) {
     limited.setDeviceMemoryLimit(size_t(1) << 20);
     limited.setTempMemory(size_t(16) << 20);
     for (SelectAlgo mode : kModes) {
-        SCOPED_TRACE(std::string("mode=") + modeName(mode) +
+        SCOPED_TRACE(std::string("mode=") + selectAlgoName(mode) +
                      " storage=Auto, device memory limit 1 MiB, temp memory 16 MiB");
         GpuIndexQuickSelectFlat autoIdx(&limited, d, FlatMetric::L2, configFor(mode));
         GpuIndexQuickSelectFlat dev(&plain, d, FlatMetric::L2, configFor(mode));
@@ -1201,10 +1188,10 @@ TEST(SelectModes, ResolveSelectAlgoNeverReturnsAuto) {
                             r2 = index.resolveSelectAlgo(nq, k, &autoParams);
                         }))
                         continue;
-                    EXPECT_TRUE(isConcrete(r1)) << "got " << modeName(r1) << " (" << int(r1) << ")";
+                    EXPECT_TRUE(isConcrete(r1)) << "got " << selectAlgoName(r1) << " (" << int(r1) << ")";
                     EXPECT_EQ(r1, r2) << "Auto in the parameters means the index's choice";
                     if (cfgMode != SelectAlgo::Auto) {
-                        EXPECT_EQ(r1, cfgMode) << modeName(r1);
+                        EXPECT_EQ(r1, cfgMode) << selectAlgoName(r1);
                     }
                 }
             }
