@@ -14,6 +14,7 @@
 //              [--methods faiss-cpu,floor,ours] [--reps 3] [--cpu-budget 3]
 //              [--recall-nq 256] [--ref-out PREFIX]
 #include "bench/BenchData.h"
+#include "bench/BenchDevice.h"
 #include "bench/BenchUtil.h"
 #include "faiss_ext/Metric.h"
 #include "gpu/GpuIndexQuickSelectFlat.h"
@@ -56,20 +57,6 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
   --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4)
   --git                print the commit compiled in and exit
 )";
-
-/// Device memory that frees itself.
-template <typename T>
-struct DeviceArray {
-    T* p = nullptr;
-    explicit DeviceArray(size_t n) {
-        void* v = nullptr;
-        FAISS_EXT_CUDA_CHECK(cudaMalloc(&v, std::max<size_t>(1, n) * sizeof(T)));
-        p = static_cast<T*>(v);
-    }
-    ~DeviceArray() { cudaFree(p); }
-    DeviceArray(const DeviceArray&) = delete;
-    DeviceArray& operator=(const DeviceArray&) = delete;
-};
 
 struct Common {
     std::string dataset, git;

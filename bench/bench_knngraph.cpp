@@ -14,6 +14,7 @@
 //   bench_knngraph --base B.fbin [--dataset NAME] [--n N] [--k 10] [--methods ours,floor]
 //                  [--reps 3] [--budget 30] [--recall-rows 512] [--torch-ids T.ivecs]
 #include "bench/BenchData.h"
+#include "bench/BenchDevice.h"
 #include "bench/BenchUtil.h"
 #include "faiss_ext/Metric.h"
 #include "gpu/GpuIndexQuickSelectFlat.h"
@@ -52,20 +53,6 @@ const char* kUsage = R"(bench_knngraph: the knngraph suite (exact k-NN graph) on
   --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4)
   --git                print the commit compiled in and exit
 )";
-
-/// Device memory that frees itself.
-template <typename T>
-struct DeviceArray {
-    T* p = nullptr;
-    explicit DeviceArray(size_t n) {
-        void* v = nullptr;
-        FAISS_EXT_CUDA_CHECK(cudaMalloc(&v, std::max<size_t>(1, n) * sizeof(T)));
-        p = static_cast<T*>(v);
-    }
-    ~DeviceArray() { cudaFree(p); }
-    DeviceArray(const DeviceArray&) = delete;
-    DeviceArray& operator=(const DeviceArray&) = delete;
-};
 
 struct Common {
     std::string dataset, git, device;

@@ -29,6 +29,7 @@
 //                [--max-mem-frac 0.4] [--thheap-max-elems 2147483648] [--thheap-budget 60]
 //                [--thheap-shape-budget 0.3]
 //                [--check-rows 4] [--seed 1] [--no-flush] [--quick]
+#include "bench/BenchDevice.h"
 #include "bench/BenchUtil.h"
 #include "gpu/GpuSelect.h"
 #include "gpu/StandardGpuResources.h"
@@ -118,20 +119,6 @@ __global__ void readFloorKernel(const float4* __restrict__ x, int64_t n4, float*
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
 }
-
-/// Device memory that frees itself.
-template <typename T>
-struct DeviceArray {
-    T* p = nullptr;
-    explicit DeviceArray(size_t n) {
-        void* v = nullptr;
-        FAISS_EXT_CUDA_CHECK(cudaMalloc(&v, std::max<size_t>(1, n) * sizeof(T)));
-        p = static_cast<T*>(v);
-    }
-    ~DeviceArray() { cudaFree(p); }
-    DeviceArray(const DeviceArray&) = delete;
-    DeviceArray& operator=(const DeviceArray&) = delete;
-};
 
 /// A pair of CUDA events.
 struct EventPair {

@@ -280,13 +280,13 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
         }
         if (rows >= wantRows || p.cols <= kMinTileCols) break;
     }
-    FAISS_THROW_IF_NOT_FMT(bestRows >= 1,
-                           "GPU temporary memory too small for a search with k = %lld over %lld "
-                           "vectors: %zu bytes available, at least %zu needed for one query tile "
-                           "(raise StandardGpuResources::setTempMemory)",
-                           (long long)k, (long long)nb, budget,
-                           planFor(nb, kk, std::min(nb, kMinTileCols), d_, onHost_, l2, opt).bytesPerRow +
-                                   planFor(nb, kk, std::min(nb, kMinTileCols), d_, onHost_, l2, opt).fixedBytes);
+    if (bestRows < 1) {
+        const TilePlan least = planFor(nb, kk, std::min(nb, kMinTileCols), d_, onHost_, l2, opt);
+        FAISS_THROW_FMT("GPU temporary memory too small for a search with k = %lld over %lld "
+                        "vectors: %zu bytes available, at least %zu needed for one query tile "
+                        "(raise StandardGpuResources::setTempMemory)",
+                        (long long)k, (long long)nb, budget, least.bytesPerRow + least.fixedBytes);
+    }
     best.rows = bestRows;
     const TilePlan& p = best;
 
