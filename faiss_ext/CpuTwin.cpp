@@ -2,6 +2,7 @@
 #include "faiss_ext/CpuTwin.h"
 
 #include <faiss/IndexIDMap.h>
+#include <faiss/IndexNNDescent.h>
 #include <faiss/IndexPreTransform.h>
 #include <faiss/IndexReplicas.h>
 #include <faiss/IndexShards.h>
@@ -53,6 +54,21 @@ ThreadedT* cloneThreaded(const ThreadedT* src, std::unique_ptr<ThreadedT> out,
     out->metric_type = src->metric_type;
     out->metric_arg = src->metric_arg;
     out->is_trained = src->is_trained;
+    return out.release();
+}
+
+/// A copy of an IndexNNDescentFlat (the twin of GpuKnnGraphGNND) with its
+/// graph and a copy of its storage. FAISS 1.7.3's clone_index returns a plain
+/// IndexNNDescent for it, which faiss::write_index refuses.
+faiss::IndexNNDescentFlat* cloneNNDescentFlat(const faiss::IndexNNDescentFlat* src) {
+    FAISS_THROW_IF_NOT_MSG(src->storage, "cloneIndexTree: IndexNNDescentFlat with no storage");
+    std::unique_ptr<faiss::Index> storage(faiss::clone_index(src->storage));
+    auto out = std::make_unique<faiss::IndexNNDescentFlat>();
+    if (out->own_fields) delete out->storage;
+    copyIndexFields(src, out.get());
+    out->nndescent = src->nndescent;
+    out->storage = storage.release();
+    out->own_fields = true;
     return out.release();
 }
 
@@ -113,6 +129,9 @@ faiss::Index* cloneIndexTree(const faiss::Index* index, const IndexNodeConverter
     }
     if (auto rep = dynamic_cast<const faiss::IndexReplicas*>(index)) {
         return cloneThreaded(rep, std::make_unique<faiss::IndexReplicas>(rep->d, true), convert);
+    }
+    if (auto nnd = dynamic_cast<const faiss::IndexNNDescentFlat*>(index)) {
+        return cloneNNDescentFlat(nnd);
     }
     return faiss::clone_index(index);
 }

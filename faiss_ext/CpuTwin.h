@@ -24,7 +24,9 @@ bool isWalkedWrapper(const faiss::Index* index);
 /// offered to `convert`; a node it declines is rebuilt with copies of its
 /// children when it is a walked wrapper (isWalkedWrapper; transforms are
 /// copied with cloneVectorTransform, rebuilt wrappers own their children),
-/// and copied with faiss::clone_index otherwise.
+/// and copied with faiss::clone_index otherwise (but for IndexNNDescentFlat,
+/// which FAISS 1.7.3's Cloner turns into a plain IndexNNDescent that
+/// faiss::write_index refuses: it is copied as an IndexNNDescentFlat here).
 faiss::Index* cloneIndexTree(const faiss::Index* index, const IndexNodeConverter& convert);
 
 /// A CPU copy of `index` (the caller owns it): cloneIndexTree with the

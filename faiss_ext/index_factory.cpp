@@ -8,6 +8,7 @@
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
+#include <faiss/IndexNNDescent.h>
 #include <faiss/IndexPreTransform.h>
 #include <faiss/VectorTransform.h>
 #include <faiss/impl/FaissAssert.h>
@@ -23,27 +24,106 @@ namespace faiss_ext {
 
 namespace {
 
-/// The metric a component of ours asks for, or false when it is not ours.
-bool parseOurLeaf(const std::string& component, FlatMetric* metric, bool* byName) {
+/// What our component (the last one of a description) asks for.
+struct LeafSpec {
+    enum class Kind { QSFlat, Gnnd };
+    Kind kind = Kind::QSFlat;
+    /// The metric, when the name chooses it (QSFlatCosine, QSFlatPearson).
+    FlatMetric metric = FlatMetric::L2;
+    bool metricByName = false;
+    /// GNND: graph degree, samples per list, iterations.
+    int k = 0;
+    int samples = kGnndDefaultSamples;
+    int iterations = kGnndDefaultIterations;
+};
+
+/// The value of `digits` when it is a non-empty run of decimal digits whose
+/// value is at most `max`; -1 when it is no such run, -2 when it is larger.
+long long parseBoundedDigits(const std::string& digits, long long max) {
+    if (digits.empty()) return -1;
+    long long v = 0;
+    for (char c : digits) {
+        if (c < '0' || c > '9') return -1;
+        v = v * 10 + (c - '0');
+        if (v > max) return -2;
+    }
+    return v;
+}
+
+/// Parses "GNND<k>[_p<samples>][_it<iterations>]" (suffixes in any order,
+/// each at most once) into spec; throws naming the problem.
+void parseGnnd(const std::string& component, const char* description, LeafSpec* spec) {
+    spec->kind = LeafSpec::Kind::Gnnd;
+    const std::string rest = component.substr(4);  // after "GNND"
+    size_t us = rest.find('_');
+    const std::string kText = rest.substr(0, us);
+    const long long k = parseBoundedDigits(kText, kGnndMaxDegree);
+    FAISS_THROW_IF_NOT_FMT(k >= 1,
+                           "index_factory: '%s' in '%s': the graph degree k after 'GNND' must be "
+                           "an integer in [1, %d], got '%s'",
+                           component.c_str(), description, kGnndMaxDegree, kText.c_str());
+    spec->k = int(k);
+
+    bool haveSamples = false;
+    bool haveIterations = false;
+    while (us != std::string::npos) {
+        const size_t next = rest.find('_', us + 1);
+        const std::string suffix =
+            rest.substr(us + 1, next == std::string::npos ? std::string::npos : next - us - 1);
+        us = next;
+        if (suffix.size() > 2 && suffix.compare(0, 2, "it") == 0) {
+            FAISS_THROW_IF_NOT_FMT(!haveIterations,
+                                   "index_factory: '%s' in '%s': '_it' is given twice",
+                                   component.c_str(), description);
+            const std::string v = suffix.substr(2);
+            const long long it = parseBoundedDigits(v, 1000000);
+            FAISS_THROW_IF_NOT_FMT(it >= 1,
+                                   "index_factory: '%s' in '%s': the iteration count after "
+                                   "'_it' must be an integer in [1, 1000000], got '%s'",
+                                   component.c_str(), description, v.c_str());
+            spec->iterations = int(it);
+            haveIterations = true;
+        } else if (suffix.size() > 1 && suffix[0] == 'p') {
+            FAISS_THROW_IF_NOT_FMT(!haveSamples, "index_factory: '%s' in '%s': '_p' is given twice",
+                                   component.c_str(), description);
+            const std::string v = suffix.substr(1);
+            const long long p = parseBoundedDigits(v, kGnndMaxSamples);
+            FAISS_THROW_IF_NOT_FMT(p >= 1,
+                                   "index_factory: '%s' in '%s': the samples per list after '_p' "
+                                   "must be an integer in [1, %d], got '%s'",
+                                   component.c_str(), description, kGnndMaxSamples, v.c_str());
+            spec->samples = int(p);
+            haveSamples = true;
+        } else {
+            FAISS_THROW_FMT(
+                "index_factory: '%s' in '%s': unknown suffix '_%s' (expected "
+                "GNND<k>[_p<samples>][_it<iterations>], e.g. GNND64_p24_it10)",
+                component.c_str(), description, suffix.c_str());
+        }
+    }
+}
+
+/// Parses our component into spec, or returns false when it is not ours.
+bool parseOurLeaf(const std::string& component, const char* description, LeafSpec* spec) {
     if (component == "QSFlat") {
-        *byName = false;
+        spec->kind = LeafSpec::Kind::QSFlat;
         return true;
     }
-    if (component == "QSFlatCosine") {
-        *metric = FlatMetric::Cosine;
-        *byName = true;
+    if (component == "QSFlatCosine" || component == "QSFlatPearson") {
+        spec->kind = LeafSpec::Kind::QSFlat;
+        spec->metric = component == "QSFlatCosine" ? FlatMetric::Cosine : FlatMetric::Pearson;
+        spec->metricByName = true;
         return true;
     }
-    if (component == "QSFlatPearson") {
-        *metric = FlatMetric::Pearson;
-        *byName = true;
+    if (component.compare(0, 4, "GNND") == 0) {
+        parseGnnd(component, description, spec);
         return true;
     }
     return false;
 }
 
 /// The CPU twin of our flat index for `metric`, of dimension d.
-faiss::Index* makeLeaf(int d, FlatMetric metric) {
+faiss::Index* makeFlatLeaf(int d, FlatMetric metric) {
     switch (metric) {
         case FlatMetric::L2:
         case FlatMetric::InnerProduct:
@@ -64,6 +144,22 @@ faiss::Index* makeLeaf(int d, FlatMetric metric) {
         }
     }
     FAISS_THROW_FMT("unknown FlatMetric %d", int(metric));
+}
+
+/// The CPU twin of GpuKnnGraphGNND: FAISS's NN-Descent index over a flat
+/// storage, with our build parameters.
+faiss::Index* makeGnndLeaf(int d, const LeafSpec& spec, FlatMetric metric) {
+    auto idx = std::make_unique<faiss::IndexNNDescentFlat>(d, spec.k, toFaissMetric(metric));
+    idx->nndescent.S = spec.samples;
+    idx->nndescent.iter = spec.iterations;
+    idx->nndescent.random_seed = kGnndDefaultSeed;
+    return idx.release();
+}
+
+/// Our leaf for `spec`, of dimension d, with metric `metric`.
+faiss::Index* makeLeaf(int d, const LeafSpec& spec, FlatMetric metric) {
+    if (spec.kind == LeafSpec::Kind::Gnnd) return makeGnndLeaf(d, spec, metric);
+    return makeFlatLeaf(d, metric);
 }
 
 /// The placeholder leaf slot of a wrapper built by faiss::index_factory, or
@@ -89,20 +185,21 @@ faiss::Index* index_factory(int d, const char* description, faiss::MetricType me
     const size_t comma = desc.rfind(',');
     const std::string last = comma == std::string::npos ? desc : desc.substr(comma + 1);
 
-    FlatMetric leafMetric = FlatMetric::L2;
-    bool byName = false;
-    if (!parseOurLeaf(last, &leafMetric, &byName)) {
+    LeafSpec spec;
+    if (!parseOurLeaf(last, description, &spec)) {
         // not ours: FAISS's string, unchanged
         return faiss::index_factory(d, description, metric);
     }
     FAISS_THROW_IF_NOT_FMT(
         metric == faiss::METRIC_L2 || metric == faiss::METRIC_INNER_PRODUCT,
-        "index_factory: '%s' supports METRIC_L2 and METRIC_INNER_PRODUCT, not metric %d "
-        "(cosine and Pearson are chosen by name: QSFlatCosine, QSFlatPearson)",
-        description, int(metric));
-    if (!byName) leafMetric = fromFaissMetric(metric);
+        "index_factory: '%s' supports METRIC_L2 and METRIC_INNER_PRODUCT, not metric %d (%s)",
+        description, int(metric),
+        spec.kind == LeafSpec::Kind::Gnnd
+            ? "cosine is 'L2norm,GNND<k>' with METRIC_INNER_PRODUCT"
+            : "cosine and Pearson are chosen by name: QSFlatCosine, QSFlatPearson");
+    const FlatMetric leafMetric = spec.metricByName ? spec.metric : fromFaissMetric(metric);
 
-    if (comma == std::string::npos) return makeLeaf(d, leafMetric);
+    if (comma == std::string::npos) return makeLeaf(d, spec, leafMetric);
 
     // the FAISS prefix, built over a placeholder Flat leaf
     const std::string prefix = desc.substr(0, comma);
@@ -127,7 +224,7 @@ faiss::Index* index_factory(int d, const char* description, faiss::MetricType me
                            "such as IDMap, IDMap2 and vector transforms can precede it)",
                            last.c_str(), prefix.c_str());
 
-    std::unique_ptr<faiss::Index> leaf(makeLeaf(int(flat->d), leafMetric));
+    std::unique_ptr<faiss::Index> leaf(makeLeaf(int(flat->d), spec, leafMetric));
     faiss::Index** slot = innerSlot(parent);
     delete *slot;  // the placeholder: nothing else refers to it
     *slot = leaf.release();

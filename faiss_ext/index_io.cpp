@@ -9,14 +9,17 @@
 //   "FxRC"  RowCenteringTransform: d_in (int32), d_out (int32), is_trained (u8)
 //
 // Reading is a recursive descent that reads each fourcc first. Our fourccs,
-// the wrappers above, IndexFlat and NormalizationTransform are read here with
-// sanity checks on every size (a bad file must throw, never crash or allocate
+// the wrappers above, IndexFlat, IndexNNDescentFlat ("INNf", the twin of
+// GpuKnnGraphGNND: its graph ids are checked too, since FAISS's search follows
+// them unchecked) and NormalizationTransform are read here with sanity checks
+// on every size (a bad file must throw, never crash or allocate
 // absurd memory: FAISS 1.7.3's reader trusts the sizes it reads); anything
 // else is handed to faiss::read_index with the fourcc pushed back.
 #include "faiss_ext/index_io.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
+#include <faiss/IndexNNDescent.h>
 #include <faiss/IndexPreTransform.h>
 #include <faiss/VectorTransform.h>
 #include <faiss/impl/FaissAssert.h>
@@ -32,6 +35,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <typeinfo>
 
 #include "faiss_ext/CpuConvertible.h"
 #include "faiss_ext/CpuTwin.h"
@@ -55,6 +59,11 @@ constexpr int kMaxDepth = 32;
 /// data actually arrives (a truncated file cannot make us allocate its
 /// claimed size).
 constexpr size_t kChunkBytes = size_t(16) << 20;
+/// Largest NN-Descent graph degree K accepted from a file.
+constexpr int kMaxGraphDegree = 1 << 16;
+/// Largest NN-Descent build / search parameter (S, R, L, iter, search_L)
+/// accepted from a file: FAISS allocates pools of these sizes.
+constexpr int kMaxNNDescentParam = 1 << 20;
 /// The value FAISS writes in the two unused header fields.
 constexpr int64_t kHeaderDummy = int64_t(1) << 20;
 
@@ -67,6 +76,7 @@ const uint32_t kFourccIDMap = faiss::fourcc("IxMp");
 const uint32_t kFourccIDMap2 = faiss::fourcc("IxM2");
 const uint32_t kFourccPreTransform = faiss::fourcc("IxPT");
 const uint32_t kFourccNormalization = faiss::fourcc("VNrm");
+const uint32_t kFourccNNDescentFlat = faiss::fourcc("INNf");
 
 bool isKnownMetric(int m) {
     switch (m) {
@@ -490,6 +500,79 @@ faiss::Index* readPreTransform(StreamReader& r, int ioFlags, int depth) {
     return idx.release();
 }
 
+/// IndexNNDescentFlat in FAISS's layout (faiss/impl/index_write.cpp): the
+/// header; NNDescent's ntotal, d, K, S, R, L, iter, search_L, random_seed
+/// (int32 each), has_built (u8), final_graph (FAISS vector of int32); then
+/// the storage index.
+faiss::Index* readNNDescentFlat(StreamReader& r, int ioFlags, int depth) {
+    const char* cls = "IndexNNDescentFlat";
+    IndexHeader hd = readHeader(r, cls);
+    auto idx = std::make_unique<faiss::IndexNNDescentFlat>();
+    idx->own_fields = true;  // the destructor frees the storage read below
+    hd.applyTo(idx.get());
+    faiss::NNDescent& nn = idx->nndescent;
+    const int32_t ntotal = r.read<int32_t>("NNDescent ntotal");
+    const int32_t d = r.read<int32_t>("NNDescent d");
+    FAISS_THROW_IF_NOT_FMT(ntotal == hd.ntotal && d == hd.d,
+                           "corrupt input '%s': %s (d %d, ntotal %" PRId64
+                           ") holds an NNDescent with d %d, ntotal %d",
+                           r.name.c_str(), cls, hd.d, hd.ntotal, int(d), int(ntotal));
+    const int32_t K = r.read<int32_t>("NNDescent K");
+    FAISS_THROW_IF_NOT_FMT(K >= 1 && K <= kMaxGraphDegree,
+                           "corrupt input '%s': %s has graph degree K = %d", r.name.c_str(), cls,
+                           int(K));
+    const char* names[] = {"S", "R", "L", "iter", "search_L"};
+    int32_t params[5];
+    for (int i = 0; i < 5; ++i) {
+        params[i] = r.read<int32_t>("NNDescent parameters");
+        FAISS_THROW_IF_NOT_FMT(params[i] >= 0 && params[i] <= kMaxNNDescentParam,
+                               "corrupt input '%s': %s has NNDescent %s = %d (expected 0..%d)",
+                               r.name.c_str(), cls, names[i], int(params[i]), kMaxNNDescentParam);
+    }
+    nn.ntotal = ntotal;
+    nn.d = d;
+    nn.K = K;
+    nn.S = params[0];
+    nn.R = params[1];
+    nn.L = params[2];
+    nn.iter = params[3];
+    nn.search_L = params[4];
+    nn.random_seed = r.read<int32_t>("NNDescent random_seed");
+    const uint8_t built = r.read<uint8_t>("NNDescent has_built");
+    FAISS_THROW_IF_NOT_FMT(built <= 1, "corrupt input '%s': %s has has_built byte %d",
+                           r.name.c_str(), cls, int(built));
+    nn.has_built = built != 0;
+    const size_t graphSize = size_t(ntotal) * size_t(K);
+    r.readVector(nn.final_graph, graphSize, "NNDescent final_graph");
+    FAISS_THROW_IF_NOT_FMT(
+        nn.final_graph.size() == graphSize || (!nn.has_built && nn.final_graph.empty()),
+        "corrupt input '%s': %s has %zu graph entries for ntotal * K = %d * %d", r.name.c_str(),
+        cls, nn.final_graph.size(), int(ntotal), int(K));
+    for (size_t i = 0; i < nn.final_graph.size(); ++i) {
+        const int id = nn.final_graph[i];
+        // -1: no neighbour (a list of a graph with fewer than K + 1 nodes)
+        FAISS_THROW_IF_NOT_FMT(id >= -1 && id < ntotal,
+                               "corrupt input '%s': %s graph entry %zu (node %zu) is %d, not a "
+                               "node id below ntotal %d",
+                               r.name.c_str(), cls, i, i / size_t(K), id, int(ntotal));
+    }
+
+    idx->storage = readInner(r, ioFlags, depth, cls);
+    auto* flat = dynamic_cast<const faiss::IndexFlat*>(idx->storage);
+    FAISS_THROW_IF_NOT_FMT(flat,
+                           "corrupt input '%s': %s stores its vectors in a %s, not an "
+                           "IndexFlat",
+                           r.name.c_str(), cls, typeid(*idx->storage).name());
+    FAISS_THROW_IF_NOT_FMT(
+        flat->d == hd.d && flat->ntotal == hd.ntotal && flat->metric_type == hd.metric,
+        "corrupt input '%s': %s (d %d, ntotal %" PRId64
+        ", metric %d) stores its vectors in an IndexFlat with d %d, ntotal "
+        "%" PRId64 ", metric %d",
+        r.name.c_str(), cls, hd.d, hd.ntotal, int(hd.metric), int(flat->d), int64_t(flat->ntotal),
+        int(flat->metric_type));
+    return idx.release();
+}
+
 faiss::Index* readIndexRec(StreamReader& r, int ioFlags, int depth) {
     FAISS_THROW_IF_NOT_FMT(depth <= kMaxDepth,
                            "corrupt input '%s': indexes nested more than %d deep", r.name.c_str(),
@@ -498,6 +581,7 @@ faiss::Index* readIndexRec(StreamReader& r, int ioFlags, int depth) {
     if (h == kFourccFlatL2 || h == kFourccFlatIP || h == kFourccFlat) return readFlat(r, h);
     if (h == kFourccIDMap || h == kFourccIDMap2) return readIDMap(r, h, ioFlags, depth);
     if (h == kFourccPreTransform) return readPreTransform(r, ioFlags, depth);
+    if (h == kFourccNNDescentFlat) return readNNDescentFlat(r, ioFlags, depth);
     r.pushBack(&h, sizeof(h));
     return delegateToFaiss(r, h, [&] { return faiss::read_index(&r, ioFlags); });
 }
