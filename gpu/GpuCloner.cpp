@@ -4,17 +4,22 @@
 #include "gpu/GpuCloner.h"
 
 #include <faiss/IndexFlat.h>
+#include <faiss/IndexNNDescent.h>
 #include <faiss/IndexPreTransform.h>
 #include <faiss/VectorTransform.h>
 #include <faiss/impl/FaissAssert.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <typeinfo>
 
 #include "faiss_ext/CpuConvertible.h"
 #include "faiss_ext/CpuTwin.h"
 #include "faiss_ext/RowCenteringTransform.h"
+#include "faiss_ext/index_factory.h"
 #include "gpu/GpuIndexQuickSelectFlat.h"
+#include "gpu/GpuKnnGraphGNND.h"
 #include "gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
@@ -51,6 +56,27 @@ bool isPreparedFlatTwin(const faiss::Index* index) {
     return false;
 }
 
+/// The GNND twin: a faiss::IndexNNDescentFlat whose storage is an IndexFlat
+/// over L2 or IP (what GpuKnnGraphGNND's copyFrom takes), else nullptr.
+const faiss::IndexNNDescentFlat* asGnndTwin(const faiss::Index* index) {
+    auto nnd = dynamic_cast<const faiss::IndexNNDescentFlat*>(index);
+    if (!nnd || !isFlatL2OrIP(nnd->storage)) return nullptr;
+    return nnd;
+}
+
+/// GpuKnnGraphGNND's build parameters from FAISS's NN-Descent ones.
+GpuKnnGraphGNNDConfig gnndConfigFrom(const faiss::IndexNNDescentFlat& twin, int device) {
+    const faiss::NNDescent& nn = twin.nndescent;
+    GpuKnnGraphGNNDConfig config;
+    config.device = device;
+    config.samples = std::min(std::max(nn.S, 1), kGnndMaxSamples);
+    config.maxIterations = std::max(nn.iter, 1);
+    // FAISS's seed is an int: keep its 32 bits, so copyTo gives it back
+    config.seed = uint64_t(uint32_t(nn.random_seed));
+    config.searchL = std::max(nn.search_L, 0);
+    return config;
+}
+
 }  // namespace
 
 faiss::Index* index_cpu_to_gpu(GpuResourcesProvider* provider, int device,
@@ -65,6 +91,13 @@ faiss::Index* index_cpu_to_gpu(GpuResourcesProvider* provider, int device,
     return cloneIndexTree(index, [&](const faiss::Index* node) -> faiss::Index* {
         if (isFlatL2OrIP(node) || isPreparedFlatTwin(node)) {
             return new GpuIndexQuickSelectFlat(provider, node, config);
+        }
+        if (const faiss::IndexNNDescentFlat* nnd = asGnndTwin(node)) {
+            FAISS_THROW_IF_NOT_FMT(nnd->nndescent.K >= 1 && nnd->nndescent.K <= kGnndMaxDegree,
+                                   "index_cpu_to_gpu: IndexNNDescentFlat with K = %d: "
+                                   "GpuKnnGraphGNND supports graph degrees 1..%d",
+                                   nnd->nndescent.K, kGnndMaxDegree);
+            return new GpuKnnGraphGNND(provider, nnd, gnndConfigFrom(*nnd, device));
         }
         if (auto conv = dynamic_cast<const CpuConvertible*>(node)) {
             // already on a GPU: through its CPU twin, onto `device`

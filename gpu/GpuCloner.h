@@ -2,9 +2,9 @@
 // faiss/gpu/GpuCloner.h does for FAISS's own GPU indexes.
 #pragma once
 
-#include "gpu/GpuResources.h"
-
 #include <faiss/Index.h>
+
+#include "gpu/GpuResources.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -17,16 +17,28 @@ struct GpuClonerOptions {
 };
 
 /// A copy of `index` with our GPU indexes in place of their CPU twins:
-/// faiss::IndexFlat (L2 / IP) and the cosine / Pearson twins become
-/// GpuIndexQuickSelectFlat. faiss::IndexIDMap(2) and IndexPreTransform are
-/// walked (their transforms stay on the CPU); other indexes are cloned with
-/// faiss::clone_index. The caller owns the result.
+///   - faiss::IndexFlat (L2 / IP) and the cosine / Pearson twins become
+///     GpuIndexQuickSelectFlat;
+///   - faiss::IndexNNDescentFlat over an IndexFlat (L2 / IP) becomes
+///     GpuKnnGraphGNND (vectors and, when built, the graph; degree K) with
+///     samples = nndescent.S clamped to [1, 32], maxIterations = nndescent.iter
+///     (at least 1), seed = nndescent.random_seed, searchL = nndescent.search_L
+///     and the other GpuKnnGraphGNNDConfig fields at their defaults. Its
+///     cosine / Pearson twin (an IndexPreTransform around an IndexNNDescentFlat
+///     with METRIC_INNER_PRODUCT) keeps its transforms on the CPU.
+/// faiss::IndexIDMap(2), IndexPreTransform, IndexShards and IndexReplicas are
+/// walked (transforms stay on the CPU); GPU indexes already on a GPU are moved
+/// through their CPU twin; other indexes are cloned with faiss::clone_index.
+/// The caller owns the result.
 faiss::Index* index_cpu_to_gpu(GpuResourcesProvider* provider, int device,
                                const faiss::Index* index,
                                const GpuClonerOptions* options = nullptr);
 
-/// A CPU copy of `index` with our GPU indexes replaced by their CPU twins,
-/// walking the same wrappers. The caller owns the result.
+/// A CPU copy of `index` with our GPU indexes replaced by their CPU twins
+/// (copyToCpuIndex(): GpuIndexQuickSelectFlat -> faiss::IndexFlat or its
+/// cosine / Pearson twin, GpuKnnGraphGNND -> faiss::IndexNNDescentFlat with
+/// the graph in nndescent.final_graph), walking the same wrappers. The caller
+/// owns the result.
 faiss::Index* index_gpu_to_cpu(const faiss::Index* index);
 
 }  // namespace gpu

@@ -1,6 +1,6 @@
 // faiss_ext::index_factory's "GNND<k>[_p<samples>][_it<iterations>]": the CPU
 // twin (faiss::IndexNNDescentFlat) and its parameters, FAISS prefixes around
-// it, and bad strings.
+// it, the defaults shared with GpuKnnGraphGNNDConfig, and bad strings.
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexNNDescent.h>
@@ -14,6 +14,7 @@
 
 #include "TestUtils.h"
 #include "faiss_ext/index_factory.h"
+#include "gpu/GpuKnnGraphGNND.h"
 
 namespace faiss_ext {
 namespace {
@@ -57,6 +58,13 @@ std::string factoryError(const char* description, int d = 8,
         return e.what();
     }
     return "";
+}
+
+TEST(CpuGnndFactory, DefaultsAreThoseOfTheGpuConfig) {
+    const gpu::GpuKnnGraphGNNDConfig config;
+    EXPECT_EQ(config.samples, kGnndDefaultSamples);
+    EXPECT_EQ(config.maxIterations, kGnndDefaultIterations);
+    EXPECT_EQ(config.seed, uint64_t(kGnndDefaultSeed));
 }
 
 TEST(CpuGnndFactory, TwinAndParameters) {
