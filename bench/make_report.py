@@ -5,7 +5,9 @@ Reads every suite's JSON lines (DESIGN.md, "Benchmarks"), keeps the latest line
 for each (suite, dataset, method, nb, d, nq, k), and writes Markdown tables
 (queries/s, seconds, recall, ratios to the anchors; for `select` also which of
 our algorithms is fastest per shape, the crossovers behind SelectAlgo::Auto;
-for `knngraph` the graph times against torch and the GEMM floor) between the markers
+for `knngraph` the graph times against torch and the GEMM floor; for `graph` build time and
+recall@10 of GNND per setting, GGM, out of core, FAISS NN-Descent and the exact GPU graph,
+with a recall-vs-time plot per data set) between the markers
 <!-- BEGIN GENERATED --> and <!-- END GENERATED --> of docs/benchmarks.md;
 text outside the markers (findings, what limits us) is kept as written.
 Plots need matplotlib; without it only the tables are written.
@@ -366,6 +368,142 @@ def knngraph_tables(rows):
     return out
 
 
+def graph_setting(r):
+    """A short description of a graph line's setting, and its sort key."""
+    p = r.get("params", {}) or {}
+    m = r["method"]
+    if m.startswith("ours:knngraph-exact"):
+        return "exact (GPU brute force)", (0, 0, 0)
+    if m.startswith("ours:gnnd-ooc"):
+        return (f"out of core: {p.get('shards', '?')} shards of {human(p['shard_size']) if p.get('shard_size') else '?'}, "
+                f"{p.get('merges', '?')} merges"), (3, r.get("k") or 0, 0)
+    if m.startswith("ours:ggm"):
+        return f"GGM: add {p.get('split', '?')}", (2, r.get("k") or 0, 0)
+    if m.startswith("ours:gnnd"):
+        return f"GNND p = {p.get('samples', '?')}", (1, r.get("k") or 0, p.get("samples") or 0)
+    if m.startswith("faiss-cpu:"):
+        return (f"FAISS NN-Descent K = {p.get('K', r.get('k'))}, iter = {p.get('iter', '?')}",
+                (4, r.get("k") or 0, p.get("iter") or 0))
+    return m, (5, 0, 0)
+
+
+def graph_tables(rows, plots_dir, rel_plots, make_plots):
+    """The graph suite: per data set, build time and recall@10 of every method, and a recall-vs-time plot."""
+    out = []
+    groups = defaultdict(list)
+    for r in rows:
+        groups[(r.get("dataset", ""), r["nb"], r["d"])].append(r)
+    devices = sorted({r["device"] for r in rows if r.get("device")})
+    out.append("Devices: " + "; ".join(devices) + ". k-NN graphs (each vector's k nearest others). *build s*: "
+               "wall time of the build (ours: one add from device memory, the GNND iterations and the exact final "
+               "distances; FAISS: IndexNNDescentFlat::add on all cores; out of core: the whole file build, I/O "
+               "included). *recall@10*: the first 10 ids of each list against the exact 10 nearest (the data "
+               "set's stored exact graph, or the exact GPU graph, checked against FAISS's CPU search), ties "
+               "counted by distance. *vs FAISS*: FAISS's time / ours, for the fastest FAISS setting whose recall "
+               "ours matches or beats.\n")
+    summary = []
+    for (ds, n, d) in sorted(groups, key=lambda g: (g[0] != "clustered", g[0], g[1], g[2])):
+        g = sorted(groups[(ds, n, d)], key=lambda r: graph_setting(r)[1])
+        ref = next((r.get("params", {}).get("recall_ref") for r in g if r.get("params", {}).get("recall_ref")), None)
+        exact = next((r for r in g if r["method"].startswith("ours:knngraph-exact")), None)
+        faiss = [r for r in g if r["method"].startswith("faiss-cpu:") and r.get("seconds")]
+        out.append(f"### {ds}: n = {human(n)}, d = {d}\n")
+        if ref:
+            out.append(f"Recall reference: {ref}.\n")
+        out.append("| method | k | setting | build s | recall@10 | vs exact GPU | vs FAISS | notes |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for r in g:
+            p = r.get("params", {}) or {}
+            setting, _ = graph_setting(r)
+            sec, rec = r.get("seconds"), r.get("recall")
+            vs_exact = exact["seconds"] / sec if exact and exact.get("seconds") and sec else None
+            vs_faiss = None
+            if r["method"].startswith("ours:") and not r["method"].startswith("ours:knngraph") and sec and rec is not None:
+                beaten = [f for f in faiss if f.get("recall") is not None and rec >= f["recall"]]
+                if beaten:
+                    f = min(beaten, key=lambda f: f["seconds"])
+                    vs_faiss = f["seconds"] / sec
+            notes = []
+            if p.get("skipped"):
+                notes.append(f"skipped: estimated {fmt(p.get('estimate_seconds'), '.0f')} s > allowed "
+                             f"{fmt(p.get('max_seconds'), '.0f')} s")
+            if r["method"].startswith("ours:gnnd-k") and p.get("iterations") is not None:
+                notes.append(f"{p['iterations']} iterations")
+            if r["method"].startswith("ours:ggm"):
+                notes.append(f"first add {fmt(p.get('first_add_seconds'), '.2f')} s, second "
+                             f"{fmt(p.get('second_add_seconds'), '.2f')} s (merge {fmt(p.get('merge_seconds'), '.2f')} s, "
+                             f"{p.get('merge_iterations', '?')} iterations); one shot "
+                             f"{fmt(p.get('one_shot_seconds'), '.2f')} s at recall {fmt(p.get('one_shot_recall'), '.4f')}")
+            if r["method"].startswith("ours:gnnd-ooc"):
+                notes.append(f"shard builds {fmt(p.get('build_seconds'), '.2f')} s, merges {fmt(p.get('merge_seconds'), '.2f')} s, "
+                             f"limit {fmt(p.get('device_memory_limit', 0) / 2**20 if p.get('device_memory_limit') else None, '.0f')} MiB "
+                             f"for {fmt(p.get('data_bytes', 0) / 2**20 if p.get('data_bytes') else None, '.0f')} MiB of vectors; "
+                             f"one shot {fmt(p.get('one_shot_seconds'), '.2f')} s at recall {fmt(p.get('one_shot_recall'), '.4f')}")
+            if r["method"].startswith("faiss-cpu:") and p.get("omp_threads"):
+                notes.append(f"{p['omp_threads']} threads")
+            if r["method"].startswith("ours:knngraph-exact") and p.get("check_vs_faiss_cpu") is not None:
+                notes.append(f"agrees with FAISS CPU on {p.get('check_rows', '?')} rows: {fmt(p['check_vs_faiss_cpu'], '.4f')}")
+            out.append(f"| {r['method'].split(':')[0]} | {r.get('k')} | {setting} | {fmt(sec, '.3f')} | {fmt(rec, '.4f')} | "
+                       f"{fmt(vs_exact, '.2f' if vs_exact and vs_exact >= 0.1 else '.2g')}{'x' if vs_exact else ''} | {fmt(vs_faiss, '.1f')}{'x' if vs_faiss else ''} | "
+                       f"{'; '.join(notes)} |")
+        out.append("")
+        # The fastest of ours at recall >= 0.95, per k.
+        for k in sorted({r.get("k") for r in g if r["method"].startswith("ours:gnnd-k")}):
+            ok = [r for r in g if r["method"].startswith("ours:gnnd-k") and r.get("k") == k and r.get("seconds")
+                  and (r.get("recall") or 0) >= 0.95]
+            if ok:
+                b = min(ok, key=lambda r: r["seconds"])
+                summary.append(f"| {ds} | {human(n)} | {k} | {b['params'].get('samples')} | {b['seconds']:.3f} | "
+                               f"{b['recall']:.4f} | {fmt(exact['seconds'] if exact else None, '.3f')} |")
+        if make_plots:
+            png = f"graph_{ds}_{n}_{d}.png".replace("/", "_")
+            plot_graph(g, os.path.join(plots_dir, png), f"{ds}: n={human(n)}, d={d}")
+            out.append(f"![graph {ds} n={human(n)}]({rel_plots}/{png})\n")
+    if summary:
+        out[1:1] = ["### Fastest GNND setting at recall@10 >= 0.95\n",
+                    "| data set | n | k | p | build s | recall@10 | exact GPU graph s |", "|---|---|---|---|---|---|---|"]
+        out[4:4] = summary + [""]
+    return out
+
+
+def plot_graph(g, path, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for k in sorted({r.get("k") for r in g if r["method"].startswith("ours:gnnd-k")}):
+        pts = sorted(((r["seconds"], r["recall"], r["params"].get("samples")) for r in g
+                      if r["method"].startswith("ours:gnnd-k") and r.get("k") == k and r.get("seconds")
+                      and r.get("recall") is not None), key=lambda t: t[2] or 0)
+        if pts:
+            ax.plot([t[0] for t in pts], [t[1] for t in pts], marker="o", label=f"ours GNND k={k} (p sweep)")
+            for t in pts:
+                ax.annotate(f"p{t[2]}", (t[0], t[1]), fontsize=6, xytext=(3, -8), textcoords="offset points")
+    fp = sorted(((r["seconds"], r["recall"], r["params"].get("iter")) for r in g
+                 if r["method"].startswith("faiss-cpu:") and r.get("seconds") and r.get("recall") is not None))
+    if fp:
+        ax.plot([t[0] for t in fp], [t[1] for t in fp], marker="s", linestyle="--", label="FAISS NN-Descent K=64 (CPU)")
+        for t in fp:
+            ax.annotate(f"iter{t[2]}", (t[0], t[1]), fontsize=6, xytext=(3, -8), textcoords="offset points")
+    for prefix, marker, color, label in [("ours:ggm", "^", "tab:purple", "ours GGM (half + half)"),
+                                         ("ours:gnnd-ooc", "v", "tab:brown", "ours out of core"),
+                                         ("ours:knngraph-exact", "*", "black", "exact GPU brute force")]:
+        pts = [(r["seconds"], r["recall"]) for r in g if r["method"].startswith(prefix) and r.get("seconds")
+               and r.get("recall") is not None]
+        if pts:
+            ax.scatter([t[0] for t in pts], [t[1] for t in pts], marker=marker, s=60, color=color, label=label,
+                       zorder=3)
+    ax.set_xscale("log")
+    ax.set_xlabel("build seconds")
+    ax.set_ylabel("recall@10")
+    ax.set_title(f"graph: {title}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
 def plot_group(g, methods, ks, floor, path, title):
     import matplotlib
     matplotlib.use("Agg")
@@ -424,6 +562,9 @@ def main():
         elif s == "knngraph":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += knngraph_tables(srows)
+        elif s == "graph":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
+            gen += graph_tables(srows, out_dir, ".", make_plots)
         else:
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen.append("| " + " | ".join(["dataset", "method", "nb", "d", "nq", "k", "q/s", "s", "recall"]) + " |")

@@ -13,6 +13,10 @@
 #   bench/run_suite.sh knngraph           exact 10-NN graph of 100k and 1M x 128 (clustered):
 #                                         torch_knngraph.py, then bench_knngraph (2 minutes)
 #   bench/run_suite.sh knngraph --quick   100k x 128 only
+#   bench/run_suite.sh graph              approximate k-NN graphs: bench_graph on clustered 100k and 1M x 128
+#                                         (GNND p sweep at k 32/64, GGM, out of core, FAISS NN-Descent, the
+#                                         exact GPU graph) and the real sets (within FX_GRAPH_BUDGET, ~7 minutes)
+#   bench/run_suite.sh graph --quick      100k x 128 and siftsmall only
 #
 # Programs come from $FX_BENCH_BIN, else .device/bin/bench (staged), else
 # build-bench/bench, else build/bench. Real data sets are looked up in
@@ -29,7 +33,8 @@ case "$suite" in
   flat) prog=bench_flat ;;
   select) prog=bench_select ;;
   knngraph) prog=bench_knngraph ;;
-  *) echo "usage: bench/run_suite.sh flat|select|knngraph [--quick]" >&2; exit 2 ;;
+  graph) prog=bench_graph ;;
+  *) echo "usage: bench/run_suite.sh flat|select|knngraph|graph [--quick]" >&2; exit 2 ;;
 esac
 
 # Python (torch) runs with the environment as it was: the staged Debian
@@ -148,6 +153,48 @@ if [ "$suite" = knngraph ]; then
     fi
     rm -f "${prefix}_base.fbin" "${prefix}_query.fbin"
   done
+  finish
+fi
+
+# ---- suite graph: approximate k-NN graphs (GNND, GGM, out of core) against FAISS NN-Descent and exact ----
+if [ "$suite" = graph ]; then
+  # The whole suite stays within FX_GRAPH_BUDGET seconds: FAISS's CPU NN-Descent
+  # runs a setting only when its estimate (from the earlier FAISS runs of this
+  # suite, scaled by n x iterations x max(d, 32)) fits both FX_GRAPH_FAISS_MAX
+  # and what is left of the budget; each step is stopped past the budget.
+  budget=${FX_GRAPH_BUDGET:-420}
+  deadline=$(( start + budget ))
+  cost=$tmp/graph_faiss_cost.txt
+  rm -f "$cost"
+  gargs=(--ks "${FX_GRAPH_KS:-32,64}" --samples "${FX_GRAPH_SAMPLES:-8,12,16,24,32}" --faiss-K 64
+         --faiss-max "${FX_GRAPH_FAISS_MAX:-600}" --faiss-deadline "$deadline" --faiss-cost-file "$cost" --tmp "$tmp")
+  graph_step() {  # graph_step ARGS...: bench_graph, stopped at the budget's end (+90 s for the last lines)
+    local left=$(( deadline + 90 - $(date +%s) ))
+    if [ $left -lt 30 ]; then say "budget spent: skipped bench_graph $*"; failed=1; return; fi
+    step_timeout=$left run "$bin/bench_graph" "$@" "${gargs[@]}"
+  }
+  real_set() {  # real_set NAME BASE [GT]: ours, the exact anchor, FAISS at iter 10 only
+    local gt=()
+    [ -n "${3:-}" ] && gt=(--gt "$3")
+    graph_step --base "$2" --dataset "$1" "${gt[@]}" --methods exact,ours,faiss --faiss-iters "${FX_GRAPH_REAL_ITERS:-10}"
+  }
+  graph_step --gen 100000 --d 128 --seed 1234 --dataset clustered --methods exact,ours,faiss --faiss-iters 10,20
+  if b=$(find_data siftsmall_base.fvecs); then
+    real_set siftsmall "$b" "$(find_data siftsmall_base_knn100_l2.ivecs || true)"
+  else say "siftsmall not found: skipped"; fi
+  if [ $quick = 0 ]; then
+    graph_step --gen "${FX_GRAPH_BIG_N:-1000000}" --d 128 --seed 1234 --dataset clustered \
+        --methods exact,ours,ggm,ooc,faiss --faiss-iters 10,20 --ggm-k 32 --ooc-k 32 --ooc-shards 4
+    if b=$(find_data rs1_base.fvecs); then
+      real_set pointcloud-rs "$b" "$(find_data rs1_base_knn32_l2.ivecs || true)"
+    else say "point cloud (rs1_base.fvecs) not found: skipped"; fi
+    if b=$(find_data fashion-mnist_base.bvecs); then
+      real_set fashion-mnist "$b" "$(find_data fashion-mnist_base_knn100_l2.ivecs || true)"
+    elif b=$(find_data train-images-idx3-ubyte); then
+      real_set fashion-mnist "$b" "$(find_data fashion-mnist_base_knn100_l2.ivecs || true)"
+    else say "fashion-mnist not found: skipped"; fi
+  fi
+  rm -f "$cost"
   finish
 fi
 
