@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stages the benchmark programs (bench_flat, bench_select, bench_knngraph,
+# Stages the benchmark programs (bench_flat, bench_select, bench_knngraph, bench_graph,
 # gen_clustered, ...) and the small real data sets for the GPU machine
 # (DEVICE.md), within the 64 MiB that a device run carries; the Python
 # anchors (bench/torch_*.py) travel with the working tree:
@@ -16,10 +16,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build-bench}
 # The suites' programs (all ELF files of $build travel; these are checked):
-# flat: bench_flat; select: bench_select; knngraph: bench_knngraph (+ gen_clustered).
+# flat: bench_flat; select: bench_select; knngraph: bench_knngraph (+ gen_clustered); graph: bench_graph.
 [ -x "$build/bench/gen_clustered" ] || { echo "$build/bench/gen_clustered not built: see bench/README.md" >&2; exit 2; }
 found=0
-for p in bench_flat bench_select bench_knngraph; do
+for p in bench_flat bench_select bench_knngraph bench_graph; do
   if [ -x "$build/bench/$p" ]; then found=1
   else echo "warning: $build/bench/$p not built: its suite will not run there (see bench/README.md)" >&2; fi
 done
