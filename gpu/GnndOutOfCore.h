@@ -1,0 +1,77 @@
+// k-NN graphs of vector files larger than GPU memory, and builds on several
+// GPUs, by the paper's section 5 (papers/wang-gnnd-gpu-nn-descent.txt): the
+// file is cut into shards that fit a device; GNND builds each shard's graph;
+// GGM merges every pair of shards once, so each list ends with the top-k of
+// the whole set. Only the shards being merged are in memory (host and
+// device): shard graphs live in files under a work directory, and the next
+// pair's data is read (and the last pair's graphs written) by a host thread
+// while the GPU merges. With several devices, shard builds and the merges of
+// each round (disjoint pairs) run on all devices at once.
+#pragma once
+
+#include "faiss_ext/Metric.h"
+#include "gpu/GpuKnnGraphGNND.h"
+#include "gpu/GpuResources.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace faiss_ext {
+namespace gpu {
+
+/// Layout of a vector file.
+enum class VectorFileFormat : int {
+    Fvecs = 0,    ///< per vector: int32 d, then d float32 (the TEXMEX format)
+    RawFloat32 = 1,  ///< n x d float32, row major, no header (d given)
+};
+
+/// Options of gnndBuildFromFile.
+struct GnndFileBuildOptions {
+    /// Build parameters (samples, iterations, threshold, buildDegree, seed).
+    /// config.device is ignored: see devices.
+    GpuKnnGraphGNNDConfig config;
+    /// Devices to use (empty: {0}). A device may be listed twice (two workers).
+    std::vector<int> devices;
+    /// Vectors per shard (0: the largest that fits the smallest device's
+    /// memory limit, see GpuResources::getDeviceMemoryLimit, with the merge of
+    /// two shards in memory).
+    int64_t shardSize = 0;
+    /// Directory for shard graph files (empty: next to the output file).
+    std::string workDir;
+    /// Print progress (shards built, pairs merged, times).
+    bool verbose = false;
+    /// Also write the distances as an fvecs file (empty: none).
+    std::string distancesPath;
+};
+
+/// What a file build did.
+struct GnndFileBuildReport {
+    int64_t n = 0;            ///< vectors in the file
+    int d = 0;                ///< dimension
+    int64_t shardSize = 0;    ///< vectors per shard
+    int shards = 0;           ///< number of shards
+    int merges = 0;           ///< GGM merges run (shards * (shards - 1) / 2)
+    double buildSeconds = 0;  ///< GNND of the shards
+    double mergeSeconds = 0;  ///< all merges
+    double totalSeconds = 0;  ///< the whole build, I/O included
+};
+
+/// Builds the k-NN graph (degree k, metric L2 or inner product / cosine /
+/// Pearson) of the vectors in `vectorsPath` and writes it to `graphPath` as
+/// an ivecs file (per vector: int32 k, then the k neighbour ids, closest
+/// first). `providers` gives the resources per entry of options.devices (one
+/// provider is used for every device when it holds a single entry). For
+/// RawFloat32, d is required; for Fvecs it is read from the file (and d, when
+/// > 0, must match).
+GnndFileBuildReport gnndBuildFromFile(const std::vector<GpuResourcesProvider*>& providers,
+                                      const std::string& vectorsPath, VectorFileFormat format,
+                                      int d, int k, FlatMetric metric,
+                                      const std::string& graphPath,
+                                      const GnndFileBuildOptions& options = {});
+
+/// Reads an ivecs graph file written by gnndBuildFromFile (n x k ids).
+std::vector<int> readGraphIvecs(const std::string& path, int64_t* n, int* k);
+
+}  // namespace gpu
+}  // namespace faiss_ext

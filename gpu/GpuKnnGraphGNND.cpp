@@ -1,0 +1,550 @@
+#include "gpu/GpuKnnGraphGNND.h"
+
+#include "faiss_ext/RowCenteringTransform.h"
+#include "gpu/impl/VectorPrep.h"
+#include "gpu/impl/gnnd/Gnnd.h"
+#include "gpu/utils/DeviceUtils.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexPreTransform.h>
+#include <faiss/VectorTransform.h>
+#include <faiss/impl/FaissAssert.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace gnnd {
+
+/// A device allocation that frees itself.
+template <typename T>
+class DeviceVec {
+public:
+    DeviceVec() = default;
+    explicit DeviceVec(size_t count, const char* what) { allocate(count, what); }
+    ~DeviceVec() { release(); }
+    DeviceVec(const DeviceVec&) = delete;
+    DeviceVec& operator=(const DeviceVec&) = delete;
+    DeviceVec(DeviceVec&& o) noexcept { swap(o); }
+    DeviceVec& operator=(DeviceVec&& o) noexcept {
+        swap(o);
+        return *this;
+    }
+    void swap(DeviceVec& o) noexcept {
+        std::swap(p_, o.p_);
+        std::swap(n_, o.n_);
+    }
+    void allocate(size_t count, const char* what) {
+        release();
+        if (count == 0) return;
+        cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&p_), count * sizeof(T));
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            p_ = nullptr;
+            FAISS_THROW_FMT("GpuKnnGraphGNND: out of device memory allocating %zu bytes for %s "
+                            "(%s); nothing was changed",
+                            count * sizeof(T), what, cudaGetErrorString(err));
+        }
+        n_ = count;
+    }
+    void release() {
+        if (p_) cudaFree(p_);
+        p_ = nullptr;
+        n_ = 0;
+    }
+    T* data() const { return p_; }
+    size_t size() const { return n_; }
+
+private:
+    T* p_ = nullptr;
+    size_t n_ = 0;
+};
+
+/// Resident vectors (prepared), norms and the canonical graph (K per node).
+class GraphState {
+public:
+    int64_t n = 0;
+    DeviceVec<float> x;
+    DeviceVec<float> norms;
+    DeviceVec<int> ids;
+    DeviceVec<float> dists;
+};
+
+}  // namespace gnnd
+
+namespace {
+
+constexpr int kMaxDegree = gnnd::kMaxBuildDegree;
+
+const faiss::IndexNNDescentFlat* checkedTwin(const faiss::IndexNNDescentFlat* index) {
+    FAISS_THROW_IF_NOT_MSG(index, "GpuKnnGraphGNND: null faiss::IndexNNDescentFlat");
+    return index;
+}
+
+int roundUp32(int v) { return (v + 31) / 32 * 32; }
+
+int resolveBuildDegree(int k, int buildDegree) {
+    return buildDegree > 0 ? buildDegree : std::max(32, roundUp32(k));
+}
+
+gnnd::Params makeParams(const GpuKnnGraphGNNDConfig& c, int K, bool ip, bool verbose) {
+    gnnd::Params p;
+    p.K = K;
+    p.p = c.samples;
+    p.maxIter = c.maxIterations;
+    p.delta = c.terminationThreshold;
+    p.seed = c.seed;
+    p.innerProduct = ip;
+    p.verbose = verbose;
+    return p;
+}
+
+size_t deviceFreeBytes(int device) {
+    DeviceScope scope(device);
+    size_t freeB = 0, totalB = 0;
+    if (cudaMemGetInfo(&freeB, &totalB) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return freeB;
+}
+
+}  // namespace
+
+GpuKnnGraphGNND::GpuKnnGraphGNND(GpuResourcesProvider* provider, int dims, int k,
+                                 FlatMetric metric, GpuKnnGraphGNNDConfig config)
+        : GpuIndex(provider, dims, toFaissMetric(metric), config),
+          k_(k),
+          buildK_(0),
+          flatMetric_(metric),
+          gConfig_(config),
+          state_(new gnnd::GraphState()) {
+    checkConfig_(config, k);
+    buildK_ = resolveBuildDegree(k, config.buildDegree);
+    is_trained = true;
+}
+
+GpuKnnGraphGNND::GpuKnnGraphGNND(GpuResourcesProvider* provider, int dims, int k,
+                                 faiss::MetricType metric, GpuKnnGraphGNNDConfig config)
+        : GpuKnnGraphGNND(provider, dims, k, fromFaissMetric(metric), config) {}
+
+GpuKnnGraphGNND::GpuKnnGraphGNND(GpuResourcesProvider* provider,
+                                 const faiss::IndexNNDescentFlat* index,
+                                 GpuKnnGraphGNNDConfig config)
+        : GpuKnnGraphGNND(provider, checkedTwin(index)->d, index->nndescent.K,
+                          index->metric_type, config) {
+    copyFrom(index);
+}
+
+GpuKnnGraphGNND::~GpuKnnGraphGNND() = default;
+
+void GpuKnnGraphGNND::checkConfig_(const GpuKnnGraphGNNDConfig& c, int k) const {
+    FAISS_THROW_IF_NOT_FMT(k >= 1 && k <= kMaxDegree,
+                           "GpuKnnGraphGNND: graph degree k = %d must be in [1, %d]", k,
+                           kMaxDegree);
+    FAISS_THROW_IF_NOT_FMT(c.samples >= 1 && c.samples <= gnnd::kMaxSamples,
+                           "GpuKnnGraphGNND: samples = %d must be in [1, %d]", c.samples,
+                           gnnd::kMaxSamples);
+    FAISS_THROW_IF_NOT_FMT(c.maxIterations >= 1,
+                           "GpuKnnGraphGNND: maxIterations = %d must be >= 1", c.maxIterations);
+    FAISS_THROW_IF_NOT_FMT(c.terminationThreshold >= 0.f && c.terminationThreshold < 1.f,
+                           "GpuKnnGraphGNND: terminationThreshold = %g must be in [0, 1)",
+                           double(c.terminationThreshold));
+    FAISS_THROW_IF_NOT_FMT(c.buildDegree == 0 || (c.buildDegree % 32 == 0 && c.buildDegree >= k &&
+                                                  c.buildDegree <= kMaxDegree),
+                           "GpuKnnGraphGNND: buildDegree = %d must be 0 or a multiple of 32 in "
+                           "[k = %d, %d]",
+                           c.buildDegree, k, kMaxDegree);
+    FAISS_THROW_IF_NOT_FMT(c.searchL >= 0, "GpuKnnGraphGNND: searchL = %d must be >= 0",
+                           c.searchL);
+    FAISS_THROW_IF_NOT_FMT(c.device == config_.device,
+                           "GpuKnnGraphGNND: config.device %d differs from the index's device %d",
+                           c.device, config_.device);
+}
+
+void GpuKnnGraphGNND::setConfig(const GpuKnnGraphGNNDConfig& config) {
+    checkConfig_(config, k_);
+    int newK = resolveBuildDegree(k_, config.buildDegree);
+    FAISS_THROW_IF_NOT_FMT(newK == buildK_ || ntotal == 0,
+                           "GpuKnnGraphGNND: buildDegree can change only while the index is empty "
+                           "(it holds %lld vectors)",
+                           (long long)ntotal);
+    gConfig_ = config;
+    buildK_ = newK;
+}
+
+GnndMemoryEstimate GpuKnnGraphGNND::estimateMemory(int64_t n, int d, int k,
+                                                  const GpuKnnGraphGNNDConfig& config) {
+    FAISS_THROW_IF_NOT_FMT(n >= 0 && d >= 1 && k >= 1 && k <= kMaxDegree,
+                           "estimateMemory: bad arguments n = %lld, d = %d, k = %d", (long long)n,
+                           d, k);
+    int K = resolveBuildDegree(k, config.buildDegree);
+    gnnd::Params p;
+    p.K = K;
+    p.p = std::max(1, std::min(config.samples, gnnd::kMaxSamples));
+    GnndMemoryEstimate e;
+    e.vectors = size_t(n) * (size_t(d) + 1) * sizeof(float);
+    e.graph = size_t(n) * K * (sizeof(int) + sizeof(float));
+    e.buildTemp = size_t(n) * K * (sizeof(uint32_t) + sizeof(float)) + gnnd::buildTempBytes(n, p);
+    return e;
+}
+
+bool GpuKnnGraphGNND::addFits(int64_t n) const {
+    FAISS_THROW_IF_NOT_FMT(n >= 0, "addFits: n = %lld must be >= 0", (long long)n);
+    GnndMemoryEstimate after = estimateMemory(ntotal + n, d, k_, gConfig_);
+    GnndMemoryEstimate before = estimateMemory(ntotal, d, k_, gConfig_);
+    size_t resident = after.vectors + after.graph + before.vectors + before.graph;
+    size_t limit = resources_->getDeviceMemoryLimit(config_.device);
+    size_t freeB = deviceFreeBytes(config_.device) + before.vectors + before.graph;
+    size_t tempAvail = resources_->getTempMemoryAvailable(config_.device);
+    return after.vectors + after.graph <= limit && resident <= freeB &&
+           after.buildTemp <= tempAvail;
+}
+
+void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
+    FAISS_THROW_IF_NOT_FMT(ntotal + n < int64_t(0x7FFFFFF0),
+                           "GpuKnnGraphGNND: %lld vectors in total exceed the 32-bit id range",
+                           (long long)(ntotal + n));
+    FAISS_THROW_IF_NOT_FMT(ntotal + n > k_,
+                           "GpuKnnGraphGNND: a graph of degree k = %d needs more than k vectors "
+                           "(the index would hold %lld); add more at once or use a smaller k",
+                           k_, (long long)(ntotal + n));
+    {
+        GnndMemoryEstimate after = estimateMemory(ntotal + n, d, k_, gConfig_);
+        size_t limit = resources_->getDeviceMemoryLimit(config_.device);
+        FAISS_THROW_IF_NOT_FMT(after.vectors + after.graph <= limit,
+                               "GpuKnnGraphGNND: %zu bytes of vectors and graph pass the device "
+                               "memory limit of %zu bytes; build from a file with "
+                               "gnndBuildFromFile (gpu/GnndOutOfCore.h) instead",
+                               after.vectors + after.graph, limit);
+    }
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    GpuResources* res = resources_.get();
+    int64_t old = ntotal, total = ntotal + n;
+    bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
+
+    // everything goes into new buffers; the index changes only at the end
+    gnnd::GraphState next;
+    next.n = total;
+    next.x.allocate(size_t(total) * d, "vectors");
+    next.norms.allocate(size_t(total), "norms");
+    next.ids.allocate(size_t(total) * buildK_, "graph ids");
+    next.dists.allocate(size_t(total) * buildK_, "graph distances");
+    if (old > 0) {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.x.data(), state_->x.data(),
+                                             sizeof(float) * size_t(old) * d,
+                                             cudaMemcpyDeviceToDevice, stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.norms.data(), state_->norms.data(),
+                                             sizeof(float) * size_t(old),
+                                             cudaMemcpyDeviceToDevice, stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.ids.data(), state_->ids.data(),
+                                             sizeof(int) * size_t(old) * buildK_,
+                                             cudaMemcpyDeviceToDevice, stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.dists.data(), state_->dists.data(),
+                                             sizeof(float) * size_t(old) * buildK_,
+                                             cudaMemcpyDeviceToDevice, stream));
+    }
+    float* xNew = next.x.data() + size_t(old) * d;
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(xNew, x, sizeof(float) * size_t(n) * d, cudaMemcpyDefault,
+                                         stream));
+    prepareVectorsDevice(flatMetric_, xNew, n, d, stream);
+    rowSquaredNorms(xNew, n, d, next.norms.data() + old, stream);
+
+    gnnd::Params params = makeParams(gConfig_, buildK_, ip, verbose);
+    std::vector<GnndIterationStats> newLog;
+    auto cb = [&newLog](const GnndIterationStats& s) { newLog.push_back(s); };
+    // GNND on the new part (Algorithm 1), ids offset by `old`
+    gnnd::build(res, config_.device, stream, xNew, next.norms.data() + old, n, d, params, old,
+                next.ids.data() + size_t(old) * buildK_,
+                next.dists.data() + size_t(old) * buildK_, cb);
+    if (old > 0) {
+        // GGM of the existing graph (A = [0, old)) and the new one (B)
+        gnnd::merge(res, config_.device, stream, next.x.data(), next.norms.data(), old, n, d, 0,
+                    old, params, next.ids.data(), next.dists.data(), cb);
+    }
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::swap(*state_, next);
+    ntotal = total;
+    log_.insert(log_.end(), newLog.begin(), newLog.end());
+}
+
+void GpuKnnGraphGNND::getGraph(idx_t* labels, float* distances) const {
+    FAISS_THROW_IF_NOT_MSG(labels, "getGraph: labels is a null pointer");
+    checkUsable_();
+    if (ntotal == 0) return;
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    size_t nK = size_t(ntotal) * buildK_;
+    std::vector<int> ids(nK);
+    std::vector<float> dists(distances ? nK : 0);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(ids.data(), state_->ids.data(), sizeof(int) * nK,
+                                         cudaMemcpyDeviceToHost, stream));
+    if (distances) {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dists.data(), state_->dists.data(),
+                                             sizeof(float) * nK, cudaMemcpyDeviceToHost, stream));
+    }
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
+    size_t nk = size_t(ntotal) * k_;
+    std::vector<idx_t> outI(nk);
+    std::vector<float> outD(distances ? nk : 0);
+    for (int64_t i = 0; i < ntotal; ++i) {
+        for (int j = 0; j < k_; ++j) {
+            int id = ids[size_t(i) * buildK_ + j];
+            outI[size_t(i) * k_ + j] = id;
+            if (distances) {
+                float dv = dists[size_t(i) * buildK_ + j];
+                outD[size_t(i) * k_ + j] =
+                        id < 0 ? (ip ? -std::numeric_limits<float>::infinity()
+                                     : std::numeric_limits<float>::infinity())
+                               : (ip ? -dv : dv);
+            }
+        }
+    }
+    FAISS_EXT_CUDA_CHECK(cudaMemcpy(labels, outI.data(), sizeof(idx_t) * nk, cudaMemcpyDefault));
+    if (distances) {
+        FAISS_EXT_CUDA_CHECK(
+                cudaMemcpy(distances, outD.data(), sizeof(float) * nk, cudaMemcpyDefault));
+    }
+}
+
+std::vector<int> GpuKnnGraphGNND::getGraphInt() const {
+    std::vector<idx_t> I(size_t(ntotal) * k_);
+    if (ntotal) getGraph(I.data());
+    return std::vector<int>(I.begin(), I.end());
+}
+
+void GpuKnnGraphGNND::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
+                                  idx_t* labels, const faiss::SearchParameters* params) const {
+    int L = gConfig_.searchL;
+    if (params) {
+        auto gp = dynamic_cast<const SearchParametersGNND*>(params);
+        FAISS_THROW_IF_NOT_MSG(gp, "GpuKnnGraphGNND::search: params must be SearchParametersGNND");
+        FAISS_THROW_IF_NOT_FMT(gp->searchL >= 0, "search: searchL = %d must be >= 0", gp->searchL);
+        if (gp->searchL > 0) {
+            FAISS_THROW_IF_NOT_FMT(gp->searchL >= k, "search: searchL = %d must be >= k = %lld",
+                                   gp->searchL, (long long)k);
+            L = gp->searchL;
+        }
+    }
+    FAISS_THROW_IF_NOT_FMT(k <= 4096, "GpuKnnGraphGNND::search: k = %lld must be <= 4096",
+                           (long long)k);
+    if (L == 0) L = std::max<int>(int(k), std::max(64, 2 * k_));
+    L = std::max<int>(L, int(k));
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    if (ntotal == 0) {
+        std::vector<float> d0(size_t(n) * k, metric_type == faiss::METRIC_INNER_PRODUCT
+                                                      ? -std::numeric_limits<float>::infinity()
+                                                      : std::numeric_limits<float>::infinity());
+        std::vector<idx_t> l0(size_t(n) * k, -1);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpy(distances, d0.data(), sizeof(float) * d0.size(),
+                                        cudaMemcpyDefault));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpy(labels, l0.data(), sizeof(idx_t) * l0.size(),
+                                        cudaMemcpyDefault));
+        return;
+    }
+    const float* q = x;
+    std::unique_ptr<TempBuffer<float>> prepared;
+    if (isPreparedMetric(flatMetric_)) {
+        prepared.reset(new TempBuffer<float>(resources_.get(), config_.device, size_t(n) * d,
+                                             stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(prepared->data(), x, sizeof(float) * size_t(n) * d,
+                                             cudaMemcpyDeviceToDevice, stream));
+        prepareVectorsDevice(flatMetric_, prepared->data(), n, d, stream);
+        q = prepared->data();
+    }
+    bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
+    gnnd::search(resources_.get(), config_.device, stream, state_->x.data(), state_->norms.data(),
+                 ntotal, d, state_->ids.data(), buildK_, k_, ip, q, n, int(k), L,
+                 gConfig_.seed, distances, labels);
+    if (ip) {
+        // stored as negated products: report similarities
+        std::vector<float> h(size_t(n) * k);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(h.data(), distances, sizeof(float) * h.size(),
+                                             cudaMemcpyDeviceToHost, stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        for (auto& v : h) v = -v;
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(distances, h.data(), sizeof(float) * h.size(),
+                                             cudaMemcpyHostToDevice, stream));
+    }
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void GpuKnnGraphGNND::copyFrom(const faiss::IndexNNDescentFlat* index) {
+    FAISS_THROW_IF_NOT_MSG(index, "GpuKnnGraphGNND::copyFrom: null index");
+    FAISS_THROW_IF_NOT_FMT(index->d == d, "GpuKnnGraphGNND::copyFrom: dimension %d != ours %d",
+                           index->d, d);
+    FAISS_THROW_IF_NOT_FMT(index->metric_type == metric_type,
+                           "GpuKnnGraphGNND::copyFrom: metric %d != ours %d",
+                           int(index->metric_type), int(metric_type));
+    auto flat = dynamic_cast<const faiss::IndexFlat*>(index->storage);
+    FAISS_THROW_IF_NOT_MSG(flat, "GpuKnnGraphGNND::copyFrom: the storage must be a faiss::IndexFlat");
+    int K = index->nndescent.K;
+    FAISS_THROW_IF_NOT_FMT(K >= 1 && K <= kMaxDegree,
+                           "GpuKnnGraphGNND::copyFrom: K = %d must be in [1, %d]", K, kMaxDegree);
+    int64_t n = index->ntotal;
+    FAISS_THROW_IF_NOT_FMT(flat->ntotal == n, "GpuKnnGraphGNND::copyFrom: storage holds %lld "
+                           "vectors, index %lld", (long long)flat->ntotal, (long long)n);
+    bool built = index->nndescent.has_built;
+    FAISS_THROW_IF_NOT_FMT(!built || index->nndescent.final_graph.size() == size_t(n) * K,
+                           "GpuKnnGraphGNND::copyFrom: final_graph holds %zu ids, expected %lld",
+                           index->nndescent.final_graph.size(), (long long)n * K);
+    FAISS_THROW_IF_NOT_FMT(n == 0 || n > K,
+                           "GpuKnnGraphGNND::copyFrom: %lld vectors are too few for K = %d",
+                           (long long)n, K);
+    // build a new state, then swap
+    GpuKnnGraphGNNDConfig cfg = gConfig_;
+    if (cfg.buildDegree != 0 && cfg.buildDegree < K) cfg.buildDegree = 0;
+    int newBuildK = resolveBuildDegree(K, cfg.buildDegree);
+    int oldK = k_, oldBuildK = buildK_;
+    auto oldState = std::move(state_);
+    int64_t oldN = ntotal;
+    auto oldLog = log_;
+    state_.reset(new gnnd::GraphState());
+    k_ = K;
+    buildK_ = newBuildK;
+    ntotal = 0;
+    log_.clear();
+    try {
+        if (n > 0 && !built) {
+            addImpl_(n, flat->get_xb());
+        } else if (n > 0) {
+            DeviceScope scope(config_.device);
+            cudaStream_t stream = resources_->getDefaultStream(config_.device);
+            gnnd::GraphState next;
+            next.n = n;
+            next.x.allocate(size_t(n) * d, "vectors");
+            next.norms.allocate(size_t(n), "norms");
+            next.ids.allocate(size_t(n) * buildK_, "graph ids");
+            next.dists.allocate(size_t(n) * buildK_, "graph distances");
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.x.data(), flat->get_xb(),
+                                                 sizeof(float) * size_t(n) * d,
+                                                 cudaMemcpyHostToDevice, stream));
+            rowSquaredNorms(next.x.data(), n, d, next.norms.data(), stream);
+            std::vector<int> ids(size_t(n) * buildK_, -1);
+            const auto& fg = index->nndescent.final_graph;
+            for (int64_t i = 0; i < n; ++i) {
+                int out = 0;
+                for (int j = 0; j < K; ++j) {
+                    int id = fg[size_t(i) * K + j];
+                    if (id < 0 || id >= n || id == i) continue;
+                    bool dup = false;
+                    for (int t = 0; t < out && !dup; ++t) dup = ids[size_t(i) * buildK_ + t] == id;
+                    if (!dup) ids[size_t(i) * buildK_ + out++] = id;
+                }
+            }
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.ids.data(), ids.data(),
+                                                 sizeof(int) * ids.size(), cudaMemcpyHostToDevice,
+                                                 stream));
+            gnnd::refreshDistances(stream, next.x.data(), next.norms.data(), n, d, buildK_,
+                                   metric_type == faiss::METRIC_INNER_PRODUCT, 0, next.ids.data(),
+                                   next.dists.data());
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+            std::swap(*state_, next);
+            ntotal = n;
+        }
+    } catch (...) {
+        state_ = std::move(oldState);
+        k_ = oldK;
+        buildK_ = oldBuildK;
+        ntotal = oldN;
+        log_ = oldLog;
+        throw;
+    }
+    gConfig_ = cfg;
+}
+
+void GpuKnnGraphGNND::copyTo(faiss::IndexNNDescentFlat* index) const {
+    FAISS_THROW_IF_NOT_MSG(index, "GpuKnnGraphGNND::copyTo: null index");
+    FAISS_THROW_IF_NOT_FMT(index->d == d, "GpuKnnGraphGNND::copyTo: dimension %d != ours %d",
+                           index->d, d);
+    FAISS_THROW_IF_NOT_FMT(index->metric_type == metric_type,
+                           "GpuKnnGraphGNND::copyTo: metric %d != ours %d",
+                           int(index->metric_type), int(metric_type));
+    FAISS_THROW_IF_NOT_MSG(dynamic_cast<faiss::IndexFlat*>(index->storage),
+                           "GpuKnnGraphGNND::copyTo: the storage must be a faiss::IndexFlat");
+    std::vector<float> xs(size_t(ntotal) * d);
+    std::vector<int> graph = getGraphInt();
+    if (ntotal) {
+        DeviceScope scope(config_.device);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpy(xs.data(), state_->x.data(), sizeof(float) * xs.size(),
+                                        cudaMemcpyDeviceToHost));
+    }
+    index->reset();
+    index->storage->add(ntotal, xs.data());
+    index->ntotal = ntotal;
+    auto& nd = index->nndescent;
+    nd.K = k_;
+    nd.S = gConfig_.samples;
+    nd.iter = gConfig_.maxIterations;
+    nd.search_L = gConfig_.searchL;
+    nd.random_seed = int(gConfig_.seed & 0x7fffffff);
+    nd.d = d;
+    nd.ntotal = int(ntotal);
+    nd.final_graph = std::move(graph);
+    nd.has_built = ntotal > 0;
+}
+
+faiss::Index* GpuKnnGraphGNND::copyToCpuIndex() const {
+    auto twin = new faiss::IndexNNDescentFlat(d, k_, metric_type);
+    try {
+        copyTo(twin);
+    } catch (...) {
+        delete twin;
+        throw;
+    }
+    if (!isPreparedMetric(flatMetric_)) return twin;
+    auto pt = new faiss::IndexPreTransform(twin);
+    pt->own_fields = true;
+    // chain: [RowCenteringTransform (Pearson),] NormalizationTransform
+    pt->prepend_transform(new faiss::NormalizationTransform(d, 2.0f));
+    if (flatMetric_ == FlatMetric::Pearson) pt->prepend_transform(new RowCenteringTransform(d));
+    pt->ntotal = twin->ntotal;
+    return pt;
+}
+
+faiss::IndexNSGFlat* GpuKnnGraphGNND::toIndexNSG(int R) const {
+    FAISS_THROW_IF_NOT_FMT(R >= 1 && R <= 1024, "toIndexNSG: R = %d must be in [1, 1024]", R);
+    FAISS_THROW_IF_NOT_MSG(ntotal > 0, "toIndexNSG: the index is empty");
+    std::vector<float> xs(size_t(ntotal) * d);
+    {
+        DeviceScope scope(config_.device);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpy(xs.data(), state_->x.data(), sizeof(float) * xs.size(),
+                                        cudaMemcpyDeviceToHost));
+    }
+    std::vector<idx_t> graph(size_t(ntotal) * k_);
+    getGraph(graph.data());
+    auto nsg = new faiss::IndexNSGFlat(d, R, metric_type);
+    try {
+        nsg->verbose = verbose;
+        nsg->build(ntotal, xs.data(), graph.data(), k_);
+    } catch (...) {
+        delete nsg;
+        throw;
+    }
+    return nsg;
+}
+
+void GpuKnnGraphGNND::reset() {
+    state_.reset(new gnnd::GraphState());
+    ntotal = 0;
+    log_.clear();
+}
+
+void GpuKnnGraphGNND::reconstruct(idx_t key, float* recons) const {
+    FAISS_THROW_IF_NOT_FMT(key >= 0 && key < ntotal, "reconstruct: key %lld not in [0, %lld)",
+                           (long long)key, (long long)ntotal);
+    FAISS_THROW_IF_NOT_MSG(recons, "reconstruct: recons is a null pointer");
+    DeviceScope scope(config_.device);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpy(recons, state_->x.data() + size_t(key) * d,
+                                    sizeof(float) * d, cudaMemcpyDefault));
+}
+
+const float* GpuKnnGraphGNND::getVectorsDevice() const { return state_->x.data(); }
+
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,194 @@
+// GpuKnnGraphGNND: approximate k-NN graphs on the GPU by GNND, the GPU
+// NN-Descent of Wang, Zhao & Zeng (papers/wang-gnnd-gpu-nn-descent.txt), and
+// GGM, their merge of two graphs, for incremental adds.
+//
+// add(n, x) builds the k-NN graph of everything added (Algorithm 1): random
+// initial lists; per iteration p NEW and p OLD samples per list plus reverse
+// samples (atomic appends, capped at 2p), de-duplicated per list; a local
+// join per node (NEW-NEW pairs indexed by the triangle of eq. 1-2, NEW-OLD
+// pairs by tiles; the products run on tensor cores in TF32); the selective
+// update (each sample gets only its nearest partner, by a warp-shuffle
+// minimum, Algorithm 2); k-NN lists split into segments of 32 under their own
+// spinlocks. It stops when fewer than `terminationThreshold` x n x K list
+// entries changed in an iteration, or after maxIterations. Final distances are
+// recomputed exactly in FP32 and each list is sorted.
+//
+// A second add() builds the graph of the new vectors and merges it into the
+// existing graph with GGM (Algorithm 3). Graphs of data sets larger than GPU
+// memory, or built on several GPUs, come from gnndBuildFromFile
+// (gpu/GnndOutOfCore.h).
+//
+// search() answers queries by the greedy graph search of
+// faiss::IndexNNDescent (a candidate pool of searchL nodes, started from
+// random nodes, expanding the nearest unexpanded node until none is left),
+// one warp per query on the GPU.
+//
+// The CPU twin is faiss::IndexNNDescentFlat (its nndescent.final_graph takes
+// our graph), so faiss::write_index and FAISS's CPU search work on it.
+//
+// Usage:
+//   faiss_ext::gpu::StandardGpuResources res;
+//   faiss_ext::gpu::GpuKnnGraphGNND index(&res, 128, 64);   // d = 128, k = 64
+//   index.add(n, x);                                        // builds the graph
+//   std::vector<int64_t> I(n * 64);  index.getGraph(I.data());
+#pragma once
+
+#include "faiss_ext/Metric.h"
+#include "gpu/GpuIndex.h"
+
+#include <faiss/IndexNNDescent.h>
+#include <faiss/IndexNSG.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace faiss_ext {
+namespace gpu {
+
+/// Build options of GpuKnnGraphGNND (the paper's parameters).
+struct GpuKnnGraphGNNDConfig : GpuIndexConfig {
+    /// Samples per list and kind, p (1..32): p NEW and p OLD samples per list
+    /// and iteration, plus up to p reverse samples of each kind.
+    int samples = 32;
+    /// Maximum number of iterations (>= 1).
+    int maxIterations = 20;
+    /// Stop when fewer than terminationThreshold * n * K list entries changed
+    /// in an iteration (NN-Descent's delta), in [0, 1).
+    float terminationThreshold = 0.001f;
+    /// Length of the lists while building: 0 = the graph degree rounded up to
+    /// a multiple of 32 (at least 32); else a multiple of 32 >= the degree.
+    /// Longer lists give better recall at the head of each list.
+    int buildDegree = 0;
+    /// Seed of the random initial graph and of GGM's random samples.
+    uint64_t seed = 1234;
+    /// Candidate pool size of search() (0: max(k, 2 * graph degree)).
+    int searchL = 0;
+};
+
+/// Per-search knobs of GpuKnnGraphGNND.
+struct SearchParametersGNND : faiss::SearchParameters {
+    /// Candidate pool size (0: the index's searchL); must be >= k when set.
+    int searchL = 0;
+};
+
+/// Statistics of one GNND / GGM iteration (see getBuildLog()).
+struct GnndIterationStats {
+    int iteration = 0;       ///< 1-based
+    int64_t updates = 0;     ///< list entries replaced in this iteration
+    double seconds = 0;      ///< wall time of this iteration
+    bool merge = false;      ///< part of a GGM merge (else a GNND build)
+};
+
+/// Bytes a build needs, from GpuKnnGraphGNND::estimateMemory.
+struct GnndMemoryEstimate {
+    size_t vectors = 0;     ///< resident vectors and norms
+    size_t graph = 0;       ///< resident graph (ids and distances)
+    size_t buildTemp = 0;   ///< temporary memory of the build / merge
+    size_t total() const { return vectors + graph + buildTemp; }
+};
+
+namespace gnnd {
+class GraphState;
+}
+
+/// k-NN graph of the added vectors, built by GNND on the GPU.
+class GpuKnnGraphGNND : public GpuIndex {
+public:
+    /// An empty index of dimension dims (> 0) whose graph has degree k
+    /// (1..1024). metric: L2, InnerProduct, Cosine (inner product of
+    /// normalised vectors) or Pearson.
+    GpuKnnGraphGNND(GpuResourcesProvider* provider, int dims, int k,
+                    FlatMetric metric = FlatMetric::L2, GpuKnnGraphGNNDConfig config = {});
+
+    /// Same with a FAISS metric (L2 or inner product).
+    GpuKnnGraphGNND(GpuResourcesProvider* provider, int dims, int k, faiss::MetricType metric,
+                    GpuKnnGraphGNNDConfig config = {});
+
+    /// A copy of a faiss::IndexNNDescentFlat (see copyFrom).
+    GpuKnnGraphGNND(GpuResourcesProvider* provider, const faiss::IndexNNDescentFlat* index,
+                    GpuKnnGraphGNNDConfig config = {});
+
+    ~GpuKnnGraphGNND() override;
+
+    /// Graph degree k.
+    int getGraphDegree() const { return k_; }
+    /// List length while building (multiple of 32, >= k).
+    int getBuildDegree() const { return buildK_; }
+    /// The flat metric.
+    FlatMetric getFlatMetric() const { return flatMetric_; }
+    /// The configuration.
+    const GpuKnnGraphGNNDConfig& getConfig() const { return gConfig_; }
+
+    /// Changes the build parameters used by later adds (same checks as the
+    /// constructor; buildDegree only while the index is empty).
+    void setConfig(const GpuKnnGraphGNNDConfig& config);
+
+    /// The graph: for each vector i < ntotal its k neighbours, sorted
+    /// closest first (labels n x k; distances n x k may be null). Host or
+    /// device pointers. Distances follow the metric (L2: squared distance;
+    /// inner product / cosine / Pearson: similarity, largest first).
+    void getGraph(idx_t* labels, float* distances = nullptr) const;
+
+    /// The graph as 32-bit ids, ntotal x k, on the host.
+    std::vector<int> getGraphInt() const;
+
+    /// Per-iteration statistics of all builds and merges so far.
+    const std::vector<GnndIterationStats>& getBuildLog() const { return log_; }
+
+    /// Replaces the contents with a faiss::IndexNNDescentFlat (vectors and,
+    /// when built, its final_graph). Its K becomes our degree. Throws with
+    /// this index unchanged on anything else.
+    void copyFrom(const faiss::IndexNNDescentFlat* index);
+
+    /// Writes vectors and graph into a faiss::IndexNNDescentFlat (K = our
+    /// degree, has_built set, S / iter / search_L / random_seed from our
+    /// configuration) so FAISS's search and write_index use it.
+    void copyTo(faiss::IndexNNDescentFlat* index) const;
+
+    /// The CPU twin (a faiss::IndexNNDescentFlat; Cosine / Pearson wrapped in
+    /// an IndexPreTransform that prepares the queries).
+    faiss::Index* copyToCpuIndex() const override;
+
+    /// A faiss::IndexNSGFlat with R neighbours per node built from our graph
+    /// (IndexNSG::build with GK = our degree k). The caller owns it.
+    faiss::IndexNSGFlat* toIndexNSG(int R = 32) const;
+
+    /// Removes all vectors and the graph.
+    void reset() override;
+
+    /// Copies stored (prepared) vector `key` to recons.
+    void reconstruct(idx_t key, float* recons) const override;
+
+    /// Device pointer to the stored (prepared) vectors, ntotal x d.
+    const float* getVectorsDevice() const;
+
+    /// Memory a build of n vectors of dimension d at degree k needs on one
+    /// device (resident plus temporary), with these parameters.
+    static GnndMemoryEstimate estimateMemory(int64_t n, int d, int k,
+                                             const GpuKnnGraphGNNDConfig& config = {});
+
+    /// Whether adding n more vectors fits this index's device: the estimate
+    /// against free device memory and the resources' limits.
+    bool addFits(int64_t n) const;
+
+protected:
+    void addImpl_(idx_t n, const float* x) override;
+    /// The whole add is one build (or one merge), never paged in chunks.
+    bool addImplAcceptsHost_() const override { return true; }
+    void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
+                     const faiss::SearchParameters* params) const override;
+
+private:
+    void checkConfig_(const GpuKnnGraphGNNDConfig& c, int k) const;
+
+    int k_;
+    int buildK_;
+    FlatMetric flatMetric_;
+    GpuKnnGraphGNNDConfig gConfig_;
+    std::unique_ptr<gnnd::GraphState> state_;
+    std::vector<GnndIterationStats> log_;
+};
+
+}  // namespace gpu
+}  // namespace faiss_ext

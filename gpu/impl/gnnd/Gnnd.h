@@ -1,0 +1,124 @@
+// Device-level GNND and GGM (papers/wang-gnnd-gpu-nn-descent.txt) on raw
+// device buffers, shared by GpuKnnGraphGNND and the out-of-core / multi-GPU
+// builder.
+//
+// A "canonical" graph is n x K entries per node, sorted by distance
+// ascending (for inner product the distance is the negated product), ids as
+// int32 global ids, empty entries (id -1, distance +inf) last.
+#pragma once
+
+#include "gpu/GpuKnnGraphGNND.h"
+#include "gpu/GpuResources.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace faiss_ext {
+namespace gpu {
+namespace gnnd {
+
+/// Entries per list segment (one warp, one spinlock).
+constexpr int kSegment = 32;
+/// Largest p (samples per kind and list).
+constexpr int kMaxSamples = 32;
+/// Largest list length K.
+constexpr int kMaxBuildDegree = 1024;
+
+/// Parameters of one build or merge.
+struct Params {
+    int K = 64;               ///< list length, a multiple of 32
+    int p = 32;               ///< samples per kind (<= kMaxSamples)
+    int maxIter = 20;
+    float delta = 0.001f;
+    uint64_t seed = 1234;
+    bool innerProduct = false;  ///< distance = -<x, y> (else squared L2)
+    bool verbose = false;
+};
+
+/// Called after each iteration.
+using IterationCallback = std::function<void(const GnndIterationStats&)>;
+
+/// Bytes of temporary device memory build() needs for n nodes.
+size_t buildTempBytes(int64_t n, const Params& p);
+/// Bytes of temporary device memory merge() needs for nA + nB nodes.
+size_t mergeTempBytes(int64_t nAB, const Params& p);
+
+/// Builds the canonical graph of x (n x d device, row major; norms: |x_i|^2
+/// for L2, may be null for inner product). Ids written are idOffset + local.
+/// ids / dists: n x K device, outputs. Works for any n >= 1 (lists hold
+/// min(K, n - 1) real entries).
+void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
+           const float* norms, int64_t n, int d, const Params& params, int64_t idOffset,
+           int* ids, float* dists, const IterationCallback& cb);
+
+/// GGM (Algorithm 3). x: the nA + nB vectors of sets A then B (device),
+/// norms likewise. ids / dists: (nA + nB) x K canonical lists (global ids)
+/// of A's nodes then B's, replaced by the merged lists. Global ids of A are
+/// [offA, offA + nA), of B [offB, offB + nB); ids outside both are kept as
+/// they are (their distances too) and compete with the new entries.
+void merge(GpuResources* res, int device, cudaStream_t stream, const float* x,
+           const float* norms, int64_t nA, int64_t nB, int d, int64_t offA, int64_t offB,
+           const Params& params, int* ids, float* dists, const IterationCallback& cb);
+
+/// Recomputes exact distances of canonical lists whose ids are
+/// [idOffset, idOffset + n) (local to x) and re-sorts them. Used after
+/// importing a graph.
+void refreshDistances(cudaStream_t stream, const float* x, const float* norms, int64_t n, int d,
+                      int K, bool innerProduct, int64_t idOffset, int* ids, float* dists);
+
+/// Greedy graph search (one warp per query): queries q (nq x d device),
+/// graph ids (n x K canonical, only the first `degree` of each list are
+/// followed), pool size L >= k. outD / outI: nq x k device (distances as
+/// stored: L2 squared, or negated products), -1 padded.
+void search(GpuResources* res, int device, cudaStream_t stream, const float* x,
+            const float* norms, int64_t n, int d, const int* ids, int K, int degree,
+            bool innerProduct, const float* q, int64_t nq, int k, int L, uint64_t seed,
+            float* outD, int64_t* outI);
+
+// ---- kernels (GnndInit.cu, GnndSample.cu, GnndJoin.cu) ----
+
+/// Random initial lists in segments (entries id % nseg go to segment
+/// id % nseg), exact distances, segments sorted, all NEW. Raw list format:
+/// uint32 ids with bit 31 = NEW, 0x7FFFFFFF = empty.
+void launchRandomInit(cudaStream_t stream, const float* x, const float* norms, int64_t n, int d,
+                      int K, bool ip, uint64_t seed, uint32_t* gIds, float* gDists);
+
+/// GGM initialisation: from canonical lists (global ids) builds the raw
+/// work lists: the first K/2 entries of each list whose ids lie in the
+/// node's own set (OLD) plus K/2 random nodes of the other set (NEW); the
+/// canonical arrays keep every other entry (the set-aside part), the taken
+/// ones become empty there.
+void launchMergeInit(cudaStream_t stream, const float* x, const float* norms, int64_t nA,
+                     int64_t nB, int d, int64_t offA, int64_t offB, int K, bool ip, uint64_t seed,
+                     int* cIds, float* cDists, uint32_t* gIds, float* gDists);
+
+/// Sampling: per node up to p NEW (marked OLD in the graph afterwards) and
+/// p OLD entries, then reverse appends (capped at 2p) and de-duplication.
+/// newList / oldList: n x 2p; counts: 4n ints (new count, old count, and
+/// the forward counts); after the call counts[0..n) / [n..2n) hold the list
+/// sizes.
+void launchSample(cudaStream_t stream, int64_t n, int K, int p, uint32_t* gIds, int* newList,
+                  int* oldList, int* counts);
+
+/// Local join + selective update + segmented spinlock insertion. crossBoundary
+/// >= 0: only pairs on different sides of it are compared (GGM). Adds the
+/// number of accepted insertions to *updates.
+void launchJoin(cudaStream_t stream, const float* x, const float* norms, int64_t n, int d, int K,
+                int p, bool ip, int64_t crossBoundary, const int* newList, const int* oldList,
+                const int* counts, uint32_t* gIds, float* gDists, int* locks,
+                unsigned long long* updates);
+
+/// Final lists: merges the raw segments (recomputing their exact distances)
+/// with the canonical set-aside entries (if cIn != null) into sorted
+/// canonical lists; raw local id j becomes global idOf(j) (j < nA: offA + j,
+/// else offB + j - nA).
+void launchFinalize(cudaStream_t stream, const float* x, const float* norms, int64_t n, int d,
+                    int K, bool ip, const uint32_t* gIds, int64_t nA, int64_t offA, int64_t offB,
+                    int* cIds, float* cDists, bool haveSetAside);
+
+}  // namespace gnnd
+}  // namespace gpu
+}  // namespace faiss_ext

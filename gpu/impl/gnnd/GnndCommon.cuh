@@ -1,0 +1,88 @@
+// Device helpers shared by the GNND kernels.
+#pragma once
+
+#include "gpu/impl/gnnd/Gnnd.h"
+
+#include <cstdint>
+
+namespace faiss_ext {
+namespace gpu {
+namespace gnnd {
+
+/// Raw list entries: bit 31 marks NEW; kEmptyId is an empty slot.
+constexpr uint32_t kNewFlag = 0x80000000u;
+constexpr uint32_t kIdMask = 0x7FFFFFFFu;
+constexpr uint32_t kEmptyId = 0x7FFFFFFFu;
+constexpr unsigned kFull = 0xFFFFFFFFu;
+
+__device__ __forceinline__ float infty() { return __int_as_float(0x7f800000); }
+
+/// splitmix64: the random numbers of the initial graph and of GGM.
+__host__ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ float warpSumF(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+    return v;
+}
+
+/// Exact distance between rows a and b of x, computed by a whole warp
+/// (every lane gets the result): squared L2 via norms, or -<a, b>.
+__device__ __forceinline__ float warpDistance(const float* x, const float* norms, int d, int64_t a,
+                                              int64_t b, bool ip, int lane) {
+    const float* xa = x + a * d;
+    const float* xb = x + b * d;
+    float s = 0.f;
+    if (ip) {
+        for (int j = lane; j < d; j += 32) s += xa[j] * xb[j];
+        return -warpSumF(s);
+    }
+    for (int j = lane; j < d; j += 32) {
+        float t = xa[j] - xb[j];
+        s += t * t;
+    }
+    return warpSumF(s);
+}
+
+/// (distance, id) order: smaller distance, then smaller id.
+__device__ __forceinline__ bool pairLess(float da, uint32_t ia, float db, uint32_t ib) {
+    return da < db || (da == db && ia < ib);
+}
+
+/// Bitonic sort of n (a power of two, <= 32 * 64) (key, id) pairs in shared
+/// memory by one warp, ascending by pairLess.
+__device__ __forceinline__ void warpBitonicSort(float* keys, uint32_t* ids, int n, int lane) {
+    for (int size = 2; size <= n; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int i = lane; i < n / 2; i += 32) {
+                int lo = 2 * i - (i & (stride - 1));
+                int hi = lo + stride;
+                bool asc = (lo & size) == 0;
+                float ka = keys[lo], kb = keys[hi];
+                uint32_t ia = ids[lo], ib = ids[hi];
+                bool swap = asc ? pairLess(kb, ib, ka, ia) : pairLess(ka, ia, kb, ib);
+                if (swap) {
+                    keys[lo] = kb;
+                    keys[hi] = ka;
+                    ids[lo] = ib;
+                    ids[hi] = ia;
+                }
+            }
+            __syncwarp();
+        }
+    }
+}
+
+__host__ __device__ __forceinline__ int nextPow2(int v) {
+    int p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+
+}  // namespace gnnd
+}  // namespace gpu
+}  // namespace faiss_ext
