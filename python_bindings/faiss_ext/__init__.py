@@ -17,6 +17,16 @@ k-selection on its own and exact k-NN graphs::
                               algo=faiss_ext.SelectAlgo.MERGE_QUEUE)
     G_D, G_I = index.knn_graph(k)                       # (ntotal, k), self excluded
 
+Approximate k-NN graphs on the GPU (GNND, GPU NN-Descent)::
+
+    index = faiss_ext.GpuKnnGraphGNND(res, d, 32)       # graph degree 32
+    index.add(xb)                                       # builds the graph
+    I = index.get_graph()                               # (ntotal, 32) int64
+    cpu = index.copy_to()                               # a faiss.IndexNNDescentFlat
+    report = faiss_ext.gnnd_build_from_file(res, "base.fvecs",
+                                            faiss_ext.VectorFileFormat.FVECS,
+                                            0, 32, faiss.METRIC_L2, "graph.ivecs")
+
 ``SelectAlgo`` (AUTO, QUICK_MULTI_SELECT, MERGE_QUEUE, TH_HEAP) picks the
 selection algorithm: per index (GpuIndexQuickSelectFlatConfig.selectAlgo),
 per search (SearchParametersQuickSelectFlat), per select_k / knn_graph call
@@ -46,12 +56,16 @@ from ._faiss_ext import (
     GpuIndexConfig,
     GpuIndexQuickSelectFlat,
     GpuIndexQuickSelectFlatConfig,
+    GpuKnnGraphGNND,
+    GpuKnnGraphGNNDConfig,
     GpuResourcesProvider,
     Index,
     SearchParameters,
+    SearchParametersGNND,
     SearchParametersQuickSelectFlat,
     SelectAlgo,
     StandardGpuResources,
+    VectorFileFormat,
     VectorStorage,
     choose_select_algo,
     flat_metric_name,
@@ -73,12 +87,16 @@ __all__ = [
     "GpuIndexConfig",
     "GpuIndexQuickSelectFlat",
     "GpuIndexQuickSelectFlatConfig",
+    "GpuKnnGraphGNND",
+    "GpuKnnGraphGNNDConfig",
     "GpuResourcesProvider",
     "Index",
     "SearchParameters",
+    "SearchParametersGNND",
     "SearchParametersQuickSelectFlat",
     "SelectAlgo",
     "StandardGpuResources",
+    "VectorFileFormat",
     "VectorStorage",
     "choose_select_algo",
     "deserialize_index",
@@ -86,10 +104,12 @@ __all__ = [
     "from_faiss",
     "from_faiss_metric",
     "get_num_gpus",
+    "gnnd_build_from_file",
     "index_cpu_to_gpu",
     "index_factory",
     "index_gpu_to_cpu",
     "parse_flat_metric",
+    "read_graph_ivecs",
     "read_index",
     "select_algo_from_name",
     "select_algo_name",
@@ -179,9 +199,12 @@ def index_cpu_to_gpu(res, device, index, options=None):
     ``index`` is a faiss Python index (e.g. faiss.IndexFlatL2, or the cosine
     twin from index_factory) or a ``faiss_ext.Index``. faiss.IndexFlat (L2 /
     IP) and the cosine / Pearson twins become GpuIndexQuickSelectFlat;
+    faiss.IndexNNDescentFlat (the "GNND<k>" twin) becomes GpuKnnGraphGNND
+    (nndescent.S clamped to 1..32 as samples, iter as max_iterations,
+    random_seed as seed, search_L as search_l; a built graph is kept);
     IndexIDMap and IndexPreTransform are walked. ``options``: a
-    GpuClonerOptions or None. Returns a GpuIndexQuickSelectFlat, or a
-    ``faiss_ext.Index`` for a wrapper around one.
+    GpuClonerOptions or None. Returns the GPU index, or a ``faiss_ext.Index``
+    for a wrapper around one.
     """
     native = from_faiss(index)
     return _C._index_cpu_to_gpu(res, int(device), native, options)
@@ -191,8 +214,9 @@ def index_gpu_to_cpu(index, native=False):
     """Copies a GPU index back to the CPU, like faiss.index_gpu_to_cpu.
 
     For our indexes the CPU twin is returned as a faiss Python object
-    (faiss.IndexFlat for L2 / IP, faiss.IndexPreTransform for cosine) that
-    faiss.write_index accepts. The Pearson twin contains faiss_ext's
+    (faiss.IndexFlat for L2 / IP, faiss.IndexPreTransform for cosine,
+    faiss.IndexNNDescentFlat for GpuKnnGraphGNND) that faiss.write_index
+    accepts. The Pearson twin contains faiss_ext's
     RowCenteringTransform, which plain FAISS cannot read: for it (and anything
     else python3-faiss cannot represent) a ``faiss_ext.Index`` is returned,
     which faiss_ext.write_index / serialize_index accept. ``native=True``
@@ -210,7 +234,13 @@ def index_gpu_to_cpu(index, native=False):
 def index_factory(d, description, metric=faiss.METRIC_L2, native=False):
     """Builds a CPU index from a description, like faiss.index_factory, with
     faiss_ext's strings added ("QSFlat", "QSFlatCosine", "QSFlatPearson",
-    composed with FAISS prefixes such as "IDMap,QSFlat" or "PCA64,QSFlat").
+    "GNND<k>[_p<samples>][_it<iterations>]", composed with FAISS prefixes
+    such as "IDMap,QSFlat", "PCA64,QSFlat" or "L2norm,GNND64").
+
+    "GNND64_p24_it10" gives a faiss.IndexNNDescentFlat with K = 64,
+    nndescent.S = 24 (samples, 1..32, default 32) and nndescent.iter = 10
+    (default 20): the CPU twin of GpuKnnGraphGNND. Bad strings ("GNND0",
+    "GNND64_p33", "GNND64_x") raise RuntimeError naming the problem.
 
     ``metric``: a FAISS metric int (faiss.METRIC_L2 by default) or
     FlatMetric.L2 / FlatMetric.InnerProduct. Returns a faiss Python object
@@ -316,3 +346,115 @@ GpuIndexQuickSelectFlat.copy_from = _copy_from
 GpuIndexQuickSelectFlat.copyFrom = _copy_from
 GpuIndexQuickSelectFlat.copy_to = _copy_to
 GpuIndexQuickSelectFlat.copyTo = _copy_to
+
+
+# ---- GpuKnnGraphGNND <-> faiss.IndexNNDescentFlat ----
+
+def _nndescent(index):
+    """``index`` as a faiss.IndexNNDescentFlat (SWIG downcast), or TypeError."""
+    if isinstance(index, faiss.Index) and not isinstance(index, faiss.IndexNNDescentFlat):
+        down = faiss.downcast_index(index)
+        # a downcast proxy does not own the object: keep its owner alive
+        down.referenced_objects = [index]
+        index = down
+    if not isinstance(index, faiss.IndexNNDescentFlat):
+        raise TypeError(
+            "expected a faiss.IndexNNDescentFlat, got %s" % type(index).__name__)
+    return index
+
+
+def _gnnd_copy_from(self, index):
+    """Replaces the contents of this index by those of a CPU NN-Descent index.
+
+    ``index``: a faiss.IndexNNDescentFlat (its vectors, its K as our degree,
+    and its final_graph when built; else the graph is built on the GPU) with
+    this index's d and metric, or a ``faiss_ext.Index`` holding one. Raises
+    TypeError for other index types and RuntimeError for a mismatch, with this
+    index unchanged.
+    """
+    if isinstance(index, faiss.Index):
+        index = _nndescent(index)
+    self._copy_from_native(from_faiss(index))
+
+
+def _gnnd_copy_to(self, index=None):
+    """Copies the vectors and the graph into a faiss.IndexNNDescentFlat and
+    returns it (K = our degree, has_built set, S / iter / search_L /
+    random_seed from our configuration), so faiss's search and
+    faiss.write_index work on it.
+
+    ``index``: a faiss.IndexNNDescentFlat with this index's d and metric to
+    overwrite, or None for a new one. For cosine and Pearson the vectors are
+    the prepared (normalised) ones under METRIC_INNER_PRODUCT (use
+    index_gpu_to_cpu for a twin that prepares the queries too).
+    """
+    twin = _nndescent(faiss.deserialize_index(self._copy_to_bytes()))
+    if index is None:
+        return twin
+    index = _nndescent(index)
+    if index.d != twin.d or index.metric_type != twin.metric_type:
+        raise ValueError(
+            "copy_to: the faiss.IndexNNDescentFlat has d=%d, metric %d; this index has d=%d, "
+            "metric %d" % (index.d, index.metric_type, twin.d, twin.metric_type))
+    index.reset()
+    if twin.ntotal > 0:
+        index.storage.add(twin.storage.reconstruct_n(0, twin.ntotal))
+    index.ntotal = twin.ntotal
+    index.nndescent = twin.nndescent  # a copy: K, parameters and final_graph
+    index.is_trained = True
+    return index
+
+
+def _gnnd_to_index_nsg(self, R=32):
+    """A faiss.IndexNSGFlat with R neighbours per node (1..1024) built from
+    this index's graph by FAISS's NSG construction (GK = our build degree)."""
+    # faiss.deserialize_index returns the derived class already (and owns it)
+    return faiss.deserialize_index(self._to_index_nsg_bytes(int(R)))
+
+
+GpuKnnGraphGNND.copy_from = _gnnd_copy_from
+GpuKnnGraphGNND.copyFrom = _gnnd_copy_from
+GpuKnnGraphGNND.copy_to = _gnnd_copy_to
+GpuKnnGraphGNND.copyTo = _gnnd_copy_to
+GpuKnnGraphGNND.to_index_nsg = _gnnd_to_index_nsg
+GpuKnnGraphGNND.toIndexNSG = _gnnd_to_index_nsg
+
+
+# ---- graphs of vector files (past GPU memory, several GPUs) ----
+
+def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, config=None,
+                         devices=None, shard_size=0, work_dir="", verbose=False,
+                         distances_path=""):
+    """Builds the k-NN graph (degree ``k``) of the vectors in a file and
+    writes it to ``graph_path`` as ivecs (per vector: int32 k, then the k
+    neighbour ids, closest first); read it with read_graph_ivecs.
+
+    The file is cut into shards that fit a device; GNND builds each shard's
+    graph and GGM merges every pair of shards, with only the pair being merged
+    in memory, so the file may be larger than GPU (and host) memory. With
+    several ``devices`` the shard builds and each round's merges run on all
+    of them.
+
+    ``res``: a StandardGpuResources, or a list with one per entry of
+    ``devices`` (a single one serves every device). ``format``: a
+    VectorFileFormat (FVECS reads d from the file: pass d=0 or the same d;
+    RAW_FLOAT32 needs d). ``metric``: a FlatMetric or a FAISS metric int.
+    ``config``: a GpuKnnGraphGNNDConfig (samples, max_iterations, seed, ...;
+    its device is ignored: see ``devices``, default [0]). ``shard_size``:
+    vectors per shard (0: the largest that fits). ``work_dir``: where shard
+    graphs go (default: next to graph_path). ``distances_path``: also write
+    the distances as fvecs. Returns a dict: n, d, shard_size, shards, merges,
+    build_seconds, merge_seconds, total_seconds. The GIL is released meanwhile.
+    """
+    if not isinstance(metric, FlatMetric):
+        metric = int(metric)
+    return _C._gnnd_build_from_file(
+        res, os.fspath(vectors_path), format, int(d), int(k), metric, os.fspath(graph_path),
+        config, [int(x) for x in (devices or [])], int(shard_size), os.fspath(work_dir),
+        bool(verbose), os.fspath(distances_path))
+
+
+def read_graph_ivecs(path):
+    """Reads an ivecs graph file written by gnnd_build_from_file: an (n, k)
+    int32 array, row i holding the neighbours of vector i, closest first."""
+    return _C._read_graph_ivecs(os.fspath(path))

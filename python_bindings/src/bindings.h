@@ -47,6 +47,11 @@ void bindIndex(py::module_& m);
 /// GpuIndexQuickSelectFlat (with knn_graph), the cloner, get_num_gpus.
 void bindGpu(py::module_& m);
 
+/// Binds GpuKnnGraphGNND, its config and search parameters, VectorFileFormat,
+/// gnnd_build_from_file and read_graph_ivecs (after bindGpu: uses its
+/// FlatMetric, GpuIndexConfig and GpuResourcesProvider).
+void bindGnnd(py::module_& m);
+
 /// Binds the factory and read / write / serialize / deserialize.
 void bindIo(py::module_& m);
 

@@ -27,5 +27,6 @@ PYBIND11_MODULE(_faiss_ext, m) {
 
     faiss_ext::python::bindIndex(m);
     faiss_ext::python::bindGpu(m);
+    faiss_ext::python::bindGnnd(m);
     faiss_ext::python::bindIo(m);
 }
