@@ -1,0 +1,642 @@
+#include "gpu/GnndOutOfCore.h"
+
+#include "gpu/impl/VectorPrep.h"
+#include "gpu/impl/gnnd/Gnnd.h"
+#include "gpu/utils/DeviceUtils.h"
+
+#include <faiss/impl/FaissAssert.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct FileCloser {
+    void operator()(FILE* f) const {
+        if (f) std::fclose(f);
+    }
+};
+using File = std::unique_ptr<FILE, FileCloser>;
+
+File openFile(const std::string& path, const char* mode) {
+    File f(std::fopen(path.c_str(), mode));
+    FAISS_THROW_IF_NOT_FMT(f, "gnndBuildFromFile: cannot open '%s' (%s): %s", path.c_str(),
+                           mode[0] == 'r' ? "read" : "write", std::strerror(errno));
+    return f;
+}
+
+int64_t fileSize(FILE* f) {
+    std::fseek(f, 0, SEEK_END);
+    int64_t s = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    return s;
+}
+
+/// A vector file: n rows of d floats, fvecs or raw.
+class VectorFile {
+public:
+    VectorFile(const std::string& path, VectorFileFormat fmt, int d) : path_(path), fmt_(fmt) {
+        File f = openFile(path, "rb");
+        int64_t size = fileSize(f.get());
+        if (fmt == VectorFileFormat::Fvecs) {
+            int32_t d0 = 0;
+            FAISS_THROW_IF_NOT_FMT(size >= 4 && std::fread(&d0, 4, 1, f.get()) == 1,
+                                   "gnndBuildFromFile: '%s' is empty or unreadable", path.c_str());
+            FAISS_THROW_IF_NOT_FMT(d0 > 0 && d0 < (1 << 20),
+                                   "gnndBuildFromFile: '%s' is not an fvecs file (first "
+                                   "dimension %d)",
+                                   path.c_str(), d0);
+            FAISS_THROW_IF_NOT_FMT(d <= 0 || d == d0,
+                                   "gnndBuildFromFile: '%s' holds d = %d vectors, d = %d was given",
+                                   path.c_str(), d0, d);
+            d_ = d0;
+            int64_t row = 4 + 4 * int64_t(d_);
+            FAISS_THROW_IF_NOT_FMT(size % row == 0,
+                                   "gnndBuildFromFile: '%s' is truncated or corrupt: %lld bytes "
+                                   "is not a multiple of the %lld-byte fvecs row",
+                                   path.c_str(), (long long)size, (long long)row);
+            n_ = size / row;
+        } else {
+            FAISS_THROW_IF_NOT_FMT(d > 0, "gnndBuildFromFile: raw float32 files need d > 0 (got %d)",
+                                   d);
+            d_ = d;
+            int64_t row = 4 * int64_t(d_);
+            FAISS_THROW_IF_NOT_FMT(size % row == 0,
+                                   "gnndBuildFromFile: '%s' is truncated or corrupt: %lld bytes "
+                                   "is not a multiple of d * 4 = %lld",
+                                   path.c_str(), (long long)size, (long long)row);
+            n_ = size / row;
+        }
+    }
+    int64_t n() const { return n_; }
+    int d() const { return d_; }
+
+    /// Rows [r0, r0 + m) into out (m x d).
+    void read(int64_t r0, int64_t m, float* out) const {
+        File f = openFile(path_, "rb");
+        if (fmt_ == VectorFileFormat::RawFloat32) {
+            std::fseek(f.get(), long(r0 * 4 * d_), SEEK_SET);
+            size_t got = std::fread(out, sizeof(float) * d_, size_t(m), f.get());
+            FAISS_THROW_IF_NOT_FMT(got == size_t(m), "gnndBuildFromFile: short read in '%s'",
+                                   path_.c_str());
+            return;
+        }
+        std::fseek(f.get(), long(r0 * (4 + 4 * int64_t(d_))), SEEK_SET);
+        std::vector<char> buf(size_t(4 + 4 * d_) * std::min<int64_t>(m, 4096));
+        for (int64_t i = 0; i < m;) {
+            int64_t b = std::min<int64_t>(m - i, 4096);
+            size_t got = std::fread(buf.data(), size_t(4 + 4 * d_), size_t(b), f.get());
+            FAISS_THROW_IF_NOT_FMT(got == size_t(b), "gnndBuildFromFile: short read in '%s'",
+                                   path_.c_str());
+            for (int64_t r = 0; r < b; ++r) {
+                const char* row = buf.data() + r * (4 + 4 * int64_t(d_));
+                int32_t dr;
+                std::memcpy(&dr, row, 4);
+                FAISS_THROW_IF_NOT_FMT(dr == d_,
+                                       "gnndBuildFromFile: '%s' row %lld has dimension %d, "
+                                       "expected %d (corrupt fvecs file)",
+                                       path_.c_str(), (long long)(r0 + i + r), dr, d_);
+                std::memcpy(out + (i + r) * d_, row + 4, sizeof(float) * d_);
+            }
+            i += b;
+        }
+    }
+
+private:
+    std::string path_;
+    VectorFileFormat fmt_;
+    int64_t n_ = 0;
+    int d_ = 0;
+};
+
+/// A device allocation owned by a worker.
+template <typename T>
+struct DevBuf {
+    T* p = nullptr;
+    DevBuf() = default;
+    DevBuf(const DevBuf&) = delete;
+    DevBuf& operator=(const DevBuf&) = delete;
+    void alloc(size_t count, const char* what) {
+        cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(1, count) * sizeof(T));
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            p = nullptr;
+            FAISS_THROW_FMT("gnndBuildFromFile: out of device memory for %s (%zu bytes): %s", what,
+                            count * sizeof(T), cudaGetErrorString(err));
+        }
+    }
+    ~DevBuf() {
+        if (p) cudaFree(p);
+    }
+};
+
+/// Host copy of one shard: vectors and its canonical graph.
+struct ShardData {
+    int index = -1;
+    int64_t n = 0;
+    std::vector<float> x;
+    std::vector<int> ids;
+    std::vector<float> dists;
+};
+
+class Builder {
+public:
+    Builder(const std::vector<GpuResourcesProvider*>& providers, const VectorFile& file, int k,
+            FlatMetric metric, const GnndFileBuildOptions& opt, const std::string& graphPath)
+            : file_(file), k_(k), metric_(metric), opt_(opt), graphPath_(graphPath) {
+        devices_ = opt.devices.empty() ? std::vector<int>{0} : opt.devices;
+        FAISS_THROW_IF_NOT_MSG(!providers.empty(), "gnndBuildFromFile: no resources provider");
+        FAISS_THROW_IF_NOT_FMT(providers.size() == 1 || providers.size() == devices_.size(),
+                               "gnndBuildFromFile: %zu providers for %zu devices (give one, or "
+                               "one per device)",
+                               providers.size(), devices_.size());
+        for (size_t w = 0; w < devices_.size(); ++w) {
+            checkDevice(devices_[w]);
+            auto* prov = providers.size() == 1 ? providers[0] : providers[w];
+            FAISS_THROW_IF_NOT_MSG(prov, "gnndBuildFromFile: null resources provider");
+            auto res = prov->getResources();
+            FAISS_THROW_IF_NOT_MSG(res, "gnndBuildFromFile: the provider returned no resources");
+            res->initializeForDevice(devices_[w]);
+            res_.push_back(res);
+        }
+        const auto& c = opt.config;
+        K_ = c.buildDegree > 0 ? c.buildDegree : std::max(32, (k + 31) / 32 * 32);
+        params_.K = K_;
+        params_.p = c.samples;
+        params_.maxIter = c.maxIterations;
+        params_.delta = c.terminationThreshold;
+        params_.seed = c.seed;
+        params_.innerProduct = toFaissMetric(metric) == faiss::METRIC_INNER_PRODUCT;
+        params_.verbose = false;
+        d_ = file.d();
+        n_ = file.n();
+        FAISS_THROW_IF_NOT_FMT(n_ > k, "gnndBuildFromFile: %lld vectors are too few for k = %d",
+                               (long long)n_, k);
+        chooseShardSize_();
+        workDir_ = opt.workDir;
+        if (workDir_.empty()) {
+            size_t slash = graphPath.find_last_of('/');
+            workDir_ = slash == std::string::npos ? "." : graphPath.substr(0, slash);
+        }
+    }
+
+    GnndFileBuildReport run() {
+        auto t0 = Clock::now();
+        GnndFileBuildReport rep;
+        rep.n = n_;
+        rep.d = d_;
+        rep.shardSize = S_;
+        rep.shards = nShards_;
+        // probe the work directory before any GPU work
+        {
+            std::string probe = shardPath_(-1);
+            File f = openFile(probe, "wb");
+            f.reset();
+            std::remove(probe.c_str());
+        }
+        try {
+            auto tb = Clock::now();
+            buildShards_();
+            rep.buildSeconds = since(tb);
+            auto tm = Clock::now();
+            rep.merges = mergeAll_();
+            rep.mergeSeconds = since(tm);
+            writeOutput_();
+        } catch (...) {
+            cleanup_();
+            throw;
+        }
+        cleanup_();
+        rep.totalSeconds = since(t0);
+        if (opt_.verbose) {
+            std::printf("gnndBuildFromFile: %lld x %d, %d shards of %lld, %d merges: build %.2f s, "
+                        "merges %.2f s, total %.2f s\n",
+                        (long long)n_, d_, nShards_, (long long)S_, rep.merges, rep.buildSeconds,
+                        rep.mergeSeconds, rep.totalSeconds);
+            std::fflush(stdout);
+        }
+        return rep;
+    }
+
+private:
+    size_t pairResidentBytes_(int64_t S) const {
+        return size_t(2 * S) * (sizeof(float) * (d_ + 1) + (sizeof(int) + sizeof(float)) * K_);
+    }
+    size_t pairTempBytes_(int64_t S) const {
+        return size_t(2 * S) * K_ * (sizeof(uint32_t) + sizeof(float)) +
+               gnnd::mergeTempBytes(2 * S, params_) + (size_t(1) << 20);
+    }
+
+    void chooseShardSize_() {
+        int64_t minShard = K_ + 1;
+        if (opt_.shardSize > 0) {
+            FAISS_THROW_IF_NOT_FMT(opt_.shardSize > k_,
+                                   "gnndBuildFromFile: shardSize %lld must be > k = %d",
+                                   (long long)opt_.shardSize, k_);
+            S_ = std::min<int64_t>(opt_.shardSize, n_);
+        } else {
+            size_t budget = SIZE_MAX, temp = SIZE_MAX;
+            for (size_t w = 0; w < devices_.size(); ++w) {
+                // workers sharing a device share its memory
+                size_t share = size_t(std::count(devices_.begin(), devices_.end(), devices_[w]));
+                DeviceScope scope(devices_[w]);
+                size_t freeB = 0, totalB = 0;
+                FAISS_EXT_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+                size_t lim = res_[w]->getDeviceMemoryLimit(devices_[w]);
+                budget = std::min(budget, std::min(lim == SIZE_MAX ? lim : lim / share,
+                                                   freeB / 2 / share));
+                temp = std::min(temp, res_[w]->getTempMemoryAvailable(devices_[w]) / share);
+            }
+            int64_t lo = minShard, hi = n_;
+            FAISS_THROW_IF_NOT_FMT(pairResidentBytes_(lo) <= budget && pairTempBytes_(lo) <= temp,
+                                   "gnndBuildFromFile: even shards of %lld vectors do not fit the "
+                                   "device memory limit (%zu bytes resident, %zu temporary)",
+                                   (long long)lo, budget, temp);
+            while (lo < hi) {  // the largest S that fits
+                int64_t mid = lo + (hi - lo + 1) / 2;
+                if (pairResidentBytes_(mid) <= budget && pairTempBytes_(mid) <= temp) lo = mid;
+                else hi = mid - 1;
+            }
+            S_ = lo;
+        }
+        nShards_ = int((n_ + S_ - 1) / S_);
+        // balance: equal shards of at most S_
+        S_ = (n_ + nShards_ - 1) / nShards_;
+        FAISS_THROW_IF_NOT_FMT(n_ - (nShards_ - 1) * S_ > k_ || nShards_ == 1,
+                               "gnndBuildFromFile: the last shard would hold %lld vectors, too "
+                               "few for k = %d (use another shardSize)",
+                               (long long)(n_ - (nShards_ - 1) * S_), k_);
+    }
+
+    int64_t shardBegin_(int i) const { return int64_t(i) * S_; }
+    int64_t shardRows_(int i) const { return std::min(S_, n_ - shardBegin_(i)); }
+    std::string shardPath_(int i) const {
+        char name[96];
+        std::snprintf(name, sizeof(name), "/.gnnd_shard_%p_%d.graph", (const void*)this, i);
+        return workDir_ + name;
+    }
+
+    void loadShard_(int i, ShardData& s, bool withGraph) const {
+        s.index = i;
+        s.n = shardRows_(i);
+        s.x.resize(size_t(s.n) * d_);
+        file_.read(shardBegin_(i), s.n, s.x.data());
+        if (!withGraph) return;
+        s.ids.resize(size_t(s.n) * K_);
+        s.dists.resize(size_t(s.n) * K_);
+        File f = openFile(shardPath_(i), "rb");
+        bool ok = std::fread(s.ids.data(), sizeof(int), s.ids.size(), f.get()) == s.ids.size() &&
+                  std::fread(s.dists.data(), sizeof(float), s.dists.size(), f.get()) ==
+                          s.dists.size();
+        FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: short read of shard graph %d", i);
+    }
+
+    void saveShard_(const ShardData& s) const {
+        File f = openFile(shardPath_(s.index), "wb");
+        bool ok = std::fwrite(s.ids.data(), sizeof(int), s.ids.size(), f.get()) == s.ids.size() &&
+                  std::fwrite(s.dists.data(), sizeof(float), s.dists.size(), f.get()) ==
+                          s.dists.size();
+        FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: cannot write shard graph %d (disk full?)",
+                               s.index);
+    }
+
+    /// Per-worker device buffers for two shards, and its own stream (so
+    /// that workers sharing a device overlap).
+    struct Worker {
+        int device;
+        GpuResources* res;
+        cudaStream_t stream = nullptr;
+        DevBuf<float> x, norms, dists;
+        DevBuf<int> ids;
+        ~Worker() {
+            if (stream) {
+                DeviceScope scope(device);
+                cudaStreamSynchronize(stream);
+                cudaStreamDestroy(stream);
+            }
+        }
+    };
+
+    std::unique_ptr<Worker> makeWorker_(size_t w) const {
+        std::unique_ptr<Worker> wk(new Worker());
+        wk->device = devices_[w];
+        wk->res = res_[w].get();
+        DeviceScope scope(wk->device);
+        FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&wk->stream, cudaStreamNonBlocking));
+        wk->x.alloc(size_t(2 * S_) * d_, "vectors");
+        wk->norms.alloc(size_t(2 * S_), "norms");
+        wk->ids.alloc(size_t(2 * S_) * K_, "graph ids");
+        wk->dists.alloc(size_t(2 * S_) * K_, "graph distances");
+        return wk;
+    }
+
+    void upload_(Worker& wk, const ShardData& s, int64_t row0, bool withGraph) const {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.x.p + size_t(row0) * d_, s.x.data(),
+                                             sizeof(float) * s.x.size(), cudaMemcpyHostToDevice,
+                                             wk.stream));
+        prepareVectorsDevice(metric_, wk.x.p + size_t(row0) * d_, s.n, d_, wk.stream);
+        rowSquaredNorms(wk.x.p + size_t(row0) * d_, s.n, d_, wk.norms.p + row0, wk.stream);
+        if (withGraph) {
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.ids.p + size_t(row0) * K_, s.ids.data(),
+                                                 sizeof(int) * s.ids.size(),
+                                                 cudaMemcpyHostToDevice, wk.stream));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.dists.p + size_t(row0) * K_, s.dists.data(),
+                                                 sizeof(float) * s.dists.size(),
+                                                 cudaMemcpyHostToDevice, wk.stream));
+        }
+    }
+
+    void download_(Worker& wk, ShardData& s, int64_t row0) const {
+        s.ids.resize(size_t(s.n) * K_);
+        s.dists.resize(size_t(s.n) * K_);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), wk.ids.p + size_t(row0) * K_,
+                                             sizeof(int) * s.ids.size(), cudaMemcpyDeviceToHost,
+                                             wk.stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.dists.data(), wk.dists.p + size_t(row0) * K_,
+                                             sizeof(float) * s.dists.size(),
+                                             cudaMemcpyDeviceToHost, wk.stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(wk.stream));
+    }
+
+    /// Runs fn(worker index) on one thread per device; rethrows the first error.
+    template <typename Fn>
+    void onWorkers_(Fn fn) {
+        std::vector<std::thread> threads;
+        std::exception_ptr err;
+        std::mutex m;
+        for (size_t w = 0; w < devices_.size(); ++w) {
+            threads.emplace_back([&, w] {
+                try {
+                    DeviceScope scope(devices_[w]);
+                    fn(w);
+                } catch (...) {
+                    std::lock_guard<std::mutex> g(m);
+                    if (!err) err = std::current_exception();
+                    failed_ = true;
+                }
+            });
+        }
+        for (auto& t : threads) t.join();
+        if (err) std::rethrow_exception(err);
+    }
+
+    void buildShards_() {
+        std::atomic<int> next(0);
+        onWorkers_([&](size_t w) {
+            auto wk = makeWorker_(w);
+            ShardData cur;
+            int i = next++;
+            std::future<ShardData> pre;
+            if (i < nShards_) {
+                loadShard_(i, cur, false);
+            }
+            std::future<void> writing;
+            while (i < nShards_ && !failed_) {
+                int j = next++;
+                if (j < nShards_) {
+                    pre = std::async(std::launch::async, [this, j] {
+                        ShardData s;
+                        loadShard_(j, s, false);
+                        return s;
+                    });
+                }
+                auto t = Clock::now();
+                upload_(*wk, cur, 0, false);
+                gnnd::build(wk->res, wk->device, wk->stream, wk->x.p, wk->norms.p, cur.n, d_,
+                            params_, shardBegin_(i), wk->ids.p, wk->dists.p, nullptr);
+                download_(*wk, cur, 0);
+                if (writing.valid()) writing.get();
+                cur.x.clear();
+                writing = std::async(std::launch::async,
+                                     [this, s = std::move(cur)] { saveShard_(s); });
+                if (opt_.verbose) {
+                    std::printf("gnndBuildFromFile: GPU %d built shard %d/%d (%lld vectors) in "
+                                "%.2f s\n",
+                                wk->device, i + 1, nShards_, (long long)shardRows_(i), since(t));
+                    std::fflush(stdout);
+                }
+                i = j;
+                if (j < nShards_) cur = pre.get();
+            }
+            if (writing.valid()) writing.get();
+        });
+    }
+
+    /// Round-robin tournament (circle method): each round is a set of
+    /// disjoint pairs; every pair of shards meets once.
+    std::vector<std::vector<std::pair<int, int>>> rounds_() const {
+        int m = nShards_ + (nShards_ % 2);
+        std::vector<int> ring(m);
+        for (int i = 0; i < m; ++i) ring[i] = i;
+        std::vector<std::vector<std::pair<int, int>>> out;
+        for (int r = 0; r < m - 1; ++r) {
+            std::vector<std::pair<int, int>> pairs;
+            for (int i = 0; i < m / 2; ++i) {
+                int a = ring[i], b = ring[m - 1 - i];
+                if (a < nShards_ && b < nShards_) pairs.emplace_back(std::min(a, b), std::max(a, b));
+            }
+            out.push_back(pairs);
+            // rotate all but the first
+            int last = ring[m - 1];
+            for (int i = m - 1; i > 1; --i) ring[i] = ring[i - 1];
+            ring[1] = last;
+        }
+        return out;
+    }
+
+    int mergeAll_() {
+        if (nShards_ < 2) return 0;
+        auto rounds = rounds_();
+        std::atomic<int> done(0);
+        int total = nShards_ * (nShards_ - 1) / 2;
+        size_t W = devices_.size();
+        std::vector<std::unique_ptr<Worker>> workers(W);
+        for (auto& pairs : rounds) {
+            onWorkers_([&](size_t w) {
+                if (!workers[w]) workers[w] = makeWorker_(w);
+                Worker& wk = *workers[w];
+                std::vector<std::pair<int, int>> mine;
+                for (size_t t = w; t < pairs.size(); t += W) mine.push_back(pairs[t]);
+                auto loadPair = [this](std::pair<int, int> pr) {
+                    std::pair<ShardData, ShardData> d;
+                    loadShard_(pr.first, d.first, true);
+                    loadShard_(pr.second, d.second, true);
+                    return d;
+                };
+                std::future<std::pair<ShardData, ShardData>> pre;
+                std::vector<std::future<void>> writes;
+                if (!mine.empty()) {
+                    pre = std::async(std::launch::async, loadPair, mine[0]);
+                }
+                for (size_t t = 0; t < mine.size() && !failed_; ++t) {
+                    auto data = pre.get();
+                    if (t + 1 < mine.size()) pre = std::async(std::launch::async, loadPair, mine[t + 1]);
+                    auto tm = Clock::now();
+                    ShardData& a = data.first;
+                    ShardData& b = data.second;
+                    upload_(wk, a, 0, true);
+                    upload_(wk, b, a.n, true);
+                    gnnd::merge(wk.res, wk.device, wk.stream, wk.x.p, wk.norms.p, a.n, b.n, d_,
+                                shardBegin_(a.index), shardBegin_(b.index), params_, wk.ids.p,
+                                wk.dists.p, nullptr);
+                    download_(wk, a, 0);
+                    download_(wk, b, a.n);
+                    a.x.clear();
+                    b.x.clear();
+                    writes.push_back(std::async(std::launch::async,
+                                                [this, s = std::move(a)] { saveShard_(s); }));
+                    writes.push_back(std::async(std::launch::async,
+                                                [this, s = std::move(b)] { saveShard_(s); }));
+                    int dn = ++done;
+                    if (opt_.verbose) {
+                        std::printf("gnndBuildFromFile: GPU %d merged shards %d and %d (%d/%d) in "
+                                    "%.2f s\n",
+                                    wk.device, mine[t].first, mine[t].second, dn, total, since(tm));
+                        std::fflush(stdout);
+                    }
+                }
+                for (auto& f : writes) f.get();  // the round's graphs are on disk
+            });
+        }
+        return done.load();
+    }
+
+    void writeOutput_() {
+        File g = openFile(graphPath_, "wb");
+        File dfile;
+        if (!opt_.distancesPath.empty()) dfile = openFile(opt_.distancesPath, "wb");
+        bool ip = params_.innerProduct;
+        std::vector<int> row(size_t(k_) + 1);
+        std::vector<float> drow(size_t(k_) + 1);
+        int32_t kk = k_;
+        for (int i = 0; i < nShards_; ++i) {
+            ShardData s;
+            s.index = i;
+            s.n = shardRows_(i);
+            s.ids.resize(size_t(s.n) * K_);
+            s.dists.resize(size_t(s.n) * K_);
+            File f = openFile(shardPath_(i), "rb");
+            bool ok = std::fread(s.ids.data(), sizeof(int), s.ids.size(), f.get()) == s.ids.size() &&
+                      std::fread(s.dists.data(), sizeof(float), s.dists.size(), f.get()) ==
+                              s.dists.size();
+            FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: short read of shard graph %d", i);
+            for (int64_t r = 0; r < s.n; ++r) {
+                std::memcpy(row.data(), &kk, 4);
+                std::memcpy(row.data() + 1, s.ids.data() + size_t(r) * K_, sizeof(int) * k_);
+                FAISS_THROW_IF_NOT_FMT(std::fwrite(row.data(), 4, row.size(), g.get()) == row.size(),
+                                       "gnndBuildFromFile: cannot write '%s' (disk full?)",
+                                       graphPath_.c_str());
+                if (dfile) {
+                    std::memcpy(drow.data(), &kk, 4);
+                    for (int j = 0; j < k_; ++j) {
+                        float v = s.dists[size_t(r) * K_ + j];
+                        drow[1 + j] = ip ? -v : v;
+                    }
+                    FAISS_THROW_IF_NOT_FMT(
+                            std::fwrite(drow.data(), 4, drow.size(), dfile.get()) == drow.size(),
+                            "gnndBuildFromFile: cannot write '%s'", opt_.distancesPath.c_str());
+                }
+            }
+        }
+    }
+
+    void cleanup_() {
+        for (int i = 0; i < nShards_; ++i) std::remove(shardPath_(i).c_str());
+    }
+
+    const VectorFile& file_;
+    int k_;
+    FlatMetric metric_;
+    GnndFileBuildOptions opt_;
+    std::string graphPath_;
+    std::vector<int> devices_;
+    std::vector<std::shared_ptr<GpuResources>> res_;
+    gnnd::Params params_;
+    int K_ = 0;
+    int d_ = 0;
+    int64_t n_ = 0;
+    int64_t S_ = 0;
+    int nShards_ = 0;
+    std::string workDir_;
+    std::atomic<bool> failed_{false};
+};
+
+}  // namespace
+
+GnndFileBuildReport gnndBuildFromFile(const std::vector<GpuResourcesProvider*>& providers,
+                                      const std::string& vectorsPath, VectorFileFormat format,
+                                      int d, int k, FlatMetric metric,
+                                      const std::string& graphPath,
+                                      const GnndFileBuildOptions& options) {
+    FAISS_THROW_IF_NOT_FMT(k >= 1 && k <= gnnd::kMaxBuildDegree,
+                           "gnndBuildFromFile: k = %d must be in [1, %d]", k,
+                           gnnd::kMaxBuildDegree);
+    FAISS_THROW_IF_NOT_MSG(!graphPath.empty(), "gnndBuildFromFile: empty graph path");
+    FAISS_THROW_IF_NOT_MSG(format == VectorFileFormat::Fvecs ||
+                                   format == VectorFileFormat::RawFloat32,
+                           "gnndBuildFromFile: unknown vector file format");
+    const auto& c = options.config;
+    FAISS_THROW_IF_NOT_FMT(c.samples >= 1 && c.samples <= gnnd::kMaxSamples,
+                           "gnndBuildFromFile: samples = %d must be in [1, %d]", c.samples,
+                           gnnd::kMaxSamples);
+    FAISS_THROW_IF_NOT_FMT(c.maxIterations >= 1, "gnndBuildFromFile: maxIterations = %d < 1",
+                           c.maxIterations);
+    FAISS_THROW_IF_NOT_FMT(c.terminationThreshold >= 0.f && c.terminationThreshold < 1.f,
+                           "gnndBuildFromFile: terminationThreshold = %g not in [0, 1)",
+                           double(c.terminationThreshold));
+    FAISS_THROW_IF_NOT_FMT(c.buildDegree == 0 || (c.buildDegree % 32 == 0 && c.buildDegree >= k &&
+                                                  c.buildDegree <= gnnd::kMaxBuildDegree),
+                           "gnndBuildFromFile: buildDegree = %d must be 0 or a multiple of 32 in "
+                           "[k, %d]",
+                           c.buildDegree, gnnd::kMaxBuildDegree);
+    FAISS_THROW_IF_NOT_FMT(options.shardSize >= 0, "gnndBuildFromFile: shardSize = %lld < 0",
+                           (long long)options.shardSize);
+    VectorFile file(vectorsPath, format, d);
+    Builder b(providers, file, k, metric, options, graphPath);
+    return b.run();
+}
+
+std::vector<int> readGraphIvecs(const std::string& path, int64_t* n, int* k) {
+    File f = openFile(path, "rb");
+    int64_t size = fileSize(f.get());
+    int32_t k0 = 0;
+    FAISS_THROW_IF_NOT_FMT(size >= 4 && std::fread(&k0, 4, 1, f.get()) == 1,
+                           "readGraphIvecs: '%s' is empty", path.c_str());
+    FAISS_THROW_IF_NOT_FMT(k0 > 0 && size % (4 * (int64_t(k0) + 1)) == 0,
+                           "readGraphIvecs: '%s' is not an ivecs file of equal rows", path.c_str());
+    int64_t rows = size / (4 * (int64_t(k0) + 1));
+    std::fseek(f.get(), 0, SEEK_SET);
+    std::vector<int> out(size_t(rows) * k0);
+    std::vector<int32_t> row(size_t(k0) + 1);
+    for (int64_t r = 0; r < rows; ++r) {
+        FAISS_THROW_IF_NOT_FMT(std::fread(row.data(), 4, row.size(), f.get()) == row.size() &&
+                                       row[0] == k0,
+                               "readGraphIvecs: '%s' row %lld is corrupt", path.c_str(),
+                               (long long)r);
+        std::memcpy(out.data() + size_t(r) * k0, row.data() + 1, sizeof(int) * k0);
+    }
+    if (n) *n = rows;
+    if (k) *k = k0;
+    return out;
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext
