@@ -46,7 +46,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -73,8 +72,9 @@ const char* kUsage = R"(bench_graph: the graph suite (approximate k-NN graphs) o
   --faiss-iters LIST     FAISS NN-Descent iterations (default 10,20)
   --faiss-max S          skip a FAISS setting whose estimated time is above S seconds (default 600)
   --faiss-deadline T     also skip it when it would end after T (seconds since the epoch; run_suite's budget)
-  --faiss-cost-file F    seconds per (vector x iteration x max(d, 32)) of FAISS NN-Descent, read at the start
-                         and updated after each FAISS run: how settings are estimated across runs
+  --faiss-cost-file F    seconds per (vector x iteration x max(d, 32)) of FAISS NN-Descent per iteration
+                         count, read at the start and updated after each FAISS run: how settings are
+                         estimated across runs
   --ggm-k K              degree of the GGM comparison (default 32)
   --ooc-k K              degree of the out-of-core build (default 32)
   --ooc-shards S         shards the device memory limit of the out-of-core build aims at (default 4)
@@ -124,13 +124,14 @@ double scoreGraph(const Ctx& c, const int* ids, int k) {
     if (!c.haveRef || k < kRecallAt) return NAN;
     const int64_t m = int64_t(c.rows.size());
     std::vector<int64_t> mine(size_t(m) * kRecallAt);
+#pragma omp parallel for
     for (int64_t q = 0; q < m; ++q) {
         const int64_t row = c.rows[q];
-        std::set<int64_t> seen;
+        int64_t* out = mine.data() + size_t(q) * kRecallAt;
         for (int j = 0; j < kRecallAt; ++j) {
             int64_t id = ids[size_t(row) * k + j];
-            if (id < 0 || id >= c.base.n || id == row || !seen.insert(id).second) id = -1;
-            mine[size_t(q) * kRecallAt + j] = id;
+            if (id < 0 || id >= c.base.n || id == row || std::find(out, out + j, id) != out + j) id = -1;
+            out[j] = id;
         }
     }
     const int d = c.base.d;
@@ -144,7 +145,19 @@ double scoreGraph(const Ctx& c, const int* ids, int k) {
         }
         return s;
     };
-    return recallAtK(m, kRecallAt, mine.data(), kRecallAt, c.ref.data(), kRecallAt, l2, false);
+    // Rows in chunks over the cores (each row has 10 reference ids, so the
+    // chunks' recalls weigh by their row counts).
+    const int64_t chunk = 8192;
+    const int64_t nChunks = (m + chunk - 1) / chunk;
+    double weighted = 0;
+#pragma omp parallel for schedule(dynamic) reduction(+ : weighted)
+    for (int64_t ci = 0; ci < nChunks; ++ci) {
+        const int64_t q0 = ci * chunk, mq = std::min(chunk, m - q0);
+        auto dist = [&](int64_t q, int64_t id) { return l2(q0 + q, id); };
+        weighted += double(mq) * recallAtK(mq, kRecallAt, mine.data() + size_t(q0) * kRecallAt, kRecallAt,
+                                           c.ref.data() + size_t(q0) * kRecallAt, kRecallAt, dist, false);
+    }
+    return weighted / double(m);
 }
 
 /// What one GNND build gave.
@@ -153,24 +166,54 @@ struct BuildResult {
     double recall = NAN;
 };
 
-/// Reads the FAISS cost constant (0 when absent).
-double readCost(const std::string& path) {
-    if (path.empty()) return 0;
+/// FAISS NN-Descent's cost model: seconds per (vector x iteration x
+/// max(d, 32)), per iteration count (later iterations cost more, as the
+/// candidate pools fill: 10 iterations took 4x the time of 5 on siftsmall).
+using CostTable = std::map<int, double>;
+
+/// Reads "iterations seconds-per-unit" lines (empty when absent).
+CostTable readCosts(const std::string& path) {
+    CostTable t;
+    if (path.empty()) return t;
     std::ifstream f(path);
+    int it = 0;
     double v = 0;
-    if (f >> v && v > 0 && std::isfinite(v)) return v;
-    return 0;
+    while (f >> it >> v)
+        if (it > 0 && v > 0 && std::isfinite(v)) t[it] = std::max(t[it], v);
+    return t;
 }
 
-void writeCost(const std::string& path, double v) {
+void writeCosts(const std::string& path, const CostTable& t) {
     if (path.empty()) return;
     std::ofstream f(path);
-    f << v << "\n";
+    for (const auto& [it, v] : t) f << it << " " << v << "\n";
 }
 
-/// FAISS NN-Descent's work, in the units of the cost constant.
+/// FAISS NN-Descent's work, in the units of the cost table.
 double faissWork(int64_t n, int iters, int d) {
     return double(n) * iters * std::max(d, 32);
+}
+
+/// Estimated seconds of a FAISS build (NaN without a measurement): the cost
+/// at the same iteration count, else at the nearest smaller one scaled by
+/// the ratio once more (quadratic in the iterations, an overestimate), else
+/// at the nearest larger one; times 1.3 for margin.
+double faissEstimate(const CostTable& t, int64_t n, int iters, int d) {
+    if (t.empty()) return NAN;
+    auto it = t.find(iters);
+    double c;
+    if (it != t.end()) {
+        c = it->second;
+    } else {
+        auto up = t.upper_bound(iters);
+        if (up != t.begin()) {
+            auto lo = std::prev(up);
+            c = lo->second * double(iters) / lo->first;
+        } else {
+            c = up->second;
+        }
+    }
+    return 1.3 * c * faissWork(n, iters, d);
 }
 
 }  // namespace
@@ -242,29 +285,41 @@ int main(int argc, char** argv) {
             }
         }
 
-        if (gpu::getNumDevices() == 0) {
+        // Without a GPU only FAISS runs, and only against a stored exact graph.
+        const bool haveGpu = gpu::getNumDevices() > 0;
+        if (!haveGpu && !(wants("faiss") && c.haveRef)) {
             std::fprintf(stderr, "[bench_graph] no GPU found: nothing to measure\n");
             return 0;
         }
-        FAISS_EXT_CUDA_CHECK(cudaSetDevice(0));
-        cudaDeviceProp prop;
-        FAISS_EXT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-        c.gpuName = prop.name;
-        gpu::StandardGpuResources res;
-        DeviceArray<float> dX(c.base.x.size());
-        FAISS_EXT_CUDA_CHECK(cudaMemcpy(dX.p, c.base.x.data(), c.base.x.size() * sizeof(float), cudaMemcpyHostToDevice));
+        std::unique_ptr<gpu::StandardGpuResources> resPtr;
+        std::unique_ptr<DeviceArray<float>> dXPtr;
+        const float* dXp = nullptr;
+        if (haveGpu) {
+            FAISS_EXT_CUDA_CHECK(cudaSetDevice(0));
+            cudaDeviceProp prop;
+            FAISS_EXT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+            c.gpuName = prop.name;
+            resPtr.reset(new gpu::StandardGpuResources());
+            dXPtr.reset(new DeviceArray<float>(c.base.x.size()));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpy(dXPtr->p, c.base.x.data(), c.base.x.size() * sizeof(float),
+                                            cudaMemcpyHostToDevice));
+            dXp = dXPtr->p;
+        } else {
+            std::fprintf(stderr, "[bench_graph] no GPU found: FAISS on the CPU only\n");
+        }
+        gpu::StandardGpuResources* resP = resPtr.get();
 
         // ---- The exact graph on the GPU: the brute-force anchor (and the reference) ----
-        if (wants("exact") || !c.haveRef) {
+        if (haveGpu && (wants("exact") || !c.haveRef)) {
             try {
-                gpu::GpuIndexQuickSelectFlat flat(&res, d, FlatMetric::L2);
-                flat.add(n, dX.p);
+                gpu::GpuIndexQuickSelectFlat flat(resP, d, FlatMetric::L2);
+                flat.add(n, dXp);
                 DeviceArray<int64_t> dI(size_t(n) * kRecallAt);
                 {
                     // Warm-up on a slice (kernels, pool), then one timed run.
                     const int64_t w = std::min<int64_t>(n, 20000);
-                    gpu::GpuIndexQuickSelectFlat warm(&res, d, FlatMetric::L2);
-                    warm.add(w, dX.p);
+                    gpu::GpuIndexQuickSelectFlat warm(resP, d, FlatMetric::L2);
+                    warm.add(w, dXp);
                     warm.knnGraph(std::min<int64_t>(kRecallAt, w - 1), true, nullptr, dI.p);
                     syncDevice();
                 }
@@ -353,10 +408,10 @@ int main(int argc, char** argv) {
             std::vector<gpu::GnndIterationStats> log;
             int buildDegree = 0;
             for (int r = 0; r < reps; ++r) {
-                gpu::GpuKnnGraphGNND index(&res, d, k, FlatMetric::L2, cfg);
+                gpu::GpuKnnGraphGNND index(resP, d, k, FlatMetric::L2, cfg);
                 syncDevice();
                 t0 = nowSeconds();
-                index.add(n, dX.p);
+                index.add(n, dXp);
                 syncDevice();
                 times.push_back(nowSeconds() - t0);
                 if (r == reps - 1) {
@@ -386,18 +441,18 @@ int main(int argc, char** argv) {
             }
             return br;
         };
-        if (wants("ours") || wants("ggm")) {
+        if (haveGpu && (wants("ours") || wants("ggm"))) {
             try {
                 // Warm-up: one small build (kernels, memory pool).
-                gpu::GpuKnnGraphGNND warm(&res, d, 32);
-                warm.add(std::min<int64_t>(n, 20000), dX.p);
+                gpu::GpuKnnGraphGNND warm(resP, d, 32);
+                warm.add(std::min<int64_t>(n, 20000), dXp);
                 syncDevice();
             } catch (const std::exception& e) {
                 ++failures;
                 std::fprintf(stderr, "[bench_graph] warm-up build failed: %s\n", e.what());
             }
         }
-        if (wants("ours")) {
+        if (haveGpu && wants("ours")) {
             for (int64_t k : ks) {
                 for (int64_t p : samples) {
                     try {
@@ -413,22 +468,22 @@ int main(int argc, char** argv) {
         }
 
         // ---- GGM: half, then the other half, against the one-shot build ----
-        if (wants("ggm")) {
+        if (haveGpu && wants("ggm")) {
             try {
                 const int k = int(args.getInt("ggm-k", 32));
                 gpu::GpuKnnGraphGNNDConfig cfg;
                 auto it = built.find({k, cfg.samples});
                 const BuildResult oneShot = it != built.end() ? it->second : buildOurs(k, cfg.samples, false);
                 const int64_t half = n / 2;
-                gpu::GpuKnnGraphGNND index(&res, d, k, FlatMetric::L2, cfg);
+                gpu::GpuKnnGraphGNND index(resP, d, k, FlatMetric::L2, cfg);
                 syncDevice();
                 t0 = nowSeconds();
-                index.add(half, dX.p);
+                index.add(half, dXp);
                 syncDevice();
                 const double first = nowSeconds() - t0;
                 const size_t before = index.getBuildLog().size();
                 t0 = nowSeconds();
-                index.add(n - half, dX.p + size_t(half) * d);
+                index.add(n - half, dXp + size_t(half) * d);
                 syncDevice();
                 const double second = nowSeconds() - t0;
                 double mergeSec = 0, build2Sec = 0;
@@ -468,7 +523,7 @@ int main(int argc, char** argv) {
         }
 
         // ---- Out of core: the set from a raw file, a device memory limit forcing shards ----
-        if (wants("ooc")) {
+        if (haveGpu && wants("ooc")) {
             const std::string tmp = args.get("tmp", envOr("TMPDIR", "/tmp"));
             const std::string vecPath = tmp + "/bench_graph_ooc_" + std::to_string(n) + ".f32";
             const std::string graphPath = tmp + "/bench_graph_ooc_" + std::to_string(n) + ".ivecs";
@@ -488,8 +543,10 @@ int main(int argc, char** argv) {
                 if (args.has("ooc-limit-mb")) {
                     limit = size_t(args.getDouble("ooc-limit-mb", 0) * (1 << 20));
                 } else {
-                    // What the merge of two shards of n / targetShards needs, plus 2%.
-                    limit = size_t(1.02 * double(gpu::GpuKnnGraphGNND::estimateMemory(2 * shard, d, k, opt.config).total()));
+                    // What the merge of two shards of n / targetShards keeps resident
+                    // (vectors and graphs: what the limit counts), plus 2%.
+                    const auto e = gpu::GpuKnnGraphGNND::estimateMemory(2 * shard, d, k, opt.config);
+                    limit = size_t(1.02 * double(e.vectors + e.graph));
                 }
                 gpu::StandardGpuResources oocRes;
                 oocRes.setDeviceMemoryLimit(limit);
@@ -538,20 +595,20 @@ int main(int argc, char** argv) {
             const double capSec = args.getDouble("faiss-max", 600);
             const double deadline = args.getDouble("faiss-deadline", 0);
             const std::string costFile = args.get("faiss-cost-file", "");
-            double cost = readCost(costFile);
+            CostTable costs = readCosts(costFile);
             for (int64_t iters : parseIntList(args.get("faiss-iters", "10,20"))) {
                 if (K >= n) break;
                 const std::string method = "faiss-cpu:nndescent-K" + std::to_string(K) + "-iter" + std::to_string(iters);
                 JsonLine p;
                 p.integer("K", K).integer("iter", iters).integer("S", 10).integer("R", 100).integer("L", K + 50);
                 p.integer("omp_threads", omp_get_max_threads()).str("OMP_WAIT_POLICY", envOr("OMP_WAIT_POLICY", "unset"));
-                const double est = cost > 0 ? 1.3 * cost * faissWork(n, int(iters), d) : NAN;
+                const double est = faissEstimate(costs, n, int(iters), d);
                 const double maxSec =
                         deadline > 0 ? std::min(capSec, deadline - double(std::time(nullptr))) : capSec;
                 if (est > maxSec || maxSec <= 0) {
                     p.boolean("skipped", true).num("estimate_seconds", est).num("max_seconds", maxSec);
-                    p.str("note", "estimated from an earlier FAISS run (time per vector x iteration x max(d, 32), "
-                                  "x1.3)");
+                    p.str("note", "estimated from earlier FAISS runs of the suite (time per vector x iteration x "
+                                  "max(d, 32) at that iteration count, x1.3)");
                     JsonLine j = head(c, method, "faiss-nndescent", c.cpu, K);
                     j.raw("params", p.text()).null("seconds").null("recall").str("git", c.git);
                     emit(j);
@@ -575,8 +632,8 @@ int main(int argc, char** argv) {
                     index.add(n, c.base.x.data());
                     const double sec = nowSeconds() - t0;
                     const double recall = scoreGraph(c, index.nndescent.final_graph.data(), K);
-                    cost = std::max(cost, sec / faissWork(n, int(iters), d));
-                    writeCost(costFile, cost);
+                    costs[int(iters)] = std::max(costs[int(iters)], sec / faissWork(n, int(iters), d));
+                    writeCosts(costFile, costs);
                     p.num("estimate_seconds", est).integer("recall_at", kRecallAt).str("recall_ref", c.refKind);
                     p.str("blas", blasDescription());
                     JsonLine j = head(c, method, "faiss-nndescent", c.cpu, K);
