@@ -1041,9 +1041,20 @@ TEST(GpuGnnd, CpuTwinIoAndNsg) {
     std::vector<float> v(d);
     cpu.reconstruct(n / 2, v.data());
     EXPECT_TRUE(std::equal(v.begin(), v.end(), x.begin() + size_t(n / 2) * d));
-    cpu.nndescent.search_L = L;
     std::vector<float> cD(size_t(nq) * kq);
     std::vector<int64_t> cI(size_t(nq) * kq);
+    {
+        // With the search_L copyTo wrote (from our searchL = 0, "automatic"),
+        // FAISS's search on the twin is as good as our default search.
+        index.search(nq, q.data(), kq, D.data(), I.data());
+        const double oursDefault = score(I);
+        cpu.search(nq, q.data(), kq, cD.data(), cI.data());
+        const double twinDefault = score(cI);
+        std::printf("[gnnd] default search: ours %.4f, FAISS on the twin (search_L = %d) %.4f\n", oursDefault,
+                    cpu.nndescent.search_L, twinDefault);
+        EXPECT_GE(twinDefault, oursDefault - 0.05) << "the twin's search_L = " << cpu.nndescent.search_L;
+    }
+    cpu.nndescent.search_L = L;
     cpu.search(nq, q.data(), kq, cD.data(), cI.data());
     const double faissRecall = score(cI);
     std::printf("[gnnd] search recall@10 at L=%d: ours %.4f, FAISS CPU on our graph %.4f\n", L, ours, faissRecall);
