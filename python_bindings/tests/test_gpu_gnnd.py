@@ -149,10 +149,14 @@ def test_config_is_used(res, xb):
     assert (got.samples, got.max_iterations, got.seed) == (16, 3, 9)
     index.add(xb[:2000])
     assert 1 <= len(index.build_log) <= 3
-    # deterministic for a fixed seed
+    # the same parameters build a graph of the same quality again (the header
+    # does not promise identical graphs: GPU appends and list updates race)
+    _, I_ref = exact_graph(xb[:2000], K)
     again = faiss_ext.GpuKnnGraphGNND(res, D_DIM, K, FM.L2, cfg)
     again.add(xb[:2000])
-    np.testing.assert_array_equal(again.get_graph(), index.get_graph())
+    r1 = recall_at(index.get_graph(), I_ref, 10)
+    r2 = recall_at(again.get_graph(), I_ref, 10)
+    assert abs(r1 - r2) <= 0.02, (r1, r2)
 
 
 def test_second_add_merges(res, xb):
