@@ -15,7 +15,7 @@
 #   bench/run_suite.sh knngraph --quick   100k x 128 only
 #   bench/run_suite.sh graph              approximate k-NN graphs: bench_graph on clustered 100k and 1M x 128
 #                                         (GNND p sweep at k 32/64, GGM, out of core, FAISS NN-Descent, the
-#                                         exact GPU graph) and the real sets (within FX_GRAPH_BUDGET, ~7 minutes)
+#                                         exact GPU graph) and the real sets (within FX_GRAPH_BUDGET, at most ~7.7 minutes)
 #   bench/run_suite.sh graph --quick      100k x 128 and siftsmall only
 #
 # Programs come from $FX_BENCH_BIN, else .device/bin/bench (staged), else
@@ -162,14 +162,14 @@ if [ "$suite" = graph ]; then
   # runs a setting only when its estimate (from the earlier FAISS runs of this
   # suite, scaled by n x iterations x max(d, 32)) fits both FX_GRAPH_FAISS_MAX
   # and what is left of the budget; each step is stopped past the budget.
-  budget=${FX_GRAPH_BUDGET:-420}
+  budget=${FX_GRAPH_BUDGET:-400}
   deadline=$(( start + budget ))
   cost=$tmp/graph_faiss_cost.txt
   rm -f "$cost"
   gargs=(--ks "${FX_GRAPH_KS:-32,64}" --samples "${FX_GRAPH_SAMPLES:-8,12,16,24,32}" --faiss-K 64
          --faiss-max "${FX_GRAPH_FAISS_MAX:-600}" --faiss-deadline "$deadline" --faiss-cost-file "$cost" --tmp "$tmp")
-  graph_step() {  # graph_step ARGS...: bench_graph, stopped at the budget's end (+90 s for the last lines)
-    local left=$(( deadline + 90 - $(date +%s) ))
+  graph_step() {  # graph_step ARGS...: bench_graph, stopped at the budget's end (+60 s for the last lines)
+    local left=$(( deadline + 60 - $(date +%s) ))
     if [ $left -lt 30 ]; then say "budget spent: skipped bench_graph $*"; failed=1; return; fi
     step_timeout=$left run "$bin/bench_graph" "$@" "${gargs[@]}"
   }
