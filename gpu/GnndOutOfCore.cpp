@@ -153,8 +153,10 @@ struct ShardData {
     int index = -1;
     int64_t n = 0;
     std::vector<float> x;
-    std::vector<int> ids;
+    std::vector<int> ids;      ///< global lists (canonical)
     std::vector<float> dists;
+    std::vector<int> headIds;  ///< the shard's own graph (GNND), read-only
+    std::vector<float> headDists;
 };
 
 class Builder {
@@ -238,7 +240,7 @@ public:
 
 private:
     size_t pairResidentBytes_(int64_t S) const {
-        return size_t(2 * S) * (sizeof(float) * (d_ + 1) + (sizeof(int) + sizeof(float)) * K_);
+        return size_t(2 * S) * (sizeof(float) * (d_ + 1) + 2 * (sizeof(int) + sizeof(float)) * K_);
     }
     size_t pairTempBytes_(int64_t S) const {
         return size_t(2 * S) * K_ * (sizeof(uint32_t) + sizeof(float)) +
@@ -288,10 +290,29 @@ private:
 
     int64_t shardBegin_(int i) const { return int64_t(i) * S_; }
     int64_t shardRows_(int i) const { return std::min(S_, n_ - shardBegin_(i)); }
-    std::string shardPath_(int i) const {
-        char name[96];
-        std::snprintf(name, sizeof(name), "/.gnnd_shard_%p_%d.graph", (const void*)this, i);
+    std::string shardPath_(int i, const char* kind = "graph") const {
+        char name[112];
+        std::snprintf(name, sizeof(name), "/.gnnd_shard_%p_%d.%s", (const void*)this, i, kind);
         return workDir_ + name;
+    }
+
+    void readLists_(const std::string& path, size_t count, std::vector<int>& ids,
+                    std::vector<float>& dists) const {
+        ids.resize(count);
+        dists.resize(count);
+        File f = openFile(path, "rb");
+        bool ok = std::fread(ids.data(), sizeof(int), count, f.get()) == count &&
+                  std::fread(dists.data(), sizeof(float), count, f.get()) == count;
+        FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: short read of '%s'", path.c_str());
+    }
+
+    void writeLists_(const std::string& path, const std::vector<int>& ids,
+                     const std::vector<float>& dists) const {
+        File f = openFile(path, "wb");
+        bool ok = std::fwrite(ids.data(), sizeof(int), ids.size(), f.get()) == ids.size() &&
+                  std::fwrite(dists.data(), sizeof(float), dists.size(), f.get()) == dists.size();
+        FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: cannot write '%s' (disk full?)",
+                               path.c_str());
     }
 
     void loadShard_(int i, ShardData& s, bool withGraph) const {
@@ -300,22 +321,14 @@ private:
         s.x.resize(size_t(s.n) * d_);
         file_.read(shardBegin_(i), s.n, s.x.data());
         if (!withGraph) return;
-        s.ids.resize(size_t(s.n) * K_);
-        s.dists.resize(size_t(s.n) * K_);
-        File f = openFile(shardPath_(i), "rb");
-        bool ok = std::fread(s.ids.data(), sizeof(int), s.ids.size(), f.get()) == s.ids.size() &&
-                  std::fread(s.dists.data(), sizeof(float), s.dists.size(), f.get()) ==
-                          s.dists.size();
-        FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: short read of shard graph %d", i);
+        readLists_(shardPath_(i), size_t(s.n) * K_, s.ids, s.dists);
+        readLists_(shardPath_(i, "head"), size_t(s.n) * K_, s.headIds, s.headDists);
     }
 
-    void saveShard_(const ShardData& s) const {
-        File f = openFile(shardPath_(s.index), "wb");
-        bool ok = std::fwrite(s.ids.data(), sizeof(int), s.ids.size(), f.get()) == s.ids.size() &&
-                  std::fwrite(s.dists.data(), sizeof(float), s.dists.size(), f.get()) ==
-                          s.dists.size();
-        FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: cannot write shard graph %d (disk full?)",
-                               s.index);
+    /// Writes the global lists (and the shard's own graph after its build).
+    void saveShard_(const ShardData& s, bool withHead) const {
+        writeLists_(shardPath_(s.index), s.ids, s.dists);
+        if (withHead) writeLists_(shardPath_(s.index, "head"), s.ids, s.dists);
     }
 
     /// Per-worker device buffers for two shards, and its own stream (so
@@ -324,8 +337,8 @@ private:
         int device;
         GpuResources* res;
         cudaStream_t stream = nullptr;
-        DevBuf<float> x, norms, dists;
-        DevBuf<int> ids;
+        DevBuf<float> x, norms, dists, headDists;
+        DevBuf<int> ids, headIds;
         ~Worker() {
             if (stream) {
                 DeviceScope scope(device);
@@ -345,6 +358,8 @@ private:
         wk->norms.alloc(size_t(2 * S_), "norms");
         wk->ids.alloc(size_t(2 * S_) * K_, "graph ids");
         wk->dists.alloc(size_t(2 * S_) * K_, "graph distances");
+        wk->headIds.alloc(size_t(2 * S_) * K_, "shard graph ids");
+        wk->headDists.alloc(size_t(2 * S_) * K_, "shard graph distances");
         return wk;
     }
 
@@ -360,6 +375,13 @@ private:
                                                  cudaMemcpyHostToDevice, wk.stream));
             FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.dists.p + size_t(row0) * K_, s.dists.data(),
                                                  sizeof(float) * s.dists.size(),
+                                                 cudaMemcpyHostToDevice, wk.stream));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.headIds.p + size_t(row0) * K_,
+                                                 s.headIds.data(), sizeof(int) * s.headIds.size(),
+                                                 cudaMemcpyHostToDevice, wk.stream));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.headDists.p + size_t(row0) * K_,
+                                                 s.headDists.data(),
+                                                 sizeof(float) * s.headDists.size(),
                                                  cudaMemcpyHostToDevice, wk.stream));
         }
     }
@@ -426,7 +448,7 @@ private:
                 if (writing.valid()) writing.get();
                 cur.x.clear();
                 writing = std::async(std::launch::async,
-                                     [this, s = std::move(cur)] { saveShard_(s); });
+                                     [this, s = std::move(cur)] { saveShard_(s, true); });
                 if (opt_.verbose) {
                     std::printf("gnndBuildFromFile: GPU %d built shard %d/%d (%lld vectors) in "
                                 "%.2f s\n",
@@ -496,15 +518,18 @@ private:
                     upload_(wk, b, a.n, true);
                     gnnd::merge(wk.res, wk.device, wk.stream, wk.x.p, wk.norms.p, a.n, b.n, d_,
                                 shardBegin_(a.index), shardBegin_(b.index), params_, wk.ids.p,
-                                wk.dists.p, nullptr);
+                                wk.dists.p, nullptr, wk.headIds.p, wk.headDists.p);
+                    // the next pair may start loading while this one is written
+                    a.headIds.clear();
+                    b.headIds.clear();
                     download_(wk, a, 0);
                     download_(wk, b, a.n);
                     a.x.clear();
                     b.x.clear();
                     writes.push_back(std::async(std::launch::async,
-                                                [this, s = std::move(a)] { saveShard_(s); }));
+                                                [this, s = std::move(a)] { saveShard_(s, false); }));
                     writes.push_back(std::async(std::launch::async,
-                                                [this, s = std::move(b)] { saveShard_(s); }));
+                                                [this, s = std::move(b)] { saveShard_(s, false); }));
                     int dn = ++done;
                     if (opt_.verbose) {
                         std::printf("gnndBuildFromFile: GPU %d merged shards %d and %d (%d/%d) in "
@@ -531,13 +556,7 @@ private:
             ShardData s;
             s.index = i;
             s.n = shardRows_(i);
-            s.ids.resize(size_t(s.n) * K_);
-            s.dists.resize(size_t(s.n) * K_);
-            File f = openFile(shardPath_(i), "rb");
-            bool ok = std::fread(s.ids.data(), sizeof(int), s.ids.size(), f.get()) == s.ids.size() &&
-                      std::fread(s.dists.data(), sizeof(float), s.dists.size(), f.get()) ==
-                              s.dists.size();
-            FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: short read of shard graph %d", i);
+            readLists_(shardPath_(i), size_t(s.n) * K_, s.ids, s.dists);
             for (int64_t r = 0; r < s.n; ++r) {
                 std::memcpy(row.data(), &kk, 4);
                 std::memcpy(row.data() + 1, s.ids.data() + size_t(r) * K_, sizeof(int) * k_);
@@ -559,7 +578,10 @@ private:
     }
 
     void cleanup_() {
-        for (int i = 0; i < nShards_; ++i) std::remove(shardPath_(i).c_str());
+        for (int i = 0; i < nShards_; ++i) {
+            std::remove(shardPath_(i).c_str());
+            std::remove(shardPath_(i, "head").c_str());
+        }
     }
 
     const VectorFile& file_;

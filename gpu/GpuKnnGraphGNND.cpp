@@ -85,6 +85,9 @@ const faiss::IndexNNDescentFlat* checkedTwin(const faiss::IndexNNDescentFlat* in
     return index;
 }
 
+/// The pool of search() when searchL is 0 (at least k at search time).
+int defaultSearchL(int degree) { return std::max(128, 2 * degree); }
+
 int roundUp32(int v) { return (v + 31) / 32 * 32; }
 
 int resolveBuildDegree(int k, int buildDegree) {
@@ -333,7 +336,7 @@ void GpuKnnGraphGNND::searchImpl_(idx_t n, const float* x, int64_t k, float* dis
     }
     FAISS_THROW_IF_NOT_FMT(k <= 4096, "GpuKnnGraphGNND::search: k = %lld must be <= 4096",
                            (long long)k);
-    if (L == 0) L = std::max<int>(int(k), std::max(64, 2 * k_));
+    if (L == 0) L = defaultSearchL(k_);
     L = std::max<int>(L, int(k));
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     if (ntotal == 0) {
@@ -481,7 +484,7 @@ void GpuKnnGraphGNND::copyTo(faiss::IndexNNDescentFlat* index) const {
     nd.K = k_;
     nd.S = gConfig_.samples;
     nd.iter = gConfig_.maxIterations;
-    nd.search_L = gConfig_.searchL;
+    nd.search_L = gConfig_.searchL > 0 ? gConfig_.searchL : defaultSearchL(k_);
     nd.random_seed = int(gConfig_.seed & 0x7fffffff);
     nd.d = d;
     nd.ntotal = int(ntotal);

@@ -62,7 +62,8 @@ struct GpuKnnGraphGNNDConfig : GpuIndexConfig {
     int buildDegree = 0;
     /// Seed of the random initial graph and of GGM's random samples.
     uint64_t seed = 1234;
-    /// Candidate pool size of search() (0: max(k, 2 * graph degree)).
+    /// Candidate pool size of search() (0: max(k, 128, 2 * graph degree)).
+    /// copyTo writes the resolved value into the twin's nndescent.search_L.
     int searchL = 0;
 };
 

@@ -957,7 +957,7 @@ TEST(GpuGnnd, SearchHeldOutQueries) {
         auto ref = exactSearch(xp.data(), n, qp.data(), nq, d, kq, ip);
         GpuKnnGraphGNND index(&res, d, k, m);
         index.add(n, x.data());
-        for (int L : {0, 64}) {
+        for (int L : {0, 256}) {
             const std::string what = describe("clustered", n, d, k, m) + " searchL=" + std::to_string(L);
             std::vector<float> D(size_t(nq) * kq);
             std::vector<int64_t> I(size_t(nq) * kq);

@@ -59,9 +59,20 @@ void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
 /// of A's nodes then B's, replaced by the merged lists. Global ids of A are
 /// [offA, offA + nA), of B [offB, offB + nB); ids outside both are kept as
 /// they are (their distances too) and compete with the new entries.
+/// headIds / headDists (optional, same shape): the lists whose first K/2
+/// own-set entries seed each node's work list (the shards' own graphs in
+/// out-of-core builds, whose global lists hold few own-set entries after
+/// many merges); null: the canonical lists themselves.
 void merge(GpuResources* res, int device, cudaStream_t stream, const float* x,
            const float* norms, int64_t nA, int64_t nB, int d, int64_t offA, int64_t offB,
-           const Params& params, int* ids, float* dists, const IterationCallback& cb);
+           const Params& params, int* ids, float* dists, const IterationCallback& cb,
+           const int* headIds = nullptr, const float* headDists = nullptr);
+
+/// Exact canonical lists of a small set (n <= 2 K): brute force. build()
+/// uses it when n <= 2 K, where K entries split into segments by id % (K /
+/// 32) could not hold every neighbour.
+void launchExactSmall(cudaStream_t stream, const float* x, int64_t n, int d, int K, bool ip,
+                      int64_t idOffset, int* cIds, float* cDists);
 
 /// Recomputes exact distances of canonical lists whose ids are
 /// [idOffset, idOffset + n) (local to x) and re-sorts them. Used after
@@ -93,7 +104,8 @@ void launchRandomInit(cudaStream_t stream, const float* x, const float* norms, i
 /// ones become empty there.
 void launchMergeInit(cudaStream_t stream, const float* x, const float* norms, int64_t nA,
                      int64_t nB, int d, int64_t offA, int64_t offB, int K, bool ip, uint64_t seed,
-                     int* cIds, float* cDists, uint32_t* gIds, float* gDists);
+                     int* cIds, float* cDists, const int* hIds, const float* hDists,
+                     uint32_t* gIds, float* gDists);
 
 /// Sampling: per node up to p NEW (marked OLD in the graph afterwards) and
 /// p OLD entries, then reverse appends (capped at 2p) and de-duplication.

@@ -111,6 +111,12 @@ void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
     checkParams(params, n, d);
     if (n == 0) return;
     DeviceScope scope(device);
+    if (n <= 2 * int64_t(params.K)) {
+        // small sets: the exact graph (segments could not hold every neighbour)
+        launchExactSmall(stream, x, n, d, params.K, params.innerProduct, idOffset, ids, dists);
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        return;
+    }
     TempBuffer<uint32_t> gIds(res, device, size_t(n) * params.K, stream);
     TempBuffer<float> gDists(res, device, size_t(n) * params.K, stream);
     auto t0 = std::chrono::steady_clock::now();
@@ -138,7 +144,8 @@ void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
 
 void merge(GpuResources* res, int device, cudaStream_t stream, const float* x,
            const float* norms, int64_t nA, int64_t nB, int d, int64_t offA, int64_t offB,
-           const Params& params, int* ids, float* dists, const IterationCallback& cb) {
+           const Params& params, int* ids, float* dists, const IterationCallback& cb,
+           const int* headIds, const float* headDists) {
     int64_t n = nA + nB;
     checkParams(params, n, d);
     if (nA == 0 || nB == 0) return;
@@ -146,7 +153,8 @@ void merge(GpuResources* res, int device, cudaStream_t stream, const float* x,
     TempBuffer<uint32_t> gIds(res, device, size_t(n) * params.K, stream);
     TempBuffer<float> gDists(res, device, size_t(n) * params.K, stream);
     launchMergeInit(stream, x, norms, nA, nB, d, offA, offB, params.K, params.innerProduct,
-                    params.seed ^ 0x9e3779b97f4a7c15ull, ids, dists, gIds.data(), gDists.data());
+                    params.seed ^ 0x9e3779b97f4a7c15ull, ids, dists, headIds, headDists, gIds.data(),
+                    gDists.data());
     iterate(res, device, stream, x, norms, n, d, params, nA, gIds.data(), gDists.data(), cb);
     launchFinalize(stream, x, norms, n, d, params.K, params.innerProduct, gIds.data(), nA, offA,
                    offB, ids, dists, true);

@@ -98,7 +98,8 @@ __global__ void randomInitKernel(const float* x, int64_t n, int d, int K, bool i
 
 __global__ void mergeInitKernel(const float* x, int64_t nA, int64_t nB, int d, int64_t offA,
                                 int64_t offB, int K, bool ip, uint64_t seed, int* cIds,
-                                float* cDists, uint32_t* gIds, float* gDists) {
+                                float* cDists, const int* hIds, const float* hDists,
+                                uint32_t* gIds, float* gDists) {
     __shared__ float sk[kInitWarps][32];
     __shared__ uint32_t si[kInitWarps][32];
     __shared__ int segCount[kInitWarps][kMaxBuildDegree / kSegment];
@@ -120,13 +121,18 @@ __global__ void mergeInitKernel(const float* x, int64_t nA, int64_t nB, int d, i
         gd[e] = infty();
     }
     __syncwarp();
-    // 1. the first K/2 entries of the own set stay (OLD)
+    // 1. the first K/2 entries of the own set stay (OLD): from the head
+    // lists when given (they stay in the canonical lists, duplicates go at
+    // the end), else taken out of the canonical lists
     int half = K / 2, taken = 0;
     int* ci = cIds + s * K;
     float* cd = cDists + s * K;
+    const bool separateHead = hIds != nullptr;
+    const int* hi = separateHead ? hIds + s * K : ci;
+    const float* hd = separateHead ? hDists + s * K : cd;
     for (int e0 = 0; e0 < K && taken < half; e0 += 32) {
         int e = e0 + lane;
-        int64_t gid = e < K ? ci[e] : -1;
+        int64_t gid = e < K ? hi[e] : -1;
         bool own = gid >= ownOff && gid < ownOff + ownN;
         unsigned m = __ballot_sync(kFull, own);
         int rank = taken + __popc(m & ((1u << lane) - 1));
@@ -136,9 +142,11 @@ __global__ void mergeInitKernel(const float* x, int64_t nA, int64_t nB, int d, i
             int slot = atomicAdd(&cnt[seg], 1);
             if (slot < kSegment) {
                 g[seg * kSegment + slot] = uint32_t(local);
-                gd[seg * kSegment + slot] = cd[e];
-                ci[e] = -1;
-                cd[e] = infty();
+                gd[seg * kSegment + slot] = hd[e];
+                if (!separateHead) {
+                    ci[e] = -1;
+                    cd[e] = infty();
+                }
             }
         }
         taken += __popc(m);
@@ -314,6 +322,38 @@ __global__ void refreshKernel(const float* x, int64_t n, int d, int K, bool ip, 
     }
 }
 
+/// Exact lists of a small set (n <= 2K <= 2048): a warp per node scores all
+/// others, sorts them and keeps the first K.
+__global__ void exactSmallKernel(const float* x, int64_t n, int d, int K, bool ip,
+                                 int64_t idOffset, int* cIds, float* cDists, int P2, int warps) {
+    extern __shared__ unsigned char smem[];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t s = int64_t(blockIdx.x) * warps + warp;
+    if (s >= n) return;
+    float* keys = reinterpret_cast<float*>(smem) + warp * 2 * P2;
+    uint32_t* ids = reinterpret_cast<uint32_t*>(keys + P2);
+    for (int e = lane; e < P2; e += 32) {
+        keys[e] = infty();
+        ids[e] = kEmptyId;
+    }
+    __syncwarp();
+    for (int64_t j = 0; j < n; ++j) {
+        if (j == s) continue;
+        float dv = warpDistance(x, nullptr, d, s, j, ip, lane);
+        if (lane == 0) {
+            keys[j] = dv;
+            ids[j] = uint32_t(j);
+        }
+    }
+    __syncwarp();
+    warpBitonicSort(keys, ids, P2, lane);
+    for (int e = lane; e < K; e += 32) {
+        bool empty = ids[e] == kEmptyId;
+        cIds[s * K + e] = empty ? -1 : int(idOffset + ids[e]);
+        cDists[s * K + e] = empty ? infty() : keys[e];
+    }
+}
+
 unsigned gridFor(int64_t n, int warps) { return unsigned((n + warps - 1) / warps); }
 
 }  // namespace
@@ -328,11 +368,12 @@ void launchRandomInit(cudaStream_t stream, const float* x, const float* norms, i
 
 void launchMergeInit(cudaStream_t stream, const float* x, const float* norms, int64_t nA,
                      int64_t nB, int d, int64_t offA, int64_t offB, int K, bool ip, uint64_t seed,
-                     int* cIds, float* cDists, uint32_t* gIds, float* gDists) {
+                     int* cIds, float* cDists, const int* hIds, const float* hDists,
+                     uint32_t* gIds, float* gDists) {
     int64_t n = nA + nB;
     if (n == 0) return;
     mergeInitKernel<<<gridFor(n, kInitWarps), 32 * kInitWarps, 0, stream>>>(
-            x, nA, nB, d, offA, offB, K, ip, seed, cIds, cDists, gIds, gDists);
+            x, nA, nB, d, offA, offB, K, ip, seed, cIds, cDists, hIds, hDists, gIds, gDists);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
@@ -354,6 +395,19 @@ void launchFinalize(cudaStream_t stream, const float* x, const float* norms, int
     sortLaunchShape(haveSetAside ? 2 * K : K, &P2, &warps, &smem);
     finalizeKernel<<<gridFor(n, warps), 32 * warps, smem, stream>>>(
             x, n, d, K, ip, gIds, nA, offA, offB, cIds, cDists, haveSetAside, P2, warps);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+void launchExactSmall(cudaStream_t stream, const float* x, int64_t n, int d, int K, bool ip,
+                      int64_t idOffset, int* cIds, float* cDists) {
+    FAISS_THROW_IF_NOT_FMT(n <= 2 * int64_t(kMaxBuildDegree), "exact small graph: n = %lld too large",
+                           (long long)n);
+    if (n == 0) return;
+    int P2, warps;
+    size_t smem;
+    sortLaunchShape(int(n), &P2, &warps, &smem);
+    exactSmallKernel<<<gridFor(n, warps), 32 * warps, smem, stream>>>(x, n, d, K, ip, idOffset, cIds,
+                                                                      cDists, P2, warps);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 

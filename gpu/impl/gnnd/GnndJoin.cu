@@ -56,6 +56,22 @@ struct __align__(128) JoinShared {
     unsigned long long updates;
 };
 
+/// Eq. 1-2: thread t of the NEW-NEW triangle computes pair (u, v), u > v,
+/// stored at u (u - 1) / 2 + v.
+__device__ __forceinline__ void trianglePair(int t, int* u, int* v) {
+    int uu = int(ceilf(sqrtf(2.f * t + 2.25f) - 0.5f));
+    int vv = t - uu * (uu - 1) / 2;
+    if (vv < 0) {  // float rounding at the edges of a row
+        --uu;
+        vv = t - uu * (uu - 1) / 2;
+    } else if (vv >= uu) {
+        ++uu;
+        vv = t - uu * (uu - 1) / 2;
+    }
+    *u = uu;
+    *v = vv;
+}
+
 __device__ __forceinline__ int triIndex(int a, int b) {  // a != b
     int u = a > b ? a : b, v = a > b ? b : a;
     return u * (u - 1) / 2 + v;
@@ -187,73 +203,101 @@ __global__ void __launch_bounds__(kThreads, 4) joinKernel(
         }
     };
     loadChunk(0);
-    for (int c0 = 0; c0 < d; c0 += kChunk) {
-        __syncthreads();  // the previous chunk is no longer read
+    // d <= 32: the vectors fit one chunk and the distances come from FP32
+    // differences on CUDA cores (norms - 2 products in TF32 cancel badly for
+    // low-dimensional data far from the origin, e.g. point clouds).
+    const bool direct = d <= kChunk;
+    auto masked = [&](int r, int c) {
+        int a = sh.ids[r], b = sh.ids[c];
+        return a < 0 || b < 0 || a == b ||
+               (cross && ((a < crossBoundary) == (b < crossBoundary)));
+    };
+    auto directDistance = [&](int r, int c) -> float {
+        if (masked(r, c)) return infty();
+        float acc = 0.f;
+        for (int j = 0; j < d; ++j) {
+            float u = sh.u.xs[r][j], v = sh.u.xs[c][j];
+            if (ip) acc = fmaf(u, v, acc);
+            else acc = fmaf(u - v, u - v, acc);
+        }
+        return ip ? -acc : acc;
+    };
+    // NEW x OLD distance of NEW row r and OLD sample o
+    auto newOld = [&](int r, int o) -> float {
+        return direct ? directDistance(r, kMaxNew + o) : sh.u.gram[r][kMaxNew + o];
+    };
+    int nTri = cross ? 0 : nNew * (nNew - 1) / 2;
+    if (direct) {
 #pragma unroll
         for (int i = 0; i < kRowsPerWarp; ++i) {
             int r = warp + kJoinWarps * i;
             if (rowUsed(r)) sh.u.xs[r][lane] = pre[i];
         }
         __syncthreads();
-        if (c0 + kChunk < d) loadChunk(c0 + kChunk);
+        for (int t = tid; t < nTri; t += kThreads) {
+            int uu, vv;
+            trianglePair(t, &uu, &vv);
+            sh.dnn[t] = directDistance(uu, vv);
+        }
+        __syncthreads();
+    } else {
+        for (int c0 = 0; c0 < d; c0 += kChunk) {
+            __syncthreads();  // the previous chunk is no longer read
 #pragma unroll
-        for (int kk = 0; kk < kChunk; kk += 8) {
+            for (int i = 0; i < kRowsPerWarp; ++i) {
+                int r = warp + kJoinWarps * i;
+                if (rowUsed(r)) sh.u.xs[r][lane] = pre[i];
+            }
+            __syncthreads();
+            if (c0 + kChunk < d) loadChunk(c0 + kChunk);
 #pragma unroll
-            for (int i = 0; i < kMaxTasksPerWarp; ++i) {
-                if (i < myTasks) {
-                    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32,
-                                   wmma::row_major> a;
-                    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32,
-                                   wmma::col_major> b;
-                    wmma::load_matrix_sync(a, &sh.u.xs[taskRow[i]][kk], kLdx);
-                    wmma::load_matrix_sync(b, &sh.u.xs[taskCol[i]][kk], kLdx);
+            for (int kk = 0; kk < kChunk; kk += 8) {
 #pragma unroll
-                    for (int e = 0; e < a.num_elements; ++e) a.x[e] = wmma::__float_to_tf32(a.x[e]);
+                for (int i = 0; i < kMaxTasksPerWarp; ++i) {
+                    if (i < myTasks) {
+                        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32,
+                                       wmma::row_major> a;
+                        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32,
+                                       wmma::col_major> b;
+                        wmma::load_matrix_sync(a, &sh.u.xs[taskRow[i]][kk], kLdx);
+                        wmma::load_matrix_sync(b, &sh.u.xs[taskCol[i]][kk], kLdx);
 #pragma unroll
-                    for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);
-                    wmma::mma_sync(acc[i], a, b, acc[i]);
+                        for (int e = 0; e < a.num_elements; ++e) a.x[e] = wmma::__float_to_tf32(a.x[e]);
+#pragma unroll
+                        for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);
+                        wmma::mma_sync(acc[i], a, b, acc[i]);
+                    }
                 }
             }
         }
-    }
-    __syncthreads();
-    // products into gram[row][column row]
+        __syncthreads();
+        // products into gram[row][column row]
 #pragma unroll
-    for (int i = 0; i < kMaxTasksPerWarp; ++i) {
-        if (i < myTasks) {
-            wmma::store_matrix_sync(&sh.u.gram[taskRow[i]][taskCol[i]], acc[i], kLdg,
-                                    wmma::mem_row_major);
+        for (int i = 0; i < kMaxTasksPerWarp; ++i) {
+            if (i < myTasks) {
+                wmma::store_matrix_sync(&sh.u.gram[taskRow[i]][taskCol[i]], acc[i], kLdg,
+                                        wmma::mem_row_major);
+            }
         }
-    }
-    __syncthreads();
-
-    auto pairDistance = [&](int r, int c, float g) -> float {
-        int a = sh.ids[r], b = sh.ids[c];
-        if (a < 0 || b < 0 || a == b) return infty();
-        if (cross && ((a < crossBoundary) == (b < crossBoundary))) return infty();
-        if (ip) return -g;
-        return fmaxf(sh.norms[r] + sh.norms[c] - 2.f * g, 0.f);
-    };
-    // NEW-NEW triangle, thread t -> (u, v) by eq. 1-2
-    int nTri = cross ? 0 : nNew * (nNew - 1) / 2;
-    for (int t = tid; t < nTri; t += kThreads) {
-        int uu = int(ceilf(sqrtf(2.f * t + 2.25f) - 0.5f));
-        int vv = t - uu * (uu - 1) / 2;
-        if (vv < 0) {
-            --uu;
-            vv = t - uu * (uu - 1) / 2;
-        } else if (vv >= uu) {
-            ++uu;
-            vv = t - uu * (uu - 1) / 2;
+        __syncthreads();
+        auto pairDistance = [&](int r, int c, float g) -> float {
+            if (masked(r, c)) return infty();
+            if (ip) return -g;
+            return fmaxf(sh.norms[r] + sh.norms[c] - 2.f * g, 0.f);
+        };
+        // NEW-NEW triangle, thread t -> (u, v) by eq. 1-2
+        for (int t = tid; t < nTri; t += kThreads) {
+            int uu, vv;
+            trianglePair(t, &uu, &vv);
+            sh.dnn[t] = pairDistance(uu, vv, sh.u.gram[vv][uu]);
         }
-        sh.dnn[t] = pairDistance(uu, vv, sh.u.gram[vv][uu]);
+        // NEW-OLD distances in place
+        for (int t = tid; t < nNew * nOld; t += kThreads) {
+            int r = t / nOld, o = t % nOld;
+            sh.u.gram[r][kMaxNew + o] = pairDistance(r, kMaxNew + o, sh.u.gram[r][kMaxNew + o]);
+        }
+        __syncthreads();
     }
-    // NEW-OLD distances in place
-    for (int t = tid; t < nNew * nOld; t += kThreads) {
-        int r = t / nOld, o = t % nOld;
-        sh.u.gram[r][kMaxNew + o] = pairDistance(r, kMaxNew + o, sh.u.gram[r][kMaxNew + o]);
-    }
-    __syncthreads();
 
     // selective update (Algorithm 2): NEW sample t -> candidates 2t (nearest
     // NEW) and 2t + 1 (nearest OLD); OLD sample o -> candidate 2 nNew + o
@@ -277,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, 4) joinKernel(
             float bo = infty();
             int io = -1;
             for (int o = lane; o < nOld; o += 32) {
-                float dv = sh.u.gram[t][kMaxNew + o];
+                float dv = newOld(t, o);
                 int iv = sh.ids[kMaxNew + o];
                 if (dv < bo || (dv == bo && uint32_t(iv) < uint32_t(io))) {
                     bo = dv;
@@ -298,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, 4) joinKernel(
             float bd = infty();
             int bi = -1;
             for (int r = lane; r < nNew; r += 32) {
-                float dv = sh.u.gram[r][kMaxNew + o];
+                float dv = newOld(r, o);
                 int iv = sh.ids[r];
                 if (dv < bd || (dv == bd && uint32_t(iv) < uint32_t(bi))) {
                     bd = dv;

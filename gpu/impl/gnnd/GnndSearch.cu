@@ -118,26 +118,14 @@ __global__ void greedySearchKernel(const float* x, int64_t n, int d, const int* 
     }
     __syncwarp();
     const float* q = queries + qi * d;
-    // seeds: min(L, n) distinct random nodes
+    // seeds: L random nodes (as faiss's gen_random; repeats are dropped by
+    // the pool, so a few fewer seeds than L can remain)
     {
-        int64_t m = n, a = 0, c = 1;
-        if (m > 1) {
-            a = int64_t(mix64(seed ^ uint64_t(qi)) % uint64_t(m));
-            c = 1 + int64_t(mix64(seed ^ uint64_t(qi) ^ 0xabcdefull) % uint64_t(m - 1));
-            auto g = [](int64_t u, int64_t v) {
-                while (v) {
-                    int64_t t = u % v;
-                    u = v;
-                    v = t;
-                }
-                return u;
-            };
-            while (g(c, m) != 1) c = c % (m - 1) + 1;
-        }
         int seeds = int(std::min<int64_t>(L, n));
         for (int i = 0; i < seeds; ++i) {
-            int id = int((a + int64_t(i) * c) % m);
-            hashInsert(table, id, lane);
+            int id = int(mix64(seed ^ (uint64_t(qi) << 20) ^ uint64_t(i) * 0x9E3779B97F4A7C15ull) %
+                         uint64_t(n));
+            if (!hashInsert(table, id, lane)) continue;
             float dv = warpQueryDistance(x, d, id, q, ip, lane);
             poolInsert(keys, ids, flags, L, dv, id, lane);
         }
