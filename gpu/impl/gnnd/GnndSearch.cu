@@ -67,6 +67,7 @@ __device__ int poolInsert(float* keys, int* ids, unsigned char* flags, int L, fl
         pos += __popc(__ballot_sync(kFull, before));
     }
     if (__any_sync(kFull, present) || pos >= L) return L;
+    __syncwarp();  // every lane's scan of the pool is done before it changes
     // shift [pos, L - 1) up by one, top chunk first
     for (int top = L - 1; top > pos; top -= 32) {
         int i = top - lane;
