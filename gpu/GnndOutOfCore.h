@@ -33,9 +33,12 @@ struct GnndFileBuildOptions {
     GpuKnnGraphGNNDConfig config;
     /// Devices to use (empty: {0}). A device may be listed twice (two workers).
     std::vector<int> devices;
-    /// Vectors per shard (0: the largest that fits the smallest device's
-    /// memory limit, see GpuResources::getDeviceMemoryLimit, with the merge of
-    /// two shards in memory).
+    /// Vectors per shard (0: automatic). The automatic size is the largest S
+    /// for which two shards' vectors, norms, global lists and own graphs
+    /// (2 S x (4 (d + 1) + 16 K) bytes, K the build degree) fit
+    /// min(GpuResources::getDeviceMemoryLimit, free memory / 2) divided by the
+    /// workers sharing the device, and a merge's temporary memory fits the
+    /// temporary memory limit; the shards are then balanced to equal sizes.
     int64_t shardSize = 0;
     /// Directory for shard graph files (empty: next to the output file).
     std::string workDir;
