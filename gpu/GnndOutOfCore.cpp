@@ -36,9 +36,9 @@ struct FileCloser {
 };
 using File = std::unique_ptr<FILE, FileCloser>;
 
-File openFile(const std::string& path, const char* mode) {
+File openFile(const std::string& path, const char* mode, const char* who = "gnndBuildFromFile") {
     File f(std::fopen(path.c_str(), mode));
-    FAISS_THROW_IF_NOT_FMT(f, "gnndBuildFromFile: cannot open '%s' (%s): %s", path.c_str(),
+    FAISS_THROW_IF_NOT_FMT(f, "%s: cannot open '%s' (%s): %s", who, path.c_str(),
                            mode[0] == 'r' ? "read" : "write", std::strerror(errno));
     return f;
 }
@@ -637,7 +637,7 @@ GnndFileBuildReport gnndBuildFromFile(const std::vector<GpuResourcesProvider*>& 
 }
 
 std::vector<int> readGraphIvecs(const std::string& path, int64_t* n, int* k) {
-    File f = openFile(path, "rb");
+    File f = openFile(path, "rb", "readGraphIvecs");
     int64_t size = fileSize(f.get());
     int32_t k0 = 0;
     FAISS_THROW_IF_NOT_FMT(size >= 4 && std::fread(&k0, 4, 1, f.get()) == 1,

@@ -143,8 +143,11 @@ public:
     void copyFrom(const faiss::IndexNNDescentFlat* index);
 
     /// Writes vectors and graph into a faiss::IndexNNDescentFlat (K = our
-    /// degree, has_built set, S / iter / search_L / random_seed from our
-    /// configuration) so FAISS's search and write_index use it.
+    /// degree, has_built set, S / iter / search_L (resolved) / random_seed =
+    /// seed & 0x7fffffff from our configuration) so FAISS's search and
+    /// write_index use it. The index must have our d and metric and an
+    /// IndexFlat storage, e.g. faiss::IndexNNDescentFlat(d, k, metric); its
+    /// contents are replaced.
     void copyTo(faiss::IndexNNDescentFlat* index) const;
 
     /// The CPU twin (a faiss::IndexNNDescentFlat; Cosine / Pearson wrapped in
