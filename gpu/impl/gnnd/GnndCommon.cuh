@@ -54,8 +54,10 @@ __device__ __forceinline__ bool pairLess(float da, uint32_t ia, float db, uint32
 }
 
 /// Bitonic sort of n (a power of two, <= 32 * 64) (key, id) pairs in shared
-/// memory by one warp, ascending by pairLess.
-__device__ __forceinline__ void warpBitonicSort(float* keys, uint32_t* ids, int n, int lane) {
+/// memory by one warp, ascending by before(ka, ia, kb, ib).
+template <typename Before>
+__device__ __forceinline__ void warpBitonicSortBy(float* keys, uint32_t* ids, int n, int lane,
+                                                  Before before) {
     for (int size = 2; size <= n; size <<= 1) {
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
             for (int i = lane; i < n / 2; i += 32) {
@@ -64,7 +66,7 @@ __device__ __forceinline__ void warpBitonicSort(float* keys, uint32_t* ids, int 
                 bool asc = (lo & size) == 0;
                 float ka = keys[lo], kb = keys[hi];
                 uint32_t ia = ids[lo], ib = ids[hi];
-                bool swap = asc ? pairLess(kb, ib, ka, ia) : pairLess(ka, ia, kb, ib);
+                bool swap = asc ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib);
                 if (swap) {
                     keys[lo] = kb;
                     keys[hi] = ka;
@@ -75,6 +77,11 @@ __device__ __forceinline__ void warpBitonicSort(float* keys, uint32_t* ids, int 
             __syncwarp();
         }
     }
+}
+
+/// warpBitonicSortBy ascending by pairLess (distance, then id).
+__device__ __forceinline__ void warpBitonicSort(float* keys, uint32_t* ids, int n, int lane) {
+    warpBitonicSortBy(keys, ids, n, lane, pairLess);
 }
 
 __host__ __device__ __forceinline__ int nextPow2(int v) {

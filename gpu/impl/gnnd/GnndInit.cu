@@ -206,6 +206,25 @@ __global__ void mergeInitKernel(const float* x, int64_t nA, int64_t nB, int d, i
     }
 }
 
+/// The per-warp (key, id) buffer of P2 entries of the sorting kernels
+/// below, cleared to empty.
+__device__ void warpSortBuffer(unsigned char* smem, int warp, int P2, int lane, float** keys,
+                               uint32_t** ids) {
+    *keys = reinterpret_cast<float*>(smem) + warp * 2 * P2;
+    *ids = reinterpret_cast<uint32_t*>(*keys + P2);
+    for (int e = lane; e < P2; e += 32) {
+        (*keys)[e] = infty();
+        (*ids)[e] = kEmptyId;
+    }
+    __syncwarp();
+}
+
+/// Writes the first K sorted buffer entries as node s's canonical list.
+__device__ void writeCanonical(const float* keys, const uint32_t* ids, int64_t s, int K,
+                               int* cIds, float* cDists, int lane) {
+    writeCanonical(keys, ids, s, K, cIds, cDists, lane);
+}
+
 /// Final lists: raw segments (exact distances recomputed) plus set-aside
 /// canonical entries, de-duplicated by id, sorted, first K kept.
 __global__ void finalizeKernel(const float* x, int64_t n, int d, int K, bool ip,
@@ -215,14 +234,10 @@ __global__ void finalizeKernel(const float* x, int64_t n, int d, int K, bool ip,
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t s = int64_t(blockIdx.x) * warps + warp;
     if (s >= n) return;
-    float* keys = reinterpret_cast<float*>(smem) + warp * 2 * P2;
-    uint32_t* ids = reinterpret_cast<uint32_t*>(keys + P2);
+    float* keys;
+    uint32_t* ids;
+    warpSortBuffer(smem, warp, P2, lane, &keys, &ids);
     // gather (distance, global id); global ids fit in 31 bits
-    for (int e = lane; e < P2; e += 32) {
-        keys[e] = infty();
-        ids[e] = kEmptyId;
-    }
-    __syncwarp();
     const uint32_t* g = gIds + s * K;
     for (int e0 = 0; e0 < K; e0 += 32) {
         uint32_t raw = g[e0 + lane];
@@ -248,26 +263,9 @@ __global__ void finalizeKernel(const float* x, int64_t n, int d, int K, bool ip,
     }
     __syncwarp();
     // de-duplicate: sort by (id, distance), drop repeats, sort by distance
-    for (int size = 2; size <= P2; size <<= 1) {
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            for (int i = lane; i < P2 / 2; i += 32) {
-                int lo = 2 * i - (i & (stride - 1));
-                int hi = lo + stride;
-                bool asc = (lo & size) == 0;
-                uint32_t ia = ids[lo], ib = ids[hi];
-                float ka = keys[lo], kb = keys[hi];
-                bool bFirst = ib < ia || (ib == ia && kb < ka);
-                bool aFirst = ia < ib || (ia == ib && ka < kb);
-                if (asc ? bFirst : aFirst) {
-                    ids[lo] = ib;
-                    ids[hi] = ia;
-                    keys[lo] = kb;
-                    keys[hi] = ka;
-                }
-            }
-            __syncwarp();
-        }
-    }
+    warpBitonicSortBy(keys, ids, P2, lane, [](float ka, uint32_t ia, float kb, uint32_t ib) {
+        return ia < ib || (ia == ib && ka < kb);
+    });
     // pass 1 reads ids only and marks repeats (NaN key); pass 2 empties them
     for (int e = lane; e < P2; e += 32) {
         if (e > 0 && ids[e] != kEmptyId && ids[e] == ids[e - 1]) keys[e] = __int_as_float(0x7fc00000);
@@ -281,11 +279,7 @@ __global__ void finalizeKernel(const float* x, int64_t n, int d, int K, bool ip,
     }
     __syncwarp();
     warpBitonicSort(keys, ids, P2, lane);
-    for (int e = lane; e < K; e += 32) {
-        bool empty = ids[e] == kEmptyId;
-        cIds[s * K + e] = empty ? -1 : int(ids[e]);
-        cDists[s * K + e] = empty ? infty() : keys[e];
-    }
+    writeCanonical(keys, ids, s, K, cIds, cDists, lane);
 }
 
 __global__ void refreshKernel(const float* x, int64_t n, int d, int K, bool ip, int64_t idOffset,
@@ -294,13 +288,9 @@ __global__ void refreshKernel(const float* x, int64_t n, int d, int K, bool ip, 
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t s = int64_t(blockIdx.x) * warps + warp;
     if (s >= n) return;
-    float* keys = reinterpret_cast<float*>(smem) + warp * 2 * P2;
-    uint32_t* ids = reinterpret_cast<uint32_t*>(keys + P2);
-    for (int e = lane; e < P2; e += 32) {
-        keys[e] = infty();
-        ids[e] = kEmptyId;
-    }
-    __syncwarp();
+    float* keys;
+    uint32_t* ids;
+    warpSortBuffer(smem, warp, P2, lane, &keys, &ids);
     for (int e0 = 0; e0 < K; e0 += 32) {
         int id = e0 + lane < K ? cIds[s * K + e0 + lane] : -1;
         for (int b = 0; b < 32; ++b) {
@@ -315,11 +305,7 @@ __global__ void refreshKernel(const float* x, int64_t n, int d, int K, bool ip, 
     }
     __syncwarp();
     warpBitonicSort(keys, ids, P2, lane);
-    for (int e = lane; e < K; e += 32) {
-        bool empty = ids[e] == kEmptyId;
-        cIds[s * K + e] = empty ? -1 : int(ids[e]);
-        cDists[s * K + e] = empty ? infty() : keys[e];
-    }
+    writeCanonical(keys, ids, s, K, cIds, cDists, lane);
 }
 
 /// Exact lists of a small set (n <= 2K <= 2048): a warp per node scores all
@@ -330,28 +316,20 @@ __global__ void exactSmallKernel(const float* x, int64_t n, int d, int K, bool i
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t s = int64_t(blockIdx.x) * warps + warp;
     if (s >= n) return;
-    float* keys = reinterpret_cast<float*>(smem) + warp * 2 * P2;
-    uint32_t* ids = reinterpret_cast<uint32_t*>(keys + P2);
-    for (int e = lane; e < P2; e += 32) {
-        keys[e] = infty();
-        ids[e] = kEmptyId;
-    }
-    __syncwarp();
+    float* keys;
+    uint32_t* ids;
+    warpSortBuffer(smem, warp, P2, lane, &keys, &ids);
     for (int64_t j = 0; j < n; ++j) {
         if (j == s) continue;
         float dv = warpDistance(x, nullptr, d, s, j, ip, lane);
         if (lane == 0) {
             keys[j] = dv;
-            ids[j] = uint32_t(j);
+            ids[j] = uint32_t(idOffset + j);
         }
     }
     __syncwarp();
     warpBitonicSort(keys, ids, P2, lane);
-    for (int e = lane; e < K; e += 32) {
-        bool empty = ids[e] == kEmptyId;
-        cIds[s * K + e] = empty ? -1 : int(idOffset + ids[e]);
-        cDists[s * K + e] = empty ? infty() : keys[e];
-    }
+    writeCanonical(keys, ids, s, K, cIds, cDists, lane);
 }
 
 unsigned gridFor(int64_t n, int warps) { return unsigned((n + warps - 1) / warps); }
