@@ -1,6 +1,7 @@
 #include "gpu/GnndOutOfCore.h"
 
 #include "gpu/impl/VectorPrep.h"
+#include "gpu/impl/gnnd/DeviceVec.h"
 #include "gpu/impl/gnnd/Gnnd.h"
 #include "gpu/utils/DeviceUtils.h"
 
@@ -125,27 +126,6 @@ private:
     VectorFileFormat fmt_;
     int64_t n_ = 0;
     int d_ = 0;
-};
-
-/// A device allocation owned by a worker.
-template <typename T>
-struct DevBuf {
-    T* p = nullptr;
-    DevBuf() = default;
-    DevBuf(const DevBuf&) = delete;
-    DevBuf& operator=(const DevBuf&) = delete;
-    void alloc(size_t count, const char* what) {
-        cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(1, count) * sizeof(T));
-        if (err != cudaSuccess) {
-            (void)cudaGetLastError();
-            p = nullptr;
-            FAISS_THROW_FMT("gnndBuildFromFile: out of device memory for %s (%zu bytes): %s", what,
-                            count * sizeof(T), cudaGetErrorString(err));
-        }
-    }
-    ~DevBuf() {
-        if (p) cudaFree(p);
-    }
 };
 
 /// Host copy of one shard: vectors and its canonical graph.
@@ -337,8 +317,8 @@ private:
         int device;
         GpuResources* res;
         cudaStream_t stream = nullptr;
-        DevBuf<float> x, norms, dists, headDists;
-        DevBuf<int> ids, headIds;
+        gnnd::DeviceVec<float> x, norms, dists, headDists;
+        gnnd::DeviceVec<int> ids, headIds;
         ~Worker() {
             if (stream) {
                 DeviceScope scope(device);
@@ -354,32 +334,32 @@ private:
         wk->res = res_[w].get();
         DeviceScope scope(wk->device);
         FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&wk->stream, cudaStreamNonBlocking));
-        wk->x.alloc(size_t(2 * S_) * d_, "vectors");
-        wk->norms.alloc(size_t(2 * S_), "norms");
-        wk->ids.alloc(size_t(2 * S_) * K_, "graph ids");
-        wk->dists.alloc(size_t(2 * S_) * K_, "graph distances");
-        wk->headIds.alloc(size_t(2 * S_) * K_, "shard graph ids");
-        wk->headDists.alloc(size_t(2 * S_) * K_, "shard graph distances");
+        wk->x.allocate(size_t(2 * S_) * d_, "gnndBuildFromFile", "vectors");
+        wk->norms.allocate(size_t(2 * S_), "gnndBuildFromFile", "norms");
+        wk->ids.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "graph ids");
+        wk->dists.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "graph distances");
+        wk->headIds.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "shard graph ids");
+        wk->headDists.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "shard graph distances");
         return wk;
     }
 
     void upload_(Worker& wk, const ShardData& s, int64_t row0, bool withGraph) const {
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.x.p + size_t(row0) * d_, s.x.data(),
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.x.data() + size_t(row0) * d_, s.x.data(),
                                              sizeof(float) * s.x.size(), cudaMemcpyHostToDevice,
                                              wk.stream));
-        prepareVectorsDevice(metric_, wk.x.p + size_t(row0) * d_, s.n, d_, wk.stream);
-        rowSquaredNorms(wk.x.p + size_t(row0) * d_, s.n, d_, wk.norms.p + row0, wk.stream);
+        prepareVectorsDevice(metric_, wk.x.data() + size_t(row0) * d_, s.n, d_, wk.stream);
+        rowSquaredNorms(wk.x.data() + size_t(row0) * d_, s.n, d_, wk.norms.data() + row0, wk.stream);
         if (withGraph) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.ids.p + size_t(row0) * K_, s.ids.data(),
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.ids.data() + size_t(row0) * K_, s.ids.data(),
                                                  sizeof(int) * s.ids.size(),
                                                  cudaMemcpyHostToDevice, wk.stream));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.dists.p + size_t(row0) * K_, s.dists.data(),
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.dists.data() + size_t(row0) * K_, s.dists.data(),
                                                  sizeof(float) * s.dists.size(),
                                                  cudaMemcpyHostToDevice, wk.stream));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.headIds.p + size_t(row0) * K_,
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.headIds.data() + size_t(row0) * K_,
                                                  s.headIds.data(), sizeof(int) * s.headIds.size(),
                                                  cudaMemcpyHostToDevice, wk.stream));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.headDists.p + size_t(row0) * K_,
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.headDists.data() + size_t(row0) * K_,
                                                  s.headDists.data(),
                                                  sizeof(float) * s.headDists.size(),
                                                  cudaMemcpyHostToDevice, wk.stream));
@@ -389,10 +369,10 @@ private:
     void download_(Worker& wk, ShardData& s, int64_t row0) const {
         s.ids.resize(size_t(s.n) * K_);
         s.dists.resize(size_t(s.n) * K_);
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), wk.ids.p + size_t(row0) * K_,
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), wk.ids.data() + size_t(row0) * K_,
                                              sizeof(int) * s.ids.size(), cudaMemcpyDeviceToHost,
                                              wk.stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.dists.data(), wk.dists.p + size_t(row0) * K_,
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.dists.data(), wk.dists.data() + size_t(row0) * K_,
                                              sizeof(float) * s.dists.size(),
                                              cudaMemcpyDeviceToHost, wk.stream));
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(wk.stream));
@@ -442,8 +422,8 @@ private:
                 }
                 auto t = Clock::now();
                 upload_(*wk, cur, 0, false);
-                gnnd::build(wk->res, wk->device, wk->stream, wk->x.p, wk->norms.p, cur.n, d_,
-                            params_, shardBegin_(i), wk->ids.p, wk->dists.p, nullptr);
+                gnnd::build(wk->res, wk->device, wk->stream, wk->x.data(), wk->norms.data(), cur.n, d_,
+                            params_, shardBegin_(i), wk->ids.data(), wk->dists.data(), nullptr);
                 download_(*wk, cur, 0);
                 if (writing.valid()) writing.get();
                 cur.x.clear();
@@ -516,9 +496,9 @@ private:
                     ShardData& b = data.second;
                     upload_(wk, a, 0, true);
                     upload_(wk, b, a.n, true);
-                    gnnd::merge(wk.res, wk.device, wk.stream, wk.x.p, wk.norms.p, a.n, b.n, d_,
-                                shardBegin_(a.index), shardBegin_(b.index), params_, wk.ids.p,
-                                wk.dists.p, nullptr, wk.headIds.p, wk.headDists.p);
+                    gnnd::merge(wk.res, wk.device, wk.stream, wk.x.data(), wk.norms.data(), a.n, b.n, d_,
+                                shardBegin_(a.index), shardBegin_(b.index), params_, wk.ids.data(),
+                                wk.dists.data(), nullptr, wk.headIds.data(), wk.headDists.data());
                     // the next pair may start loading while this one is written
                     a.headIds.clear();
                     b.headIds.clear();

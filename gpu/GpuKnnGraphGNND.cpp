@@ -2,6 +2,7 @@
 
 #include "faiss_ext/RowCenteringTransform.h"
 #include "gpu/impl/VectorPrep.h"
+#include "gpu/impl/gnnd/DeviceVec.h"
 #include "gpu/impl/gnnd/Gnnd.h"
 #include "gpu/utils/DeviceUtils.h"
 
@@ -19,50 +20,6 @@ namespace faiss_ext {
 namespace gpu {
 
 namespace gnnd {
-
-/// A device allocation that frees itself.
-template <typename T>
-class DeviceVec {
-public:
-    DeviceVec() = default;
-    explicit DeviceVec(size_t count, const char* what) { allocate(count, what); }
-    ~DeviceVec() { release(); }
-    DeviceVec(const DeviceVec&) = delete;
-    DeviceVec& operator=(const DeviceVec&) = delete;
-    DeviceVec(DeviceVec&& o) noexcept { swap(o); }
-    DeviceVec& operator=(DeviceVec&& o) noexcept {
-        swap(o);
-        return *this;
-    }
-    void swap(DeviceVec& o) noexcept {
-        std::swap(p_, o.p_);
-        std::swap(n_, o.n_);
-    }
-    void allocate(size_t count, const char* what) {
-        release();
-        if (count == 0) return;
-        cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&p_), count * sizeof(T));
-        if (err != cudaSuccess) {
-            (void)cudaGetLastError();
-            p_ = nullptr;
-            FAISS_THROW_FMT("GpuKnnGraphGNND: out of device memory allocating %zu bytes for %s "
-                            "(%s); nothing was changed",
-                            count * sizeof(T), what, cudaGetErrorString(err));
-        }
-        n_ = count;
-    }
-    void release() {
-        if (p_) cudaFree(p_);
-        p_ = nullptr;
-        n_ = 0;
-    }
-    T* data() const { return p_; }
-    size_t size() const { return n_; }
-
-private:
-    T* p_ = nullptr;
-    size_t n_ = 0;
-};
 
 /// Resident vectors (prepared), norms and the canonical graph (K per node).
 class GraphState {
@@ -233,10 +190,10 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
     // everything goes into new buffers; the index changes only at the end
     gnnd::GraphState next;
     next.n = total;
-    next.x.allocate(size_t(total) * d, "vectors");
-    next.norms.allocate(size_t(total), "norms");
-    next.ids.allocate(size_t(total) * buildK_, "graph ids");
-    next.dists.allocate(size_t(total) * buildK_, "graph distances");
+    next.x.allocate(size_t(total) * d, "GpuKnnGraphGNND", "vectors");
+    next.norms.allocate(size_t(total), "GpuKnnGraphGNND", "norms");
+    next.ids.allocate(size_t(total) * buildK_, "GpuKnnGraphGNND", "graph ids");
+    next.dists.allocate(size_t(total) * buildK_, "GpuKnnGraphGNND", "graph distances");
     if (old > 0) {
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.x.data(), state_->x.data(),
                                              sizeof(float) * size_t(old) * d,
@@ -420,10 +377,10 @@ void GpuKnnGraphGNND::copyFrom(const faiss::IndexNNDescentFlat* index) {
             cudaStream_t stream = resources_->getDefaultStream(config_.device);
             gnnd::GraphState next;
             next.n = n;
-            next.x.allocate(size_t(n) * d, "vectors");
-            next.norms.allocate(size_t(n), "norms");
-            next.ids.allocate(size_t(n) * buildK_, "graph ids");
-            next.dists.allocate(size_t(n) * buildK_, "graph distances");
+            next.x.allocate(size_t(n) * d, "GpuKnnGraphGNND", "vectors");
+            next.norms.allocate(size_t(n), "GpuKnnGraphGNND", "norms");
+            next.ids.allocate(size_t(n) * buildK_, "GpuKnnGraphGNND", "graph ids");
+            next.dists.allocate(size_t(n) * buildK_, "GpuKnnGraphGNND", "graph distances");
             FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.x.data(), flat->get_xb(),
                                                  sizeof(float) * size_t(n) * d,
                                                  cudaMemcpyHostToDevice, stream));
