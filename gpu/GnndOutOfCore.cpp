@@ -160,14 +160,9 @@ public:
             res_.push_back(res);
         }
         const auto& c = opt.config;
-        K_ = c.buildDegree > 0 ? c.buildDegree : std::max(32, (k + 31) / 32 * 32);
-        params_.K = K_;
-        params_.p = c.samples;
-        params_.maxIter = c.maxIterations;
-        params_.delta = c.terminationThreshold;
-        params_.seed = c.seed;
-        params_.innerProduct = toFaissMetric(metric) == faiss::METRIC_INNER_PRODUCT;
-        params_.verbose = false;
+        K_ = gnnd::resolveBuildDegree(k, c.buildDegree);
+        params_ = gnnd::makeParams(c, K_, toFaissMetric(metric) == faiss::METRIC_INNER_PRODUCT,
+                                   false);
         d_ = file.d();
         n_ = file.n();
         FAISS_THROW_IF_NOT_FMT(n_ > k, "gnndBuildFromFile: %lld vectors are too few for k = %d",
@@ -588,27 +583,11 @@ GnndFileBuildReport gnndBuildFromFile(const std::vector<GpuResourcesProvider*>& 
                                       int d, int k, FlatMetric metric,
                                       const std::string& graphPath,
                                       const GnndFileBuildOptions& options) {
-    FAISS_THROW_IF_NOT_FMT(k >= 1 && k <= gnnd::kMaxBuildDegree,
-                           "gnndBuildFromFile: k = %d must be in [1, %d]", k,
-                           gnnd::kMaxBuildDegree);
+    gnnd::checkBuildConfig(options.config, k, "gnndBuildFromFile");
     FAISS_THROW_IF_NOT_MSG(!graphPath.empty(), "gnndBuildFromFile: empty graph path");
     FAISS_THROW_IF_NOT_MSG(format == VectorFileFormat::Fvecs ||
                                    format == VectorFileFormat::RawFloat32,
                            "gnndBuildFromFile: unknown vector file format");
-    const auto& c = options.config;
-    FAISS_THROW_IF_NOT_FMT(c.samples >= 1 && c.samples <= gnnd::kMaxSamples,
-                           "gnndBuildFromFile: samples = %d must be in [1, %d]", c.samples,
-                           gnnd::kMaxSamples);
-    FAISS_THROW_IF_NOT_FMT(c.maxIterations >= 1, "gnndBuildFromFile: maxIterations = %d < 1",
-                           c.maxIterations);
-    FAISS_THROW_IF_NOT_FMT(c.terminationThreshold >= 0.f && c.terminationThreshold < 1.f,
-                           "gnndBuildFromFile: terminationThreshold = %g not in [0, 1)",
-                           double(c.terminationThreshold));
-    FAISS_THROW_IF_NOT_FMT(c.buildDegree == 0 || (c.buildDegree % 32 == 0 && c.buildDegree >= k &&
-                                                  c.buildDegree <= gnnd::kMaxBuildDegree),
-                           "gnndBuildFromFile: buildDegree = %d must be 0 or a multiple of 32 in "
-                           "[k, %d]",
-                           c.buildDegree, gnnd::kMaxBuildDegree);
     FAISS_THROW_IF_NOT_FMT(options.shardSize >= 0, "gnndBuildFromFile: shardSize = %lld < 0",
                            (long long)options.shardSize);
     VectorFile file(vectorsPath, format, d);

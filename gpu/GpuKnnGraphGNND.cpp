@@ -45,24 +45,6 @@ const faiss::IndexNNDescentFlat* checkedTwin(const faiss::IndexNNDescentFlat* in
 /// The pool of search() when searchL is 0 (at least k at search time).
 int defaultSearchL(int degree) { return std::max(128, 2 * degree); }
 
-int roundUp32(int v) { return (v + 31) / 32 * 32; }
-
-int resolveBuildDegree(int k, int buildDegree) {
-    return buildDegree > 0 ? buildDegree : std::max(32, roundUp32(k));
-}
-
-gnnd::Params makeParams(const GpuKnnGraphGNNDConfig& c, int K, bool ip, bool verbose) {
-    gnnd::Params p;
-    p.K = K;
-    p.p = c.samples;
-    p.maxIter = c.maxIterations;
-    p.delta = c.terminationThreshold;
-    p.seed = c.seed;
-    p.innerProduct = ip;
-    p.verbose = verbose;
-    return p;
-}
-
 size_t deviceFreeBytes(int device) {
     DeviceScope scope(device);
     size_t freeB = 0, totalB = 0;
@@ -84,7 +66,7 @@ GpuKnnGraphGNND::GpuKnnGraphGNND(GpuResourcesProvider* provider, int dims, int k
           gConfig_(config),
           state_(new gnnd::GraphState()) {
     checkConfig_(config, k);
-    buildK_ = resolveBuildDegree(k, config.buildDegree);
+    buildK_ = gnnd::resolveBuildDegree(k, config.buildDegree);
     is_trained = true;
 }
 
@@ -103,22 +85,7 @@ GpuKnnGraphGNND::GpuKnnGraphGNND(GpuResourcesProvider* provider,
 GpuKnnGraphGNND::~GpuKnnGraphGNND() = default;
 
 void GpuKnnGraphGNND::checkConfig_(const GpuKnnGraphGNNDConfig& c, int k) const {
-    FAISS_THROW_IF_NOT_FMT(k >= 1 && k <= kMaxDegree,
-                           "GpuKnnGraphGNND: graph degree k = %d must be in [1, %d]", k,
-                           kMaxDegree);
-    FAISS_THROW_IF_NOT_FMT(c.samples >= 1 && c.samples <= gnnd::kMaxSamples,
-                           "GpuKnnGraphGNND: samples = %d must be in [1, %d]", c.samples,
-                           gnnd::kMaxSamples);
-    FAISS_THROW_IF_NOT_FMT(c.maxIterations >= 1,
-                           "GpuKnnGraphGNND: maxIterations = %d must be >= 1", c.maxIterations);
-    FAISS_THROW_IF_NOT_FMT(c.terminationThreshold >= 0.f && c.terminationThreshold < 1.f,
-                           "GpuKnnGraphGNND: terminationThreshold = %g must be in [0, 1)",
-                           double(c.terminationThreshold));
-    FAISS_THROW_IF_NOT_FMT(c.buildDegree == 0 || (c.buildDegree % 32 == 0 && c.buildDegree >= k &&
-                                                  c.buildDegree <= kMaxDegree),
-                           "GpuKnnGraphGNND: buildDegree = %d must be 0 or a multiple of 32 in "
-                           "[k = %d, %d]",
-                           c.buildDegree, k, kMaxDegree);
+    gnnd::checkBuildConfig(c, k, "GpuKnnGraphGNND");
     FAISS_THROW_IF_NOT_FMT(c.searchL >= 0, "GpuKnnGraphGNND: searchL = %d must be >= 0",
                            c.searchL);
     FAISS_THROW_IF_NOT_FMT(c.device == config_.device,
@@ -128,7 +95,7 @@ void GpuKnnGraphGNND::checkConfig_(const GpuKnnGraphGNNDConfig& c, int k) const 
 
 void GpuKnnGraphGNND::setConfig(const GpuKnnGraphGNNDConfig& config) {
     checkConfig_(config, k_);
-    int newK = resolveBuildDegree(k_, config.buildDegree);
+    int newK = gnnd::resolveBuildDegree(k_, config.buildDegree);
     FAISS_THROW_IF_NOT_FMT(newK == buildK_ || ntotal == 0,
                            "GpuKnnGraphGNND: buildDegree can change only while the index is empty "
                            "(it holds %lld vectors)",
@@ -142,7 +109,7 @@ GnndMemoryEstimate GpuKnnGraphGNND::estimateMemory(int64_t n, int d, int k,
     FAISS_THROW_IF_NOT_FMT(n >= 0 && d >= 1 && k >= 1 && k <= kMaxDegree,
                            "estimateMemory: bad arguments n = %lld, d = %d, k = %d", (long long)n,
                            d, k);
-    int K = resolveBuildDegree(k, config.buildDegree);
+    int K = gnnd::resolveBuildDegree(k, config.buildDegree);
     gnnd::Params p;
     p.K = K;
     p.p = std::max(1, std::min(config.samples, gnnd::kMaxSamples));
@@ -214,7 +181,7 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
     prepareVectorsDevice(flatMetric_, xNew, n, d, stream);
     rowSquaredNorms(xNew, n, d, next.norms.data() + old, stream);
 
-    gnnd::Params params = makeParams(gConfig_, buildK_, ip, verbose);
+    gnnd::Params params = gnnd::makeParams(gConfig_, buildK_, ip, verbose);
     std::vector<GnndIterationStats> newLog;
     auto cb = [&newLog](const GnndIterationStats& s) { newLog.push_back(s); };
     // GNND on the new part (Algorithm 1), ids offset by `old`
@@ -359,7 +326,7 @@ void GpuKnnGraphGNND::copyFrom(const faiss::IndexNNDescentFlat* index) {
     // build a new state, then swap
     GpuKnnGraphGNNDConfig cfg = gConfig_;
     if (cfg.buildDegree != 0 && cfg.buildDegree < K) cfg.buildDegree = 0;
-    int newBuildK = resolveBuildDegree(K, cfg.buildDegree);
+    int newBuildK = gnnd::resolveBuildDegree(K, cfg.buildDegree);
     int oldK = k_, oldBuildK = buildK_;
     auto oldState = std::move(state_);
     int64_t oldN = ntotal;

@@ -38,6 +38,17 @@ struct Params {
     bool verbose = false;
 };
 
+/// The list length for graph degree k: buildDegree, or (0) k rounded up to a
+/// multiple of 32, at least 32.
+int resolveBuildDegree(int k, int buildDegree);
+
+/// Throws "<who>: ..." unless k and the build fields of c (samples,
+/// maxIterations, terminationThreshold, buildDegree) are valid.
+void checkBuildConfig(const GpuKnnGraphGNNDConfig& c, int k, const char* who);
+
+/// Params of a build / merge at list length K from a configuration.
+Params makeParams(const GpuKnnGraphGNNDConfig& c, int K, bool innerProduct, bool verbose);
+
 /// Called after each iteration.
 using IterationCallback = std::function<void(const GnndIterationStats&)>;
 

@@ -6,6 +6,7 @@
 
 #include <faiss/impl/FaissAssert.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -96,6 +97,39 @@ void iterate(GpuResources* res, int device, cudaStream_t stream, const float* x,
 }
 
 }  // namespace
+
+int resolveBuildDegree(int k, int buildDegree) {
+    return buildDegree > 0 ? buildDegree : std::max(kSegment, (k + kSegment - 1) / kSegment * kSegment);
+}
+
+void checkBuildConfig(const GpuKnnGraphGNNDConfig& c, int k, const char* who) {
+    FAISS_THROW_IF_NOT_FMT(k >= 1 && k <= kMaxBuildDegree, "%s: graph degree k = %d must be in [1, %d]",
+                           who, k, kMaxBuildDegree);
+    FAISS_THROW_IF_NOT_FMT(c.samples >= 1 && c.samples <= kMaxSamples,
+                           "%s: samples = %d must be in [1, %d]", who, c.samples, kMaxSamples);
+    FAISS_THROW_IF_NOT_FMT(c.maxIterations >= 1, "%s: maxIterations = %d must be >= 1", who,
+                           c.maxIterations);
+    FAISS_THROW_IF_NOT_FMT(c.terminationThreshold >= 0.f && c.terminationThreshold < 1.f,
+                           "%s: terminationThreshold = %g must be in [0, 1)", who,
+                           double(c.terminationThreshold));
+    FAISS_THROW_IF_NOT_FMT(c.buildDegree == 0 || (c.buildDegree % kSegment == 0 &&
+                                                  c.buildDegree >= k &&
+                                                  c.buildDegree <= kMaxBuildDegree),
+                           "%s: buildDegree = %d must be 0 or a multiple of 32 in [k = %d, %d]", who,
+                           c.buildDegree, k, kMaxBuildDegree);
+}
+
+Params makeParams(const GpuKnnGraphGNNDConfig& c, int K, bool innerProduct, bool verbose) {
+    Params p;
+    p.K = K;
+    p.p = c.samples;
+    p.maxIter = c.maxIterations;
+    p.delta = c.terminationThreshold;
+    p.seed = c.seed;
+    p.innerProduct = innerProduct;
+    p.verbose = verbose;
+    return p;
+}
 
 size_t buildTempBytes(int64_t n, const Params& p) {
     return iterationBytes(n, p) + 4096;
