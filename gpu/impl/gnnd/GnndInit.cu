@@ -222,7 +222,11 @@ __device__ void warpSortBuffer(unsigned char* smem, int warp, int P2, int lane, 
 /// Writes the first K sorted buffer entries as node s's canonical list.
 __device__ void writeCanonical(const float* keys, const uint32_t* ids, int64_t s, int K,
                                int* cIds, float* cDists, int lane) {
-    writeCanonical(keys, ids, s, K, cIds, cDists, lane);
+    for (int e = lane; e < K; e += 32) {
+        bool empty = ids[e] == kEmptyId;
+        cIds[s * K + e] = empty ? -1 : int(ids[e]);
+        cDists[s * K + e] = empty ? infty() : keys[e];
+    }
 }
 
 /// Final lists: raw segments (exact distances recomputed) plus set-aside
