@@ -1,0 +1,203 @@
+// Bi-level LSH model and parameters (see BiLevelLSHModel.h). Built with
+// -ffp-contract=off: the canonical arithmetic of BiLevelLSHCommon.h.
+#include "faiss_ext/BiLevelLSHModel.h"
+
+#include <faiss/impl/FaissAssert.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+namespace faiss_ext {
+
+void BiLevelLSHConfig::check() const {
+    FAISS_THROW_IF_NOT_FMT(treeDepth >= 0 && treeDepth <= lsh::kMaxTreeDepth,
+                           "BiLevelLSH: treeDepth must be in [0, %d], got %d", lsh::kMaxTreeDepth,
+                           treeDepth);
+    FAISS_THROW_IF_NOT_FMT(nTables >= 1 && nTables <= lsh::kMaxTables,
+                           "BiLevelLSH: nTables (L) must be in [1, %d], got %d", lsh::kMaxTables,
+                           nTables);
+    FAISS_THROW_IF_NOT_FMT(nProjections >= 1 && nProjections <= lsh::kMaxProjections,
+                           "BiLevelLSH: nProjections (M) must be in [1, %d], got %d",
+                           lsh::kMaxProjections, nProjections);
+    FAISS_THROW_IF_NOT_FMT(std::isfinite(bucketWidth) && bucketWidth > 0.f,
+                           "BiLevelLSH: bucketWidth must be a finite value > 0, got %g",
+                           double(bucketWidth));
+    FAISS_THROW_IF_NOT_FMT(std::isfinite(meanRuleC) && meanRuleC > 0.f,
+                           "BiLevelLSH: meanRuleC must be a finite value > 0, got %g",
+                           double(meanRuleC));
+    FAISS_THROW_IF_NOT_FMT(diameterIterations >= 1 && diameterIterations <= 1000,
+                           "BiLevelLSH: diameterIterations must be in [1, 1000], got %d",
+                           diameterIterations);
+    FAISS_THROW_IF_NOT_FMT(cuckooSubTables >= 2 && cuckooSubTables <= lsh::kMaxCuckooSubTables,
+                           "BiLevelLSH: cuckooSubTables must be in [2, %d], got %d",
+                           lsh::kMaxCuckooSubTables, cuckooSubTables);
+    FAISS_THROW_IF_NOT_FMT(cuckooMaxLoad > 0.f && cuckooMaxLoad <= 0.95f,
+                           "BiLevelLSH: cuckooMaxLoad must be in (0, 0.95], got %g",
+                           double(cuckooMaxLoad));
+}
+
+BiLevelLSHModel BiLevelLSHModel::initRandom(int d, const BiLevelLSHConfig& config) {
+    config.check();
+    FAISS_THROW_IF_NOT_FMT(d > 0, "BiLevelLSH: d must be > 0, got %d", d);
+    BiLevelLSHModel m;
+    m.d = d;
+    m.depth = config.treeDepth;
+    m.nTables = config.nTables;
+    m.nProjections = config.nProjections;
+    m.bits = lsh::bitsPerCoordinate(config.nProjections);
+    const int nodes = m.internalNodes();
+    const int G = m.groups();
+    const int LM = m.nTables * m.nProjections;
+    m.nodeRule.assign(nodes, lsh::kRuleProjection);
+    m.nodeVec.assign(size_t(nodes) * d, 0.f);
+    m.nodeThreshold.assign(nodes, std::numeric_limits<float>::infinity());
+    m.leafMean.assign(size_t(G) * d, 0.f);
+    m.leafWidth.assign(G, 1.f);
+    m.leafOffset.assign(size_t(G) * LM, 0.f);
+    m.leafTrainCount.assign(G, 0);
+    m.proj.resize(size_t(LM) * d);
+    m.projBias.resize(LM);
+
+    std::mt19937_64 rng(lsh::mix64(config.seed ^ 0x70726f6aULL));
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    for (auto& a : m.proj) a = float(normal(rng));
+    for (auto& b : m.projBias) {
+        float v = float(uniform(rng));
+        b = v >= 1.f ? 0.f : v;
+    }
+    for (int node = 0; node < nodes; ++node) {
+        std::mt19937_64 r(lsh::mix64(config.seed ^ lsh::mix64(0x6e6f6465ULL + uint64_t(node))));
+        double norm = 0;
+        std::vector<double> v(d);
+        for (;;) {
+            norm = 0;
+            for (int j = 0; j < d; ++j) {
+                v[j] = normal(r);
+                norm += v[j] * v[j];
+            }
+            if (norm > 1e-30) break;
+        }
+        norm = std::sqrt(norm);
+        for (int j = 0; j < d; ++j) m.nodeVec[size_t(node) * d + j] = float(v[j] / norm);
+    }
+    return m;
+}
+
+int64_t BiLevelLSHModel::diameterStart(uint64_t seed, int level, int group, int64_t count) {
+    if (count <= 0) return 0;
+    const uint64_t h =
+        lsh::mix64(seed ^ lsh::mix64(0x6469616dULL + uint64_t(level) * 1000003ULL + uint64_t(group)));
+    return int64_t(h % uint64_t(count));
+}
+
+lsh::NodeRule BiLevelLSHModel::splitRule(float diameter, double avgSqToMean, float c) {
+    const double diam2 = double(diameter) * double(diameter);
+    return diam2 <= double(c) * 2.0 * avgSqToMean ? lsh::kRuleProjection : lsh::kRuleDistance;
+}
+
+void BiLevelLSHModel::setLeaves(const std::vector<float>& means, const std::vector<double>& avgSq,
+                                const std::vector<int64_t>& counts, float bucketWidth) {
+    const int G = groups();
+    const int LM = nTables * nProjections;
+    FAISS_THROW_IF_NOT(int(means.size()) == G * d && int(avgSq.size()) == G &&
+                       int(counts.size()) == G);
+    leafMean = means;
+    leafTrainCount = counts;
+    for (int g = 0; g < G; ++g) {
+        const float rms = lsh::sqrtRn(float(avgSq[g]));
+        float w = lsh::mulRn(bucketWidth, rms);
+        if (!(w > 0.f) || !std::isfinite(w)) w = 1.f;  // empty group or identical vectors
+        leafWidth[g] = w;
+        for (int j = 0; j < LM; ++j)
+            leafOffset[size_t(g) * LM + j] =
+                lsh::canonicalDot(proj.data() + size_t(j) * d, leafMean.data() + size_t(g) * d, d);
+    }
+}
+
+int BiLevelLSHModel::leafOf(const float* x) const {
+    int node = 0;
+    for (int l = 0; l < depth; ++l) {
+        const float* v = nodeVec.data() + size_t(node) * d;
+        const float key = nodeRule[node] == lsh::kRuleProjection ? lsh::canonicalDot(v, x, d)
+                                                                 : lsh::canonicalL2Sq(x, v, d);
+        node = 2 * node + (key <= nodeThreshold[node] ? 1 : 2);
+    }
+    return node - internalNodes();
+}
+
+void BiLevelLSHModel::checkConsistent() const {
+    FAISS_THROW_IF_NOT_FMT(d > 0 && depth >= 0 && depth <= lsh::kMaxTreeDepth && nTables >= 1 &&
+                               nTables <= lsh::kMaxTables && nProjections >= 1 &&
+                               nProjections <= lsh::kMaxProjections &&
+                               bits == lsh::bitsPerCoordinate(nProjections),
+                           "BiLevelLSH model: bad sizes (d %d, depth %d, L %d, M %d, bits %d)", d,
+                           depth, nTables, nProjections, bits);
+    const size_t nodes = size_t(internalNodes()), G = size_t(groups());
+    const size_t LM = size_t(nTables) * nProjections;
+    FAISS_THROW_IF_NOT_MSG(nodeRule.size() == nodes && nodeVec.size() == nodes * d &&
+                               nodeThreshold.size() == nodes && leafMean.size() == G * d &&
+                               leafWidth.size() == G && leafOffset.size() == G * LM &&
+                               leafTrainCount.size() == G && proj.size() == LM * d &&
+                               projBias.size() == LM,
+                           "BiLevelLSH model: array sizes do not match its dimensions");
+    for (uint8_t r : nodeRule)
+        FAISS_THROW_IF_NOT_FMT(r == lsh::kRuleProjection || r == lsh::kRuleDistance,
+                               "BiLevelLSH model: unknown node rule %d", int(r));
+    for (float w : leafWidth)
+        FAISS_THROW_IF_NOT_FMT(std::isfinite(w) && w > 0.f,
+                               "BiLevelLSH model: bucket width %g is not > 0", double(w));
+}
+
+BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params, int64_t k,
+                                           const BiLevelLSHModel& model) {
+    BiLevelSearchSettings s;
+    SearchParametersBiLevelLSH def;
+    const SearchParametersBiLevelLSH* p = &def;
+    if (params) {
+        p = dynamic_cast<const SearchParametersBiLevelLSH*>(params);
+        FAISS_THROW_IF_NOT_MSG(p, "BiLevelLSH search: params must be SearchParametersBiLevelLSH");
+        FAISS_THROW_IF_NOT_MSG(!params->sel,
+                               "BiLevelLSH search: an IDSelector in params is not supported");
+    }
+    const int M = model.nProjections;
+    const int maxProbe = std::min(lsh::kMaxProbes, 1 + lsh::maxPerturbations(M));
+    FAISS_THROW_IF_NOT_FMT(p->nprobe >= 1 && p->nprobe <= maxProbe,
+                           "BiLevelLSH search: nprobe must be in [1, %d] for M = %d, got %d",
+                           maxProbe, M, p->nprobe);
+    FAISS_THROW_IF_NOT_FMT(p->minCandidates >= 0,
+                           "BiLevelLSH search: minCandidates must be >= 0, got %lld",
+                           (long long)p->minCandidates);
+    FAISS_THROW_IF_NOT_FMT(p->tables >= 0 && p->tables <= model.nTables,
+                           "BiLevelLSH search: tables must be in [0, %d] (0 = all), got %d",
+                           model.nTables, p->tables);
+    const int sl = int(p->shortList);
+    FAISS_THROW_IF_NOT_FMT(sl >= 0 && sl <= 2, "BiLevelLSH search: unknown shortList %d", sl);
+    s.nprobe = p->nprobe;
+    s.minCandidates = p->minCandidates == 0 ? k : p->minCandidates;
+    s.tables = p->tables == 0 ? model.nTables : p->tables;
+    s.shortList = p->shortList;
+    return s;
+}
+
+void checkFiniteVectors(const char* name, int64_t n, int d, const float* x) {
+    const size_t total = size_t(n) * size_t(d);
+    int64_t bad = -1;
+#pragma omp parallel for if (total > 1000000) reduction(max : bad)
+    for (int64_t i = 0; i < n; ++i) {
+        const float* r = x + size_t(i) * d;
+        for (int j = 0; j < d; ++j)
+            if (!std::isfinite(r[j])) {
+                bad = std::max(bad, i);
+                break;
+            }
+    }
+    FAISS_THROW_IF_NOT_FMT(bad < 0,
+                           "%s: vector %lld has a NaN or infinite component (Bi-level LSH needs "
+                           "finite vectors)",
+                           name, (long long)bad);
+}
+
+}  // namespace faiss_ext

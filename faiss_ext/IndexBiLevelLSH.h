@@ -1,0 +1,136 @@
+// IndexBiLevelLSH: Bi-level LSH (Pan & Manocha, papers/pan-bilevel-lsh-gpu.txt,
+// and their Bi-level LSH report) on the CPU with OpenMP: the twin of
+// faiss_ext::gpu::GpuIndexBiLevelLSH and its test oracle. Both give every
+// vector the same group and bucket and every query the same candidates
+// (BiLevelLSHCommon.h says how).
+//
+// train(n, x) builds level one, a random projection tree of depth D (section
+// 5.1, Algorithm 2): each group is split at a median, by the RP-tree mean
+// rule: along a random unit direction when its squared diameter (Egecioglu &
+// Kalantari's approximation, Algorithm 1) is at most c times its average
+// squared interpoint distance, else by the distance to its mean. It also
+// draws level two's p-stable projections: L tables of M projections
+// h(v) = floor((<a, v - mean_g> / W_g) + b), with a per-group bucket width
+// W_g = bucketWidth x (RMS radius of group g).
+//
+// add(n, x) stores the vectors and rebuilds the tables over everything added:
+// each vector's group (tree traversal) and codes; per table the vectors
+// sorted by (group, Morton code of the M coordinates); each bucket and each
+// Morton ancestor (a cell 2^l times wider along every projection) becomes a
+// 64-bit key whose value is its interval in the sorted array; the keys live
+// in one cuckoo hash table (section 5.2).
+//
+// search(): the query's group, its code in each table, its bucket and its
+// best nprobe - 1 multi-probe neighbours; when they hold fewer than
+// minCandidates items, the smallest Morton ancestor that holds enough; the
+// union of the candidates over the tables is ranked by exact L2 distance
+// (short-list search). Knobs: SearchParametersBiLevelLSH.
+//
+// Metric: L2 only (p-stable LSH is an L2 scheme). Vectors must be finite.
+#pragma once
+
+#include "faiss_ext/BiLevelLSHModel.h"
+#include "faiss_ext/CuckooHashTable.h"
+
+#include <faiss/Index.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace faiss_ext {
+
+/// The hash tables of a Bi-level LSH index over ntotal vectors.
+struct BiLevelLSHTables {
+    /// L x ntotal vector ids: table t's vectors sorted by (group, Morton
+    /// code, id) in [t * ntotal, (t + 1) * ntotal).
+    std::vector<int32_t> sortedIds;
+    /// One key per bucket and Morton ancestor (lsh::bucketKey), distinct.
+    std::vector<uint64_t> bucketKeys;
+    /// Interval of each key in sortedIds.
+    std::vector<lsh::BucketRange> bucketRanges;
+    /// Salt of lsh::bucketKey (changed only if two buckets' keys collide).
+    uint64_t keySalt = 0;
+};
+
+/// Bi-level LSH on the CPU (OpenMP), the twin of GpuIndexBiLevelLSH.
+class IndexBiLevelLSH : public faiss::Index {
+public:
+    /// An untrained index of dimension d (> 0; 0 only for readers). metric
+    /// must be METRIC_L2.
+    explicit IndexBiLevelLSH(int d = 0, BiLevelLSHConfig config = {},
+                             faiss::MetricType metric = faiss::METRIC_L2);
+
+    /// Builds the RP-tree and the projections from n >= 2^treeDepth finite
+    /// vectors. Only while the index is empty (reset() first).
+    void train(int64_t n, const float* x) override;
+
+    /// Adds n finite vectors (ids ntotal ..) and rebuilds the tables. Needs
+    /// train(). On error nothing changes.
+    void add(int64_t n, const float* x) override;
+
+    /// Approximate k-NN: squared L2 distances, sorted, padded with -1 /
+    /// +inf when fewer than k candidates are found. params: null or
+    /// SearchParametersBiLevelLSH.
+    void search(int64_t n, const float* x, int64_t k, float* distances, int64_t* labels,
+                const faiss::SearchParameters* params = nullptr) const override;
+
+    /// Removes the vectors, keeps the training.
+    void reset() override;
+
+    /// Copies vector `key` into recons.
+    void reconstruct(int64_t key, float* recons) const override;
+
+    /// The candidate sets search() would rank: query i's distinct candidate
+    /// ids, ascending, are ids[lims[i] .. lims[i + 1]). k resolves
+    /// minCandidates = 0.
+    void getCandidates(int64_t n, const float* x, int64_t k, std::vector<int64_t>* lims,
+                       std::vector<int64_t>* ids,
+                       const faiss::SearchParameters* params = nullptr) const;
+
+    /// Vectors added per group (the tree's split of the data).
+    std::vector<int64_t> groupSizes() const;
+
+    const BiLevelLSHConfig& getConfig() const { return config_; }
+    const BiLevelLSHModel& getModel() const { return model_; }
+    /// ntotal x d stored vectors.
+    const std::vector<float>& getVectors() const { return vectors_; }
+    const BiLevelLSHTables& getTables() const { return tables_; }
+    const CuckooHashTable& getCuckooTable() const { return cuckoo_; }
+
+    /// Replaces everything: configuration, model (empty = untrained, then
+    /// vectors must be empty) and vectors (ntotal x d); rebuilds the tables.
+    /// Used by the reader and by GpuIndexBiLevelLSH::copyTo. Checks first;
+    /// on error nothing changes.
+    void setContents(const BiLevelLSHConfig& config, BiLevelLSHModel model,
+                     std::vector<float> vectors);
+
+private:
+    void checkQueryArgs_(const char* name, int64_t n, const float* x, int64_t k) const;
+
+    BiLevelLSHConfig config_;
+    BiLevelLSHModel model_;
+    std::vector<float> vectors_;
+    BiLevelLSHTables tables_;
+    CuckooHashTable cuckoo_;
+};
+
+namespace lsh {
+
+/// Builds level one on the CPU: the RP-tree (rules, vectors, thresholds) and
+/// the leaves of `model` (from BiLevelLSHModel::initRandom) from n training
+/// vectors. verbose: one line per level.
+void trainTreeCpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_t n,
+                  const float* x, bool verbose);
+
+/// Builds the tables over n vectors (host) with `model`.
+void buildTablesCpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config, int64_t n,
+                    const float* x, BiLevelLSHTables* tables, CuckooHashTable* cuckoo,
+                    bool verbose);
+
+/// Bucket keys and intervals of tables whose sortedIds are set, given each
+/// vector's group and, per table, its Morton code (mortons: L x n, by id).
+void bucketKeysFromSorted(const BiLevelLSHModel& model, int64_t n, const int32_t* groupOf,
+                          const uint64_t* mortons, BiLevelLSHTables* tables);
+
+}  // namespace lsh
+}  // namespace faiss_ext
