@@ -131,13 +131,12 @@ FEXT_HD uint64_t mix64(uint64_t x) {
     return x;
 }
 
-/// The 64-bit key of a Bi-level bucket: table t, RP-tree group g, Morton
-/// hierarchy level (0 = the bucket itself) and the Morton prefix at that
-/// level. salt changes the key function if two buckets ever collide.
-FEXT_HD uint64_t bucketKey(int table, int group, int level, uint64_t prefix, uint64_t salt) {
-    const uint64_t head = (uint64_t(uint32_t(table)) << 40) ^ (uint64_t(uint32_t(level)) << 32) ^
-                          uint64_t(uint32_t(group));
-    return mix64(mix64(prefix ^ salt) ^ (head + 0x9e3779b97f4a7c15ULL));
+/// The 64-bit key of a Bi-level bucket: table t, RP-tree group g and the
+/// bucket's Morton code. salt changes the key function if two buckets ever
+/// collide.
+FEXT_HD uint64_t bucketKey(int table, int group, uint64_t code, uint64_t salt) {
+    const uint64_t head = (uint64_t(uint32_t(table)) << 32) ^ uint64_t(uint32_t(group));
+    return mix64(mix64(code ^ salt) ^ (head + 0x9e3779b97f4a7c15ULL));
 }
 
 /// Slot of `key` in cuckoo sub-table s (sub-tables of subSize slots).
@@ -203,11 +202,36 @@ FEXT_HD uint64_t mortonCode(const uint32_t* u, int M, int bits) {
     return code;
 }
 
-/// Morton prefix of hierarchy level l: the code without its lowest l bits
-/// per coordinate (a cell 2^l times wider along each projection).
-FEXT_HD uint64_t mortonPrefix(uint64_t code, int level, int M) {
-    const int shift = level * M;
-    return shift >= 64 ? 0 : code >> shift;
+/// First and one-past-last Morton codes of the hierarchy cell of `code` at
+/// level s: the codes sharing all but the lowest s bits (level 1 merges two
+/// neighbouring cells along one projection, level 2 four, ...: the cube
+/// halving of the Morton curve). Level s >= 64 is everything.
+FEXT_HD void mortonCell(uint64_t code, int s, uint64_t* lo, uint64_t* hi) {
+    if (s >= 64) {
+        *lo = 0;
+        *hi = ~uint64_t(0);
+        return;
+    }
+    *lo = (code >> s) << s;
+    *hi = *lo + ((uint64_t(1) << s) - 1);  // inclusive
+}
+
+/// First position p in [b, e) with codes[p] >= v (codes sorted ascending).
+FEXT_HD int64_t lowerBound(const uint64_t* codes, int64_t b, int64_t e, uint64_t v) {
+    while (b < e) {
+        const int64_t m = b + (e - b) / 2;
+        if (codes[m] < v) b = m + 1; else e = m;
+    }
+    return b;
+}
+
+/// First position p in [b, e) with codes[p] > v.
+FEXT_HD int64_t upperBound(const uint64_t* codes, int64_t b, int64_t e, uint64_t v) {
+    while (b < e) {
+        const int64_t m = b + (e - b) / 2;
+        if (codes[m] <= v) b = m + 1; else e = m;
+    }
+    return b;
 }
 
 // ---- multi-probe (Lv et al.): perturbation sets of one or two coordinates ----
@@ -314,24 +338,29 @@ struct BucketRange {
     int64_t count;
 };
 
-/// Candidate intervals of one query in one table (section 5.2 with the
-/// Morton hierarchy): the query's bucket and its best nprobe - 1 perturbed
-/// buckets; when those hold fewer than minCandidates items, the smallest
-/// Morton ancestor (level 1, 2, ...) of the query's bucket that holds at
-/// least minCandidates items (or the whole group) is added and the probed
-/// intervals inside it are dropped. nprobe <= kMaxProbes. u / frac: the query's code coordinates
-/// and in-cell positions for this table. out must hold nprobe + 1 entries;
-/// returns the number written.
+/// Candidate intervals of one query in one table and group (section 5.2
+/// with the Morton hierarchy): the query's bucket and its best nprobe - 1
+/// perturbed buckets, looked up in the cuckoo table; when they hold fewer
+/// than minCandidates items, the smallest Morton cell around the query's
+/// code (level 1, 2, ... bits, found by binary search in the table's sorted
+/// codes) that holds at least minCandidates items, or the whole group, is
+/// added and the probed intervals inside it are dropped.
+/// u / frac: the query's code coordinates and in-cell positions for this
+/// table and group. sortedCodes: this table's Morton codes in sorted order;
+/// [groupBegin, groupEnd): the group's positions in them; base: position of
+/// the table in the global sorted array. out must hold nprobe + 1 entries
+/// (nprobe <= kMaxProbes); returns the number written.
 FEXT_HD int collectIntervals(int table, int group, const uint32_t* u, const float* frac, int M,
                              int bits, int nprobe, int64_t minCandidates, uint64_t salt,
                              const CuckooView& cuckoo, const BucketRange* ranges,
-                             Interval* out) {
+                             const uint64_t* sortedCodes, int64_t groupBegin, int64_t groupEnd,
+                             int64_t base, Interval* out) {
     int n = 0;
     int64_t total = 0;
     const uint64_t home = mortonCode(u, M, bits);
     const uint32_t maxU = (1u << bits) - 1u;
     auto probe = [&](uint64_t code) {
-        const int64_t e = cuckoo.find(bucketKey(table, group, 0, code, salt));
+        const int64_t e = cuckoo.find(bucketKey(table, group, code, salt));
         if (e >= 0) {
             out[n].start = ranges[e].start;
             out[n].count = ranges[e].count;
@@ -359,24 +388,107 @@ FEXT_HD int collectIntervals(int table, int group, const uint32_t* u, const floa
             if (valid) probe(mortonCode(v, M, bits));
         }
     }
-    if (total < minCandidates) {
-        for (int level = 1; level <= bits; ++level) {
-            const int64_t e =
-                cuckoo.find(bucketKey(table, group, level, mortonPrefix(home, level, M), salt));
-            if (e < 0) continue;
-            if (ranges[e].count < minCandidates && level < bits) continue;
-            const int64_t s = ranges[e].start, c = ranges[e].count;
-            int kept = 0;
-            for (int i = 0; i < n; ++i)
-                if (!(out[i].start >= s && out[i].start + out[i].count <= s + c)) out[kept++] = out[i];
-            n = kept;
+    if (total < minCandidates && groupEnd > groupBegin) {
+        // smallest level s in [1, M * bits] whose cell holds >= minCandidates
+        const int top = M * bits;
+        auto cellRange = [&](int s, int64_t* b, int64_t* e) {
+            if (s >= top) {
+                *b = groupBegin;
+                *e = groupEnd;
+                return;
+            }
+            uint64_t lo, hi;
+            mortonCell(home, s, &lo, &hi);
+            *b = lowerBound(sortedCodes, groupBegin, groupEnd, lo);
+            *e = upperBound(sortedCodes, *b, groupEnd, hi);
+        };
+        int lo = 1, hi = top;
+        while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            int64_t b, e;
+            cellRange(mid, &b, &e);
+            if (e - b >= minCandidates) hi = mid; else lo = mid + 1;
+        }
+        int64_t b, e;
+        cellRange(lo, &b, &e);
+        const int64_t s = base + b, c = e - b;
+        int kept = 0;
+        for (int i = 0; i < n; ++i)
+            if (!(out[i].start >= s && out[i].start + out[i].count <= s + c)) out[kept++] = out[i];
+        n = kept;
+        if (c > 0) {
             out[n].start = s;
             out[n].count = c;
             ++n;
-            break;
         }
     }
     return n;
+}
+
+/// Largest number of groups (RP-tree leaves) searched per query.
+constexpr int kMaxGroupProbes = 16;
+
+/// The `count` groups nearest to q by best-first descent of the RP-tree
+/// (count = 1 is the plain traversal): a leaf's score is the sum of squared
+/// margins (distance of q to the split hyperplane, or to the split sphere
+/// of a distance node) of the nodes where its path leaves q's side. Ties go
+/// to the most recently pushed node, the near child being pushed after the
+/// far one. Tree arrays as in BiLevelLSHModel. Returns the number written.
+FEXT_HD int bestGroups(const uint8_t* rule, const float* vec, const float* thr, int depth, int d,
+                       const float* q, int count, int* groups) {
+    if (depth == 0) {
+        groups[0] = 0;
+        return 1;
+    }
+    constexpr int kCap = kMaxGroupProbes * kMaxTreeDepth + 2;
+    float score[kCap];
+    int node[kCap];
+    int seq[kCap];
+    int size = 0, nextSeq = 0, found = 0;
+    const int internal = (1 << depth) - 1;
+    score[0] = 0.f;
+    node[0] = 0;
+    seq[0] = nextSeq++;
+    size = 1;
+    while (found < count && size > 0) {
+        int best = 0;
+        for (int i = 1; i < size; ++i)
+            if (score[i] < score[best] || (score[i] == score[best] && seq[i] > seq[best])) best = i;
+        const float sc = score[best];
+        const int nd = node[best];
+        --size;
+        score[best] = score[size];
+        node[best] = node[size];
+        seq[best] = seq[size];
+        if (nd >= internal) {
+            groups[found++] = nd - internal;
+            continue;
+        }
+        const float* v = vec + size_t(nd) * d;
+        const float t = thr[nd];
+        float key, margin;
+        if (rule[nd] == kRuleProjection) {
+            key = canonicalDot(v, q, d);
+            margin = subRn(key, t);
+        } else {
+            key = canonicalL2Sq(q, v, d);
+            margin = subRn(sqrtRn(key), sqrtRn(t > 0.f ? t : 0.f));
+        }
+        const bool left = key <= t;
+        const float far = addRn(sc, mulRn(margin, margin));
+        if (size + 2 > kCap) break;
+        if (far == far && far < INFINITY) {  // the far child, unless unreachable
+            score[size] = far;
+            node[size] = left ? 2 * nd + 2 : 2 * nd + 1;
+            seq[size] = nextSeq++;
+            ++size;
+        }
+        score[size] = sc;
+        node[size] = left ? 2 * nd + 1 : 2 * nd + 2;
+        seq[size] = nextSeq++;
+        ++size;
+    }
+    return found;
 }
 
 }  // namespace lsh

@@ -173,11 +173,16 @@ BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params
     FAISS_THROW_IF_NOT_FMT(p->tables >= 0 && p->tables <= model.nTables,
                            "BiLevelLSH search: tables must be in [0, %d] (0 = all), got %d",
                            model.nTables, p->tables);
+    FAISS_THROW_IF_NOT_FMT(p->groupProbes >= 1 && p->groupProbes <= lsh::kMaxGroupProbes &&
+                               p->groupProbes <= model.groups(),
+                           "BiLevelLSH search: groupProbes must be in [1, %d], got %d",
+                           std::min(lsh::kMaxGroupProbes, model.groups()), p->groupProbes);
     const int sl = int(p->shortList);
     FAISS_THROW_IF_NOT_FMT(sl >= 0 && sl <= 2, "BiLevelLSH search: unknown shortList %d", sl);
     s.nprobe = p->nprobe;
     s.minCandidates = p->minCandidates == 0 ? k : p->minCandidates;
     s.tables = p->tables == 0 ? model.nTables : p->tables;
+    s.groupProbes = p->groupProbes;
     s.shortList = p->shortList;
     return s;
 }

@@ -61,6 +61,11 @@ struct SearchParametersBiLevelLSH : faiss::SearchParameters {
     int64_t minCandidates = 0;
     /// Tables searched, 0 = all; else in [1, L].
     int tables = 0;
+    /// RP-tree groups searched per query, in [1, 16]: 1 is the paper's
+    /// search (the query's own leaf); more adds the next nearest leaves by
+    /// best-first descent (lsh::bestGroups), for data whose neighbours
+    /// straddle the splits.
+    int groupProbes = 1;
     /// Short-list algorithm (GPU).
     BiLevelShortList shortList = BiLevelShortList::Auto;
 };
@@ -70,6 +75,7 @@ struct BiLevelSearchSettings {
     int nprobe = 1;
     int64_t minCandidates = 1;
     int tables = 1;
+    int groupProbes = 1;
     BiLevelShortList shortList = BiLevelShortList::Auto;
 };
 

@@ -187,8 +187,8 @@ void trainTreeCpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_
 }
 
 void bucketKeysFromSorted(const BiLevelLSHModel& model, int64_t n, const int32_t* groupOf,
-                          const uint64_t* mortons, BiLevelLSHTables* tables) {
-    const int L = model.nTables, M = model.nProjections, bits = model.bits;
+                          BiLevelLSHTables* tables) {
+    const int L = model.nTables;
     uint64_t salt = 0;
     for (int round = 0;; ++round) {
         FAISS_THROW_IF_NOT_MSG(round < 64, "BiLevelLSH: bucket keys keep colliding");
@@ -196,24 +196,14 @@ void bucketKeysFromSorted(const BiLevelLSHModel& model, int64_t n, const int32_t
         std::vector<BucketRange> ranges;
         for (int t = 0; t < L; ++t) {
             const int32_t* ids = tables->sortedIds.data() + size_t(t) * n;
-            const uint64_t* mt = mortons + size_t(t) * n;
-            for (int level = 0; level <= bits; ++level) {
-                int64_t runStart = 0;
-                for (int64_t r = 1; r <= n; ++r) {
-                    bool boundary = r == n;
-                    if (!boundary) {
-                        const int32_t a = ids[r - 1], b = ids[r];
-                        boundary = groupOf[a] != groupOf[b] ||
-                                   mortonPrefix(mt[a], level, M) != mortonPrefix(mt[b], level, M);
-                    }
-                    if (boundary) {
-                        const int32_t a = ids[runStart];
-                        keys.push_back(bucketKey(t, groupOf[a], level,
-                                                 mortonPrefix(mt[a], level, M), salt));
-                        ranges.push_back({int64_t(t) * n + runStart, r - runStart});
-                        runStart = r;
-                    }
-                }
+            const uint64_t* codes = tables->sortedCodes.data() + size_t(t) * n;
+            int64_t runStart = 0;
+            for (int64_t r = 1; r <= n; ++r) {
+                if (r < n && groupOf[ids[r - 1]] == groupOf[ids[r]] && codes[r - 1] == codes[r])
+                    continue;
+                keys.push_back(bucketKey(t, groupOf[ids[runStart]], codes[runStart], salt));
+                ranges.push_back({int64_t(t) * n + runStart, r - runStart});
+                runStart = r;
             }
         }
         std::vector<uint64_t> sorted(keys);
@@ -259,6 +249,7 @@ void buildTablesCpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     }
     BiLevelLSHTables out;
     out.sortedIds.resize(size_t(L) * n);
+    out.sortedCodes.resize(size_t(L) * n);
 #pragma omp parallel for schedule(dynamic)
     for (int t = 0; t < L; ++t) {
         int32_t* ids = out.sortedIds.data() + size_t(t) * n;
@@ -269,8 +260,14 @@ void buildTablesCpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
             if (mt[a] != mt[b]) return mt[a] < mt[b];
             return a < b;
         });
+        uint64_t* codes = out.sortedCodes.data() + size_t(t) * n;
+        for (int64_t r = 0; r < n; ++r) codes[r] = mt[ids[r]];
     }
-    bucketKeysFromSorted(model, n, groupOf.data(), mortons.data(), &out);
+    const int G = model.groups();
+    out.groupStart.assign(G + 1, 0);
+    for (int64_t i = 0; i < n; ++i) ++out.groupStart[groupOf[i] + 1];
+    for (int g = 0; g < G; ++g) out.groupStart[g + 1] += out.groupStart[g];
+    bucketKeysFromSorted(model, n, groupOf.data(), &out);
     CuckooHashTable table;
     table.build(out.bucketKeys.data(), out.bucketKeys.size(), config.cuckooSubTables,
                 config.cuckooMaxLoad, config.seed ^ 0x637563ULL);
@@ -367,24 +364,34 @@ void collectCandidates(const BiLevelLSHModel& model, const BiLevelLSHTables& tab
     out->clear();
     if (ntotal == 0) return;
     const int d = model.d, M = model.nProjections, LM = model.nTables * M;
-    const int g = model.leafOf(q);
+    int groups[lsh::kMaxGroupProbes];
+    const int ng = lsh::bestGroups(model.nodeRule.data(), model.nodeVec.data(),
+                                   model.nodeThreshold.data(), model.depth, d, q, s.groupProbes,
+                                   groups);
     const lsh::CuckooView view = cuckoo.view();
     uint32_t u[lsh::kMaxProjections];
     float frac[lsh::kMaxProjections];
+    float p[lsh::kMaxProjections];
     lsh::Interval iv[lsh::kMaxProbes + 1];
     for (int t = 0; t < s.tables; ++t) {
-        for (int m = 0; m < M; ++m) {
-            const int j = t * M + m;
-            const float p = lsh::canonicalDot(model.proj.data() + size_t(j) * d, q, d);
-            u[m] = lsh::lshCoordinate(p, model.leafOffset[size_t(g) * LM + j], model.leafWidth[g],
-                                      model.projBias[j], model.bits, &frac[m]);
+        for (int m = 0; m < M; ++m)
+            p[m] = lsh::canonicalDot(model.proj.data() + size_t(t * M + m) * d, q, d);
+        for (int gi = 0; gi < ng; ++gi) {
+            const int g = groups[gi];
+            for (int m = 0; m < M; ++m) {
+                const int j = t * M + m;
+                u[m] = lsh::lshCoordinate(p[m], model.leafOffset[size_t(g) * LM + j],
+                                          model.leafWidth[g], model.projBias[j], model.bits,
+                                          &frac[m]);
+            }
+            const int ni = lsh::collectIntervals(
+                t, g, u, frac, M, model.bits, s.nprobe, s.minCandidates, tables.keySalt, view,
+                tables.bucketRanges.data(), tables.sortedCodes.data() + size_t(t) * ntotal,
+                tables.groupStart[g], tables.groupStart[g + 1], int64_t(t) * ntotal, iv);
+            for (int i = 0; i < ni; ++i)
+                out->insert(out->end(), tables.sortedIds.begin() + iv[i].start,
+                            tables.sortedIds.begin() + iv[i].start + iv[i].count);
         }
-        const int ni = lsh::collectIntervals(t, g, u, frac, M, model.bits, s.nprobe,
-                                             s.minCandidates, tables.keySalt, view,
-                                             tables.bucketRanges.data(), iv);
-        for (int i = 0; i < ni; ++i)
-            out->insert(out->end(), tables.sortedIds.begin() + iv[i].start,
-                        tables.sortedIds.begin() + iv[i].start + iv[i].count);
     }
     std::sort(out->begin(), out->end());
     out->erase(std::unique(out->begin(), out->end()), out->end());

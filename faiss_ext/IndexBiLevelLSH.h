@@ -15,14 +15,17 @@
 //
 // add(n, x) stores the vectors and rebuilds the tables over everything added:
 // each vector's group (tree traversal) and codes; per table the vectors
-// sorted by (group, Morton code of the M coordinates); each bucket and each
-// Morton ancestor (a cell 2^l times wider along every projection) becomes a
-// 64-bit key whose value is its interval in the sorted array; the keys live
-// in one cuckoo hash table (section 5.2).
+// sorted by (group, Morton code of the M coordinates); each bucket (run of
+// equal codes) becomes a 64-bit key whose value is its interval in the
+// sorted array; the keys of all tables live in one cuckoo hash table
+// (section 5.2). The sorted codes are the Morton hierarchy: every cell of
+// the curve (level s: codes equal but for their lowest s bits) is a
+// contiguous run of them.
 //
-// search(): the query's group, its code in each table, its bucket and its
-// best nprobe - 1 multi-probe neighbours; when they hold fewer than
-// minCandidates items, the smallest Morton ancestor that holds enough; the
+// search(): the query's group (or its groupProbes nearest groups), its code
+// in each table, its bucket and its best nprobe - 1 multi-probe neighbours;
+// when they hold fewer than minCandidates items, the smallest Morton cell
+// around the query's code that holds enough (binary searches); the
 // union of the candidates over the tables is ranked by exact L2 distance
 // (short-list search). Knobs: SearchParametersBiLevelLSH.
 //
@@ -44,7 +47,12 @@ struct BiLevelLSHTables {
     /// L x ntotal vector ids: table t's vectors sorted by (group, Morton
     /// code, id) in [t * ntotal, (t + 1) * ntotal).
     std::vector<int32_t> sortedIds;
-    /// One key per bucket and Morton ancestor (lsh::bucketKey), distinct.
+    /// L x ntotal Morton codes in the order of sortedIds.
+    std::vector<uint64_t> sortedCodes;
+    /// groups + 1 offsets: group g occupies [groupStart[g], groupStart[g+1])
+    /// of every table.
+    std::vector<int64_t> groupStart;
+    /// One key per bucket (lsh::bucketKey), distinct.
     std::vector<uint64_t> bucketKeys;
     /// Interval of each key in sortedIds.
     std::vector<lsh::BucketRange> bucketRanges;
@@ -127,10 +135,10 @@ void buildTablesCpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
                     const float* x, BiLevelLSHTables* tables, CuckooHashTable* cuckoo,
                     bool verbose);
 
-/// Bucket keys and intervals of tables whose sortedIds are set, given each
-/// vector's group and, per table, its Morton code (mortons: L x n, by id).
+/// Bucket keys and intervals of tables whose sortedIds and sortedCodes are
+/// set, given each vector's group.
 void bucketKeysFromSorted(const BiLevelLSHModel& model, int64_t n, const int32_t* groupOf,
-                          const uint64_t* mortons, BiLevelLSHTables* tables);
+                          BiLevelLSHTables* tables);
 
 }  // namespace lsh
 }  // namespace faiss_ext
