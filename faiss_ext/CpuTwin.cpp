@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "faiss_ext/CpuConvertible.h"
+#include "faiss_ext/IndexBiLevelLSH.h"
 #include "faiss_ext/RowCenteringTransform.h"
 
 namespace faiss_ext {
@@ -132,6 +133,11 @@ faiss::Index* cloneIndexTree(const faiss::Index* index, const IndexNodeConverter
     }
     if (auto nnd = dynamic_cast<const faiss::IndexNNDescentFlat*>(index)) {
         return cloneNNDescentFlat(nnd);
+    }
+    if (auto lsh = dynamic_cast<const IndexBiLevelLSH*>(index)) {
+        // ours: FAISS's Cloner does not know it; a value copy (model,
+        // vectors, tables)
+        return new IndexBiLevelLSH(*lsh);
     }
     return faiss::clone_index(index);
 }

@@ -26,7 +26,9 @@ bool isWalkedWrapper(const faiss::Index* index);
 /// copied with cloneVectorTransform, rebuilt wrappers own their children),
 /// and copied with faiss::clone_index otherwise (but for IndexNNDescentFlat,
 /// which FAISS 1.7.3's Cloner turns into a plain IndexNNDescent that
-/// faiss::write_index refuses: it is copied as an IndexNNDescentFlat here).
+/// faiss::write_index refuses: it is copied as an IndexNNDescentFlat here;
+/// and for our IndexBiLevelLSH, which FAISS's Cloner does not know: copied
+/// by value).
 faiss::Index* cloneIndexTree(const faiss::Index* index, const IndexNodeConverter& convert);
 
 /// A CPU copy of `index` (the caller owns it): cloneIndexTree with the

@@ -14,9 +14,13 @@
 #include <faiss/impl/FaissAssert.h>
 #include <faiss/index_factory.h>
 
+#include <charconv>
+#include <cmath>
 #include <memory>
 #include <string>
 
+#include "faiss_ext/BiLevelLSHCommon.h"
+#include "faiss_ext/IndexBiLevelLSH.h"
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/RowCenteringTransform.h"
 
@@ -26,7 +30,7 @@ namespace {
 
 /// What our component (the last one of a description) asks for.
 struct LeafSpec {
-    enum class Kind { QSFlat, Gnnd };
+    enum class Kind { QSFlat, Gnnd, BiLevelLSH };
     Kind kind = Kind::QSFlat;
     /// The metric, when the name chooses it (QSFlatCosine, QSFlatPearson).
     FlatMetric metric = FlatMetric::L2;
@@ -35,6 +39,9 @@ struct LeafSpec {
     int k = 0;
     int samples = kGnndDefaultSamples;
     int iterations = kGnndDefaultIterations;
+    /// BiLSH: tables L, projections M, RP-tree depth, bucket width (the
+    /// rest of BiLevelLSHConfig keeps its defaults).
+    BiLevelLSHConfig lsh;
 };
 
 /// The value of `digits` when it is a non-empty run of decimal digits whose
@@ -103,6 +110,84 @@ void parseGnnd(const std::string& component, const char* description, LeafSpec* 
     }
 }
 
+/// The value of `text` when it is a decimal floating-point number (no sign,
+/// no "inf" / "nan", no hex) that is finite and > 0 as a float; else NaN.
+float parsePositiveFloat(const std::string& text) {
+    const float nan = std::nanf("");
+    if (text.empty() || !(text[0] == '.' || (text[0] >= '0' && text[0] <= '9'))) return nan;
+    double v = 0;
+    const char* end = text.data() + text.size();
+    // from_chars: locale-independent, no leading whitespace or '+'
+    const auto res = std::from_chars(text.data(), end, v, std::chars_format::general);
+    if (res.ec != std::errc() || res.ptr != end) return nan;
+    const float f = float(v);
+    return std::isfinite(f) && f > 0.f ? f : nan;
+}
+
+/// Parses "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>]" (suffixes in any
+/// order, each at most once) into spec; throws naming the problem.
+void parseBiLevelLSH(const std::string& component, const char* description, LeafSpec* spec) {
+    spec->kind = LeafSpec::Kind::BiLevelLSH;
+    const char* form = "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>], e.g. BiLSH10x8_t6_w0.75";
+    const std::string rest = component.substr(5);  // after "BiLSH"
+    size_t us = rest.find('_');
+    const std::string head = rest.substr(0, us);
+    const size_t x = head.find('x');
+    FAISS_THROW_IF_NOT_FMT(x != std::string::npos,
+                           "index_factory: '%s' in '%s': expected the tables and projections "
+                           "as <L>x<M> after 'BiLSH' (%s)",
+                           component.c_str(), description, form);
+    const std::string lText = head.substr(0, x);
+    const std::string mText = head.substr(x + 1);
+    const long long L = parseBoundedDigits(lText, lsh::kMaxTables);
+    FAISS_THROW_IF_NOT_FMT(L >= 1,
+                           "index_factory: '%s' in '%s': the number of hash tables L after "
+                           "'BiLSH' must be an integer in [1, %d], got '%s'",
+                           component.c_str(), description, lsh::kMaxTables, lText.c_str());
+    const long long M = parseBoundedDigits(mText, lsh::kMaxProjections);
+    FAISS_THROW_IF_NOT_FMT(M >= 1,
+                           "index_factory: '%s' in '%s': the number of projections per table M "
+                           "after 'x' must be an integer in [1, %d], got '%s'",
+                           component.c_str(), description, lsh::kMaxProjections, mText.c_str());
+    spec->lsh.nTables = int(L);
+    spec->lsh.nProjections = int(M);
+
+    bool haveDepth = false;
+    bool haveWidth = false;
+    while (us != std::string::npos) {
+        const size_t next = rest.find('_', us + 1);
+        const std::string suffix =
+            rest.substr(us + 1, next == std::string::npos ? std::string::npos : next - us - 1);
+        us = next;
+        if (!suffix.empty() && suffix[0] == 't') {
+            FAISS_THROW_IF_NOT_FMT(!haveDepth, "index_factory: '%s' in '%s': '_t' is given twice",
+                                   component.c_str(), description);
+            const std::string v = suffix.substr(1);
+            const long long t = parseBoundedDigits(v, lsh::kMaxTreeDepth);
+            FAISS_THROW_IF_NOT_FMT(t >= 0,
+                                   "index_factory: '%s' in '%s': the RP-tree depth after '_t' "
+                                   "must be an integer in [0, %d], got '%s'",
+                                   component.c_str(), description, lsh::kMaxTreeDepth, v.c_str());
+            spec->lsh.treeDepth = int(t);
+            haveDepth = true;
+        } else if (!suffix.empty() && suffix[0] == 'w') {
+            FAISS_THROW_IF_NOT_FMT(!haveWidth, "index_factory: '%s' in '%s': '_w' is given twice",
+                                   component.c_str(), description);
+            const std::string v = suffix.substr(1);
+            const float w = parsePositiveFloat(v);
+            FAISS_THROW_IF_NOT_FMT(std::isfinite(w),
+                                   "index_factory: '%s' in '%s': the bucket width after '_w' "
+                                   "must be a finite decimal number > 0, got '%s'",
+                                   component.c_str(), description, v.c_str());
+            spec->lsh.bucketWidth = w;
+            haveWidth = true;
+        } else {
+            FAISS_THROW_FMT("index_factory: '%s' in '%s': unknown suffix '_%s' (expected %s)",
+                            component.c_str(), description, suffix.c_str(), form);
+        }
+    }
+}
+
 /// Parses our component into spec, or returns false when it is not ours.
 bool parseOurLeaf(const std::string& component, const char* description, LeafSpec* spec) {
     if (component == "QSFlat") {
@@ -117,6 +202,10 @@ bool parseOurLeaf(const std::string& component, const char* description, LeafSpe
     }
     if (component.compare(0, 4, "GNND") == 0) {
         parseGnnd(component, description, spec);
+        return true;
+    }
+    if (component.compare(0, 5, "BiLSH") == 0) {
+        parseBiLevelLSH(component, description, spec);
         return true;
     }
     return false;
@@ -159,6 +248,10 @@ faiss::Index* makeGnndLeaf(int d, const LeafSpec& spec, FlatMetric metric) {
 /// Our leaf for `spec`, of dimension d, with metric `metric`.
 faiss::Index* makeLeaf(int d, const LeafSpec& spec, FlatMetric metric) {
     if (spec.kind == LeafSpec::Kind::Gnnd) return makeGnndLeaf(d, spec, metric);
+    if (spec.kind == LeafSpec::Kind::BiLevelLSH) {
+        // the CPU twin of GpuIndexBiLevelLSH (L2 only: checked by the caller)
+        return new IndexBiLevelLSH(d, spec.lsh, faiss::METRIC_L2);
+    }
     return makeFlatLeaf(d, metric);
 }
 
@@ -190,6 +283,10 @@ faiss::Index* index_factory(int d, const char* description, faiss::MetricType me
         // not ours: FAISS's string, unchanged
         return faiss::index_factory(d, description, metric);
     }
+    FAISS_THROW_IF_NOT_FMT(spec.kind != LeafSpec::Kind::BiLevelLSH || metric == faiss::METRIC_L2,
+                           "index_factory: '%s' supports only METRIC_L2, not metric %d (Bi-level "
+                           "LSH hashes by p-stable projections, an L2 scheme)",
+                           description, int(metric));
     FAISS_THROW_IF_NOT_FMT(
         metric == faiss::METRIC_L2 || metric == faiss::METRIC_INNER_PRODUCT,
         "index_factory: '%s' supports METRIC_L2 and METRIC_INNER_PRODUCT, not metric %d (%s)",

@@ -41,11 +41,23 @@ constexpr int kGnndDefaultSeed = 1234;
 ///     NN-Descent when vectors are added; index_cpu_to_gpu turns it into a
 ///     GpuKnnGraphGNND with these parameters. Cosine: "L2norm,GNND64" with
 ///     METRIC_INNER_PRODUCT.
+///   - "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>]": Bi-level LSH
+///     (GpuIndexBiLevelLSH on a GPU). Its CPU twin is an untrained
+///     faiss_ext::IndexBiLevelLSH(d, config) with config.nTables = L (hash
+///     tables, [1, 64]), config.nProjections = M (projections per table,
+///     [1, 32]), config.treeDepth (RP-tree depth, [0, 14], default 4) and
+///     config.bucketWidth (a finite decimal number > 0, default 0.5); the
+///     other BiLevelLSHConfig fields keep their defaults. The suffixes may
+///     come in either order, each at most once: "BiLSH10x8",
+///     "BiLSH10x8_t6_w0.75". METRIC_L2 only (p-stable LSH).
 /// FAISS prefixes compose: "IDMap,QSFlat", "PCA64,QSFlat", "IDMap,PCA64,QSFlat",
-/// "IDMap,GNND64", "L2norm,GNND64", "PCA64,GNND32".
+/// "IDMap,GNND64", "L2norm,GNND64", "PCA64,GNND32", "IDMap,BiLSH10x8",
+/// "PCA64,BiLSH16x8".
 /// Anything else goes to faiss::index_factory unchanged. Bad strings of ours
-/// (e.g. "GNND0", "GNND64_p33", "GNND64_x") and metrics other than L2 / IP for
-/// our components throw faiss::FaissException naming the problem.
+/// (e.g. "GNND0", "GNND64_p33", "GNND64_x", "BiLSH0x8", "BiLSH10x8_t15",
+/// "BiLSH10x8_w0", "BiLSH10x8_t4_t5") and unsupported metrics for our
+/// components (other than L2 / IP; other than L2 for BiLSH) throw
+/// faiss::FaissException naming the problem.
 faiss::Index* index_factory(int d, const char* description,
                             faiss::MetricType metric = faiss::METRIC_L2);
 

@@ -7,6 +7,18 @@
 // in it stays readable by plain faiss::read_index, and our types get fourccs
 // FAISS does not use:
 //   "FxRC"  RowCenteringTransform: d_in (int32), d_out (int32), is_trained (u8)
+//   "IxBL"  IndexBiLevelLSH (the twin of GpuIndexBiLevelLSH), version 1:
+//           version (int32); the faiss::Index header; the BiLevelLSHConfig:
+//           treeDepth, nTables, nProjections (int32), bucketWidth, meanRuleC
+//           (float), diameterIterations, cuckooSubTables (int32),
+//           cuckooMaxLoad (float), seed (uint64); has_model (u8, = is_trained);
+//           when set, the BiLevelLSHModel: d, depth, nTables, nProjections,
+//           bits (int32), then in FAISS's vector layout (size_t count, data)
+//           nodeRule (u8), nodeVec, nodeThreshold, leafMean, leafWidth,
+//           leafOffset (float), leafTrainCount (int64), proj, projBias
+//           (float); last the ntotal x d vectors (FAISS vector of float).
+//           The hash tables are not stored: the reader rebuilds them
+//           (IndexBiLevelLSH::setContents), so they always match the vectors.
 //
 // Reading is a recursive descent that reads each fourcc first. Our fourccs,
 // the wrappers above, IndexFlat, IndexNNDescentFlat ("INNf", the twin of
@@ -37,8 +49,10 @@
 #include <string>
 #include <typeinfo>
 
+#include "faiss_ext/BiLevelLSHCommon.h"
 #include "faiss_ext/CpuConvertible.h"
 #include "faiss_ext/CpuTwin.h"
+#include "faiss_ext/IndexBiLevelLSH.h"
 #include "faiss_ext/RowCenteringTransform.h"
 
 namespace faiss_ext {
@@ -68,6 +82,11 @@ constexpr int kMaxNNDescentParam = 1 << 20;
 constexpr int64_t kHeaderDummy = int64_t(1) << 20;
 
 const uint32_t kFourccRowCentering = faiss::fourcc("FxRC");
+const uint32_t kFourccBiLevelLSH = faiss::fourcc("IxBL");
+/// Version of the "IxBL" layout written (and the only one read).
+constexpr int32_t kBiLevelLSHVersion = 1;
+/// Most vectors an IndexBiLevelLSH holds (its 32-bit ids).
+constexpr int64_t kBiLevelLSHMaxNtotal = (int64_t(1) << 31) - 2;
 
 const uint32_t kFourccFlatL2 = faiss::fourcc("IxF2");
 const uint32_t kFourccFlatIP = faiss::fourcc("IxFI");
@@ -139,6 +158,48 @@ void writeTransform(faiss::IOWriter* w, const faiss::VectorTransform* vt) {
     }
 }
 
+/// IndexBiLevelLSH as "IxBL" (layout at the top of this file).
+void writeBiLevelLSH(faiss::IOWriter* w, const IndexBiLevelLSH* idx) {
+    const BiLevelLSHConfig& c = idx->getConfig();
+    const BiLevelLSHModel& m = idx->getModel();
+    const std::vector<float>& vectors = idx->getVectors();
+    FAISS_THROW_IF_NOT_FMT(
+        idx->is_trained == !m.empty() && vectors.size() == size_t(idx->ntotal) * size_t(idx->d),
+        "write_index: inconsistent IndexBiLevelLSH (is_trained %d, model d %d, %zu floats for "
+        "ntotal %lld x d %d)",
+        int(idx->is_trained), m.d, vectors.size(), (long long)idx->ntotal, int(idx->d));
+    writeValue<uint32_t>(w, kFourccBiLevelLSH);
+    writeValue<int32_t>(w, kBiLevelLSHVersion);
+    writeHeader(w, idx);
+    writeValue<int32_t>(w, c.treeDepth);
+    writeValue<int32_t>(w, c.nTables);
+    writeValue<int32_t>(w, c.nProjections);
+    writeValue<float>(w, c.bucketWidth);
+    writeValue<float>(w, c.meanRuleC);
+    writeValue<int32_t>(w, c.diameterIterations);
+    writeValue<int32_t>(w, c.cuckooSubTables);
+    writeValue<float>(w, c.cuckooMaxLoad);
+    writeValue<uint64_t>(w, c.seed);
+    writeValue<uint8_t>(w, m.empty() ? 0 : 1);
+    if (!m.empty()) {
+        writeValue<int32_t>(w, m.d);
+        writeValue<int32_t>(w, m.depth);
+        writeValue<int32_t>(w, m.nTables);
+        writeValue<int32_t>(w, m.nProjections);
+        writeValue<int32_t>(w, m.bits);
+        writeVector(w, m.nodeRule);
+        writeVector(w, m.nodeVec);
+        writeVector(w, m.nodeThreshold);
+        writeVector(w, m.leafMean);
+        writeVector(w, m.leafWidth);
+        writeVector(w, m.leafOffset);
+        writeVector(w, m.leafTrainCount);
+        writeVector(w, m.proj);
+        writeVector(w, m.projBias);
+    }
+    writeVector(w, vectors);
+}
+
 void writeIndexRec(const faiss::Index* idx, faiss::IOWriter* w) {
     FAISS_THROW_IF_NOT_MSG(idx, "write_index: null index");
 
@@ -147,6 +208,10 @@ void writeIndexRec(const faiss::Index* idx, faiss::IOWriter* w) {
         std::unique_ptr<faiss::Index> twin(conv->copyToCpuIndex());
         FAISS_THROW_IF_NOT_MSG(twin, "write_index: copyToCpuIndex returned a null index");
         writeIndexRec(twin.get(), w);
+        return;
+    }
+    if (auto lsh = dynamic_cast<const IndexBiLevelLSH*>(idx)) {
+        writeBiLevelLSH(w, lsh);
         return;
     }
     if (auto m = dynamic_cast<const faiss::IndexIDMap*>(idx)) {
@@ -573,6 +638,139 @@ faiss::Index* readNNDescentFlat(StreamReader& r, int ioFlags, int depth) {
     return idx.release();
 }
 
+/// Reads a FAISS vector of exactly `count` elements of the Bi-level LSH
+/// model (`what` names it).
+template <typename T>
+void readModelArray(StreamReader& r, std::vector<T>& v, size_t count, const char* what) {
+    r.readVector(v, count, what);
+    FAISS_THROW_IF_NOT_FMT(v.size() == count,
+                           "corrupt input '%s': IndexBiLevelLSH model %s has %zu elements, "
+                           "expected %zu",
+                           r.name.c_str(), what, v.size(), count);
+}
+
+/// Throws unless every value of v is finite (or, with allowInf, not NaN).
+void checkModelFloats(StreamReader& r, const std::vector<float>& v, const char* what,
+                      bool allowInf = false) {
+    for (size_t i = 0; i < v.size(); ++i) {
+        const bool ok = allowInf ? !std::isnan(v[i]) : std::isfinite(v[i]);
+        FAISS_THROW_IF_NOT_FMT(ok, "corrupt input '%s': IndexBiLevelLSH model %s[%zu] is %g",
+                               r.name.c_str(), what, i, double(v[i]));
+    }
+}
+
+/// Runs a check of the Bi-level LSH core, adding the input's name to what it
+/// throws.
+template <typename F>
+void checkBiLevel(StreamReader& r, F&& check) {
+    try {
+        check();
+    } catch (const faiss::FaissException& e) {
+        FAISS_THROW_FMT("corrupt input '%s': IndexBiLevelLSH: %s", r.name.c_str(), e.what());
+    }
+}
+
+/// IndexBiLevelLSH ("IxBL", layout at the top of this file). Every size is
+/// checked against the header and the configuration before it is read;
+/// setContents then rebuilds the hash tables.
+faiss::Index* readBiLevelLSH(StreamReader& r) {
+    const char* cls = "IndexBiLevelLSH";
+    const int32_t version = r.read<int32_t>("IndexBiLevelLSH version");
+    FAISS_THROW_IF_NOT_FMT(version == kBiLevelLSHVersion,
+                           "corrupt input '%s': %s has format version %d (this reader knows %d)",
+                           r.name.c_str(), cls, int(version), int(kBiLevelLSHVersion));
+    IndexHeader hd = readHeader(r, cls);
+    FAISS_THROW_IF_NOT_FMT(hd.d > 0, "corrupt input '%s': %s has d = %d", r.name.c_str(), cls,
+                           hd.d);
+    FAISS_THROW_IF_NOT_FMT(hd.metric == faiss::METRIC_L2,
+                           "corrupt input '%s': %s has metric_type %d (only METRIC_L2)",
+                           r.name.c_str(), cls, int(hd.metric));
+    FAISS_THROW_IF_NOT_FMT(hd.ntotal <= kBiLevelLSHMaxNtotal,
+                           "corrupt input '%s': %s has ntotal = %" PRId64 " (at most %" PRId64 ")",
+                           r.name.c_str(), cls, hd.ntotal, kBiLevelLSHMaxNtotal);
+    FAISS_THROW_IF_NOT_FMT(hd.isTrained || hd.ntotal == 0,
+                           "corrupt input '%s': untrained %s holds %" PRId64 " vectors",
+                           r.name.c_str(), cls, hd.ntotal);
+
+    BiLevelLSHConfig c;
+    c.treeDepth = r.read<int32_t>("IndexBiLevelLSH treeDepth");
+    c.nTables = r.read<int32_t>("IndexBiLevelLSH nTables");
+    c.nProjections = r.read<int32_t>("IndexBiLevelLSH nProjections");
+    c.bucketWidth = r.read<float>("IndexBiLevelLSH bucketWidth");
+    c.meanRuleC = r.read<float>("IndexBiLevelLSH meanRuleC");
+    c.diameterIterations = r.read<int32_t>("IndexBiLevelLSH diameterIterations");
+    c.cuckooSubTables = r.read<int32_t>("IndexBiLevelLSH cuckooSubTables");
+    c.cuckooMaxLoad = r.read<float>("IndexBiLevelLSH cuckooMaxLoad");
+    c.seed = r.read<uint64_t>("IndexBiLevelLSH seed");
+    checkBiLevel(r, [&] { c.check(); });
+
+    const uint8_t hasModel = r.read<uint8_t>("IndexBiLevelLSH has_model");
+    FAISS_THROW_IF_NOT_FMT(hasModel <= 1 && (hasModel != 0) == hd.isTrained,
+                           "corrupt input '%s': %s has has_model byte %d with is_trained %d",
+                           r.name.c_str(), cls, int(hasModel), int(hd.isTrained));
+    BiLevelLSHModel m;
+    if (hasModel) {
+        m.d = r.read<int32_t>("IndexBiLevelLSH model d");
+        m.depth = r.read<int32_t>("IndexBiLevelLSH model depth");
+        m.nTables = r.read<int32_t>("IndexBiLevelLSH model nTables");
+        m.nProjections = r.read<int32_t>("IndexBiLevelLSH model nProjections");
+        m.bits = r.read<int32_t>("IndexBiLevelLSH model bits");
+        FAISS_THROW_IF_NOT_FMT(m.d == hd.d && m.depth == c.treeDepth && m.nTables == c.nTables &&
+                                   m.nProjections == c.nProjections &&
+                                   m.bits == lsh::bitsPerCoordinate(c.nProjections),
+                               "corrupt input '%s': %s model (d %d, depth %d, L %d, M %d, bits "
+                               "%d) does not match the index (d %d) and its configuration "
+                               "(depth %d, L %d, M %d)",
+                               r.name.c_str(), cls, m.d, m.depth, m.nTables, m.nProjections, m.bits,
+                               hd.d, c.treeDepth, c.nTables, c.nProjections);
+        // sizes from checked dimensions: d <= 2^20, nodes < 2^14, L x M <= 2^11
+        const size_t d = size_t(hd.d);
+        const size_t nodes = size_t(m.internalNodes()), G = size_t(m.groups());
+        const size_t LM = size_t(m.nTables) * size_t(m.nProjections);
+        readModelArray(r, m.nodeRule, nodes, "nodeRule");
+        readModelArray(r, m.nodeVec, nodes * d, "nodeVec");
+        readModelArray(r, m.nodeThreshold, nodes, "nodeThreshold");
+        readModelArray(r, m.leafMean, G * d, "leafMean");
+        readModelArray(r, m.leafWidth, G, "leafWidth");
+        readModelArray(r, m.leafOffset, G * LM, "leafOffset");
+        readModelArray(r, m.leafTrainCount, G, "leafTrainCount");
+        readModelArray(r, m.proj, LM * d, "proj");
+        readModelArray(r, m.projBias, LM, "projBias");
+        checkBiLevel(r, [&] { m.checkConsistent(); });
+        checkModelFloats(r, m.nodeVec, "nodeVec");
+        checkModelFloats(r, m.nodeThreshold, "nodeThreshold", /*allowInf=*/true);
+        checkModelFloats(r, m.leafMean, "leafMean");
+        checkModelFloats(r, m.leafOffset, "leafOffset");
+        checkModelFloats(r, m.proj, "proj");
+        for (size_t i = 0; i < LM; ++i)
+            FAISS_THROW_IF_NOT_FMT(m.projBias[i] >= 0.f && m.projBias[i] < 1.f,
+                                   "corrupt input '%s': IndexBiLevelLSH model projBias[%zu] is "
+                                   "%g, not in [0, 1)",
+                                   r.name.c_str(), i, double(m.projBias[i]));
+        for (size_t g = 0; g < G; ++g)
+            FAISS_THROW_IF_NOT_FMT(m.leafTrainCount[g] >= 0,
+                                   "corrupt input '%s': IndexBiLevelLSH model leafTrainCount[%zu] "
+                                   "is %" PRId64,
+                                   r.name.c_str(), g, m.leafTrainCount[g]);
+    }
+    const size_t nfloat = size_t(hd.ntotal) * size_t(hd.d);  // < 2^51: no overflow
+    std::vector<float> vectors;
+    r.readVector(vectors, nfloat, "IndexBiLevelLSH vectors");
+    FAISS_THROW_IF_NOT_FMT(vectors.size() == nfloat,
+                           "corrupt input '%s': %s holds %zu floats, expected ntotal * d = %" PRId64
+                           " * %d",
+                           r.name.c_str(), cls, vectors.size(), hd.ntotal, hd.d);
+
+    auto idx = std::make_unique<IndexBiLevelLSH>(hd.d, c, faiss::METRIC_L2);
+    checkBiLevel(r, [&] { idx->setContents(c, std::move(m), std::move(vectors)); });
+    FAISS_THROW_IF_NOT_FMT(idx->ntotal == hd.ntotal && idx->is_trained == hd.isTrained,
+                           "corrupt input '%s': %s read back with ntotal %" PRId64
+                           ", is_trained %d; the header says %" PRId64 ", %d",
+                           r.name.c_str(), cls, int64_t(idx->ntotal), int(idx->is_trained),
+                           hd.ntotal, int(hd.isTrained));
+    return idx.release();
+}
+
 faiss::Index* readIndexRec(StreamReader& r, int ioFlags, int depth) {
     FAISS_THROW_IF_NOT_FMT(depth <= kMaxDepth,
                            "corrupt input '%s': indexes nested more than %d deep", r.name.c_str(),
@@ -582,6 +780,7 @@ faiss::Index* readIndexRec(StreamReader& r, int ioFlags, int depth) {
     if (h == kFourccIDMap || h == kFourccIDMap2) return readIDMap(r, h, ioFlags, depth);
     if (h == kFourccPreTransform) return readPreTransform(r, ioFlags, depth);
     if (h == kFourccNNDescentFlat) return readNNDescentFlat(r, ioFlags, depth);
+    if (h == kFourccBiLevelLSH) return readBiLevelLSH(r);
     r.pushBack(&h, sizeof(h));
     return delegateToFaiss(r, h, [&] { return faiss::read_index(&r, ioFlags); });
 }
