@@ -119,6 +119,18 @@ FEXT_HD uint32_t orderedFloatBits(float f) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+/// Inverse of orderedFloatBits.
+FEXT_HD float floatFromOrderedBits(uint32_t o) {
+    const uint32_t u = (o & 0x80000000u) ? (o & 0x7fffffffu) : ~o;
+    float f;
+#if defined(__CUDA_ARCH__)
+    f = __uint_as_float(u);
+#else
+    __builtin_memcpy(&f, &u, 4);
+#endif
+    return f;
+}
+
 // ---- hashing ----
 
 /// splitmix64 finaliser: a 64-bit mixing bijection.
@@ -423,6 +435,21 @@ FEXT_HD int collectIntervals(int table, int group, const uint32_t* u, const floa
         }
     }
     return n;
+}
+
+/// Group (leaf) of x by the RP-tree: at each node go left when the key
+/// (<v, x> or ||x - v||^2) is <= the node's threshold. Tree arrays as in
+/// BiLevelLSHModel.
+FEXT_HD int leafOfTree(const uint8_t* rule, const float* vec, const float* thr, int depth, int d,
+                       const float* x) {
+    int node = 0;
+    for (int l = 0; l < depth; ++l) {
+        const float* v = vec + size_t(node) * d;
+        const float key =
+            rule[node] == kRuleProjection ? canonicalDot(v, x, d) : canonicalL2Sq(x, v, d);
+        node = 2 * node + (key <= thr[node] ? 1 : 2);
+    }
+    return node - ((1 << depth) - 1);
 }
 
 /// Largest number of groups (RP-tree leaves) searched per query.

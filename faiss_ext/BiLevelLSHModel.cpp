@@ -118,14 +118,7 @@ void BiLevelLSHModel::setLeaves(const std::vector<float>& means, const std::vect
 }
 
 int BiLevelLSHModel::leafOf(const float* x) const {
-    int node = 0;
-    for (int l = 0; l < depth; ++l) {
-        const float* v = nodeVec.data() + size_t(node) * d;
-        const float key = nodeRule[node] == lsh::kRuleProjection ? lsh::canonicalDot(v, x, d)
-                                                                 : lsh::canonicalL2Sq(x, v, d);
-        node = 2 * node + (key <= nodeThreshold[node] ? 1 : 2);
-    }
-    return node - internalNodes();
+    return lsh::leafOfTree(nodeRule.data(), nodeVec.data(), nodeThreshold.data(), depth, d, x);
 }
 
 void BiLevelLSHModel::checkConsistent() const {

@@ -50,6 +50,8 @@ public:
     int attempts() const { return attempts_; }
     int growths() const { return growths_; }
     void clear();
+    /// Exchanges contents with o.
+    void swap(GpuCuckooHashTable& o) noexcept;
 
 private:
     uint64_t* keys_ = nullptr;

@@ -110,6 +110,8 @@ public:
 
 protected:
     void addImpl_(idx_t n, const float* x) override;
+    /// add() hands host vectors over whole: the tables are rebuilt once.
+    bool addImplAcceptsHost_() const override { return true; }
     void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
                      const faiss::SearchParameters* params) const override;
 

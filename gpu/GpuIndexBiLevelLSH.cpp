@@ -1,0 +1,307 @@
+// GpuIndexBiLevelLSH (see GpuIndexBiLevelLSH.h): argument checks, device
+// scope and the state swap that leaves the index unchanged when a step
+// fails; the work is in gpu/impl/lsh/.
+#include "gpu/GpuIndexBiLevelLSH.h"
+
+#include "gpu/impl/lsh/LshEngine.h"
+#include "gpu/utils/DeviceUtils.h"
+
+#include <faiss/impl/FaissAssert.h>
+
+#include <algorithm>
+
+namespace faiss_ext {
+namespace gpu {
+
+using lsh_impl::DeviceState;
+
+namespace {
+
+void checkGpuConfig(const GpuIndexBiLevelLSHConfig& c) {
+    FAISS_THROW_IF_NOT_FMT(c.heapMaxK >= 1 && c.heapMaxK <= 1024,
+                           "GpuIndexBiLevelLSH: heapMaxK must be in [1, 1024], got %d", c.heapMaxK);
+    FAISS_THROW_IF_NOT_FMT(c.workQueueBytes >= (size_t(1) << 20),
+                           "GpuIndexBiLevelLSH: workQueueBytes must be >= 1 MiB, got %zu",
+                           c.workQueueBytes);
+}
+
+int dimsOf(const IndexBiLevelLSH* index) {
+    FAISS_THROW_IF_NOT_MSG(index, "GpuIndexBiLevelLSH: null IndexBiLevelLSH");
+    return index->d;
+}
+
+/// Whether p is device memory; throws when it is on another device.
+bool deviceInput(const void* p, int device, const char* what) {
+    int dev = -1;
+    const bool on = isDevicePointer(p, &dev);
+    FAISS_THROW_IF_NOT_FMT(!on || dev == device, "%s is on GPU %d, the index on GPU %d", what, dev,
+                           device);
+    return on;
+}
+
+}  // namespace
+
+GpuIndexBiLevelLSH::GpuIndexBiLevelLSH(GpuResourcesProvider* provider, int dims,
+                                       BiLevelLSHConfig config, GpuIndexBiLevelLSHConfig gpuConfig)
+        : GpuIndex(provider, dims, faiss::METRIC_L2, gpuConfig),
+          lshConfig_(config),
+          gpuConfig_(gpuConfig) {
+    lshConfig_.check();
+    checkGpuConfig(gpuConfig_);
+    is_trained = false;
+}
+
+GpuIndexBiLevelLSH::GpuIndexBiLevelLSH(GpuResourcesProvider* provider,
+                                       const IndexBiLevelLSH* index,
+                                       GpuIndexBiLevelLSHConfig gpuConfig)
+        : GpuIndex(provider, dimsOf(index), faiss::METRIC_L2, gpuConfig),
+          lshConfig_(index->getConfig()),
+          gpuConfig_(gpuConfig) {
+    checkGpuConfig(gpuConfig_);
+    is_trained = false;
+    copyFrom(index);
+}
+
+GpuIndexBiLevelLSH::~GpuIndexBiLevelLSH() {
+    if (state_) {
+        DeviceScope scope(config_.device);
+        state_.reset();
+    }
+}
+
+void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
+    const char* who = "GpuIndexBiLevelLSH::train";
+    FAISS_THROW_IF_NOT_FMT(ntotal == 0, "%s: the index holds %lld vectors; reset() first", who,
+                           (long long)ntotal);
+    const int64_t groups = int64_t(1) << lshConfig_.treeDepth;
+    FAISS_THROW_IF_NOT_FMT(n >= groups,
+                           "%s: needs at least 2^treeDepth = %lld training vectors, got %lld", who,
+                           (long long)groups, (long long)n);
+    FAISS_THROW_IF_NOT_MSG(x, "GpuIndexBiLevelLSH::train: x is null");
+    checkUsable_();
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    lsh_impl::DeviceVec<float> copy;
+    const float* dX = x;
+    if (deviceInput(x, config_.device, "GpuIndexBiLevelLSH::train: x")) {
+        const int64_t bad = lsh_impl::firstNonFiniteRow(x, n, d, stream);
+        FAISS_THROW_IF_NOT_FMT(bad < 0,
+                               "%s: vector %lld has a NaN or infinite component (Bi-level LSH "
+                               "needs finite vectors)",
+                               who, (long long)bad);
+    } else {
+        checkFiniteVectors(who, n, d, x);
+        copy.allocate(size_t(n) * d, who, "training vectors");
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(copy.data(), x, size_t(n) * d * sizeof(float),
+                                             cudaMemcpyHostToDevice, stream));
+        dX = copy.data();
+    }
+    BiLevelLSHModel model = BiLevelLSHModel::initRandom(d, lshConfig_);
+    lsh_impl::trainTreeGpu(&model, lshConfig_, n, dX, stream, verbose);
+    auto st = std::make_unique<DeviceState>();
+    st->model.upload(model, stream);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    model_ = std::move(model);
+    state_ = std::move(st);
+    is_trained = true;
+}
+
+void GpuIndexBiLevelLSH::addImpl_(idx_t n, const float* x) {
+    const char* who = "GpuIndexBiLevelLSH::add";
+    FAISS_THROW_IF_NOT_FMT(ntotal + n < (int64_t(1) << 31) - 1,
+                           "%s: at most 2^31 - 2 vectors in all, got %lld + %lld", who,
+                           (long long)ntotal, (long long)n);
+    FAISS_THROW_IF_NOT_FMT(int64_t(lshConfig_.nTables) * (ntotal + n) < (int64_t(1) << 31) - 1,
+                           "%s: L x ntotal must stay below 2^31 (L = %d, ntotal %lld + %lld)", who,
+                           lshConfig_.nTables, (long long)ntotal, (long long)n);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    const bool onDev = deviceInput(x, config_.device, "GpuIndexBiLevelLSH::add: x");
+    if (!onDev) checkFiniteVectors(who, n, d, x);
+    auto st = std::make_unique<DeviceState>();
+    st->n = ntotal + n;
+    st->vectors.allocate(size_t(st->n) * d, who, "vectors");
+    if (ntotal > 0)
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(st->vectors.data(), state_->vectors.data(),
+                                             size_t(ntotal) * d * sizeof(float),
+                                             cudaMemcpyDeviceToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(st->vectors.data() + size_t(ntotal) * d, x,
+                                         size_t(n) * d * sizeof(float),
+                                         onDev ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice,
+                                         stream));
+    if (onDev) {
+        const int64_t bad =
+            lsh_impl::firstNonFiniteRow(st->vectors.data() + size_t(ntotal) * d, n, d, stream);
+        FAISS_THROW_IF_NOT_FMT(bad < 0,
+                               "%s: vector %lld has a NaN or infinite component (Bi-level LSH "
+                               "needs finite vectors)",
+                               who, (long long)bad);
+    }
+    st->model.upload(model_, stream);
+    lsh_impl::buildTablesGpu(model_, lshConfig_, st.get(), stream, verbose);
+    state_ = std::move(st);
+    ntotal += n;
+}
+
+void GpuIndexBiLevelLSH::reset() {
+    DeviceScope scope(config_.device);
+    if (state_) {
+        auto st = std::make_unique<DeviceState>();
+        cudaStream_t stream = resources_->getDefaultStream(config_.device);
+        st->model.upload(model_, stream);
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        state_ = std::move(st);
+    }
+    ntotal = 0;
+}
+
+BiLevelShortList GpuIndexBiLevelLSH::autoShortList(int64_t k) const {
+    return k <= gpuConfig_.heapMaxK ? BiLevelShortList::Heap : BiLevelShortList::WorkQueue;
+}
+
+void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
+                                     idx_t* labels, const faiss::SearchParameters* params) const {
+    const char* who = "GpuIndexBiLevelLSH::search";
+    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
+    BiLevelShortList mode = s.shortList == BiLevelShortList::Auto ? autoShortList(k) : s.shortList;
+    FAISS_THROW_IF_NOT_FMT(mode != BiLevelShortList::Heap || k <= 1024,
+                           "%s: the per-query heap handles k <= 1024, got %lld; use the work "
+                           "queue",
+                           who, (long long)k);
+    FAISS_THROW_IF_NOT_FMT(k <= (int64_t(1) << 30), "%s: k too large (%lld)", who, (long long)k);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    const int64_t bad = lsh_impl::firstNonFiniteRow(x, n, d, stream);
+    FAISS_THROW_IF_NOT_FMT(bad < 0, "%s: query %lld has a NaN or infinite component", who,
+                           (long long)bad);
+    if (ntotal == 0) {
+        lsh_impl::fillEmpty(distances, labels, n * k, stream);
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        return;
+    }
+    lsh_impl::searchGpu(*state_, model_, s, mode, gpuConfig_.workQueueBytes, n, x, int(k),
+                        distances, labels, stream);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void GpuIndexBiLevelLSH::getCandidates(idx_t n, const float* x, idx_t k, std::vector<idx_t>* lims,
+                                       std::vector<idx_t>* ids,
+                                       const faiss::SearchParameters* params) const {
+    const char* who = "GpuIndexBiLevelLSH::getCandidates";
+    FAISS_THROW_IF_NOT_FMT(n >= 0, "%s: n must be >= 0, got %lld", who, (long long)n);
+    FAISS_THROW_IF_NOT_FMT(k > 0, "%s: k must be > 0, got %lld", who, (long long)k);
+    FAISS_THROW_IF_NOT_FMT(is_trained, "%s: the index is not trained", who);
+    FAISS_THROW_IF_NOT_FMT(n == 0 || x, "%s: x is null", who);
+    FAISS_THROW_IF_NOT_MSG(lims && ids, "GpuIndexBiLevelLSH::getCandidates: null output");
+    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
+    if (n > 0) checkFiniteVectors(who, n, d, x);
+    lims->assign(n + 1, 0);
+    ids->clear();
+    if (n == 0 || ntotal == 0) return;
+    checkUsable_();
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    lsh_impl::DeviceVec<float> dq;
+    dq.allocate(size_t(n) * d, who, "queries");
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dq.data(), x, size_t(n) * d * sizeof(float),
+                                         cudaMemcpyHostToDevice, stream));
+    lsh_impl::QueryIntervals qi;
+    lsh_impl::queryIntervals(*state_, model_, s, n, dq.data(), &qi, stream);
+    std::vector<lsh::Interval> iv(qi.intervals.size());
+    std::vector<int32_t> cnt(qi.counts.size());
+    std::vector<int32_t> sorted(size_t(lshConfig_.nTables) * ntotal);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(iv.data(), qi.intervals.data(),
+                                         iv.size() * sizeof(lsh::Interval), cudaMemcpyDeviceToHost,
+                                         stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(cnt.data(), qi.counts.data(), cnt.size() * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(sorted.data(), state_->sortedIds.data(),
+                                         sorted.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                         stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<int32_t> c;
+    for (idx_t q = 0; q < n; ++q) {
+        c.clear();
+        for (int r = 0; r < qi.perQuery; ++r) {
+            const size_t slot = size_t(q) * qi.perQuery + r;
+            for (int i = 0; i < cnt[slot]; ++i) {
+                const lsh::Interval& it = iv[slot * qi.slots + i];
+                c.insert(c.end(), sorted.begin() + it.start, sorted.begin() + it.start + it.count);
+            }
+        }
+        std::sort(c.begin(), c.end());
+        c.erase(std::unique(c.begin(), c.end()), c.end());
+        (*lims)[q + 1] = (*lims)[q] + idx_t(c.size());
+        ids->insert(ids->end(), c.begin(), c.end());
+    }
+}
+
+std::vector<int64_t> GpuIndexBiLevelLSH::groupSizes() const {
+    std::vector<int64_t> sizes(is_trained ? model_.groups() : 0, 0);
+    if (!state_ || state_->groupStartHost.empty()) return sizes;
+    for (size_t g = 0; g < sizes.size(); ++g)
+        sizes[g] = state_->groupStartHost[g + 1] - state_->groupStartHost[g];
+    return sizes;
+}
+
+size_t GpuIndexBiLevelLSH::numBucketKeys() const { return state_ ? state_->numKeys : 0; }
+double GpuIndexBiLevelLSH::cuckooLoad() const { return state_ ? state_->cuckoo.load() : 0.0; }
+int GpuIndexBiLevelLSH::cuckooAttempts() const { return state_ ? state_->cuckoo.attempts() : 0; }
+
+std::vector<float> GpuIndexBiLevelLSH::getVectorsHost() const {
+    std::vector<float> v(size_t(ntotal) * d);
+    if (ntotal == 0) return v;
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(v.data(), state_->vectors.data(), v.size() * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return v;
+}
+
+void GpuIndexBiLevelLSH::copyFrom(const IndexBiLevelLSH* index) {
+    const char* who = "GpuIndexBiLevelLSH::copyFrom";
+    FAISS_THROW_IF_NOT_MSG(index, "GpuIndexBiLevelLSH::copyFrom: null index");
+    FAISS_THROW_IF_NOT_FMT(index->d == d, "%s: dimension %d != this index's %d", who, index->d, d);
+    const BiLevelLSHConfig cfg = index->getConfig();
+    cfg.check();
+    const int64_t n = index->ntotal;
+    FAISS_THROW_IF_NOT_FMT(int64_t(cfg.nTables) * n < (int64_t(1) << 31) - 1,
+                           "%s: L x ntotal must stay below 2^31", who);
+    checkUsable_();
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    std::unique_ptr<DeviceState> st;
+    BiLevelLSHModel model;
+    if (index->is_trained) {
+        model = index->getModel();
+        model.checkConsistent();
+        st = std::make_unique<DeviceState>();
+        st->model.upload(model, stream);
+        if (n > 0) {
+            st->n = n;
+            lsh_impl::upload(&st->vectors, index->getVectors(), stream, "vectors");
+            lsh_impl::buildTablesGpu(model, cfg, st.get(), stream, verbose);
+        }
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    lshConfig_ = cfg;
+    model_ = std::move(model);
+    state_ = std::move(st);
+    ntotal = index->is_trained ? n : 0;
+    is_trained = index->is_trained;
+}
+
+void GpuIndexBiLevelLSH::copyTo(IndexBiLevelLSH* index) const {
+    FAISS_THROW_IF_NOT_MSG(index, "GpuIndexBiLevelLSH::copyTo: null index");
+    FAISS_THROW_IF_NOT_FMT(index->d == d, "GpuIndexBiLevelLSH::copyTo: dimension %d != %d",
+                           index->d, d);
+    index->setContents(lshConfig_, is_trained ? model_ : BiLevelLSHModel(), getVectorsHost());
+}
+
+faiss::Index* GpuIndexBiLevelLSH::copyToCpuIndex() const {
+    auto idx = std::make_unique<IndexBiLevelLSH>(d, lshConfig_);
+    copyTo(idx.get());
+    return idx.release();
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,106 @@
+// Internal engine of GpuIndexBiLevelLSH (gpu/GpuIndexBiLevelLSH.h): the
+// device state and the three stages, each in its own .cu file:
+//   LshTree.cu    level one: RP-tree training (section 5.1, Algorithms 1-2)
+//   LshTables.cu  level two: codes, sorted tables, bucket keys (section 5.2)
+//   LshSearch.cu  candidates and short-list search (section 5.3)
+// Every leaf, code and candidate follows faiss_ext/BiLevelLSHCommon.h, so
+// the results match the CPU twin's (faiss_ext/IndexBiLevelLSH.cpp).
+#pragma once
+
+#include "faiss_ext/IndexBiLevelLSH.h"
+#include "gpu/GpuCuckooHashTable.h"
+#include "gpu/impl/gnnd/DeviceVec.h"
+#include "gpu/utils/DeviceUtils.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace faiss_ext {
+namespace gpu {
+namespace lsh_impl {
+
+template <typename T>
+using DeviceVec = gnnd::DeviceVec<T>;
+
+/// Copies host data into a DeviceVec (allocating it).
+template <typename T>
+void upload(DeviceVec<T>* dst, const std::vector<T>& src, cudaStream_t stream, const char* what) {
+    dst->allocate(src.size(), "GpuIndexBiLevelLSH", what);
+    if (!src.empty())
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dst->data(), src.data(), src.size() * sizeof(T),
+                                             cudaMemcpyHostToDevice, stream));
+}
+
+/// The trained model on the device.
+struct DeviceModel {
+    DeviceVec<uint8_t> nodeRule;
+    DeviceVec<float> nodeVec;
+    DeviceVec<float> nodeThreshold;
+    DeviceVec<float> leafWidth;
+    DeviceVec<float> leafOffset;
+    DeviceVec<float> proj;
+    DeviceVec<float> projBias;
+    void upload(const BiLevelLSHModel& m, cudaStream_t stream);
+};
+
+/// Vectors and hash tables of a GpuIndexBiLevelLSH.
+struct DeviceState {
+    int64_t n = 0;
+    DeviceVec<float> vectors;  ///< n x d
+    DeviceModel model;
+    DeviceVec<int32_t> sortedIds;    ///< L x n
+    DeviceVec<uint64_t> sortedCodes; ///< L x n
+    DeviceVec<int64_t> groupStart;   ///< groups + 1
+    DeviceVec<lsh::BucketRange> ranges;
+    GpuCuckooHashTable cuckoo;
+    uint64_t keySalt = 0;
+    size_t numKeys = 0;
+    std::vector<int64_t> groupStartHost;
+};
+
+/// Level one on the GPU: fills the tree and leaves of `model` (from
+/// BiLevelLSHModel::initRandom) from n training vectors at dX (device).
+void trainTreeGpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_t n,
+                  const float* dX, cudaStream_t stream, bool verbose);
+
+/// Canonical projections: out[i * P + j] = canonicalDot(proj_j, x_i)
+/// for n rows of dimension d and P projections (all device pointers).
+void projectRows(const float* dX, int64_t n, int d, const float* dProj, int P, float* dOut,
+                 cudaStream_t stream);
+
+/// Group of each of n rows by the tree (device output).
+void leafOfRows(const DeviceModel& dm, const BiLevelLSHModel& model, const float* dX, int64_t n,
+                int32_t* dGroup, cudaStream_t stream);
+
+/// Level two: the tables over st->vectors (st->n rows, model on device).
+void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config,
+                    DeviceState* st, cudaStream_t stream, bool verbose);
+
+/// Candidate intervals of nq queries (device): per query
+/// groupProbes x tables x (nprobe + 1) slots, counts in dCount.
+struct QueryIntervals {
+    DeviceVec<lsh::Interval> intervals;
+    DeviceVec<int32_t> counts;  ///< per (query, group probe, table)
+    int slots = 0;              ///< intervals per (query, group probe, table)
+    int perQuery = 0;           ///< groupProbes x tables
+};
+void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
+                    const BiLevelSearchSettings& s, int64_t nq, const float* dQ,
+                    QueryIntervals* out, cudaStream_t stream);
+
+/// k-NN of nq queries (device pointers in and out) by the short list.
+void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
+               const BiLevelSearchSettings& s, BiLevelShortList mode, size_t workQueueBytes,
+               int64_t nq, const float* dQ, int k, float* dD, int64_t* dI, cudaStream_t stream);
+
+/// Fills count results with (+inf, -1).
+void fillEmpty(float* dD, int64_t* dI, int64_t count, cudaStream_t stream);
+
+/// First row of n x d device values with a NaN or infinite entry, or -1.
+int64_t firstNonFiniteRow(const float* dX, int64_t n, int d, cudaStream_t stream);
+
+}  // namespace lsh_impl
+}  // namespace gpu
+}  // namespace faiss_ext
