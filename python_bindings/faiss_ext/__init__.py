@@ -27,6 +27,14 @@ Approximate k-NN graphs on the GPU (GNND, GPU NN-Descent)::
                                             faiss_ext.VectorFileFormat.FVECS,
                                             0, 32, faiss.METRIC_L2, "graph.ivecs")
 
+Approximate k-NN by Bi-level LSH (RP-tree groups, then p-stable LSH tables)::
+
+    index = faiss_ext.index_factory(d, "BiLSH10x8_t6_w0.75")  # IndexBiLevelLSH (CPU)
+    index.train(xt); index.add(xb)
+    D, I = index.search(xq, 10, faiss_ext.SearchParametersBiLevelLSH(nprobe=8))
+    gpu = faiss_ext.index_cpu_to_gpu(res, 0, index)           # GpuIndexBiLevelLSH
+    faiss_ext.write_index(index, "lsh.index")                 # not faiss.write_index
+
 ``SelectAlgo`` (AUTO, QUICK_MULTI_SELECT, MERGE_QUEUE, TH_HEAP) picks the
 selection algorithm: per index (GpuIndexQuickSelectFlatConfig.selectAlgo),
 per search (SearchParametersQuickSelectFlat), per select_k / knn_graph call
@@ -51,8 +59,12 @@ import numpy as np
 
 from . import _faiss_ext as _C
 from ._faiss_ext import (
+    BiLevelLSHConfig,
+    BiLevelShortList,
     FlatMetric,
     GpuClonerOptions,
+    GpuIndexBiLevelLSH,
+    GpuIndexBiLevelLSHConfig,
     GpuIndexConfig,
     GpuIndexQuickSelectFlat,
     GpuIndexQuickSelectFlatConfig,
@@ -60,7 +72,9 @@ from ._faiss_ext import (
     GpuKnnGraphGNNDConfig,
     GpuResourcesProvider,
     Index,
+    IndexBiLevelLSH,
     SearchParameters,
+    SearchParametersBiLevelLSH,
     SearchParametersGNND,
     SearchParametersQuickSelectFlat,
     SelectAlgo,
@@ -82,8 +96,12 @@ from ._faiss_ext import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "BiLevelLSHConfig",
+    "BiLevelShortList",
     "FlatMetric",
     "GpuClonerOptions",
+    "GpuIndexBiLevelLSH",
+    "GpuIndexBiLevelLSHConfig",
     "GpuIndexConfig",
     "GpuIndexQuickSelectFlat",
     "GpuIndexQuickSelectFlatConfig",
@@ -91,7 +109,9 @@ __all__ = [
     "GpuKnnGraphGNNDConfig",
     "GpuResourcesProvider",
     "Index",
+    "IndexBiLevelLSH",
     "SearchParameters",
+    "SearchParametersBiLevelLSH",
     "SearchParametersGNND",
     "SearchParametersQuickSelectFlat",
     "SelectAlgo",
@@ -202,6 +222,8 @@ def index_cpu_to_gpu(res, device, index, options=None):
     faiss.IndexNNDescentFlat (the "GNND<k>" twin) becomes GpuKnnGraphGNND
     (nndescent.S clamped to 1..32 as samples, iter as max_iterations,
     random_seed as seed, search_L as search_l; a built graph is kept);
+    faiss_ext.IndexBiLevelLSH becomes GpuIndexBiLevelLSH (configuration,
+    model and vectors; default GpuIndexBiLevelLSHConfig on ``device``);
     IndexIDMap and IndexPreTransform are walked. ``options``: a
     GpuClonerOptions or None. Returns the GPU index, or a ``faiss_ext.Index``
     for a wrapper around one.
@@ -216,7 +238,8 @@ def index_gpu_to_cpu(index, native=False):
     For our indexes the CPU twin is returned as a faiss Python object
     (faiss.IndexFlat for L2 / IP, faiss.IndexPreTransform for cosine,
     faiss.IndexNNDescentFlat for GpuKnnGraphGNND) that faiss.write_index
-    accepts. The Pearson twin contains faiss_ext's
+    accepts. GpuIndexBiLevelLSH's twin is faiss_ext.IndexBiLevelLSH, our
+    own type (save it with faiss_ext.write_index). The Pearson twin contains faiss_ext's
     RowCenteringTransform, which plain FAISS cannot read: for it (and anything
     else python3-faiss cannot represent) a ``faiss_ext.Index`` is returned,
     which faiss_ext.write_index / serialize_index accept. ``native=True``
@@ -234,13 +257,21 @@ def index_gpu_to_cpu(index, native=False):
 def index_factory(d, description, metric=faiss.METRIC_L2, native=False):
     """Builds a CPU index from a description, like faiss.index_factory, with
     faiss_ext's strings added ("QSFlat", "QSFlatCosine", "QSFlatPearson",
-    "GNND<k>[_p<samples>][_it<iterations>]", composed with FAISS prefixes
-    such as "IDMap,QSFlat", "PCA64,QSFlat" or "L2norm,GNND64").
+    "GNND<k>[_p<samples>][_it<iterations>]",
+    "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>]", composed with FAISS
+    prefixes such as "IDMap,QSFlat", "PCA64,QSFlat", "L2norm,GNND64" or
+    "IDMap,BiLSH10x8").
 
     "GNND64_p24_it10" gives a faiss.IndexNNDescentFlat with K = 64,
     nndescent.S = 24 (samples, 1..32, default 32) and nndescent.iter = 10
     (default 20): the CPU twin of GpuKnnGraphGNND. Bad strings ("GNND0",
     "GNND64_p33", "GNND64_x") raise RuntimeError naming the problem.
+
+    "BiLSH10x8_t6_w0.75" gives an untrained faiss_ext.IndexBiLevelLSH with
+    n_tables L = 10 ([1, 64]), n_projections M = 8 ([1, 32]), tree_depth 6
+    ([0, 14], default 4) and bucket_width 0.75 (> 0, default 0.5), METRIC_L2
+    only; python3-faiss cannot hold it, so it (and a wrapper around it, as a
+    faiss_ext.Index) is returned as our object whatever ``native`` says.
 
     ``metric``: a FAISS metric int (faiss.METRIC_L2 by default) or
     FlatMetric.L2 / FlatMetric.InnerProduct. Returns a faiss Python object
@@ -259,7 +290,9 @@ def write_index(index, fname):
 
     A faiss Python index is written by faiss.write_index (byte for byte what
     faiss_ext's writer produces for FAISS types); a ``faiss_ext.Index`` by
-    faiss_ext's writer (GPU indexes are written as their CPU twin).
+    faiss_ext's writer (GPU indexes are written as their CPU twin). This is
+    the way to save a faiss_ext.IndexBiLevelLSH (fourcc "IxBL"), which
+    faiss.write_index cannot take.
     """
     fname = os.fspath(fname)
     if isinstance(index, faiss.Index):
@@ -458,3 +491,20 @@ def read_graph_ivecs(path):
     """Reads an ivecs graph file written by gnnd_build_from_file: an (n, k)
     int32 array, row i holding the neighbours of vector i, closest first."""
     return _C._read_graph_ivecs(os.fspath(path))
+
+
+# ---- IndexBiLevelLSH -> faiss.IndexFlatL2 ----
+
+def _lsh_to_index_flat(self):
+    """The stored vectors as a faiss.IndexFlatL2 (same ids, in insertion
+    order): exact search over the same data, e.g. for ground truth or
+    re-ranking. The LSH structure itself has no FAISS counterpart: save the
+    index with faiss_ext.write_index."""
+    flat = faiss.IndexFlatL2(self.d)
+    if self.ntotal > 0:
+        flat.add(self.get_vectors())
+    return flat
+
+
+IndexBiLevelLSH.to_index_flat = _lsh_to_index_flat
+GpuIndexBiLevelLSH.to_index_flat = _lsh_to_index_flat

@@ -52,6 +52,12 @@ void bindGpu(py::module_& m);
 /// FlatMetric, GpuIndexConfig and GpuResourcesProvider).
 void bindGnnd(py::module_& m);
 
+/// Binds Bi-level LSH: BiLevelLSHConfig, BiLevelShortList,
+/// SearchParametersBiLevelLSH, IndexBiLevelLSH (the CPU twin),
+/// GpuIndexBiLevelLSHConfig and GpuIndexBiLevelLSH (after bindGpu: uses its
+/// GpuIndexConfig and GpuResourcesProvider).
+void bindLsh(py::module_& m);
+
 /// Binds the factory and read / write / serialize / deserialize.
 void bindIo(py::module_& m);
 
