@@ -16,8 +16,10 @@
 
 #include "faiss_ext/CpuConvertible.h"
 #include "faiss_ext/CpuTwin.h"
+#include "faiss_ext/IndexBiLevelLSH.h"
 #include "faiss_ext/RowCenteringTransform.h"
 #include "faiss_ext/index_factory.h"
+#include "gpu/GpuIndexBiLevelLSH.h"
 #include "gpu/GpuIndexQuickSelectFlat.h"
 #include "gpu/GpuKnnGraphGNND.h"
 #include "gpu/utils/DeviceUtils.h"
@@ -98,6 +100,12 @@ faiss::Index* index_cpu_to_gpu(GpuResourcesProvider* provider, int device,
                                    "GpuKnnGraphGNND supports graph degrees 1..%d",
                                    nnd->nndescent.K, kGnndMaxDegree);
             return new GpuKnnGraphGNND(provider, nnd, gnndConfigFrom(*nnd, device));
+        }
+        if (auto lsh = dynamic_cast<const IndexBiLevelLSH*>(node)) {
+            // configuration, trained model and vectors; tables rebuilt on the GPU
+            GpuIndexBiLevelLSHConfig lshConfig;
+            lshConfig.device = device;
+            return new GpuIndexBiLevelLSH(provider, lsh, lshConfig);
         }
         if (auto conv = dynamic_cast<const CpuConvertible*>(node)) {
             // already on a GPU: through its CPU twin, onto `device`

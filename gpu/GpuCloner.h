@@ -26,6 +26,10 @@ struct GpuClonerOptions {
 ///     and the other GpuKnnGraphGNNDConfig fields at their defaults. Its
 ///     cosine / Pearson twin (an IndexPreTransform around an IndexNNDescentFlat
 ///     with METRIC_INNER_PRODUCT) keeps its transforms on the CPU.
+///   - faiss_ext::IndexBiLevelLSH becomes GpuIndexBiLevelLSH (its
+///     BiLevelLSHConfig, trained model and vectors; the hash tables are
+///     rebuilt on the GPU and give the same candidates) with the
+///     GpuIndexBiLevelLSHConfig defaults on `device`.
 /// faiss::IndexIDMap(2), IndexPreTransform, IndexShards and IndexReplicas are
 /// walked (transforms stay on the CPU); GPU indexes already on a GPU are moved
 /// through their CPU twin; other indexes are cloned with faiss::clone_index.
@@ -37,8 +41,9 @@ faiss::Index* index_cpu_to_gpu(GpuResourcesProvider* provider, int device,
 /// A CPU copy of `index` with our GPU indexes replaced by their CPU twins
 /// (copyToCpuIndex(): GpuIndexQuickSelectFlat -> faiss::IndexFlat or its
 /// cosine / Pearson twin, GpuKnnGraphGNND -> faiss::IndexNNDescentFlat with
-/// the graph in nndescent.final_graph), walking the same wrappers. The caller
-/// owns the result.
+/// the graph in nndescent.final_graph, GpuIndexBiLevelLSH ->
+/// faiss_ext::IndexBiLevelLSH), walking the same wrappers. The caller owns
+/// the result.
 faiss::Index* index_gpu_to_cpu(const faiss::Index* index);
 
 }  // namespace gpu

@@ -18,8 +18,11 @@ using lsh_impl::DeviceState;
 namespace {
 
 void checkGpuConfig(const GpuIndexBiLevelLSHConfig& c) {
-    FAISS_THROW_IF_NOT_FMT(c.heapMaxK >= 1 && c.heapMaxK <= 1024,
-                           "GpuIndexBiLevelLSH: heapMaxK must be in [1, 1024], got %d", c.heapMaxK);
+    FAISS_THROW_IF_NOT_FMT(c.heapMaxK >= 0 && c.heapMaxK <= 1024,
+                           "GpuIndexBiLevelLSH: heapMaxK must be in [0, 1024], got %d", c.heapMaxK);
+    FAISS_THROW_IF_NOT_FMT(c.heapMaxCandidates >= 0,
+                           "GpuIndexBiLevelLSH: heapMaxCandidates must be >= 0, got %g",
+                           c.heapMaxCandidates);
     FAISS_THROW_IF_NOT_FMT(c.workQueueBytes >= (size_t(1) << 20),
                            "GpuIndexBiLevelLSH: workQueueBytes must be >= 1 MiB, got %zu",
                            c.workQueueBytes);
@@ -154,15 +157,17 @@ void GpuIndexBiLevelLSH::reset() {
     ntotal = 0;
 }
 
-BiLevelShortList GpuIndexBiLevelLSH::autoShortList(int64_t k) const {
-    return k <= gpuConfig_.heapMaxK ? BiLevelShortList::Heap : BiLevelShortList::WorkQueue;
+BiLevelShortList GpuIndexBiLevelLSH::autoShortList(int64_t k, double meanCandidates) const {
+    return k <= gpuConfig_.heapMaxK && meanCandidates <= gpuConfig_.heapMaxCandidates
+                   ? BiLevelShortList::Heap
+                   : BiLevelShortList::WorkQueue;
 }
 
 void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
                                      idx_t* labels, const faiss::SearchParameters* params) const {
     const char* who = "GpuIndexBiLevelLSH::search";
     const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
-    BiLevelShortList mode = s.shortList == BiLevelShortList::Auto ? autoShortList(k) : s.shortList;
+    const BiLevelShortList mode = s.shortList;
     FAISS_THROW_IF_NOT_FMT(mode != BiLevelShortList::Heap || k <= 1024,
                            "%s: the per-query heap handles k <= 1024, got %lld; use the work "
                            "queue",
@@ -177,7 +182,8 @@ void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* 
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
         return;
     }
-    lsh_impl::searchGpu(*state_, model_, s, mode, gpuConfig_.workQueueBytes, n, x, int(k),
+    auto chooser = [this, k](double meanCandidates) { return autoShortList(k, meanCandidates); };
+    lsh_impl::searchGpu(*state_, model_, s, mode, chooser, gpuConfig_.workQueueBytes, n, x, int(k),
                         distances, labels, stream);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

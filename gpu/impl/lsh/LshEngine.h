@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace faiss_ext {
@@ -90,9 +91,11 @@ void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
                     const BiLevelSearchSettings& s, int64_t nq, const float* dQ,
                     QueryIntervals* out, cudaStream_t stream);
 
-/// k-NN of nq queries (device pointers in and out) by the short list.
+/// k-NN of nq queries (device pointers in and out) by the short list;
+/// mode Auto asks chooseAuto(mean candidates per query).
 void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
-               const BiLevelSearchSettings& s, BiLevelShortList mode, size_t workQueueBytes,
+               const BiLevelSearchSettings& s, BiLevelShortList mode,
+               const std::function<BiLevelShortList(double)>& chooseAuto, size_t workQueueBytes,
                int64_t nq, const float* dQ, int k, float* dD, int64_t* dI, cudaStream_t stream);
 
 /// Fills count results with (+inf, -1).

@@ -84,14 +84,42 @@ __global__ void intervalsKernel(IntervalArgs a, const float* __restrict__ qProj,
                                    out + size_t(tid) * a.slots);
 }
 
+/// Partial squared distance of the lane's share of dimensions (4 floats a
+/// lane per step of 128) between row and q.
+template <bool kVec4>
+__device__ __forceinline__ float lanePartial(const float* __restrict__ q,
+                                             const float* __restrict__ row, int d, int lane) {
+    float s = 0.f;
+    if (kVec4) {
+        const float4* r4 = reinterpret_cast<const float4*>(row);
+        const float4* q4 = reinterpret_cast<const float4*>(q);
+        for (int j = lane; j < d / 4; j += 32) {
+            const float4 a = __ldg(r4 + j), c = q4[j];
+            const float t0 = c.x - a.x, t1 = c.y - a.y, t2 = c.z - a.z, t3 = c.w - a.w;
+            s = fmaf(t0, t0, s);
+            s = fmaf(t1, t1, s);
+            s = fmaf(t2, t2, s);
+            s = fmaf(t3, t3, s);
+        }
+    } else {
+        for (int j = lane; j < d; j += 32) {
+            const float t = q[j] - __ldg(row + j);
+            s = fmaf(t, t, s);
+        }
+    }
+    return s;
+}
+
 /// Squared L2 distance of the query to each lane's candidate `id` (< 0:
-/// none; result +inf). Rows are read by the whole warp, 4 floats a lane.
+/// none; result +inf). Valid lanes must form a prefix of the warp. Small d:
+/// one lane per candidate; else the whole warp reads each row (coalesced),
+/// four rows at a time so that their loads overlap.
 template <bool kVec4>
 __device__ __forceinline__ float warpCandidateDistance(const float* __restrict__ q,
                                                        const float* __restrict__ vectors, int d,
                                                        int id, int lane) {
     float mine = INFINITY;
-    const unsigned active = __ballot_sync(0xffffffffu, id >= 0);
+    const int nValid = __popc(__ballot_sync(0xffffffffu, id >= 0));
     if (d <= 16) {
         if (id >= 0) {
             const float* row = vectors + size_t(id) * d;
@@ -104,34 +132,45 @@ __device__ __forceinline__ float warpCandidateDistance(const float* __restrict__
         }
         return mine;
     }
-    unsigned rest = active;
-    while (rest) {
-        const int b = __ffs(rest) - 1;
-        rest &= rest - 1;
-        const int idb = __shfl_sync(0xffffffffu, id, b);
-        const float* row = vectors + size_t(idb) * d;
-        float s = 0.f;
-        if (kVec4) {
-            const float4* r4 = reinterpret_cast<const float4*>(row);
-            const float4* q4 = reinterpret_cast<const float4*>(q);
-            for (int j = lane; j < d / 4; j += 32) {
-                const float4 a = r4[j], c = q4[j];
-                const float t0 = c.x - a.x, t1 = c.y - a.y, t2 = c.z - a.z, t3 = c.w - a.w;
-                s = fmaf(t0, t0, s);
-                s = fmaf(t1, t1, s);
-                s = fmaf(t2, t2, s);
-                s = fmaf(t3, t3, s);
-            }
-        } else {
-            for (int j = lane; j < d; j += 32) {
-                const float t = q[j] - row[j];
-                s = fmaf(t, t, s);
-            }
+    for (int b0 = 0; b0 < nValid; b0 += 4) {
+        float s[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int idb = __shfl_sync(0xffffffffu, id, (b0 + u) & 31);
+            s[u] = (b0 + u < nValid && idb >= 0)
+                       ? lanePartial<kVec4>(q, vectors + size_t(idb) * d, d, lane)
+                       : 0.f;
         }
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == b) mine = s;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int u = 0; u < 4; ++u) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (lane == b0 + u) mine = s[u];
     }
-    return mine;
+    return id >= 0 ? mine : INFINITY;
+}
+
+/// Same as warpCandidateDistance for any set of valid lanes.
+template <bool kVec4>
+__device__ __forceinline__ float warpCandidateDistanceAny(const float* __restrict__ q,
+                                                          const float* __restrict__ vectors, int d,
+                                                          int id, int lane) {
+    // compact the valid lanes to a prefix, compute, scatter back
+    const unsigned valid = __ballot_sync(0xffffffffu, id >= 0);
+    const int rank = __popc(valid & ((1u << lane) - 1u));
+    int src = 0;  // lane whose id goes to position `lane`
+    {
+        unsigned m = valid;
+        for (int r = 0; r < lane && m; ++r) m &= m - 1;
+        src = m ? __ffs(m) - 1 : 0;
+    }
+    const int idc = __shfl_sync(0xffffffffu, id, src);
+    const int packedId = lane < __popc(valid) ? idc : -1;
+    const float dc = warpCandidateDistance<kVec4>(q, vectors, d, packedId, lane);
+    const float mine = __shfl_sync(0xffffffffu, dc, rank & 31);
+    return id >= 0 ? mine : INFINITY;
 }
 
 __device__ __forceinline__ bool pairBefore(float da, uint32_t ia, float db, uint32_t ib) {
@@ -144,8 +183,45 @@ struct PairBefore {
     }
 };
 
-/// One warp per query: its k best (distance, id) in shared memory.
-template <bool kVec4>
+/// Calls f(id, lanePosValid) for the candidates of one query's slot list,
+/// 32 at a time: the intervals are flattened (32 intervals at a time, prefix
+/// sums by shuffles) so each batch is full whatever the bucket sizes.
+template <typename F>
+__device__ __forceinline__ void forEachCandidateBatch(const int32_t* __restrict__ sortedIds,
+                                                      const Interval* __restrict__ iv, int nIv,
+                                                      int lane, F&& f) {
+    for (int c0 = 0; c0 < nIv; c0 += 32) {
+        Interval mine = {0, 0};
+        if (c0 + lane < nIv) mine = iv[c0 + lane];
+        long long incl = mine.count;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const long long v = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl += v;
+        }
+        const long long total = __shfl_sync(0xffffffffu, incl, 31);
+        const long long excl = incl - mine.count;
+        for (long long p0 = 0; p0 < total; p0 += 32) {
+            const long long p = p0 + lane;
+            int j = 0;  // number of intervals ending at or before p
+#pragma unroll
+            for (int step = 16; step > 0; step >>= 1) {
+                const long long v = __shfl_sync(0xffffffffu, incl, j + step - 1);
+                if (v <= p) j += step;
+            }
+            j = min(j, 31);
+            const long long st = __shfl_sync(0xffffffffu, (long long)mine.start, j);
+            const long long ex = __shfl_sync(0xffffffffu, excl, j);
+            const int id = p < total ? sortedIds[st + (p - ex)] : -1;
+            f(id);
+        }
+    }
+}
+
+/// One warp per query: its k best (distance, id). k <= 32: in registers
+/// (lane j holds the j-th best; insertions shift lanes up); else in shared
+/// memory, merged with each filtered and sorted batch of 32.
+template <bool kVec4, bool kSmallK>
 __global__ void heapShortListKernel(const float* __restrict__ vectors, int d,
                                     const int32_t* __restrict__ sortedIds,
                                     const Interval* __restrict__ iv,
@@ -157,89 +233,118 @@ __global__ void heapShortListKernel(const float* __restrict__ vectors, int d,
     const int warp = threadIdx.x >> 5;
     const int64_t q = int64_t(blockIdx.x) * (blockDim.x >> 5) + warp;
     if (q >= nq) return;
-    const size_t perWarp = size_t(16) * k + 256;  // bytes: 2 lists of k (float, uint32) + batch
+    const float* qrow = Q + size_t(q) * d;
+    // shared-memory lists (k > 32)
+    const size_t perWarp = kSmallK ? 0 : size_t(16) * k + 256;
     unsigned char* base = smem + perWarp * warp;
     float* listD[2] = {reinterpret_cast<float*>(base), reinterpret_cast<float*>(base) + k};
     uint32_t* listI[2] = {reinterpret_cast<uint32_t*>(base) + 2 * k,
                           reinterpret_cast<uint32_t*>(base) + 3 * k};
     float* batchD = reinterpret_cast<float*>(base + size_t(16) * k);
     uint32_t* batchI = reinterpret_cast<uint32_t*>(base + size_t(16) * k + 128);
-    const float* qrow = Q + size_t(q) * d;
     int cur = 0, buf = 0;
+    // register list (k <= 32)
+    float topD = INFINITY;
+    uint32_t topI = 0xffffffffu;
+    const unsigned kMask = k >= 32 ? 0xffffffffu : ((1u << k) - 1u);
     float thrD = INFINITY;
     uint32_t thrI = 0xffffffffu;
-    for (int s = 0; s < perQuery; ++s) {
-        const int64_t slot = q * perQuery + s;
-        const int nIv = ivCount[slot];
-        for (int ii = 0; ii < nIv; ++ii) {
-            const Interval it = iv[size_t(slot) * slots + ii];
-            for (int64_t off = 0; off < it.count; off += 32) {
-                const bool valid = off + lane < it.count;
-                const int id = valid ? sortedIds[it.start + off + lane] : -1;
-                const float dist = warpCandidateDistance<kVec4>(qrow, vectors, d, id, lane);
-                const bool cand = valid && pairBefore(dist, uint32_t(id), thrD, thrI);
-                if (__ballot_sync(0xffffffffu, cand) == 0) continue;
-                // sort the batch
-                batchD[lane] = cand ? dist : INFINITY;
-                batchI[lane] = cand ? uint32_t(id) : 0xffffffffu;
-                __syncwarp();
-                gnnd::warpBitonicSortBy(batchD, batchI, 32, lane, PairBefore());
-                const float myD = batchD[lane];
-                const uint32_t myI = batchI[lane];
-                bool keep = myI != 0xffffffffu &&
-                            !(lane > 0 && batchD[lane - 1] == myD && batchI[lane - 1] == myI);
-                int pos = 0;
-                if (keep) {  // lower bound in the list; an equal entry is a duplicate
-                    int lo = 0, hi = cur;
-                    while (lo < hi) {
-                        const int mid = (lo + hi) >> 1;
-                        if (pairBefore(listD[buf][mid], listI[buf][mid], myD, myI)) lo = mid + 1;
-                        else hi = mid;
+    for (int sl = 0; sl < perQuery; ++sl) {
+        const int64_t slot = q * perQuery + sl;
+        forEachCandidateBatch(sortedIds, iv + size_t(slot) * slots, ivCount[slot], lane, [&](int id) {
+            const float dist = warpCandidateDistance<kVec4>(qrow, vectors, d, id, lane);
+            const bool cand = id >= 0 && pairBefore(dist, uint32_t(id), thrD, thrI);
+            unsigned mask = __ballot_sync(0xffffffffu, cand);
+            if (mask == 0) return;
+            if constexpr (kSmallK) {
+                while (mask) {
+                    const int b = __ffs(mask) - 1;
+                    mask &= mask - 1;
+                    const float cd = __shfl_sync(0xffffffffu, dist, b);
+                    const uint32_t ci = __shfl_sync(0xffffffffu, uint32_t(id), b);
+                    if (!pairBefore(cd, ci, thrD, thrI)) continue;
+                    if (__ballot_sync(0xffffffffu, topD == cd && topI == ci) & kMask) continue;
+                    const int pos = __popc(__ballot_sync(0xffffffffu, pairBefore(topD, topI, cd, ci)) & kMask);
+                    const float upD = __shfl_up_sync(0xffffffffu, topD, 1);
+                    const uint32_t upI = __shfl_up_sync(0xffffffffu, topI, 1);
+                    if (lane > pos) {
+                        topD = upD;
+                        topI = upI;
+                    } else if (lane == pos) {
+                        topD = cd;
+                        topI = ci;
                     }
-                    pos = lo;
-                    if (pos < cur && listD[buf][pos] == myD && listI[buf][pos] == myI) keep = false;
+                    thrD = __shfl_sync(0xffffffffu, topD, k - 1);
+                    thrI = __shfl_sync(0xffffffffu, topI, k - 1);
                 }
-                const unsigned keepMask = __ballot_sync(0xffffffffu, keep);
-                const int nb = __popc(keepMask);
-                const int o = buf ^ 1;
-                if (keep) {
-                    const int np = pos + __popc(keepMask & ((1u << lane) - 1u));
-                    if (np < k) {
-                        listD[o][np] = myD;
-                        listI[o][np] = myI;
-                    }
+                return;
+            }
+            batchD[lane] = cand ? dist : INFINITY;
+            batchI[lane] = cand ? uint32_t(id) : 0xffffffffu;
+            __syncwarp();
+            gnnd::warpBitonicSortBy(batchD, batchI, 32, lane, PairBefore());
+            const float myD = batchD[lane];
+            const uint32_t myI = batchI[lane];
+            bool keep = myI != 0xffffffffu &&
+                        !(lane > 0 && batchD[lane - 1] == myD && batchI[lane - 1] == myI);
+            int pos = 0;
+            if (keep) {  // lower bound in the list; an equal entry is a duplicate
+                int lo = 0, hi = cur;
+                while (lo < hi) {
+                    const int mid = (lo + hi) >> 1;
+                    if (pairBefore(listD[buf][mid], listI[buf][mid], myD, myI)) lo = mid + 1;
+                    else hi = mid;
                 }
-                for (int j = lane; j < cur; j += 32) {
-                    const float ed = listD[buf][j];
-                    const uint32_t ei = listI[buf][j];
-                    // batch entries before e form a prefix of the sorted batch
-                    int lo = 0, hi = 32;
-                    while (lo < hi) {
-                        const int mid = (lo + hi) >> 1;
-                        if (pairBefore(batchD[mid], batchI[mid], ed, ei)) lo = mid + 1;
-                        else hi = mid;
-                    }
-                    const unsigned before = lo >= 32 ? 0xffffffffu : ((1u << lo) - 1u);
-                    const int np = j + __popc(keepMask & before);
-                    if (np < k) {
-                        listD[o][np] = ed;
-                        listI[o][np] = ei;
-                    }
-                }
-                __syncwarp();
-                cur = min(k, cur + nb);
-                buf = o;
-                if (cur == k) {
-                    thrD = listD[buf][k - 1];
-                    thrI = listI[buf][k - 1];
+                pos = lo;
+                if (pos < cur && listD[buf][pos] == myD && listI[buf][pos] == myI) keep = false;
+            }
+            const unsigned keepMask = __ballot_sync(0xffffffffu, keep);
+            const int nb = __popc(keepMask);
+            const int o = buf ^ 1;
+            if (keep) {
+                const int np = pos + __popc(keepMask & ((1u << lane) - 1u));
+                if (np < k) {
+                    listD[o][np] = myD;
+                    listI[o][np] = myI;
                 }
             }
-        }
+            for (int j = lane; j < cur; j += 32) {
+                const float ed = listD[buf][j];
+                const uint32_t ei = listI[buf][j];
+                int lo = 0, hi = 32;  // batch entries before e: a prefix of the sorted batch
+                while (lo < hi) {
+                    const int mid = (lo + hi) >> 1;
+                    if (pairBefore(batchD[mid], batchI[mid], ed, ei)) lo = mid + 1;
+                    else hi = mid;
+                }
+                const unsigned before = lo >= 32 ? 0xffffffffu : ((1u << lo) - 1u);
+                const int np = j + __popc(keepMask & before);
+                if (np < k) {
+                    listD[o][np] = ed;
+                    listI[o][np] = ei;
+                }
+            }
+            __syncwarp();
+            cur = min(k, cur + nb);
+            buf = o;
+            if (cur == k) {
+                thrD = listD[buf][k - 1];
+                thrI = listI[buf][k - 1];
+            }
+        });
     }
-    for (int j = lane; j < k; j += 32) {
-        const bool has = j < cur;
-        outD[size_t(q) * k + j] = has ? listD[buf][j] : INFINITY;
-        outI[size_t(q) * k + j] = has ? int64_t(listI[buf][j]) : -1;
+    if constexpr (kSmallK) {
+        if (lane < k) {
+            const bool has = topI != 0xffffffffu;
+            outD[size_t(q) * k + lane] = has ? topD : INFINITY;
+            outI[size_t(q) * k + lane] = has ? int64_t(topI) : -1;
+        }
+    } else {
+        for (int j = lane; j < k; j += 32) {
+            const bool has = j < cur;
+            outD[size_t(q) * k + j] = has ? listD[buf][j] : INFINITY;
+            outI[size_t(q) * k + j] = has ? int64_t(listI[buf][j]) : -1;
+        }
     }
 }
 
@@ -302,8 +407,8 @@ __global__ void queueDistanceKernel(const float* __restrict__ vectors, int d,
         const int leader = __ffs(todo) - 1;
         const int o = __shfl_sync(0xffffffffu, own, leader);
         const bool mineNow = valid && own == o;
-        const float dd = warpCandidateDistance<kVec4>(Q + size_t(q0 + o) * d, vectors, d,
-                                                      mineNow ? id : -1, lane);
+        const float dd = warpCandidateDistanceAny<kVec4>(Q + size_t(q0 + o) * d, vectors, d,
+                                                         mineNow ? id : -1, lane);
         if (mineNow) dist = dd;
         todo &= ~__ballot_sync(0xffffffffu, mineNow);
     }
@@ -432,34 +537,16 @@ void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
 }
 
 void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
-               const BiLevelSearchSettings& s, BiLevelShortList mode, size_t workQueueBytes,
+               const BiLevelSearchSettings& s, BiLevelShortList mode,
+               const std::function<BiLevelShortList(double)>& chooseAuto, size_t workQueueBytes,
                int64_t nq, const float* dQ, int k, float* dD, int64_t* dI, cudaStream_t stream) {
     const char* who = "GpuIndexBiLevelLSH::search";
     const int d = model.d;
     QueryIntervals qi;
     queryIntervals(st, model, s, nq, dQ, &qi, stream);
     const bool vec4 = d % 4 == 0;
-    if (mode == BiLevelShortList::Heap) {
-        FAISS_THROW_IF_NOT_FMT(k <= 1024, "%s: the per-query heap handles k <= 1024, got %d", who, k);
-        const size_t perWarp = size_t(16) * k + 256;
-        int warps = int(std::max<size_t>(1, std::min<size_t>(8, (48 * 1024) / perWarp)));
-        const size_t smem = perWarp * warps;
-        const unsigned blocks = unsigned((nq + warps - 1) / warps);
-        if (vec4)
-            heapShortListKernel<true><<<blocks, 32 * warps, smem, stream>>>(
-                st.vectors.data(), d, st.sortedIds.data(), qi.intervals.data(), qi.counts.data(),
-                qi.slots, qi.perQuery, dQ, nq, k, dD, dI);
-        else
-            heapShortListKernel<false><<<blocks, 32 * warps, smem, stream>>>(
-                st.vectors.data(), d, st.sortedIds.data(), qi.intervals.data(), qi.counts.data(),
-                qi.slots, qi.perQuery, dQ, nq, k, dD, dI);
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        return;
-    }
-    // work queue
     DeviceVec<int64_t> counts, offsets;
     counts.allocate(nq, who, "candidate counts");
-    offsets.allocate(nq + 1, who, "candidate offsets");
     candidateCountKernel<<<blocksFor(nq, 128), 128, 0, stream>>>(qi.intervals.data(),
                                                                  qi.counts.data(), qi.slots,
                                                                  qi.perQuery, nq, counts.data());
@@ -469,6 +556,28 @@ void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
                                          cudaMemcpyDeviceToHost, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     for (int64_t q = 0; q < nq; ++q) off[q + 1] = off[q] + cnt[q];
+    if (mode == BiLevelShortList::Auto) mode = chooseAuto(double(off[nq]) / double(nq));
+    if (mode == BiLevelShortList::Heap) {
+        FAISS_THROW_IF_NOT_FMT(k <= 1024, "%s: the per-query heap handles k <= 1024, got %d", who, k);
+        const bool small = k <= 32;
+        const size_t perWarp = small ? 0 : size_t(16) * k + 256;
+        int warps = small ? 4 : int(std::max<size_t>(1, std::min<size_t>(8, (48 * 1024) / perWarp)));
+        const size_t smem = perWarp * warps;
+        const unsigned blocks = unsigned((nq + warps - 1) / warps);
+        auto launch = [&](auto kernel) {
+            kernel<<<blocks, 32 * warps, smem, stream>>>(st.vectors.data(), d, st.sortedIds.data(),
+                                                         qi.intervals.data(), qi.counts.data(),
+                                                         qi.slots, qi.perQuery, dQ, nq, k, dD, dI);
+        };
+        if (vec4 && small) launch(heapShortListKernel<true, true>);
+        else if (vec4) launch(heapShortListKernel<true, false>);
+        else if (small) launch(heapShortListKernel<false, true>);
+        else launch(heapShortListKernel<false, false>);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        return;
+    }
+    // work queue
+    offsets.allocate(nq + 1, who, "candidate offsets");
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(offsets.data(), off.data(), (nq + 1) * sizeof(int64_t),
                                          cudaMemcpyHostToDevice, stream));
     const size_t bytesPerEntry = 4 + 4 + 8 + 8 + 4 + 4 + 16;  // ids, owner, keys x2, values x2, sort
