@@ -183,8 +183,16 @@ void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* 
         return;
     }
     auto chooser = [this, k](double meanCandidates) { return autoShortList(k, meanCandidates); };
-    lsh_impl::searchGpu(*state_, model_, s, mode, chooser, gpuConfig_.workQueueBytes, n, x, int(k),
-                        distances, labels, stream);
+    // queries in batches whose candidate intervals fit in ~256 MiB
+    const int64_t perQuery = int64_t(s.groupProbes) * s.tables * (s.nprobe + 1) *
+                             int64_t(sizeof(lsh::Interval) + sizeof(int32_t));
+    const int64_t batch = std::max<int64_t>(1, (int64_t(256) << 20) / perQuery);
+    for (int64_t i = 0; i < n; i += batch) {
+        const int64_t m = std::min(batch, n - i);
+        lsh_impl::searchGpu(*state_, model_, s, mode, chooser, gpuConfig_.workQueueBytes, m,
+                            x + size_t(i) * d, int(k), distances + size_t(i) * k,
+                            labels + size_t(i) * k, stream);
+    }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
