@@ -204,7 +204,8 @@ void bindSearchParameters(py::module_& m) {
     using namespace pybind11::literals;
     py::enum_<BiLevelShortList>(m, "BiLevelShortList", R"doc(
 How GpuIndexBiLevelLSH searches the short list (the CPU twin always uses a
-heap): AUTO (a per-query heap for k <= heap_max_k, else the work queue),
+heap): AUTO (the per-query heap for k <= heap_max_k when the queries hold
+at most heap_max_candidates candidates each on average, else the work queue),
 HEAP (one warp per query keeps its k best), WORK_QUEUE (clustered sort of all
 (query, candidate) pairs, then compaction). The C++ spellings (Auto, Heap,
 WorkQueue) are aliases.
@@ -433,15 +434,23 @@ gives the stored vectors as a faiss.IndexFlatL2 (exact search, same ids).
 // ---- GPU
 
 int checkHeapMaxK(int v) {
-    if (v < 1 || v > 1024) {
-        throw py::value_error("heap_max_k must be in [1, 1024], got " + std::to_string(v));
+    if (v < 0 || v > 1024) {
+        throw py::value_error("heap_max_k must be in [0, 1024], got " + std::to_string(v));
+    }
+    return v;
+}
+
+double checkHeapMaxCandidates(double v) {
+    if (!(v >= 0)) {
+        throw py::value_error("heap_max_candidates must be >= 0, got " + std::to_string(v));
     }
     return v;
 }
 
 size_t checkWorkQueueBytes(long long v) {
-    if (v <= 0) {
-        throw py::value_error("work_queue_bytes must be > 0, got " + std::to_string(v));
+    if (v < (1LL << 20)) {
+        throw py::value_error("work_queue_bytes must be at least 1 MiB (1048576), got " +
+                              std::to_string(v));
     }
     return static_cast<size_t>(v);
 }
@@ -453,35 +462,50 @@ void bindGpuIndex(py::module_& m) {
                                                                   R"doc(
 GPU options of GpuIndexBiLevelLSH (the build parameters are a BiLevelLSHConfig).
 
-device: the GPU (default 0); heap_max_k: BiLevelShortList.AUTO uses the
-per-query heap when k <= this ([1, 1024], default 128); work_queue_bytes:
-device memory for the work queue of one batch of queries (> 0, default
-2^30). The C++ spellings (heapMaxK, workQueueBytes) are aliases.
+device: the GPU (default 0); heap_max_k and heap_max_candidates:
+BiLevelShortList.AUTO uses the per-query heap when k <= heap_max_k ([0, 1024],
+default 32) and the queries hold at most heap_max_candidates candidates each
+on average (>= 0, default 256), else the work queue; work_queue_bytes: device
+memory for the work queue of one batch of queries (at least 1 MiB, default
+2^30). The C++ spellings (heapMaxK, heapMaxCandidates, workQueueBytes) are
+aliases.
 )doc");
-    cfg.def(py::init([](int device, int heapMaxK, long long workQueueBytes) {
-                GpuIndexBiLevelLSHConfig c;
-                c.device = device;
-                c.heapMaxK = checkHeapMaxK(heapMaxK);
-                c.workQueueBytes = checkWorkQueueBytes(workQueueBytes);
-                return c;
-            }),
-            "device"_a = 0, "heap_max_k"_a = defaults.heapMaxK,
-            "work_queue_bytes"_a = static_cast<long long>(defaults.workQueueBytes));
+    cfg.def(
+        py::init([](int device, int heapMaxK, double heapMaxCandidates, long long workQueueBytes) {
+            GpuIndexBiLevelLSHConfig c;
+            c.device = device;
+            c.heapMaxK = checkHeapMaxK(heapMaxK);
+            c.heapMaxCandidates = checkHeapMaxCandidates(heapMaxCandidates);
+            c.workQueueBytes = checkWorkQueueBytes(workQueueBytes);
+            return c;
+        }),
+        "device"_a = 0, "heap_max_k"_a = defaults.heapMaxK,
+        "heap_max_candidates"_a = defaults.heapMaxCandidates,
+        "work_queue_bytes"_a = static_cast<long long>(defaults.workQueueBytes));
     auto heapGet = [](const GpuIndexBiLevelLSHConfig& c) { return c.heapMaxK; };
     auto heapSet = [](GpuIndexBiLevelLSHConfig& c, int v) { c.heapMaxK = checkHeapMaxK(v); };
+    auto candGet = [](const GpuIndexBiLevelLSHConfig& c) { return c.heapMaxCandidates; };
+    auto candSet = [](GpuIndexBiLevelLSHConfig& c, double v) {
+        c.heapMaxCandidates = checkHeapMaxCandidates(v);
+    };
     auto wqGet = [](const GpuIndexBiLevelLSHConfig& c) { return c.workQueueBytes; };
     auto wqSet = [](GpuIndexBiLevelLSHConfig& c, long long v) {
         c.workQueueBytes = checkWorkQueueBytes(v);
     };
     cfg.def_property("heap_max_k", heapGet, heapSet,
-                     "AUTO short list: the per-query heap for k <= this ([1, 1024]).")
+                     "AUTO short list: the per-query heap only for k <= this ([0, 1024]).")
         .def_property("heapMaxK", heapGet, heapSet, "C++ spelling of heap_max_k.")
+        .def_property("heap_max_candidates", candGet, candSet,
+                      "AUTO short list: the per-query heap only when the queries hold at most "
+                      "this many candidates each on average (>= 0).")
+        .def_property("heapMaxCandidates", candGet, candSet, "C++ spelling of heap_max_candidates.")
         .def_property("work_queue_bytes", wqGet, wqSet,
                       "Device memory for the work queue of one batch of queries (bytes).")
         .def_property("workQueueBytes", wqGet, wqSet, "C++ spelling of work_queue_bytes.")
         .def("__repr__", [](const GpuIndexBiLevelLSHConfig& c) {
             return "GpuIndexBiLevelLSHConfig(device=" + std::to_string(c.device) +
-                   ", heap_max_k=" + std::to_string(c.heapMaxK) +
+                   ", heap_max_k=" + std::to_string(c.heapMaxK) + ", heap_max_candidates=" +
+                   std::string(py::str(py::float_(c.heapMaxCandidates))) +
                    ", work_queue_bytes=" + std::to_string(c.workQueueBytes) + ")";
         });
 
@@ -614,9 +638,10 @@ returns it; None: a new IndexBiLevelLSH.
                                "Load of the GPU cuckoo hash table (keys / slots).")
         .def_property_readonly("cuckoo_attempts", &GpuIndexBiLevelLSH::cuckooAttempts,
                                "Builds the last GPU cuckoo table took (1 + restarts).")
-        .def("auto_short_list", &GpuIndexBiLevelLSH::autoShortList, "k"_a,
-             "The BiLevelShortList that AUTO picks for k.")
-        .def("autoShortList", &GpuIndexBiLevelLSH::autoShortList, "k"_a,
+        .def("auto_short_list", &GpuIndexBiLevelLSH::autoShortList, "k"_a, "mean_candidates"_a,
+             "The BiLevelShortList that AUTO picks for k and a mean number of candidates per "
+             "query.")
+        .def("autoShortList", &GpuIndexBiLevelLSH::autoShortList, "k"_a, "meanCandidates"_a,
              "C++ spelling of auto_short_list.");
 }
 

@@ -380,10 +380,17 @@ def test_search_parameters():
 def test_gpu_config_defaults_and_checks():
     c = faiss_ext.GpuIndexBiLevelLSHConfig()
     assert isinstance(c, faiss_ext.GpuIndexConfig)
-    assert (c.device, c.heap_max_k, c.work_queue_bytes) == (0, 128, 1 << 30)
-    c = faiss_ext.GpuIndexBiLevelLSHConfig(device=1, heap_max_k=64, work_queue_bytes=1 << 20)
-    assert (c.device, c.heapMaxK, c.workQueueBytes) == (1, 64, 1 << 20)
-    for field, value in (("heap_max_k", 0), ("heap_max_k", 1025), ("work_queue_bytes", 0)):
+    assert (c.device, c.heap_max_k, c.heap_max_candidates, c.work_queue_bytes) == \
+        (0, 32, 256, 1 << 30)
+    c = faiss_ext.GpuIndexBiLevelLSHConfig(device=1, heap_max_k=64, heap_max_candidates=1000,
+                                           work_queue_bytes=1 << 20)
+    assert (c.device, c.heapMaxK, c.heapMaxCandidates, c.workQueueBytes) == \
+        (1, 64, 1000, 1 << 20)
+    c.heap_max_k = 0  # never the heap
+    assert "heap_max_k=0" in repr(c)
+    for field, value in (("heap_max_k", -1), ("heap_max_k", 1025),
+                         ("heap_max_candidates", -1.0), ("work_queue_bytes", 0),
+                         ("work_queue_bytes", (1 << 20) - 1)):
         with pytest.raises(ValueError):
             setattr(c, field, value)
 

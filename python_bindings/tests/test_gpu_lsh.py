@@ -144,12 +144,13 @@ def test_recall_against_brute_force(gpu, twin, data):
     assert recall_at(I, gt) >= 0.75
 
 
-def test_auto_short_list_follows_heap_max_k(res, twin):
+def test_auto_short_list_follows_the_config(res, twin):
     index = faiss_ext.GpuIndexBiLevelLSH(
-        res, twin, faiss_ext.GpuIndexBiLevelLSHConfig(heap_max_k=32))
-    assert index.get_gpu_config().heap_max_k == 32
-    assert index.auto_short_list(32) == SL.HEAP
-    assert index.auto_short_list(33) == SL.WORK_QUEUE
+        res, twin, faiss_ext.GpuIndexBiLevelLSHConfig(heap_max_k=16, heap_max_candidates=100))
+    assert index.get_gpu_config().heap_max_k == 16
+    assert index.auto_short_list(16, 100) == SL.HEAP
+    assert index.auto_short_list(17, 100) == SL.WORK_QUEUE
+    assert index.auto_short_list(16, 101) == SL.WORK_QUEUE
 
 
 # ---- copies and the cloner ----
