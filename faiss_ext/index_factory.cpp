@@ -18,6 +18,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "faiss_ext/BiLevelLSHCommon.h"
 #include "faiss_ext/IndexBiLevelLSH.h"
@@ -57,12 +58,26 @@ long long parseBoundedDigits(const std::string& digits, long long max) {
     return v;
 }
 
+/// The '_'-separated suffixes of `rest` from position `us` (the first '_',
+/// or npos for none): "64_p8_it3" from 2 gives {"p8", "it3"}; an empty
+/// suffix (a trailing or doubled '_') is kept, so callers reject it.
+std::vector<std::string> splitSuffixes(const std::string& rest, size_t us) {
+    std::vector<std::string> out;
+    while (us != std::string::npos) {
+        const size_t next = rest.find('_', us + 1);
+        out.push_back(
+            rest.substr(us + 1, next == std::string::npos ? std::string::npos : next - us - 1));
+        us = next;
+    }
+    return out;
+}
+
 /// Parses "GNND<k>[_p<samples>][_it<iterations>]" (suffixes in any order,
 /// each at most once) into spec; throws naming the problem.
 void parseGnnd(const std::string& component, const char* description, LeafSpec* spec) {
     spec->kind = LeafSpec::Kind::Gnnd;
     const std::string rest = component.substr(4);  // after "GNND"
-    size_t us = rest.find('_');
+    const size_t us = rest.find('_');
     const std::string kText = rest.substr(0, us);
     const long long k = parseBoundedDigits(kText, kGnndMaxDegree);
     FAISS_THROW_IF_NOT_FMT(k >= 1,
@@ -73,11 +88,7 @@ void parseGnnd(const std::string& component, const char* description, LeafSpec* 
 
     bool haveSamples = false;
     bool haveIterations = false;
-    while (us != std::string::npos) {
-        const size_t next = rest.find('_', us + 1);
-        const std::string suffix =
-            rest.substr(us + 1, next == std::string::npos ? std::string::npos : next - us - 1);
-        us = next;
+    for (const std::string& suffix : splitSuffixes(rest, us)) {
         if (suffix.size() > 2 && suffix.compare(0, 2, "it") == 0) {
             FAISS_THROW_IF_NOT_FMT(!haveIterations,
                                    "index_factory: '%s' in '%s': '_it' is given twice",
@@ -130,7 +141,7 @@ void parseBiLevelLSH(const std::string& component, const char* description, Leaf
     spec->kind = LeafSpec::Kind::BiLevelLSH;
     const char* form = "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>], e.g. BiLSH10x8_t6_w0.75";
     const std::string rest = component.substr(5);  // after "BiLSH"
-    size_t us = rest.find('_');
+    const size_t us = rest.find('_');
     const std::string head = rest.substr(0, us);
     const size_t x = head.find('x');
     FAISS_THROW_IF_NOT_FMT(x != std::string::npos,
@@ -154,11 +165,7 @@ void parseBiLevelLSH(const std::string& component, const char* description, Leaf
 
     bool haveDepth = false;
     bool haveWidth = false;
-    while (us != std::string::npos) {
-        const size_t next = rest.find('_', us + 1);
-        const std::string suffix =
-            rest.substr(us + 1, next == std::string::npos ? std::string::npos : next - us - 1);
-        us = next;
+    for (const std::string& suffix : splitSuffixes(rest, us)) {
         if (!suffix.empty() && suffix[0] == 't') {
             FAISS_THROW_IF_NOT_FMT(!haveDepth, "index_factory: '%s' in '%s': '_t' is given twice",
                                    component.c_str(), description);

@@ -299,6 +299,20 @@ py::tuple getCandidates(const IndexT& self, const py::handle& x, int64_t k,
     return py::make_tuple(vectorToNumpy(std::move(lims)), vectorToNumpy(std::move(ids)));
 }
 
+/// group_sizes: vectors added per RP-tree group, int64.
+template <class IndexT>
+py::array_t<int64_t> groupSizes(const IndexT& self) {
+    std::vector<int64_t> sizes;
+    {
+        py::gil_scoped_release release;
+        sizes = self.groupSizes();
+    }
+    return vectorToNumpy(std::move(sizes));
+}
+
+const char* kGroupSizesDoc =
+    "Vectors added per RP-tree group, an int64 array (empty when untrained).";
+
 const char* kGetCandidatesDoc = R"doc(
 The candidate sets search() ranks: returns (lims, ids), int64 arrays; query
 i's distinct candidate ids, ascending, are ids[lims[i]:lims[i + 1]]
@@ -396,21 +410,8 @@ gives the stored vectors as a faiss.IndexFlatL2 (exact search, same ids).
              kGetCandidatesDoc)
         .def("getCandidates", &getCandidates<IndexBiLevelLSH>, "x"_a, "k"_a, "params"_a = nullptr,
              "C++ spelling of get_candidates.")
-        .def(
-            "group_sizes",
-            [](const IndexBiLevelLSH& self) {
-                std::vector<int64_t> sizes;
-                {
-                    py::gil_scoped_release release;
-                    sizes = self.groupSizes();
-                }
-                return vectorToNumpy(std::move(sizes));
-            },
-            "Vectors added per RP-tree group, an int64 array (empty when untrained).")
-        .def(
-            "groupSizes",
-            [](const IndexBiLevelLSH& self) { return vectorToNumpy(self.groupSizes()); },
-            "C++ spelling of group_sizes.")
+        .def("group_sizes", &groupSizes<IndexBiLevelLSH>, kGroupSizesDoc)
+        .def("groupSizes", &groupSizes<IndexBiLevelLSH>, "C++ spelling of group_sizes.")
         .def(
             "get_vectors",
             [](const IndexBiLevelLSH& self) {
@@ -594,17 +595,8 @@ returns it; None: a new IndexBiLevelLSH.
              "params"_a = nullptr, kGetCandidatesDoc)
         .def("getCandidates", &getCandidates<GpuIndexBiLevelLSH>, "x"_a, "k"_a,
              "params"_a = nullptr, "C++ spelling of get_candidates.")
-        .def(
-            "group_sizes",
-            [](const GpuIndexBiLevelLSH& self) {
-                std::vector<int64_t> sizes;
-                {
-                    py::gil_scoped_release release;
-                    sizes = self.groupSizes();
-                }
-                return vectorToNumpy(std::move(sizes));
-            },
-            "Vectors added per RP-tree group, an int64 array.")
+        .def("group_sizes", &groupSizes<GpuIndexBiLevelLSH>, kGroupSizesDoc)
+        .def("groupSizes", &groupSizes<GpuIndexBiLevelLSH>, "C++ spelling of group_sizes.")
         .def(
             "get_vectors",
             [](const GpuIndexBiLevelLSH& self) {

@@ -8,6 +8,22 @@ def random_data(rng, n, d):
     return rng.random((n, d), dtype=np.float32)
 
 
+def clustered(seed, n, d, clusters=50):
+    """n x d float32 vectors around `clusters` random centres (like real
+    data); the centres are the same for every seed, so queries (another seed)
+    come from the base vectors' distribution."""
+    centres = np.random.default_rng(12345).normal(0, 4, (clusters, d))
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, clusters, n)
+    return (centres[labels] + rng.normal(0, 1, (n, d))).astype(np.float32)
+
+
+def recall_at(I, I_ref):
+    """Mean |I & I_ref| / k over the rows (k: I_ref's columns)."""
+    k = I_ref.shape[1]
+    return float(np.mean([len(np.intersect1d(a, b)) / k for a, b in zip(I, I_ref)]))
+
+
 def normalize_rows(x):
     """Rows scaled to unit L2 norm (zero rows stay zero), float32."""
     x = np.asarray(x, dtype=np.float64)

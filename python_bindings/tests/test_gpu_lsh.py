@@ -11,25 +11,12 @@ import numpy as np
 import pytest
 
 import faiss_ext
+from knn_check import clustered, recall_at
 
 pytestmark = pytest.mark.gpu
 
 N, D_DIM, K = 10000, 32, 10
 SL = faiss_ext.BiLevelShortList
-
-
-def clustered(seed, n, d=D_DIM, clusters=50):
-    """n x d float32 vectors around `clusters` random centres (the same
-    centres for every seed, so queries follow the base set)."""
-    centres = np.random.default_rng(12345).normal(0, 4, (clusters, d))
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, clusters, n)
-    return (centres[labels] + rng.normal(0, 1, (n, d))).astype(np.float32)
-
-
-def recall_at(I, I_ref):
-    k = I_ref.shape[1]
-    return float(np.mean([len(np.intersect1d(a, b)) / k for a, b in zip(I, I_ref)]))
 
 
 CONFIG = dict(n_tables=10, n_projections=8, tree_depth=3)
@@ -50,8 +37,8 @@ def res():
 @pytest.fixture(scope="module")
 def data():
     from conftest import SEED
-    xb = clustered(SEED, N)
-    xq = clustered(SEED + 1, 300)
+    xb = clustered(SEED, N, D_DIM)
+    xq = clustered(SEED + 1, 300, D_DIM)
     ref = faiss.IndexFlatL2(D_DIM)
     ref.add(xb)
     _, gt = ref.search(xq, K)
