@@ -3,7 +3,8 @@
 # device-stage) with the real data sets the GPU tests read, inside the device
 # tool's 64 MiB: reference BLAS / LAPACK instead of OpenBLAS (35 MB; the
 # tests' CPU brute force does not need its speed), the first 20k rows of
-# fashion-mnist (the GNND tests read no more). Then run on the device with
+# fashion-mnist (the GNND tests read no more; the LSH tests take their
+# fashion-mnist queries from rows past 18k then). Then run on the device with
 # carry [".device"]:
 #   source .device/env.sh; export FAISS_EXT_DATA_DIR=$PWD/.device/extra
 #   .device/bin/tests/gpu_tests --gtest_brief=1
@@ -19,6 +20,7 @@ x=.device/extra
 mkdir -p $x/siftsmall $x/pointcloud-rs $x/fashion-mnist
 for f in siftsmall/siftsmall_base.fvecs siftsmall/siftsmall_base_knn100_l2.ivecs \
          siftsmall/siftsmall_query.fvecs siftsmall/siftsmall_query_gt100_l2.ivecs \
+         siftsmall/siftsmall_query_gt100_l2_dist.fvecs pointcloud-rs/rs22_query.fvecs \
          pointcloud-rs/rs1_base.fvecs pointcloud-rs/rs1_base_knn32_l2.ivecs; do
   [ -f "$data/$f" ] && cp "$data/$f" "$x/$f" || echo "absent: $data/$f (its tests will skip)"
 done

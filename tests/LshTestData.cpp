@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "TestUtils.h"
 
@@ -66,11 +69,102 @@ int64_t countRows(const std::string& path, size_t elemSize) {
     return bytes / rec;
 }
 
+/// Files of a real set (README of ../shared/data) and its base size.
+struct SetFiles {
+    std::string base, query, gtDist;
+    bool bytes = false;  ///< .bvecs (uint8) rather than .fvecs
+    int64_t nb = 0;      ///< rows of the complete base file
+};
+
+bool setFiles(const std::string& name, SetFiles* f) {
+    const std::string dir = test::dataDir();
+    if (name == "siftsmall") {
+        f->base = dir + "/siftsmall/siftsmall_base.fvecs";
+        f->query = dir + "/siftsmall/siftsmall_query.fvecs";
+        f->gtDist = dir + "/siftsmall/siftsmall_query_gt100_l2_dist.fvecs";
+        f->nb = 10000;
+    } else if (name == "fashion-mnist") {
+        f->base = dir + "/fashion-mnist/fashion-mnist_base.bvecs";
+        f->query = dir + "/fashion-mnist/fashion-mnist_query.bvecs";
+        f->gtDist = dir + "/fashion-mnist/fashion-mnist_query_gt100_l2_dist.fvecs";
+        f->bytes = true;
+        f->nb = 60000;
+    } else if (name == "pointcloud-rs") {
+        f->base = dir + "/pointcloud-rs/rs1_base.fvecs";
+        f->query = dir + "/pointcloud-rs/rs22_query.fvecs";
+        f->gtDist = dir + "/pointcloud-rs/rs22_query_gt100_l2_dist.fvecs";
+        f->nb = 114373;
+    } else {
+        return false;
+    }
+    return !dir.empty();
+}
+
+/// The first maxRows rows of a file (all when <= 0).
+std::vector<float> readFirst(const std::string& path, bool bytes, int64_t maxRows, int* d,
+                             int64_t* rows) {
+    std::vector<int64_t> want;
+    int64_t total = 0;
+    if (maxRows > 0) {
+        total = countRows(path, bytes ? 1 : 4);
+        for (int64_t i = 0; i < std::min(maxRows, total); ++i) want.push_back(i);
+    }
+    std::vector<float> v =
+        bytes ? readVecsRows<uint8_t>(path, maxRows > 0 ? &want : nullptr, d, &total)
+              : readVecsRows<float>(path, maxRows > 0 ? &want : nullptr, d, &total);
+    *rows = int64_t(v.size() / size_t(*d));
+    return v;
+}
+
 }  // namespace
 
 const std::vector<std::string>& realSetNames() {
     static const std::vector<std::string> names = {"siftsmall", "fashion-mnist", "pointcloud-rs"};
     return names;
+}
+
+const RealSet& realVectors(const std::string& name, int64_t maxBase, int64_t maxQueries) {
+    static std::map<std::tuple<std::string, int64_t, int64_t>, RealSet> cache;
+    const auto key = std::make_tuple(name, maxBase, maxQueries);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    RealSet s;
+    s.name = name;
+    SetFiles f;
+    if (!setFiles(name, &f)) {
+        s.missing = "unknown data set " + name + " or no data folder (set FAISS_EXT_DATA_DIR)";
+    } else if (!fileExists(f.base)) {
+        s.missing = f.base + " not found (set FAISS_EXT_DATA_DIR to the shared data folder)";
+    } else if (!fileExists(f.query) && name != "fashion-mnist") {
+        s.missing = f.query + " not found (set FAISS_EXT_DATA_DIR to the shared data folder)";
+    }
+    if (s.missing.empty()) {
+        try {
+            int dq = 0;
+            if (fileExists(f.query)) {
+                s.base = readFirst(f.base, f.bytes, maxBase, &s.d, &s.nb);
+                s.query = readFirst(f.query, f.bytes, maxQueries, &dq, &s.nq);
+                if (dq != s.d) throw std::runtime_error("base and query dimensions differ");
+            } else {  // fashion-mnist: queries from the base rows after maxBase
+                if (maxBase <= 0 || maxQueries <= 0)
+                    throw std::runtime_error(f.query + " not found, and no base rows are held out");
+                int64_t rows = 0;
+                std::vector<float> all =
+                    readFirst(f.base, f.bytes, maxBase + maxQueries, &s.d, &rows);
+                if (rows <= maxBase)
+                    throw std::runtime_error(f.base + " has no rows past " +
+                                             std::to_string(maxBase));
+                s.nb = maxBase;
+                s.nq = rows - maxBase;
+                s.base.assign(all.begin(), all.begin() + size_t(maxBase) * s.d);
+                s.query.assign(all.begin() + size_t(maxBase) * s.d, all.end());
+            }
+        } catch (const std::exception& e) {
+            s.missing = std::string("unreadable: ") + e.what();
+            ADD_FAILURE() << name << ": " << s.missing;
+        }
+    }
+    return cache.emplace(key, std::move(s)).first->second;
 }
 
 const RealSet& realSet(const std::string& name, int64_t maxQueries) {
@@ -80,28 +174,14 @@ const RealSet& realSet(const std::string& name, int64_t maxQueries) {
     if (it != cache.end()) return it->second;
     RealSet s;
     s.name = name;
-    const std::string dir = test::dataDir();
-    std::string base, query, gtd;
-    bool bytes = false;
-    if (name == "siftsmall") {
-        base = dir + "/siftsmall/siftsmall_base.fvecs";
-        query = dir + "/siftsmall/siftsmall_query.fvecs";
-        gtd = dir + "/siftsmall/siftsmall_query_gt100_l2_dist.fvecs";
-    } else if (name == "fashion-mnist") {
-        base = dir + "/fashion-mnist/fashion-mnist_base.bvecs";
-        query = dir + "/fashion-mnist/fashion-mnist_query.bvecs";
-        gtd = dir + "/fashion-mnist/fashion-mnist_query_gt100_l2_dist.fvecs";
-        bytes = true;
-    } else if (name == "pointcloud-rs") {
-        base = dir + "/pointcloud-rs/rs1_base.fvecs";
-        query = dir + "/pointcloud-rs/rs22_query.fvecs";
-        gtd = dir + "/pointcloud-rs/rs22_query_gt100_l2_dist.fvecs";
-    } else {
-        s.missing = "unknown data set " + name;
-    }
+    SetFiles files;
+    if (!setFiles(name, &files))
+        s.missing = "unknown data set " + name + " or no data folder (set FAISS_EXT_DATA_DIR)";
+    const std::string base = files.base, query = files.query, gtd = files.gtDist;
+    const bool bytes = files.bytes;
     if (s.missing.empty()) {
         for (const std::string& f : {base, query, gtd})
-            if (dir.empty() || !fileExists(f)) {
+            if (!fileExists(f)) {
                 s.missing = f + " not found (set FAISS_EXT_DATA_DIR to the shared data folder)";
                 break;
             }
@@ -114,6 +194,13 @@ const RealSet& realSet(const std::string& name, int64_t maxQueries) {
             for (int64_t i = 0; i < m; ++i) rows[i] = i * allQ / m;
             int64_t nRows = 0;
             int dq = 0, kg = 0;
+            // a staged partial copy (the GPU machine's) is skipped, not scored
+            if (countRows(base, bytes ? 1 : 4) != files.nb || countRows(gtd, 4) != allQ) {
+                s.missing = base + " or " + query + " is not the complete set (the stored ground " +
+                            "truth is for " + std::to_string(files.nb) +
+                            " base rows and every query)";
+                return cache.emplace(key, std::move(s)).first->second;
+            }
             s.base = bytes ? readVecsRows<uint8_t>(base, nullptr, &s.d, &s.nb)
                            : readVecsRows<float>(base, nullptr, &s.d, &s.nb);
             s.query = bytes ? readVecsRows<uint8_t>(query, &rows, &dq, &nRows)
@@ -154,6 +241,65 @@ double recallAt10(const RealSet& set, int64_t nq, const int64_t* labels, int64_t
         }
     }
     return double(hits) / double(nq * 10);
+}
+
+namespace {
+
+/// Position of the first differing element (bitwise for floats), or -1.
+template <typename T>
+int64_t firstDifference(const std::vector<T>& a, const std::vector<T>& b) {
+    if (a.size() != b.size()) return int64_t(std::min(a.size(), b.size()));
+    for (size_t i = 0; i < a.size(); ++i)
+        if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return int64_t(i);
+    return -1;
+}
+
+}  // namespace
+
+std::string modelDifference(const BiLevelLSHModel& a, const BiLevelLSHModel& b) {
+    std::string out;
+    auto field = [&](const char* name, int64_t at) {
+        if (at >= 0)
+            out += std::string(out.empty() ? "" : ", ") + name + " (at " + std::to_string(at) + ")";
+    };
+    if (a.d != b.d || a.depth != b.depth || a.nTables != b.nTables ||
+        a.nProjections != b.nProjections || a.bits != b.bits)
+        out = "sizes";
+    field("nodeRule", firstDifference(a.nodeRule, b.nodeRule));
+    field("nodeVec", firstDifference(a.nodeVec, b.nodeVec));
+    field("nodeThreshold", firstDifference(a.nodeThreshold, b.nodeThreshold));
+    field("leafMean", firstDifference(a.leafMean, b.leafMean));
+    field("leafWidth", firstDifference(a.leafWidth, b.leafWidth));
+    field("leafOffset", firstDifference(a.leafOffset, b.leafOffset));
+    field("leafTrainCount", firstDifference(a.leafTrainCount, b.leafTrainCount));
+    field("proj", firstDifference(a.proj, b.proj));
+    field("projBias", firstDifference(a.projBias, b.projBias));
+    return out;
+}
+
+std::vector<float> coreAndOutliers(int64_t n, int d, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> g(0.f, 1.f);
+    const int far = 6;
+    std::vector<float> dirs(size_t(far) * d);
+    for (int c = 0; c < far; ++c) {
+        double norm = 0;
+        for (int j = 0; j < d; ++j) {
+            dirs[size_t(c) * d + j] = g(rng);
+            norm += double(dirs[size_t(c) * d + j]) * dirs[size_t(c) * d + j];
+        }
+        for (int j = 0; j < d; ++j)
+            dirs[size_t(c) * d + j] = float(dirs[size_t(c) * d + j] / std::sqrt(norm));
+    }
+    std::vector<float> x(size_t(n) * d);
+    std::uniform_real_distribution<float> u(0.f, 1.f);
+    for (int64_t i = 0; i < n; ++i) {
+        const bool outlier = u(rng) < 0.03f;
+        const int c = int(u(rng) * far) % far;
+        for (int j = 0; j < d; ++j)
+            x[size_t(i) * d + j] = g(rng) + (outlier ? 60.f * dirs[size_t(c) * d + j] : 0.f);
+    }
+    return x;
 }
 
 RecallPlan recallPlan(const std::string& name) {

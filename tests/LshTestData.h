@@ -38,12 +38,30 @@ const std::vector<std::string>& realSetNames();
 /// that is present but unreadable is a test failure.
 const RealSet& realSet(const std::string& name, int64_t maxQueries);
 
+/// Base vectors and queries of a real set without its ground truth (for
+/// comparisons of two indexes): the first maxBase base rows and the first
+/// maxQueries query rows (0: all). Fashion-MNIST takes its queries from the
+/// base rows after the first maxBase when its query file is absent (the GPU
+/// machine's staged copy holds 20k base rows only). `missing` as realSet.
+const RealSet& realVectors(const std::string& name, int64_t maxBase, int64_t maxQueries);
+
 /// Recall@10 of labels (nq x k, k >= 10; the first 10 columns scored): a
 /// returned id counts when it is valid, not repeated, and its exact
 /// distance (recomputed in double) is at most the true 10th distance
 /// (relative tolerance 1e-6 for the float32 rounding of the stored
 /// distances). nq may be below set.nq (the first nq queries).
 double recallAt10(const RealSet& set, int64_t nq, const int64_t* labels, int64_t k);
+
+/// "" when the two models are identical bit for bit (sizes, tree rules,
+/// directions, thresholds, leaves, projections); else the fields that
+/// differ, with the first differing position of each.
+std::string modelDifference(const BiLevelLSHModel& a, const BiLevelLSHModel& b);
+
+/// n x d clustered vectors whose RP-tree uses both split rules: a tight
+/// Gaussian core (97%) and six small far clusters (3%), so the diameter is
+/// large against the average spread at the top of the tree (distance
+/// splits) while the core splits by projections.
+std::vector<float> coreAndOutliers(int64_t n, int d, uint64_t seed);
 
 /// Build and search settings of the recall tests on one real set.
 struct RecallPlan {

@@ -79,12 +79,7 @@ bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 bool sameModel(const BiLevelLSHModel& a, const BiLevelLSHModel& b) {
-    return a.d == b.d && a.depth == b.depth && a.nTables == b.nTables &&
-           a.nProjections == b.nProjections && a.bits == b.bits && a.nodeRule == b.nodeRule &&
-           sameBits(a.nodeVec, b.nodeVec) && sameBits(a.nodeThreshold, b.nodeThreshold) &&
-           sameBits(a.leafMean, b.leafMean) && sameBits(a.leafWidth, b.leafWidth) &&
-           sameBits(a.leafOffset, b.leafOffset) && a.leafTrainCount == b.leafTrainCount &&
-           sameBits(a.proj, b.proj) && sameBits(a.projBias, b.projBias);
+    return lshtest::modelDifference(a, b).empty();
 }
 
 /// Training counts the RP-tree promises: every group of c splits into
@@ -100,35 +95,6 @@ std::vector<int64_t> halvedCounts(int64_t n, int depth) {
         c.swap(next);
     }
     return c;
-}
-
-/// n x d: a tight Gaussian core (97%) and a few small far clusters (3%):
-/// clustered data whose diameter is large against its average spread at
-/// the top of the tree (distance splits) while the core splits by
-/// projections.
-std::vector<float> coreAndOutliers(int64_t n, int d, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> g(0.f, 1.f);
-    const int far = 6;
-    std::vector<float> dirs(size_t(far) * d);
-    for (int c = 0; c < far; ++c) {
-        double norm = 0;
-        for (int j = 0; j < d; ++j) {
-            dirs[size_t(c) * d + j] = g(rng);
-            norm += double(dirs[size_t(c) * d + j]) * dirs[size_t(c) * d + j];
-        }
-        for (int j = 0; j < d; ++j)
-            dirs[size_t(c) * d + j] = float(dirs[size_t(c) * d + j] / std::sqrt(norm));
-    }
-    std::vector<float> x(size_t(n) * d);
-    std::uniform_real_distribution<float> u(0.f, 1.f);
-    for (int64_t i = 0; i < n; ++i) {
-        const bool outlier = u(rng) < 0.03f;
-        const int c = int(u(rng) * far) % far;
-        for (int j = 0; j < d; ++j)
-            x[size_t(i) * d + j] = g(rng) + (outlier ? 60.f * dirs[size_t(c) * d + j] : 0.f);
-    }
-    return x;
 }
 
 /// Candidates and results of an index for queries q under params.
@@ -398,7 +364,7 @@ TEST(CpuLshTree, GaussianDataSplitsExactlyInHalves) {
 TEST(CpuLshTree, ClusteredDataUsesBothRulesAndSplitsExactlyInHalves) {
     const int d = 16;
     const int64_t n = 20011;
-    const std::vector<float> x = coreAndOutliers(n, d, kSeed);
+    const std::vector<float> x = lshtest::coreAndOutliers(n, d, kSeed);
     BiLevelLSHConfig cfg;
     cfg.treeDepth = 5;
     cfg.nTables = 2;
@@ -427,7 +393,7 @@ TEST(CpuLshTree, ClusteredDataUsesBothRulesAndSplitsExactlyInHalves) {
 TEST(CpuLshTree, MeanRuleConstantPicksTheRule) {
     const int d = 16;
     const int64_t n = 5000;
-    const std::vector<float> x = coreAndOutliers(n, d, kSeed + 1);
+    const std::vector<float> x = lshtest::coreAndOutliers(n, d, kSeed + 1);
     for (float c : {1e-3f, 1e6f}) {
         BiLevelLSHConfig cfg;
         cfg.treeDepth = 4;
