@@ -17,6 +17,11 @@
 #                                         (GNND p sweep at k 32/64, GGM, out of core, FAISS NN-Descent, the
 #                                         exact GPU graph) and the real sets (within FX_GRAPH_BUDGET, at most ~7.7 minutes)
 #   bench/run_suite.sh graph --quick      100k x 128 and siftsmall only
+#   bench/run_suite.sh lsh                Bi-level LSH: bench_lsh on siftsmall, the point cloud, fashion-mnist
+#                                         (Debian's IDX files) and clustered 1M x 128 with nq = 10k: ours (build
+#                                         and search sweeps), the exact GPU anchor, the CPU twin on one thread,
+#                                         FAISS IndexLSH and IndexHNSWFlat on all cores, heap vs work queue by k
+#   bench/run_suite.sh lsh --quick        siftsmall and clustered 100k only
 #
 # Programs come from $FX_BENCH_BIN, else .device/bin/bench (staged), else
 # build-bench/bench, else build/bench. Real data sets are looked up in
@@ -34,7 +39,8 @@ case "$suite" in
   select) prog=bench_select ;;
   knngraph) prog=bench_knngraph ;;
   graph) prog=bench_graph ;;
-  *) echo "usage: bench/run_suite.sh flat|select|knngraph|graph [--quick]" >&2; exit 2 ;;
+  lsh) prog=bench_lsh ;;
+  *) echo "usage: bench/run_suite.sh flat|select|knngraph|graph|lsh [--quick]" >&2; exit 2 ;;
 esac
 
 # Python (torch) runs with the environment as it was: the staged Debian
@@ -153,6 +159,32 @@ if [ "$suite" = knngraph ]; then
     fi
     rm -f "${prefix}_base.fbin" "${prefix}_query.fbin"
   done
+  finish
+fi
+
+# ---- suite lsh: Bi-level LSH against the exact GPU search, the CPU twin, FAISS IndexLSH and HNSW ----
+if [ "$suite" = lsh ]; then
+  if b=$(find_data siftsmall_base.fvecs) && q=$(find_data siftsmall_query.fvecs); then
+    run "$bin/bench_lsh" --base "$b" --query "$q" --dataset siftsmall \
+        --builds d0w2.0L10M8,d2w2.0L10M8 --settings g1p1m0,g1p4m0,g1p16m0,g1p64m0,g2p4m0,g2p16m0,g2p64m0 \
+        --wq-k 1,10,100,500
+  else say "siftsmall not found: skipped"; fi
+  if [ $quick = 0 ]; then
+    if b=$(find_data rs1_base.fvecs) && q=$(find_data rs22_query.fvecs); then
+      run "$bin/bench_lsh" --base "$b" --query "$q" --dataset pointcloud-rs --max-nq 10000 \
+          --builds d4w0.2L10M2,d2w0.2L10M2 --settings g1p1m0,g2p3m0,g4p1m0,g4p3m0,g4p5m0,g4p9m0
+    else say "point cloud not found: skipped"; fi
+    if b=$(find_data train-images-idx3-ubyte) && q=$(find_data t10k-images-idx3-ubyte); then
+      run "$bin/bench_lsh" --base "$b" --query "$q" --dataset fashion-mnist \
+          --builds d2w2.0L10M10 --settings g1p4m0,g3p1m0,g3p4m0,g3p16m0,g3p32m0
+    else say "fashion-mnist not found: skipped"; fi
+    run "$bin/bench_lsh" --gen "${FX_LSH_BIG_N:-1000000}" --nq 10000 --d 128 --seed 1234 --dataset clustered-1M \
+        --builds d0w1.0L10M8,d0w0.75L10M8,d2w1.0L10M8 --settings g1p1m0,g1p2m0,g1p3m0,g1p4m0,g1p6m0,g2p2m0,g2p4m0 \
+        --nq-cpu 200
+  else
+    run "$bin/bench_lsh" --gen 100000 --nq 2000 --d 128 --seed 1234 --dataset clustered-100k \
+        --builds d0w1.0L10M8 --settings g1p1m0,g1p2m0,g1p4m0 --nq-cpu 100
+  fi
   finish
 fi
 
