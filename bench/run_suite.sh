@@ -164,21 +164,32 @@ fi
 
 # ---- suite lsh: Bi-level LSH against the exact GPU search, the CPU twin, FAISS IndexLSH and HNSW ----
 if [ "$suite" = lsh ]; then
-  if b=$(find_data siftsmall_base.fvecs) && q=$(find_data siftsmall_query.fvecs); then
+  # FX_LSH_SETS picks the data sets (a device call has 10 minutes): default all four
+  sets=" ${FX_LSH_SETS:-siftsmall pointcloud fashion big} "
+  want() { [[ "$sets" == *" $1 "* ]]; }
+  if ! want siftsmall; then :
+  elif b=$(find_data siftsmall_base.fvecs) && q=$(find_data siftsmall_query.fvecs); then
     run "$bin/bench_lsh" --base "$b" --query "$q" --dataset siftsmall \
         --builds d0w2.0L10M8,d2w2.0L10M8 --settings g1p1m0,g1p4m0,g1p16m0,g1p64m0,g2p4m0,g2p16m0,g2p64m0 \
         --wq-k 1,10,100,500
   else say "siftsmall not found: skipped"; fi
   if [ $quick = 0 ]; then
-    if b=$(find_data rs1_base.fvecs) && q=$(find_data rs22_query.fvecs); then
+    if ! want pointcloud; then :
+    elif b=$(find_data rs1_base.fvecs) && q=$(find_data rs22_query.fvecs); then
       run "$bin/bench_lsh" --base "$b" --query "$q" --dataset pointcloud-rs --max-nq 10000 \
           --builds d4w0.2L10M2,d2w0.2L10M2 --settings g1p1m0,g2p3m0,g4p1m0,g4p3m0,g4p5m0,g4p9m0
     else say "point cloud not found: skipped"; fi
-    if b=$(find_data train-images-idx3-ubyte) && q=$(find_data t10k-images-idx3-ubyte); then
-      run "$bin/bench_lsh" --base "$b" --query "$q" --dataset fashion-mnist \
+    fm=()
+    if b=$(find_data train-images-idx3-ubyte) && q=$(find_data t10k-images-idx3-ubyte); then fm=("$b" "$q" fashion-mnist)
+    elif b=$(find_data fashion-mnist_base15k.bvecs) && q=$(find_data fashion-mnist_query1k.bvecs); then
+      fm=("$b" "$q" fashion-mnist-15k)  # the first 15k / 1k rows (what fits the device tool's 64 MiB)
+    fi
+    if ! want fashion; then :
+    elif [ ${#fm[@]} = 3 ]; then
+      run "$bin/bench_lsh" --base "${fm[0]}" --query "${fm[1]}" --dataset "${fm[2]}" \
           --builds d2w2.0L10M10 --settings g1p4m0,g3p1m0,g3p4m0,g3p16m0,g3p32m0
     else say "fashion-mnist not found: skipped"; fi
-    run "$bin/bench_lsh" --gen "${FX_LSH_BIG_N:-1000000}" --nq 10000 --d 128 --seed 1234 --dataset clustered-1M \
+    want big && run "$bin/bench_lsh" --gen "${FX_LSH_BIG_N:-1000000}" --nq 10000 --d 128 --seed 1234 --dataset clustered-1M \
         --builds d0w1.0L10M8,d0w0.75L10M8,d2w1.0L10M8 --settings g1p1m0,g1p2m0,g1p3m0,g1p4m0,g1p6m0,g2p2m0,g2p4m0 \
         --nq-cpu 200
   else
