@@ -7,7 +7,10 @@ for each (suite, dataset, method, nb, d, nq, k), and writes Markdown tables
 our algorithms is fastest per shape, the crossovers behind SelectAlgo::Auto;
 for `knngraph` the graph times against torch and the GEMM floor; for `graph` build time and
 recall@10 of GNND per setting, GGM, out of core, FAISS NN-Descent and the exact GPU graph,
-with a recall-vs-time plot per data set) between the markers
+with a recall-vs-time plot per data set; for `lsh` the goal (best queries/s at recall@10 >= 0.9
+of ours against the exact GPU search and the single-thread CPU twin), recall@10 against
+queries/s of every method and setting with a plot per data set, build times, and the work
+queue against the heap over k) between the markers
 <!-- BEGIN GENERATED --> and <!-- END GENERATED --> of docs/benchmarks.md;
 text outside the markers (findings, what limits us) is kept as written.
 Plots need matplotlib; without it only the tables are written.
@@ -33,6 +36,23 @@ def method_rank(m):
     return (len(METHOD_ORDER), m)
 
 
+# Parameters that name a setting (not a measurement) of an lsh line: lines that
+# agree on these and on (suite, dataset, method, nb, d, nq, k) are re-runs of
+# one measurement, and the latest wins.
+SETTING_KEYS = ["sweep", "note", "depth", "tree_depth", "L", "n_tables", "M", "n_projections", "bucket_width",
+                "nprobe", "tables", "min_candidates", "group_probes", "short_list", "nbits", "efSearch"]
+
+
+def setting_identity(r):
+    """The setting of a line (lsh suite: its `setting` field or its setting parameters); None elsewhere."""
+    if r.get("suite") != "lsh":
+        return None
+    if r.get("setting"):
+        return r["setting"]
+    p = r.get("params") or {}
+    return tuple((k, json.dumps(p[k], sort_keys=True)) for k in SETTING_KEYS if k in p)
+
+
 def load(results_dir):
     rows = OrderedDict()
     for path in sorted(glob.glob(os.path.join(results_dir, "*.jsonl"))):
@@ -47,7 +67,7 @@ def load(results_dir):
                     print(f"{path}:{n}: skipped, not JSON ({e})", file=sys.stderr)
                     continue
                 key = (r.get("suite"), r.get("dataset", ""), r.get("method"), r.get("nb", r.get("n")),
-                       r.get("d"), r.get("nq"), r.get("k"))
+                       r.get("d"), r.get("nq"), r.get("k"), setting_identity(r))
                 rows.pop(key, None)  # the latest line wins, in file order
                 rows[key] = r
     return list(rows.values())
@@ -504,6 +524,243 @@ def plot_graph(g, path, title):
     plt.close(fig)
 
 
+# ---- suite lsh (Bi-level LSH) ----
+
+LSH_GOAL_DATASET_PREFIX = "clustered"   # the 1M x 128 generated set of the goal
+LSH_GOAL_NB = 1000000
+LSH_GOAL_VS_EXACT = 3.0
+LSH_GOAL_VS_TWIN = 40.0
+
+
+def lsh_p(r, *names):
+    """The first of the parameter names present in r's params (the two bench_lsh formats name some differently)."""
+    p = r.get("params") or {}
+    for n in names:
+        if p.get(n) is not None:
+            return p[n]
+    return None
+
+
+def lsh_is_ksweep(r):
+    p = r.get("params") or {}
+    return p.get("sweep") == "k" or p.get("note") == "short-list comparison"
+
+
+def lsh_build_name(r):
+    """depth, L, M, W of an ours / twin line, e.g. 't2 L10 M8 W2'."""
+    depth, L = lsh_p(r, "tree_depth", "depth"), lsh_p(r, "n_tables", "L")
+    M, W = lsh_p(r, "n_projections", "M"), lsh_p(r, "bucket_width")
+    if depth is None:
+        return None
+    return f"t{depth} L{L} M{M} W{W:g}" if isinstance(W, (int, float)) else f"t{depth} L{L} M{M}"
+
+
+def lsh_setting_name(r):
+    """A short description of a line's search setting."""
+    m = r["method"]
+    if m.startswith("faiss-cpu:IndexLSH"):
+        return f"nbits {lsh_p(r, 'nbits')}"
+    if m.startswith("faiss-cpu:IndexHNSW"):
+        return f"M {lsh_p(r, 'M')}, efSearch {lsh_p(r, 'efSearch')}" if lsh_p(r, "efSearch") else "skipped"
+    if m.startswith("ours:exact"):
+        return "exact"
+    parts = [lsh_build_name(r) or "?", f"nprobe {lsh_p(r, 'nprobe')}"]
+    if lsh_p(r, "group_probes") not in (None, 1):
+        parts.append(f"groups {lsh_p(r, 'group_probes')}")
+    if lsh_p(r, "tables") not in (None, 0):
+        parts.append(f"tables {lsh_p(r, 'tables')}")
+    if lsh_p(r, "min_candidates") not in (None, 0):
+        parts.append(f"minCand {lsh_p(r, 'min_candidates')}")
+    return ", ".join(parts)
+
+
+def lsh_candidates(r):
+    return r.get("candidates_per_query") if r.get("candidates_per_query") is not None else lsh_p(r, "mean_candidates")
+
+
+def lsh_family(r):
+    """Series of the recall / queries-per-second curves."""
+    m = r["method"]
+    if m.startswith("ours:bilsh") or m.startswith("cpu-twin:"):
+        return f"{m} {lsh_build_name(r) or ''}".strip()
+    return m
+
+
+def lsh_best_at(rows, method_prefixes, target=0.9):
+    """The line with the most queries/s among those of the methods at recall@10 >= target (k = 10, not the k sweep)."""
+    ok = [r for r in rows if any(r["method"].startswith(m) for m in method_prefixes) and r.get("k") == 10
+          and not lsh_is_ksweep(r) and r.get("qps") and r.get("recall") is not None and r["recall"] >= target]
+    return max(ok, key=lambda r: r["qps"]) if ok else None
+
+
+def lsh_tables(rows, plots_dir, rel_plots, make_plots):
+    """The lsh suite: the goal, then per data set recall@10 against queries/s of every method, build times, and
+    the work queue against the heap over k."""
+    out = []
+    groups = defaultdict(list)
+    for r in rows:
+        if r["method"] == "ours:bilsh-build" or r.get("nb") is None:
+            groups[(r.get("dataset", ""), r.get("nb"), r.get("d"))].append(r)
+        else:
+            groups[(r.get("dataset", ""), r["nb"], r["d"])].append(r)
+    devices = sorted({r["device"] for r in rows if r.get("device")})
+    out.append("Devices: " + "; ".join(devices) + ". Approximate 10-NN search, squared L2. *recall@10*: the first 10 "
+               "ids of each result against the exact 10 nearest (ties counted by distance); the reference is our exact "
+               "GPU search. *q/s*: queries per second, medians of the timed runs (GPU), or of the queries timed "
+               "(CPU: `cpu-twin:1` on one thread on a subset of the queries, FAISS on all cores). *candidates*: "
+               "distinct vectors ranked per query (the union over tables and groups).\n")
+
+    # ---- goal: best queries/s at recall@10 >= 0.9, per data set ----
+    goal_rows = []
+    for key in sorted(groups, key=lambda g: (not str(g[0]).startswith("clustered"), str(g[0]), g[1] or 0)):
+        g = groups[key]
+        ours = lsh_best_at(g, ["ours:bilsh"])
+        twin = lsh_best_at(g, ["cpu-twin:"])
+        exact = next((r for r in g if r["method"].startswith("ours:exact") and r.get("k") == 10), None)
+        hnsw = lsh_best_at(g, ["faiss-cpu:IndexHNSW"])
+        flsh = lsh_best_at(g, ["faiss-cpu:IndexLSH"])
+        if not (ours or exact):
+            continue
+        vs_exact = ours["qps"] / exact["qps"] if ours and exact and exact.get("qps") else None
+        vs_twin = ours["qps"] / twin["qps"] if ours and twin else None
+        # the twin at ours's own best setting (same candidates): the like-for-like ratio
+        same = None
+        if ours:
+            same = next((r for r in g if r["method"].startswith("cpu-twin:") and lsh_setting_name(r) ==
+                         lsh_setting_name(ours) and r.get("qps")), None)
+        is_goal = str(key[0]).startswith(LSH_GOAL_DATASET_PREFIX) and key[1] == LSH_GOAL_NB
+        goal_rows.append((key, ours, exact, twin, same, hnsw, flsh, vs_exact, vs_twin, is_goal))
+    if goal_rows:
+        out.append("### Goal: best queries/s at recall@10 >= 0.9\n")
+        out.append(f"Per data set, the fastest setting of each method that reaches recall@10 0.9. The goal (H100, "
+                   f"clustered {human(LSH_GOAL_NB)} x 128, nq = 10k): ours at least {LSH_GOAL_VS_EXACT:g}x the exact "
+                   f"GPU search and at least {LSH_GOAL_VS_TWIN:g}x the single-thread CPU twin, in the same run. "
+                   "*twin, same setting*: the twin at ours's best setting (the same candidates). – : no setting of that "
+                   "method reached 0.9 (see the tables below for its best recall).\n")
+        out.append("| data set | nb | d | ours q/s (setting, recall) | exact GPU q/s | ours / exact | twin (1 thread) "
+                   "q/s at >= 0.9 | ours / twin | twin, same setting q/s | FAISS HNSW q/s | FAISS IndexLSH q/s | "
+                   "goal met |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for (key, ours, exact, twin, same, hnsw, flsh, vs_exact, vs_twin, is_goal) in goal_rows:
+            ds, nb, d = key
+            oc = (f"{fmt_qps(ours['qps'])} ({ours['method'].split('-')[-1]}: {lsh_setting_name(ours)}, "
+                  f"{ours['recall']:.3f})" if ours else "none reaches 0.9")
+            met = "–"
+            if is_goal:
+                met = "yes" if (vs_exact and vs_exact >= LSH_GOAL_VS_EXACT and vs_twin and
+                                vs_twin >= LSH_GOAL_VS_TWIN) else "no"
+            out.append(f"| {ds} | {human(nb) if nb else '?'} | {d} | {oc} | {fmt_qps(exact.get('qps') if exact else None)} | "
+                       f"{fmt(vs_exact, '.2f')}{'x' if vs_exact else ''} | "
+                       f"{fmt_qps(twin['qps']) if twin else '–'} | {fmt(vs_twin, '.1f')}{'x' if vs_twin else ''} | "
+                       f"{fmt_qps(same['qps']) if same else '–'} | {fmt_qps(hnsw['qps']) if hnsw else '–'} | "
+                       f"{fmt_qps(flsh['qps']) if flsh else '–'} | {met} |")
+        out.append("")
+
+    # ---- per data set ----
+    for key in sorted(groups, key=lambda g: (not str(g[0]).startswith("clustered"), str(g[0]), g[1] or 0)):
+        ds, nb, d = key
+        g = groups[key]
+        if nb is None:
+            continue
+        exact = next((r for r in g if r["method"].startswith("ours:exact") and r.get("k") == 10), None)
+        nqs = sorted({r.get("nq") for r in g if r["method"].startswith("ours:")})
+        out.append(f"### {ds}: nb = {human(nb)}, d = {d}, nq = {', '.join(human(n) for n in nqs if n)}\n")
+        ref = next((lsh_p(r, "recall_ref") for r in g if lsh_p(r, "recall_ref")), None)
+        if ref:
+            out.append(f"Recall reference: {ref}.\n")
+        # builds
+        builds = []
+        for r in g:
+            if r["method"] == "ours:bilsh-build" or (r["method"].startswith("ours:bilsh") and lsh_p(r, "train_seconds")
+                                                     is not None and not lsh_is_ksweep(r)):
+                name = lsh_build_name(r)
+                if name and name not in [b[0] for b in builds]:
+                    builds.append((name, lsh_p(r, "train_seconds"), lsh_p(r, "add_seconds"), lsh_p(r, "bucket_keys"),
+                                   lsh_p(r, "cuckoo_load")))
+        hnsw_build = next((lsh_p(r, "build_seconds") for r in g if r["method"].startswith("faiss-cpu:IndexHNSW")
+                           and lsh_p(r, "build_seconds")), None)
+        if builds or hnsw_build:
+            cells = [f"{b[0]}: train {fmt(b[1], '.2f')} s + add {fmt(b[2], '.2f')} s ({b[3] or '?'} bucket keys, "
+                     f"cuckoo load {fmt(b[4], '.2f')})" for b in builds]
+            if hnsw_build:
+                cells.append(f"FAISS HNSW: {hnsw_build:.1f} s")
+            out.append("Builds: " + "; ".join(cells) + ".\n")
+        skipped = [r for r in g if lsh_p(r, "skipped")]
+        for r in skipped:
+            out.append(f"Skipped: {r['method']} (estimated {fmt(lsh_p(r, 'estimate_seconds'), '.0f')} s, "
+                       f"{fmt(lsh_p(r, 'seconds_left'), '.0f')} s left of the suite's budget).\n")
+        out.append("| method | setting | recall@10 | q/s | vs exact GPU | candidates / query | nq timed |")
+        out.append("|---|---|---|---|---|---|---|")
+        sweep = [r for r in g if r.get("k") == 10 and not lsh_is_ksweep(r) and r["method"] != "ours:bilsh-build"
+                 and not lsh_p(r, "skipped")]
+        sweep.sort(key=lambda r: (method_rank(r["method"]), lsh_build_name(r) or "", -(r.get("recall") or 0)))
+        for r in sweep:
+            cand = lsh_candidates(r)
+            vs = r["qps"] / exact["qps"] if exact and exact.get("qps") and r.get("qps") else None
+            timed = lsh_p(r, "nq_timed") or (r.get("nq") if r["method"].startswith("cpu-twin") else None)
+            out.append(f"| {r['method']} | {lsh_setting_name(r)} | {fmt(r.get('recall'), '.4f')} | "
+                       f"{fmt_qps(r.get('qps'))} | {fmt(vs, '.2f')}{'x' if vs else ''} | "
+                       f"{fmt(cand, '.0f')} | {timed if timed else '–'} |")
+        out.append("")
+        # the work queue against the heap over k
+        ksw = [r for r in g if lsh_is_ksweep(r)]
+        if ksw:
+            s0 = lsh_setting_name(ksw[0])
+            out.append(f"Work queue against the per-query heap over k (setting: {s0}); *wq / heap* above 1: "
+                       "the work queue is faster.\n")
+            out.append("| k | heap q/s | work queue q/s | wq / heap | recall heap | recall wq | exact GPU q/s |")
+            out.append("|---|---|---|---|---|---|---|")
+            for k in sorted({r["k"] for r in ksw}):
+                h = next((r for r in ksw if r["k"] == k and r["method"] == "ours:bilsh-heap"), None)
+                w = next((r for r in ksw if r["k"] == k and r["method"] == "ours:bilsh-wq"), None)
+                ex = next((r for r in g if r["method"].startswith("ours:exact") and r.get("k") == k), None)
+                ratio = w["qps"] / h["qps"] if h and w and h.get("qps") and w.get("qps") else None
+                out.append(f"| {k} | {fmt_qps(h.get('qps') if h else None)} | {fmt_qps(w.get('qps') if w else None)} | "
+                           f"{fmt(ratio, '.2f')}{'x' if ratio else ''} | {fmt(h.get('recall') if h else None, '.4f')} | "
+                           f"{fmt(w.get('recall') if w else None, '.4f')} | {fmt_qps(ex.get('qps') if ex else None)} |")
+            out.append("")
+        if make_plots:
+            png = f"lsh_{ds}_{nb}_{d}.png".replace("/", "_")
+            plot_lsh(g, os.path.join(plots_dir, png), f"{ds}: nb={human(nb)}, d={d}")
+            out.append(f"![lsh {ds} nb={human(nb)}]({rel_plots}/{png})\n")
+    return out
+
+
+def plot_lsh(g, path, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    series = defaultdict(list)
+    for r in g:
+        if r.get("k") != 10 or lsh_is_ksweep(r) or not r.get("qps") or r.get("recall") is None:
+            continue
+        if r["method"].startswith("ours:exact"):
+            continue
+        series[lsh_family(r)].append((r["recall"], r["qps"]))
+    styles = {"ours:bilsh-wq": ("o", "-"), "ours:bilsh-heap": ("s", "--"), "cpu-twin:1": ("v", ":"),
+              "faiss-cpu:IndexHNSWFlat": ("^", "-."), "faiss-cpu:IndexLSH": ("D", "-.")}
+    for name in sorted(series, key=method_rank):
+        pts = sorted(series[name], key=lambda p: p[1])
+        marker, ls = next((v for k, v in styles.items() if name.startswith(k)), ("x", "-"))
+        ax.plot([p[1] for p in pts], [p[0] for p in pts], marker=marker, linestyle=ls, label=name, alpha=0.85)
+    exact = next((r for r in g if r["method"].startswith("ours:exact") and r.get("k") == 10 and r.get("qps")), None)
+    if exact:
+        ax.scatter([exact["qps"]], [1.0], marker="*", s=140, color="black", zorder=4, label="ours:exact (GPU)")
+        ax.axvline(exact["qps"] * LSH_GOAL_VS_EXACT, color="gray", linestyle=":", linewidth=1,
+                   label=f"{LSH_GOAL_VS_EXACT:g}x exact")
+    ax.axhline(0.9, color="gray", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("queries / s")
+    ax.set_ylabel("recall@10")
+    ax.set_title(f"lsh: {title}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
 def plot_group(g, methods, ks, floor, path, title):
     import matplotlib
     matplotlib.use("Agg")
@@ -565,6 +822,9 @@ def main():
         elif s == "graph":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += graph_tables(srows, out_dir, ".", make_plots)
+        elif s == "lsh":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
+            gen += lsh_tables(srows, out_dir, ".", make_plots)
         else:
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen.append("| " + " | ".join(["dataset", "method", "nb", "d", "nq", "k", "q/s", "s", "recall"]) + " |")
