@@ -22,6 +22,7 @@
 #                                         and search sweeps), the exact GPU anchor, the CPU twin on one thread,
 #                                         FAISS IndexLSH and IndexHNSWFlat on all cores, heap vs work queue by k
 #   bench/run_suite.sh lsh --quick        siftsmall and clustered 100k only
+#                                         (FX_LSH_SETS picks the sets; FX_LSH_BUDGET bounds the suite, default 480 s)
 #
 # Programs come from $FX_BENCH_BIN, else .device/bin/bench (staged), else
 # build-bench/bench, else build/bench. Real data sets are looked up in
@@ -77,9 +78,15 @@ say() { echo "[run_suite +$(( $(date +%s) - start ))s] $*" | tee -a "$log" >&2; 
 publish() {  # copy what we have to $OUT after every step
   if [ -n "${OUT:-}" ]; then cp "$new" "$OUT/${suite}_new.jsonl"; cp "$log" "$OUT/$suite.log"; fi
 }
-run() {  # run CMD...: JSON lines to $new, progress to the log
+run() {  # run CMD...: JSON lines to $new, progress to the log; cut at $suite_deadline when set
+  local t=$step_timeout
+  if [ -n "${suite_deadline:-}" ]; then
+    local left=$(( suite_deadline - $(date +%s) ))
+    if [ $left -lt 30 ]; then say "budget spent: skipped $*"; failed=1; return; fi
+    [ $left -ge "$t" ] || t=$left
+  fi
   say "$*"
-  timeout "$step_timeout" "$@" >> "$new" 2> >(tee -a "$log" >&2)
+  timeout "$t" "$@" >> "$new" 2> >(tee -a "$log" >&2)
   local st=$?
   [ $st -eq 0 ] || { say "FAILED (status $st): $*"; failed=1; }
   publish
@@ -164,7 +171,10 @@ fi
 
 # ---- suite lsh: Bi-level LSH against the exact GPU search, the CPU twin, FAISS IndexLSH and HNSW ----
 if [ "$suite" = lsh ]; then
-  # FX_LSH_SETS picks the data sets (a device call has 10 minutes): default all four
+  # FX_LSH_SETS picks the data sets (a device call has 10 minutes): default all four.
+  # FX_LSH_BUDGET (seconds, default 480): a step is stopped when the budget is
+  # spent (the lines it printed are kept) and skipped when less than 30 s are left.
+  suite_deadline=$(( start + ${FX_LSH_BUDGET:-480} ))
   sets=" ${FX_LSH_SETS:-siftsmall pointcloud fashion big} "
   want() { [[ "$sets" == *" $1 "* ]]; }
   if ! want siftsmall; then :
