@@ -250,19 +250,32 @@ int main(int argc, char** argv) {
                     wqBuild = b;
                     wqSetting = st;
                 }
-                // the CPU twin on one thread, same tables, first nqCpu queries
+                // the CPU twin on one thread, same tables, nqCpu queries evenly
+                // spaced over the query set (the first ones of a scan are not typical)
                 {
+                    const int64_t stride = nq / nqCpu;
+                    std::vector<float> sub(size_t(nqCpu) * d);
+                    for (int64_t i = 0; i < nqCpu; ++i)
+                        std::copy(xq + size_t(i * stride) * d, xq + size_t(i * stride + 1) * d,
+                                  sub.begin() + size_t(i) * d);
                     const int saved = omp_get_max_threads();
                     omp_set_num_threads(1);
                     std::vector<int64_t> Ic(size_t(nqCpu) * kRecallK);
                     std::vector<float> Dc(size_t(nqCpu) * kRecallK);
                     const double t1 = nowSeconds();
-                    twin.search(nqCpu, xq, kRecallK, Dc.data(), Ic.data(), &sp);
+                    twin.search(nqCpu, sub.data(), kRecallK, Dc.data(), Ic.data(), &sp);
                     const double sc = nowSeconds() - t1;
                     omp_set_num_threads(saved);
+                    // score against the GPU index's results of the same queries' rows
+                    int64_t same = 0;
+                    for (int64_t i = 0; i < nqCpu; ++i)
+                        for (int j = 0; j < kRecallK; ++j)
+                            same += Ic[size_t(i) * kRecallK + j] == I[size_t(i * stride) * kRecallK + j];
                     JsonLine j = head(c, "cpu-twin:1", c.cpu, nqCpu, kRecallK);
-                    j.raw("params", paramsOf(b, st, "one thread, same tables as the GPU index"));
-                    j.num("seconds", sc).num("qps", nqCpu / sc).num("recall", recall10(c, nqCpu, Ic.data(), kRecallK));
+                    j.raw("params", paramsOf(b, st, "one thread, same tables as the GPU index, "
+                                                    "queries evenly spaced"));
+                    j.num("seconds", sc).num("qps", nqCpu / sc);
+                    j.num("same_ids_as_gpu", double(same) / double(nqCpu * kRecallK));
                     emit(j, c);
                 }
             }
