@@ -401,10 +401,15 @@ TEST(GpuLshTwin, SearchMatchesTheTwinForEveryShortListAndK) {
             expectSameResults(t, q.data(), nq, k, few, "clustered 30k x 48, one table");
         }
     }
-    // Auto picks by k and the candidates per query
-    EXPECT_EQ(t.gpu->autoShortList(1, 10.0), BiLevelShortList::Heap);
-    EXPECT_EQ(t.gpu->autoShortList(500, 10.0), BiLevelShortList::WorkQueue);
-    EXPECT_EQ(t.gpu->autoShortList(10, 1e6), BiLevelShortList::WorkQueue);
+    // Auto picks the heap only up to heapMaxK, never past the heap's k = 1024
+    const int maxK = t.gpu->getGpuConfig().heapMaxK;
+    EXPECT_EQ(t.gpu->autoShortList(2000, 1.0), BiLevelShortList::WorkQueue);
+    if (maxK < 1024) {
+        EXPECT_EQ(t.gpu->autoShortList(maxK + 1, 1.0), BiLevelShortList::WorkQueue);
+    }
+    if (maxK >= 1) {
+        EXPECT_EQ(t.gpu->autoShortList(1, 0.0), BiLevelShortList::Heap);
+    }
 }
 
 TEST(GpuLshTwin, CopyFromAndCopyToRoundTrip) {
