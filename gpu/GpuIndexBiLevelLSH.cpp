@@ -20,6 +20,8 @@ namespace {
 void checkGpuConfig(const GpuIndexBiLevelLSHConfig& c) {
     FAISS_THROW_IF_NOT_FMT(c.heapMaxK >= 0 && c.heapMaxK <= 1024,
                            "GpuIndexBiLevelLSH: heapMaxK must be in [0, 1024], got %d", c.heapMaxK);
+    FAISS_THROW_IF_NOT_FMT(c.heapMaxDim >= 0, "GpuIndexBiLevelLSH: heapMaxDim must be >= 0, got %d",
+                           c.heapMaxDim);
     FAISS_THROW_IF_NOT_FMT(c.heapMaxCandidates >= 0,
                            "GpuIndexBiLevelLSH: heapMaxCandidates must be >= 0, got %g",
                            c.heapMaxCandidates);
@@ -158,7 +160,8 @@ void GpuIndexBiLevelLSH::reset() {
 }
 
 BiLevelShortList GpuIndexBiLevelLSH::autoShortList(int64_t k, double meanCandidates) const {
-    return k <= gpuConfig_.heapMaxK && meanCandidates <= gpuConfig_.heapMaxCandidates
+    return k <= gpuConfig_.heapMaxK &&
+                           (d <= gpuConfig_.heapMaxDim || meanCandidates <= gpuConfig_.heapMaxCandidates)
                    ? BiLevelShortList::Heap
                    : BiLevelShortList::WorkQueue;
 }

@@ -43,12 +43,16 @@ namespace gpu {
 /// GPU options of GpuIndexBiLevelLSH.
 struct GpuIndexBiLevelLSHConfig : GpuIndexConfig {
     /// BiLevelShortList::Auto uses the per-query heap when k <= heapMaxK
-    /// (0..1024) and the queries hold at most heapMaxCandidates candidates
-    /// each on average (duplicates across tables included); else the work
-    /// queue. Measured on an H200 (1M x 128, nq = 10k, k = 1 and 10): the work
-    /// queue is 1.6x faster with ~5000 candidates per query, because one
-    /// warp per query leaves the GPU waiting on the queries with the most.
-    int heapMaxK = 32;
+    /// (0..1024) and either d <= heapMaxDim or the queries hold at most
+    /// heapMaxCandidates candidates each on average (duplicates across tables
+    /// included); else the work queue. Measured on an H200 (bench suite lsh):
+    /// with d = 3 (point cloud, ~15k candidates per query) the heap is 9x the
+    /// work queue at k = 10 and 2.4x at k = 500 (a lane per candidate, no
+    /// sort); with d = 128 / 784 the work queue is 2-4x the heap at every k
+    /// from 1 to 500 (one warp per query waits on its rows; the queue keeps
+    /// all of them in flight).
+    int heapMaxK = 1024;
+    int heapMaxDim = 16;
     double heapMaxCandidates = 256;
     /// Device memory for the work queue of one batch of queries (bytes).
     size_t workQueueBytes = size_t(1) << 30;

@@ -463,13 +463,13 @@ void bindGpuIndex(py::module_& m) {
                                                                   R"doc(
 GPU options of GpuIndexBiLevelLSH (the build parameters are a BiLevelLSHConfig).
 
-device: the GPU (default 0); heap_max_k and heap_max_candidates:
+device: the GPU (default 0); heap_max_k, heap_max_dim and heap_max_candidates:
 BiLevelShortList.AUTO uses the per-query heap when k <= heap_max_k ([0, 1024],
-default 32) and the queries hold at most heap_max_candidates candidates each
-on average (>= 0, default 256), else the work queue; work_queue_bytes: device
-memory for the work queue of one batch of queries (at least 1 MiB, default
-2^30). The C++ spellings (heapMaxK, heapMaxCandidates, workQueueBytes) are
-aliases.
+default 1024) and either d <= heap_max_dim (default 16) or the queries hold at
+most heap_max_candidates candidates each on average (>= 0, default 256), else
+the work queue; work_queue_bytes: device memory for the work queue of one
+batch of queries (at least 1 MiB, default 2^30). The C++ spellings (heapMaxK,
+heapMaxDim, heapMaxCandidates, workQueueBytes) are aliases.
 )doc");
     cfg.def(
         py::init([](int device, int heapMaxK, double heapMaxCandidates, long long workQueueBytes) {
@@ -500,6 +500,13 @@ aliases.
                       "AUTO short list: the per-query heap only when the queries hold at most "
                       "this many candidates each on average (>= 0).")
         .def_property("heapMaxCandidates", candGet, candSet, "C++ spelling of heap_max_candidates.")
+        .def_property(
+            "heap_max_dim", [](const GpuIndexBiLevelLSHConfig& c) { return c.heapMaxDim; },
+            [](GpuIndexBiLevelLSHConfig& c, int v) {
+                if (v < 0) throw py::value_error("heap_max_dim must be >= 0");
+                c.heapMaxDim = v;
+            },
+            "AUTO short list: the per-query heap whatever the candidates when d <= this.")
         .def_property("work_queue_bytes", wqGet, wqSet,
                       "Device memory for the work queue of one batch of queries (bytes).")
         .def_property("workQueueBytes", wqGet, wqSet, "C++ spelling of work_queue_bytes.")

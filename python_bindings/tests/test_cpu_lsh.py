@@ -366,8 +366,8 @@ def test_search_parameters():
 def test_gpu_config_defaults_and_checks():
     c = faiss_ext.GpuIndexBiLevelLSHConfig()
     assert isinstance(c, faiss_ext.GpuIndexConfig)
-    assert (c.device, c.heap_max_k, c.heap_max_candidates, c.work_queue_bytes) == \
-        (0, 32, 256, 1 << 30)
+    assert (c.device, c.heap_max_k, c.heap_max_dim, c.heap_max_candidates, c.work_queue_bytes) == \
+        (0, 1024, 16, 256, 1 << 30)
     c = faiss_ext.GpuIndexBiLevelLSHConfig(device=1, heap_max_k=64, heap_max_candidates=1000,
                                            work_queue_bytes=1 << 20)
     assert (c.device, c.heapMaxK, c.heapMaxCandidates, c.workQueueBytes) == \
