@@ -5,6 +5,7 @@
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -178,6 +179,11 @@ BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params
     s.groupProbes = p->groupProbes;
     s.shortList = p->shortList;
     return s;
+}
+
+double lshWallSeconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 
 void checkFiniteVectors(const char* name, int64_t n, int d, const float* x) {

@@ -142,6 +142,9 @@ struct BiLevelLSHModel {
 BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params, int64_t k,
                                            const BiLevelLSHModel& model);
 
+/// Seconds on a steady clock (the verbose build logs of both indexes).
+double lshWallSeconds();
+
 /// Throws unless all n x d values are finite (name: the calling function).
 void checkFiniteVectors(const char* name, int64_t n, int d, const float* x);
 

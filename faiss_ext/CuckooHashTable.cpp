@@ -12,6 +12,12 @@ int CuckooHashTable::maxChain(size_t n) {
     return 200 + 20 * int(std::ceil(std::log2(double(n) + 2.0)));
 }
 
+bool CuckooHashTable::hasRepeatedKeys(const uint64_t* keys, size_t n) {
+    std::vector<uint64_t> sorted(keys, keys + n);
+    std::sort(sorted.begin(), sorted.end());
+    return std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+}
+
 void CuckooHashTable::clear() {
     keys_.clear();
     slots_.clear();
@@ -42,12 +48,7 @@ void CuckooHashTable::build(const uint64_t* keys, size_t n, int subTables, float
     FAISS_THROW_IF_NOT_FMT(n < (size_t(1) << 32) - 1,
                            "CuckooHashTable: at most 2^32 - 2 keys, got %zu", n);
     FAISS_THROW_IF_NOT_MSG(n == 0 || keys, "CuckooHashTable: null keys");
-    {
-        std::vector<uint64_t> sorted(keys, keys + n);
-        std::sort(sorted.begin(), sorted.end());
-        FAISS_THROW_IF_NOT_MSG(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
-                               "CuckooHashTable: keys must be distinct");
-    }
+    FAISS_THROW_IF_NOT_MSG(!hasRepeatedKeys(keys, n), "CuckooHashTable: keys must be distinct");
     std::vector<uint64_t> newKeys(keys, keys + n);
     const double want = std::ceil(double(n) / double(maxLoad) / subTables);
     uint64_t subSize = std::max<uint64_t>(1, uint64_t(want));

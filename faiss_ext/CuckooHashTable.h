@@ -46,6 +46,9 @@ public:
     const std::vector<uint64_t>& keys() const { return keys_; }
     void clear();
 
+    /// Whether keys[0..n) hold a key twice.
+    static bool hasRepeatedKeys(const uint64_t* keys, size_t n);
+
     /// Longest eviction chain allowed for n keys.
     static int maxChain(size_t n);
 

@@ -10,7 +10,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -21,11 +20,6 @@ namespace faiss_ext {
 namespace lsh {
 
 namespace {
-
-double nowSeconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
 
 /// Clustered mean (section 4.2) of the groups of perm: per group and
 /// dimension, double sums over chunks of kClusteredChunk positions in
@@ -120,7 +114,7 @@ void trainTreeCpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_
     std::vector<int64_t> starts = {0, n};
     std::vector<float> means, sqd(n), keys(n);
     for (int level = 0; level <= depth; ++level) {
-        const double t0 = nowSeconds();
+        const double t0 = lshWallSeconds();
         const int G = 1 << level;
         clusteredMeans(x, d, perm, starts, &means);
 #pragma omp parallel for schedule(static)
@@ -182,7 +176,7 @@ void trainTreeCpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_
         if (verbose)
             std::printf("BiLevelLSH train: level %d: %d groups split (%d by projection, %d by "
                         "distance to the mean) in %.3f s\n",
-                        level, G, projectionSplits, G - projectionSplits, nowSeconds() - t0);
+                        level, G, projectionSplits, G - projectionSplits, lshWallSeconds() - t0);
     }
 }
 
@@ -206,9 +200,7 @@ void bucketKeysFromSorted(const BiLevelLSHModel& model, int64_t n, const int32_t
                 runStart = r;
             }
         }
-        std::vector<uint64_t> sorted(keys);
-        std::sort(sorted.begin(), sorted.end());
-        if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) {
+        if (!CuckooHashTable::hasRepeatedKeys(keys.data(), keys.size())) {
             tables->bucketKeys.swap(keys);
             tables->bucketRanges.swap(ranges);
             tables->keySalt = salt;
@@ -221,7 +213,7 @@ void bucketKeysFromSorted(const BiLevelLSHModel& model, int64_t n, const int32_t
 void buildTablesCpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config, int64_t n,
                     const float* x, BiLevelLSHTables* tables, CuckooHashTable* cuckoo,
                     bool verbose) {
-    const double t0 = nowSeconds();
+    const double t0 = lshWallSeconds();
     const int d = model.d, L = model.nTables, M = model.nProjections, bits = model.bits;
     const int LM = L * M;
     std::vector<int32_t> groupOf(n);
@@ -275,7 +267,7 @@ void buildTablesCpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
         std::printf("BiLevelLSH tables: %lld vectors, %d tables, %zu bucket keys, cuckoo load "
                     "%.3f (%d attempts, %d growths), %.3f s\n",
                     (long long)n, L, out.bucketKeys.size(), table.load(), table.attempts(),
-                    table.growths(), nowSeconds() - t0);
+                    table.growths(), lshWallSeconds() - t0);
     *tables = std::move(out);
     *cuckoo = std::move(table);
 }
@@ -447,7 +439,8 @@ void IndexBiLevelLSH::getCandidates(int64_t n, const float* x, int64_t k,
 std::vector<int64_t> IndexBiLevelLSH::groupSizes() const {
     std::vector<int64_t> sizes(is_trained ? model_.groups() : 0, 0);
     if (!is_trained || ntotal == 0) return sizes;
-    for (int64_t i = 0; i < ntotal; ++i) ++sizes[model_.leafOf(vectors_.data() + size_t(i) * d)];
+    for (size_t g = 0; g < sizes.size(); ++g)
+        sizes[g] = tables_.groupStart[g + 1] - tables_.groupStart[g];
     return sizes;
 }
 

@@ -55,6 +55,35 @@ __global__ void countAdjacentEqualKernel(const uint64_t* sorted, size_t n, int* 
 
 GpuCuckooHashTable::~GpuCuckooHashTable() { clear(); }
 
+size_t GpuCuckooHashTable::countRepeatedKeys(const uint64_t* deviceKeys, size_t n,
+                                             cudaStream_t stream) {
+    if (n < 2) return 0;
+    uint64_t* sorted = nullptr;
+    void* temp = nullptr;
+    int* count = nullptr;
+    size_t tempBytes = 0;
+    int h = 0;
+    cudaError_t e = cub::DeviceRadixSort::SortKeys(nullptr, tempBytes, deviceKeys, sorted, n, 0, 64,
+                                                   stream);
+    if (e == cudaSuccess) e = cudaMalloc(&sorted, n * sizeof(uint64_t));
+    if (e == cudaSuccess) e = cudaMalloc(&temp, std::max<size_t>(tempBytes, 1));
+    if (e == cudaSuccess) e = cudaMalloc(&count, sizeof(int));
+    if (e == cudaSuccess)
+        e = cub::DeviceRadixSort::SortKeys(temp, tempBytes, deviceKeys, sorted, n, 0, 64, stream);
+    if (e == cudaSuccess) e = cudaMemsetAsync(count, 0, sizeof(int), stream);
+    if (e == cudaSuccess) {
+        countAdjacentEqualKernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(sorted, n, count);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&h, count, sizeof(int), cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    if (sorted) cudaFree(sorted);
+    if (temp) cudaFree(temp);
+    if (count) cudaFree(count);
+    FAISS_EXT_CUDA_CHECK(e);
+    return size_t(h);
+}
+
 void GpuCuckooHashTable::clear() {
     if (keys_) cudaFree(keys_);
     if (slots_) cudaFree(slots_);
@@ -126,16 +155,13 @@ void GpuCuckooHashTable::build(const uint64_t* deviceKeys, size_t n, int subTabl
     uint64_t* keys = nullptr;
     uint32_t* slots = nullptr;
     int* flag = nullptr;
-    void* temp = nullptr;
     auto freeAll = [&]() {
         if (keys) cudaFree(keys);
         if (slots) cudaFree(slots);
         if (flag) cudaFree(flag);
-        if (temp) cudaFree(temp);
         keys = nullptr;
         slots = nullptr;
         flag = nullptr;
-        temp = nullptr;
     };
     try {
         FAISS_EXT_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
@@ -143,27 +169,7 @@ void GpuCuckooHashTable::build(const uint64_t* deviceKeys, size_t n, int subTabl
             FAISS_EXT_CUDA_CHECK(cudaMalloc(&keys, n * sizeof(uint64_t)));
             FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(keys, deviceKeys, n * sizeof(uint64_t),
                                                  cudaMemcpyDeviceToDevice, stream));
-            // distinct keys: sort a copy and count equal neighbours
-            uint64_t* sorted = nullptr;
-            FAISS_EXT_CUDA_CHECK(cudaMalloc(&sorted, n * sizeof(uint64_t)));
-            size_t tempBytes = 0;
-            cub::DeviceRadixSort::SortKeys(nullptr, tempBytes, keys, sorted, n, 0, 64, stream);
-            cudaError_t e = cudaMalloc(&temp, tempBytes);
-            if (e == cudaSuccess)
-                e = cub::DeviceRadixSort::SortKeys(temp, tempBytes, keys, sorted, n, 0, 64, stream);
-            int dup = 0;
-            if (e == cudaSuccess) e = cudaMemsetAsync(flag, 0, sizeof(int), stream);
-            if (e == cudaSuccess) {
-                countAdjacentEqualKernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(sorted, n, flag);
-                e = cudaGetLastError();
-            }
-            if (e == cudaSuccess)
-                e = cudaMemcpyAsync(&dup, flag, sizeof(int), cudaMemcpyDeviceToHost, stream);
-            if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-            cudaFree(sorted);
-            cudaFree(temp);
-            temp = nullptr;
-            FAISS_EXT_CUDA_CHECK(e);
+            const size_t dup = countRepeatedKeys(keys, n, stream);
             FAISS_THROW_IF_NOT_MSG(dup == 0, "GpuCuckooHashTable: keys must be distinct");
         }
         const double want = std::ceil(double(n) / double(maxLoad) / subTables);

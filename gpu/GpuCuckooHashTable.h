@@ -41,6 +41,10 @@ public:
     /// Host convenience: keys in, indexes out.
     std::vector<int64_t> findHost(const std::vector<uint64_t>& keys, cudaStream_t stream) const;
 
+    /// Number of keys among n device keys equal to the next one in sorted
+    /// order (0: all distinct). Sorts a copy.
+    static size_t countRepeatedKeys(const uint64_t* deviceKeys, size_t n, cudaStream_t stream);
+
     /// Device view for kernels (valid while this table lives).
     lsh::CuckooView view() const;
 

@@ -45,6 +45,10 @@ void GpuIndex::checkUsable_() const {
     FAISS_THROW_IF_NOT_MSG(resources_, "GpuIndex: no resources");
 }
 
+bool GpuIndex::onThisDevice_(const void* p, const char* what) const {
+    return onDevice(p, config_.device, what);
+}
+
 void GpuIndex::add(idx_t n, const float* x) {
     FAISS_THROW_IF_NOT_FMT(n >= 0, "add: n must be >= 0 (got %lld)", (long long)n);
     if (n == 0) return;

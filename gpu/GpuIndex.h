@@ -68,6 +68,10 @@ protected:
     /// Throws unless this index's resources and device are usable.
     void checkUsable_() const;
 
+    /// Whether p is device memory (of this index's device; another device
+    /// throws naming `what`). For subclasses that take inputs themselves.
+    bool onThisDevice_(const void* p, const char* what) const;
+
     std::shared_ptr<GpuResources> resources_;
     const GpuIndexConfig config_;
     size_t minPagingSize_;

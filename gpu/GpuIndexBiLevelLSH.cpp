@@ -35,15 +35,6 @@ int dimsOf(const IndexBiLevelLSH* index) {
     return index->d;
 }
 
-/// Whether p is device memory; throws when it is on another device.
-bool deviceInput(const void* p, int device, const char* what) {
-    int dev = -1;
-    const bool on = isDevicePointer(p, &dev);
-    FAISS_THROW_IF_NOT_FMT(!on || dev == device, "%s is on GPU %d, the index on GPU %d", what, dev,
-                           device);
-    return on;
-}
-
 }  // namespace
 
 GpuIndexBiLevelLSH::GpuIndexBiLevelLSH(GpuResourcesProvider* provider, int dims,
@@ -88,7 +79,7 @@ void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     lsh_impl::DeviceVec<float> copy;
     const float* dX = x;
-    if (deviceInput(x, config_.device, "GpuIndexBiLevelLSH::train: x")) {
+    if (onThisDevice_(x, "GpuIndexBiLevelLSH::train: x")) {
         const int64_t bad = lsh_impl::firstNonFiniteRow(x, n, d, stream);
         FAISS_THROW_IF_NOT_FMT(bad < 0,
                                "%s: vector %lld has a NaN or infinite component (Bi-level LSH "
@@ -120,7 +111,7 @@ void GpuIndexBiLevelLSH::addImpl_(idx_t n, const float* x) {
                            "%s: L x ntotal must stay below 2^31 (L = %d, ntotal %lld + %lld)", who,
                            lshConfig_.nTables, (long long)ntotal, (long long)n);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    const bool onDev = deviceInput(x, config_.device, "GpuIndexBiLevelLSH::add: x");
+    const bool onDev = onThisDevice_(x, "GpuIndexBiLevelLSH::add: x");
     if (!onDev) checkFiniteVectors(who, n, d, x);
     auto st = std::make_unique<DeviceState>();
     st->n = ntotal + n;

@@ -11,6 +11,7 @@
 #include <set>
 #include <stdexcept>
 #include <tuple>
+#include <unordered_set>
 
 #include "TestUtils.h"
 
@@ -300,6 +301,24 @@ std::vector<float> coreAndOutliers(int64_t n, int d, uint64_t seed) {
             x[size_t(i) * d + j] = g(rng) + (outlier ? 60.f * dirs[size_t(c) * d + j] : 0.f);
     }
     return x;
+}
+
+std::vector<uint64_t> distinctKeys(size_t n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::unordered_set<uint64_t> seen;
+    std::vector<uint64_t> keys;
+    keys.reserve(n);
+    if (n >= 2) {
+        keys.push_back(0);
+        keys.push_back(~uint64_t(0));
+        seen.insert(0);
+        seen.insert(~uint64_t(0));
+    }
+    while (keys.size() < n) {
+        const uint64_t k = rng();
+        if (seen.insert(k).second) keys.push_back(k);
+    }
+    return keys;
 }
 
 RecallPlan recallPlan(const std::string& name) {

@@ -63,6 +63,9 @@ std::string modelDifference(const BiLevelLSHModel& a, const BiLevelLSHModel& b);
 /// splits) while the core splits by projections.
 std::vector<float> coreAndOutliers(int64_t n, int d, uint64_t seed);
 
+/// n distinct random 64-bit keys (0 and ~0 among them when n >= 2).
+std::vector<uint64_t> distinctKeys(size_t n, uint64_t seed);
+
 /// Build and search settings of the recall tests on one real set.
 struct RecallPlan {
     BiLevelLSHConfig config;

@@ -54,24 +54,7 @@ using test::kSeed;
 
 // ---- helpers ----
 
-/// n distinct random 64-bit keys (0 and ~0 among them when n >= 2).
-std::vector<uint64_t> distinctKeys(size_t n, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::unordered_set<uint64_t> seen;
-    std::vector<uint64_t> keys;
-    keys.reserve(n);
-    if (n >= 2) {
-        keys.push_back(0);
-        keys.push_back(~uint64_t(0));
-        seen.insert(0);
-        seen.insert(~uint64_t(0));
-    }
-    while (keys.size() < n) {
-        const uint64_t k = rng();
-        if (seen.insert(k).second) keys.push_back(k);
-    }
-    return keys;
-}
+using lshtest::distinctKeys;
 
 /// Bitwise equality of two float arrays (NaN and -0 included).
 bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {

@@ -54,23 +54,7 @@ using test::kSeed;
 
 // ---- helpers ----
 
-std::vector<uint64_t> distinctKeys(size_t n, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::unordered_set<uint64_t> seen;
-    std::vector<uint64_t> keys;
-    keys.reserve(n);
-    if (n >= 2) {
-        keys.push_back(0);
-        keys.push_back(~uint64_t(0));
-        seen.insert(0);
-        seen.insert(~uint64_t(0));
-    }
-    while (keys.size() < n) {
-        const uint64_t k = rng();
-        if (seen.insert(k).second) keys.push_back(k);
-    }
-    return keys;
-}
+using lshtest::distinctKeys;
 
 /// (lims, ids) of getCandidates on either index type.
 template <class IndexT>

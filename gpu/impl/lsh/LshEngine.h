@@ -25,6 +25,9 @@ namespace lsh_impl {
 template <typename T>
 using DeviceVec = gnnd::DeviceVec<T>;
 
+/// Blocks of `threads` threads covering n items.
+inline unsigned blocksFor(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
 /// Copies host data into a DeviceVec (allocating it).
 template <typename T>
 void upload(DeviceVec<T>* dst, const std::vector<T>& src, cudaStream_t stream, const char* what) {

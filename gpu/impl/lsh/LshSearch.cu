@@ -28,8 +28,6 @@ namespace {
 
 using namespace faiss_ext::lsh;
 
-unsigned blocksFor(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
-
 __global__ void queryGroupsKernel(const uint8_t* __restrict__ rule, const float* __restrict__ vec,
                                   const float* __restrict__ thr, int depth, int d,
                                   const float* __restrict__ q, int64_t nq, int groupProbes,

@@ -11,7 +11,6 @@
 #include <cub/cub.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
-#include <chrono>
 #include <cstdio>
 
 namespace faiss_ext {
@@ -129,17 +128,6 @@ __global__ void bucketKeysKernel(const int32_t* __restrict__ runStart, int64_t r
     ranges[k].count = e - s;
 }
 
-__global__ void countEqualNeighboursKernel(const uint64_t* sorted, int64_t n, int* count) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i + 1 < n && sorted[i] == sorted[i + 1]) atomicAdd(count, 1);
-}
-
-unsigned blocksFor(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
-
-double nowSeconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
 
 }  // namespace
 
@@ -180,7 +168,7 @@ void leafOfRows(const DeviceModel& dm, const BiLevelLSHModel& model, const float
 void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config, DeviceState* st,
                     cudaStream_t stream, bool verbose) {
     const char* who = "GpuIndexBiLevelLSH::add";
-    const double t0 = nowSeconds();
+    const double t0 = lshWallSeconds();
     const int64_t n = st->n;
     const int d = model.d, L = model.nTables, M = model.nProjections, G = model.groups();
     const int LM = L * M;
@@ -299,13 +287,11 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
         cudaMemcpyAsync(&runs, numRuns.data(), sizeof(int), cudaMemcpyDeviceToHost, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     flags.release();
-    DeviceVec<uint64_t> keys, sortedKeys;
+    temp.release();
+    DeviceVec<uint64_t> keys;
     DeviceVec<lsh::BucketRange> ranges;
     keys.allocate(runs, who, "bucket keys");
-    sortedKeys.allocate(runs, who, "bucket keys");
     ranges.allocate(runs, who, "bucket ranges");
-    DeviceVec<int> dup;
-    dup.allocate(1, who, "flags");
     uint64_t salt = 0;
     for (int round = 0;; ++round) {
         FAISS_THROW_IF_NOT_MSG(round < 64, "GpuIndexBiLevelLSH: bucket keys keep colliding");
@@ -313,26 +299,9 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
             runStart.data(), runs, total, n, sortedIds.data(), sortedCodes.data(), group.data(),
             salt, keys.data(), ranges.data());
         FAISS_EXT_CUDA_CHECK_LAUNCH();
-        size_t bytes = 0;
-        FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, keys.data(),
-                                                            sortedKeys.data(), runs, 0, 64, stream));
-        if (bytes > temp.size()) temp.allocate(bytes, who, "sort");
-        bytes = temp.size();
-        FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(temp.data(), bytes, keys.data(),
-                                                            sortedKeys.data(), runs, 0, 64, stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(dup.data(), 0, sizeof(int), stream));
-        countEqualNeighboursKernel<<<blocksFor(runs, 256), 256, 0, stream>>>(sortedKeys.data(), runs,
-                                                                            dup.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        int dups = 0;
-        FAISS_EXT_CUDA_CHECK(
-            cudaMemcpyAsync(&dups, dup.data(), sizeof(int), cudaMemcpyDeviceToHost, stream));
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-        if (dups == 0) break;
+        if (GpuCuckooHashTable::countRepeatedKeys(keys.data(), size_t(runs), stream) == 0) break;
         salt = mix64(salt + 0x73616c74ULL);
     }
-    sortedKeys.release();
-    temp.release();
     GpuCuckooHashTable cuckoo;
     cuckoo.build(keys.data(), size_t(runs), config.cuckooSubTables, config.cuckooMaxLoad,
                  config.seed ^ 0x637563ULL, stream);
@@ -352,7 +321,7 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
         std::printf("GpuIndexBiLevelLSH tables: %lld vectors, %d tables, %d bucket keys, cuckoo "
                     "load %.3f (%d attempts, %d growths), %.3f s\n",
                     (long long)n, L, runs, st->cuckoo.load(), st->cuckoo.attempts(),
-                    st->cuckoo.growths(), nowSeconds() - t0);
+                    st->cuckoo.growths(), lshWallSeconds() - t0);
 }
 
 }  // namespace lsh_impl

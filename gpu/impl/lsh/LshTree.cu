@@ -16,7 +16,6 @@
 
 #include <cub/cub.cuh>
 
-#include <chrono>
 #include <cstdio>
 #include <limits>
 
@@ -159,12 +158,6 @@ __global__ void gatherKeysKernel(const uint64_t* __restrict__ keys, const int64_
     if (i < m) out[i] = pos[i] >= 0 ? keys[pos[i]] : 0;
 }
 
-unsigned blocksFor(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
-
-double nowSeconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
 
 template <typename T>
 void download(std::vector<T>* dst, const T* src, size_t n, cudaStream_t stream) {
@@ -230,7 +223,7 @@ void trainTreeGpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     std::vector<int64_t> starts = {0, n};
     for (int level = 0; level <= depth; ++level) {
-        const double t0 = nowSeconds();
+        const double t0 = lshWallSeconds();
         const int G = 1 << level;
         // chunks of each group
         std::vector<int64_t> cb, ce;
@@ -420,7 +413,7 @@ void trainTreeGpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_
         if (verbose)
             std::printf("GpuIndexBiLevelLSH train: level %d: %d groups split (%d by projection, %d "
                         "by distance to the mean) in %.3f s\n",
-                        level, G, projectionSplits, G - projectionSplits, nowSeconds() - t0);
+                        level, G, projectionSplits, G - projectionSplits, lshWallSeconds() - t0);
     }
 }
 
