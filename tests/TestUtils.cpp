@@ -1,5 +1,10 @@
 #include "TestUtils.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
 #include "gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
@@ -111,6 +116,17 @@ std::string compareKnn(int64_t nq, int64_t k, const float* D, const int64_t* I,
     }
     return "";
 }
+
+TempFile::TempFile(const std::string& tag) {
+    std::string name = "/tmp/faiss_ext_" + tag + "_XXXXXX";
+    std::vector<char> buf(name.begin(), name.end());
+    buf.push_back('\0');
+    const int fd = mkstemp(buf.data());
+    if (fd >= 0) close(fd);
+    path = buf.data();
+}
+
+TempFile::~TempFile() { std::remove(path.c_str()); }
 
 }  // namespace test
 }  // namespace faiss_ext

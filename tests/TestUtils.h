@@ -40,6 +40,16 @@ std::string compareKnn(int64_t nq, int64_t k, const float* D, const int64_t* I,
                        const float* refD, const int64_t* refI, bool larger_is_better,
                        float relTol = 1e-4f, float absTol = 1e-4f);
 
+/// A temporary file name (/tmp/faiss_ext_<tag>_XXXXXX, created empty),
+/// removed at the end of the scope.
+struct TempFile {
+    std::string path;
+    explicit TempFile(const std::string& tag = "test");
+    ~TempFile();
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+};
+
 }  // namespace test
 }  // namespace faiss_ext
 

@@ -30,18 +30,6 @@ using test::kSeed;
 using idx_t = faiss::Index::idx_t;
 using Bytes = std::vector<uint8_t>;
 
-/// A temporary file name, removed at the end of the scope.
-struct TempFile {
-    std::string path;
-    TempFile() {
-        char buf[] = "/tmp/faiss_ext_gnnd_io_XXXXXX";
-        int fd = mkstemp(buf);
-        if (fd >= 0) close(fd);
-        path = buf;
-    }
-    ~TempFile() { std::remove(path.c_str()); }
-};
-
 /// The IndexNNDescentFlat at the bottom of IDMap / PreTransform wrappers.
 const faiss::IndexNNDescentFlat* leafOf(const faiss::Index* idx) {
     while (true) {
@@ -131,7 +119,7 @@ TEST(CpuGnndIo, FactoryTwinRoundTripsThroughFileAndBytes) {
     ASSERT_TRUE(leaf->nndescent.has_built);
     ASSERT_EQ(leaf->nndescent.final_graph.size(), size_t(2000) * 16);
 
-    TempFile tmp;
+    test::TempFile tmp("gnnd_io");
     faiss_ext::write_index(twin.get(), tmp.path.c_str());
     std::unique_ptr<faiss::Index> fromFile(faiss_ext::read_index(tmp.path.c_str()));
     expectSameTwin(twin.get(), fromFile.get(), "file");

@@ -37,18 +37,6 @@ using test::kSeed;
 using idx_t = faiss::Index::idx_t;
 using Bytes = std::vector<uint8_t>;
 
-/// A temporary file name, removed at the end of the scope.
-struct TempFile {
-    std::string path;
-    TempFile() {
-        char buf[] = "/tmp/faiss_ext_io_XXXXXX";
-        int fd = mkstemp(buf);
-        if (fd >= 0) close(fd);
-        path = buf;
-    }
-    ~TempFile() { std::remove(path.c_str()); }
-};
-
 /// Bytes written by plain FAISS.
 Bytes faissSerialize(const faiss::Index* idx) {
     faiss::VectorIOWriter w;
@@ -124,7 +112,7 @@ TEST_P(CpuIoRoundTrip, BytesFileAndWriterGiveTheSameIndex) {
     std::unique_ptr<faiss::Index> fromBytes(faiss_ext::deserialize_index(bytes));
     expectSameSearch(idx.get(), fromBytes.get(), q, 10);
 
-    TempFile tmp;
+    test::TempFile tmp("io");
     faiss_ext::write_index(idx.get(), tmp.path.c_str());
     std::unique_ptr<faiss::Index> fromFile(faiss_ext::read_index(tmp.path.c_str()));
     expectSameSearch(idx.get(), fromFile.get(), q, 10);
@@ -238,7 +226,7 @@ TEST(CpuIo, FilesOfPlainFaissReadBack) {
         } else {
             idx->add(300, xb.data());
         }
-        TempFile tmp;
+        test::TempFile tmp("io");
         faiss::write_index(idx.get(), tmp.path.c_str());
         std::unique_ptr<faiss::Index> back(faiss_ext::read_index(tmp.path.c_str()));
         EXPECT_EQ(typeid(*back), typeid(*idx)) << typeid(*idx).name();
@@ -254,7 +242,7 @@ TEST(CpuIo, OurFilesWithFaissTypesReadByPlainFaiss) {
     for (const char* desc :
          {"QSFlat", "QSFlatCosine", "IDMap,QSFlatCosine", "IDMap2,QSFlat", "IDMap,L2norm,QSFlat"}) {
         auto idx = makeFilled(desc, 12, 100);
-        TempFile tmp;
+        test::TempFile tmp("io");
         faiss_ext::write_index(idx.get(), tmp.path.c_str());
         std::unique_ptr<faiss::Index> back(faiss::read_index(tmp.path.c_str()));
         expectSameSearch(idx.get(), back.get(), q, 5);
@@ -407,7 +395,7 @@ TEST(CpuIoCorrupt, EveryTruncationThrows) {
 TEST(CpuIoCorrupt, TruncatedFileThrows) {
     auto idx = makeFilled("IDMap,QSFlatPearson", 5, 4);
     Bytes full = faiss_ext::serialize_index(idx.get());
-    TempFile tmp;
+    test::TempFile tmp("io");
     FILE* f = std::fopen(tmp.path.c_str(), "wb");
     ASSERT_NE(f, nullptr);
     std::fwrite(full.data(), 1, full.size() - 7, f);

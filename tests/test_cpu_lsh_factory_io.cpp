@@ -36,18 +36,6 @@ using test::kSeed;
 using idx_t = int64_t;
 using Bytes = std::vector<uint8_t>;
 
-/// A temporary file name, removed at the end of the scope.
-struct TempFile {
-    std::string path;
-    TempFile() {
-        char buf[] = "/tmp/faiss_ext_lsh_io_XXXXXX";
-        int fd = mkstemp(buf);
-        if (fd >= 0) close(fd);
-        path = buf;
-    }
-    ~TempFile() { std::remove(path.c_str()); }
-};
-
 /// The IndexBiLevelLSH at the bottom of IDMap / PreTransform wrappers.
 const IndexBiLevelLSH* leafOf(const faiss::Index* idx) {
     while (true) {
@@ -307,7 +295,7 @@ TEST(CpuLshIo, RoundTripThroughFileBytesAndWriter) {
     ASSERT_TRUE(twin->is_trained);
     ASSERT_EQ(twin->ntotal, 3000);
 
-    TempFile tmp;
+    test::TempFile tmp("lsh_io");
     faiss_ext::write_index(twin.get(), tmp.path.c_str());
     std::unique_ptr<faiss::Index> fromFile(faiss_ext::read_index(tmp.path.c_str()));
     expectSameTwin(*twin, fromFile.get(), "file");
@@ -468,7 +456,7 @@ TEST(CpuLshIoCorrupt, TruncationAtEvery7thByteThrows) {
     }
 
     // a truncated file on disk
-    TempFile tmp;
+    test::TempFile tmp("lsh_io");
     FILE* fp = std::fopen(tmp.path.c_str(), "wb");
     ASSERT_NE(fp, nullptr);
     std::fwrite(files[0].data(), 1, files[0].size() - 11, fp);
