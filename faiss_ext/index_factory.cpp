@@ -275,6 +275,21 @@ void setOwnsInner(faiss::Index* index) {
     if (auto pt = dynamic_cast<faiss::IndexPreTransform*>(index)) pt->own_fields = true;
 }
 
+/// Recomputes is_trained of the wrappers down to the leaf and returns the
+/// root's: faiss::index_factory set them from the placeholder Flat (always
+/// trained), so "IDMap,BiLSH10x8" said trained over an untrained leaf, and
+/// its file did not read back.
+bool syncIsTrained(faiss::Index* index) {
+    if (auto m = dynamic_cast<faiss::IndexIDMap*>(index)) {
+        m->is_trained = syncIsTrained(m->index);
+    } else if (auto pt = dynamic_cast<faiss::IndexPreTransform*>(index)) {
+        bool trained = syncIsTrained(pt->index);
+        for (const faiss::VectorTransform* vt : pt->chain) trained = trained && vt->is_trained;
+        pt->is_trained = trained;
+    }
+    return index->is_trained;
+}
+
 }  // namespace
 
 faiss::Index* index_factory(int d, const char* description, faiss::MetricType metric) {
@@ -333,6 +348,7 @@ faiss::Index* index_factory(int d, const char* description, faiss::MetricType me
     delete *slot;  // the placeholder: nothing else refers to it
     *slot = leaf.release();
     setOwnsInner(parent);
+    syncIsTrained(root.get());
     return root.release();
 }
 

@@ -26,7 +26,8 @@
 // them unchecked) and NormalizationTransform are read here with sanity checks
 // on every size (a bad file must throw, never crash or allocate
 // absurd memory: FAISS 1.7.3's reader trusts the sizes it reads); anything
-// else is handed to faiss::read_index with the fourcc pushed back.
+// else is handed to faiss::read_index with the fourcc pushed back, or, under
+// IO_FLAG_CHECKED_ONLY, refused. fuzz/ fuzzes this reader (docs/fuzzing.md).
 #include "faiss_ext/index_io.h"
 
 #include <faiss/IndexFlat.h>
@@ -87,6 +88,14 @@ const uint32_t kFourccBiLevelLSH = faiss::fourcc("IxBL");
 constexpr int32_t kBiLevelLSHVersion = 1;
 /// Most vectors an IndexBiLevelLSH holds (its 32-bit ids).
 constexpr int64_t kBiLevelLSHMaxNtotal = (int64_t(1) << 31) - 2;
+/// The reader rebuilds the cuckoo hash table of an "IxBL" file: about
+/// keys / cuckooMaxLoad slots for at most nTables x ntotal keys. Any
+/// cuckooMaxLoad in (0, 0.95] is a valid configuration, so a forged tiny one
+/// (fuzzing found 4.6e-11) would make it allocate terabytes: the table may
+/// have at most this many slots per key ...
+constexpr double kBiLevelLSHMaxSlotsPerKey = 64;
+/// ... or this many slots in all (small tables).
+constexpr double kBiLevelLSHSmallTableSlots = double(1 << 20);
 
 const uint32_t kFourccFlatL2 = faiss::fourcc("IxF2");
 const uint32_t kFourccFlatIP = faiss::fourcc("IxFI");
@@ -436,7 +445,15 @@ void readTransformTail(StreamReader& r, faiss::VectorTransform* vt, const char* 
     vt->is_trained = trained != 0;
 }
 
-faiss::VectorTransform* readTransform(StreamReader& r) {
+/// Throws, under IO_FLAG_CHECKED_ONLY, instead of handing fourcc h to FAISS.
+void checkDelegationAllowed(StreamReader& r, uint32_t h, int ioFlags, const char* what) {
+    FAISS_THROW_IF_NOT_FMT(!(ioFlags & IO_FLAG_CHECKED_ONLY),
+                           "read_index: %s fourcc '%s' in '%s' is read only by FAISS's own "
+                           "reader, which IO_FLAG_CHECKED_ONLY excludes",
+                           what, faiss::fourcc_inv_printable(h).c_str(), r.name.c_str());
+}
+
+faiss::VectorTransform* readTransform(StreamReader& r, int ioFlags) {
     uint32_t h = r.read<uint32_t>("VectorTransform fourcc");
     if (h == kFourccRowCentering) {
         auto vt = std::make_unique<RowCenteringTransform>();
@@ -455,6 +472,7 @@ faiss::VectorTransform* readTransform(StreamReader& r) {
         readTransformTail(r, vt.get(), "NormalizationTransform");
         return vt.release();
     }
+    checkDelegationAllowed(r, h, ioFlags, "VectorTransform");
     r.pushBack(&h, sizeof(h));
     faiss::VectorTransform* vt =
         delegateToFaiss(r, h, [&] { return faiss::read_VectorTransform(&r); });
@@ -542,7 +560,7 @@ faiss::Index* readPreTransform(StreamReader& r, int ioFlags, int depth) {
                            cls, int(nt));
     int dim = hd.d;
     for (int32_t i = 0; i < nt; ++i) {
-        std::unique_ptr<faiss::VectorTransform> vt(readTransform(r));
+        std::unique_ptr<faiss::VectorTransform> vt(readTransform(r, ioFlags));
         FAISS_THROW_IF_NOT_FMT(vt->d_in == dim,
                                "corrupt input '%s': %s transform %d takes d %d, expected %d",
                                r.name.c_str(), cls, int(i), vt->d_in, dim);
@@ -607,6 +625,12 @@ faiss::Index* readNNDescentFlat(StreamReader& r, int ioFlags, int depth) {
     FAISS_THROW_IF_NOT_FMT(built <= 1, "corrupt input '%s': %s has has_built byte %d",
                            r.name.c_str(), cls, int(built));
     nn.has_built = built != 0;
+    // no writer builds an empty graph (FAISS's needs > 100 nodes; GNND's
+    // twin says built only when ntotal > 0), and FAISS's search would draw
+    // its random start nodes modulo ntotal = 0
+    FAISS_THROW_IF_NOT_FMT(!nn.has_built || ntotal > 0,
+                           "corrupt input '%s': %s has an empty graph flagged as built",
+                           r.name.c_str(), cls);
     const size_t graphSize = size_t(ntotal) * size_t(K);
     r.readVector(nn.final_graph, graphSize, "NNDescent final_graph");
     FAISS_THROW_IF_NOT_FMT(
@@ -623,11 +647,12 @@ faiss::Index* readNNDescentFlat(StreamReader& r, int ioFlags, int depth) {
     }
 
     idx->storage = readInner(r, ioFlags, depth, cls);
-    auto* flat = dynamic_cast<const faiss::IndexFlat*>(idx->storage);
+    const faiss::Index& storage = *idx->storage;
+    auto* flat = dynamic_cast<const faiss::IndexFlat*>(&storage);
     FAISS_THROW_IF_NOT_FMT(flat,
                            "corrupt input '%s': %s stores its vectors in a %s, not an "
                            "IndexFlat",
-                           r.name.c_str(), cls, typeid(*idx->storage).name());
+                           r.name.c_str(), cls, typeid(storage).name());
     FAISS_THROW_IF_NOT_FMT(
         flat->d == hd.d && flat->ntotal == hd.ntotal && flat->metric_type == hd.metric,
         "corrupt input '%s': %s (d %d, ntotal %" PRId64
@@ -667,6 +692,9 @@ void checkBiLevel(StreamReader& r, F&& check) {
         check();
     } catch (const faiss::FaissException& e) {
         FAISS_THROW_FMT("corrupt input '%s': IndexBiLevelLSH: %s", r.name.c_str(), e.what());
+    } catch (const std::bad_alloc&) {
+        FAISS_THROW_FMT("input '%s': IndexBiLevelLSH: out of memory rebuilding its tables",
+                        r.name.c_str());
     }
 }
 
@@ -761,6 +789,17 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
                            " * %d",
                            r.name.c_str(), cls, vectors.size(), hd.ntotal, hd.d);
 
+    // the hash table setContents builds must stay proportional to the data
+    const double maxKeys = double(c.nTables) * double(hd.ntotal);
+    const double slots = maxKeys / double(c.cuckooMaxLoad);
+    FAISS_THROW_IF_NOT_FMT(
+        slots <= std::max(kBiLevelLSHSmallTableSlots, kBiLevelLSHMaxSlotsPerKey * maxKeys),
+        "corrupt input '%s': %s has cuckooMaxLoad %g: its hash table for up to %.0f keys "
+        "(nTables %d x ntotal %" PRId64 ") would need %.3g slots (at most %.0f per key, or "
+        "%.0f in all)",
+        r.name.c_str(), cls, double(c.cuckooMaxLoad), maxKeys, c.nTables, hd.ntotal, slots,
+        kBiLevelLSHMaxSlotsPerKey, kBiLevelLSHSmallTableSlots);
+
     auto idx = std::make_unique<IndexBiLevelLSH>(hd.d, c, faiss::METRIC_L2);
     checkBiLevel(r, [&] { idx->setContents(c, std::move(m), std::move(vectors)); });
     FAISS_THROW_IF_NOT_FMT(idx->ntotal == hd.ntotal && idx->is_trained == hd.isTrained,
@@ -781,6 +820,7 @@ faiss::Index* readIndexRec(StreamReader& r, int ioFlags, int depth) {
     if (h == kFourccPreTransform) return readPreTransform(r, ioFlags, depth);
     if (h == kFourccNNDescentFlat) return readNNDescentFlat(r, ioFlags, depth);
     if (h == kFourccBiLevelLSH) return readBiLevelLSH(r);
+    checkDelegationAllowed(r, h, ioFlags, "index");
     r.pushBack(&h, sizeof(h));
     return delegateToFaiss(r, h, [&] { return faiss::read_index(&r, ioFlags); });
 }

@@ -16,6 +16,16 @@
 
 namespace faiss_ext {
 
+/// An io_flags bit of read_index / deserialize_index for untrusted input:
+/// read only the parts faiss_ext parses and checks itself (its own fourccs,
+/// IndexFlat / IndexFlatL2 / IndexFlatIP, IndexIDMap / IndexIDMap2,
+/// IndexPreTransform with RowCenteringTransform and NormalizationTransform,
+/// IndexNNDescentFlat) and throw faiss::FaissException on any other fourcc
+/// instead of handing it to FAISS 1.7.3's readers, which trust the sizes and
+/// parameters in the file (a forged one can make them allocate what it claims
+/// or crash: docs/fuzzing.md). A bit FAISS's own IO_FLAG_* values leave free.
+constexpr int IO_FLAG_CHECKED_ONLY = 0x01000000;
+
 /// Writes idx to a file.
 void write_index(const faiss::Index* idx, const char* fname);
 /// Writes idx to a FAISS IOWriter.
