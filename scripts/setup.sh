@@ -6,7 +6,8 @@
 # FX_SKIP_APT=1 (never call apt-get), FX_CMAKE_ARGS (extra cmake arguments).
 
 FX_PACKAGES=(cmake g++ make libfaiss-dev libopenblas-dev libgtest-dev pybind11-dev python3-dev
-             python3-numpy python3-pytest python3-faiss zlib1g-dev dataset-fashion-mnist)
+             python3-numpy python3-pytest python3-faiss zlib1g-dev dataset-fashion-mnist
+             clang libclang-rt-14-dev libomp-dev llvm-14)  # last four: fuzz/ (docs/fuzzing.md)
 FX_BUILD_DIR=${FX_BUILD_DIR:-build}
 FX_NVCC=${FX_NVCC:-/usr/local/cuda/bin/nvcc}
 # FAISS's CPU search runs OpenMP heaps beside OpenBLAS's own threads; spinning

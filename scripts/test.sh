@@ -7,6 +7,8 @@
 #   3. the installed package: cmake --install, then the out-of-tree example
 #      in examples/ built against it with find_package(faiss_ext) and run
 #   4. a small run of the demo that must reach recall 1 (exact search)
+#   5. fuzz: fuzz/run.sh, a short libFuzzer run over faiss_ext::read_index
+#      (FX_FUZZ_SECONDS, default 60; its clang build is build-fuzz)
 # Every step runs even when an earlier one fails; the exit status is non-zero
 # when any failed, and the last line is a summary.
 set -uo pipefail
@@ -53,6 +55,10 @@ record example $?
 fx_log "Demo smoke run (exact search must give recall 1)"
 "$FX_BUILD_DIR/bench/faiss_ext_demo" --nb 20000 --nq 200 --k 10 --min-recall 0.999
 record demo $?
+
+fx_log "Fuzz read_index for ${FX_FUZZ_SECONDS:-60}s (clang, libFuzzer + ASan + UBSan; docs/fuzzing.md)"
+FX_JOBS=$jobs fuzz/run.sh "${FX_FUZZ_SECONDS:-60}"
+record fuzz $?
 
 echo
 echo "test.sh summary: ${results[*]} => $([ $failed -eq 0 ] && echo 'ALL PASSED' || echo 'FAILED')"
