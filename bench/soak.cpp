@@ -438,7 +438,10 @@ protected:
     faiss::Index* gpuIndex() override { return gpu_.get(); }
     void replaceGpu(std::unique_ptr<faiss::Index> g, const faiss::Index*) override {
         auto* f = dynamic_cast<gpu::GpuIndexQuickSelectFlat*>(g.get());
-        if (!f) c_.diverge(name_, "the loaded index is not a GpuIndexQuickSelectFlat");
+        if (!f) {
+            c_.diverge(name_, "the loaded index is not a GpuIndexQuickSelectFlat");
+            return;
+        }
         g.release();
         gpu_.reset(f);
     }
@@ -557,7 +560,10 @@ protected:
     faiss::Index* gpuIndex() override { return gpu_.get(); }
     void replaceGpu(std::unique_ptr<faiss::Index> g, const faiss::Index* cpu) override {
         auto* l = dynamic_cast<gpu::GpuIndexBiLevelLSH*>(g.get());
-        if (!l) c_.diverge(name_, "the loaded index is not a GpuIndexBiLevelLSH");
+        if (!l) {
+            c_.diverge(name_, "the loaded index is not a GpuIndexBiLevelLSH");
+            return;
+        }
         g.release();
         gpu_.reset(l);
         // the file read back on the CPU is the twin bit for bit
@@ -780,7 +786,10 @@ protected:
     faiss::Index* gpuIndex() override { return gpu_.get(); }
     void replaceGpu(std::unique_ptr<faiss::Index> g, const faiss::Index*) override {
         auto* l = dynamic_cast<gpu::GpuKnnGraphGNND*>(g.get());
-        if (!l) c_.diverge(name_, "the loaded index is not a GpuKnnGraphGNND");
+        if (!l) {
+            c_.diverge(name_, "the loaded index is not a GpuKnnGraphGNND");
+            return;
+        }
         g.release();
         gpu_.reset(l);
         std::vector<idx_t> I(size_t(gpu_->ntotal) * kDegree);
