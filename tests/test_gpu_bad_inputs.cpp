@@ -269,6 +269,7 @@ TEST_P(GpuBadInput, WrongDimension) {
     }
 }
 
+// In child processes (gtest death tests): a crash fails only the expectation.
 TEST_P(GpuBadInput, HugeNIsRefusedWithoutTouchingTheVectors) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     gpu::GpuIndex& idx = *idx_;
