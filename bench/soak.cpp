@@ -646,6 +646,9 @@ protected:
         gpu_->getGraph(I.data(), D.data());
         twin_ = std::make_unique<faiss::IndexNNDescentFlat>(d_, kDegree);
         gpu_->copyTo(twin_.get());
+        auto* twinFlat = dynamic_cast<const faiss::IndexFlat*>(twin_->storage);
+        if (!twinFlat || twinFlat->codes != exact_.codes)
+            c_.diverge(name_, "the copyTo twin's vectors are not the vectors added");
         const std::vector<int>& tg = twin_->nndescent.final_graph;
         if (twin_->ntotal != n || tg.size() != I.size())
             c_.diverge(name_, "copyTo twin holds " + std::to_string(twin_->ntotal) +
