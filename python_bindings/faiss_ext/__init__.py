@@ -70,6 +70,7 @@ from ._faiss_ext import (
     GpuIndexQuickSelectFlatConfig,
     GpuKnnGraphGNND,
     GpuKnnGraphGNNDConfig,
+    GpuMultipleClonerOptions,
     GpuResourcesProvider,
     Index,
     IndexBiLevelLSH,
@@ -107,6 +108,7 @@ __all__ = [
     "GpuIndexQuickSelectFlatConfig",
     "GpuKnnGraphGNND",
     "GpuKnnGraphGNNDConfig",
+    "GpuMultipleClonerOptions",
     "GpuResourcesProvider",
     "Index",
     "IndexBiLevelLSH",
@@ -126,6 +128,7 @@ __all__ = [
     "get_num_gpus",
     "gnnd_build_from_file",
     "index_cpu_to_gpu",
+    "index_cpu_to_gpu_multiple",
     "index_factory",
     "index_gpu_to_cpu",
     "parse_flat_metric",
@@ -230,6 +233,41 @@ def index_cpu_to_gpu(res, device, index, options=None):
     """
     native = from_faiss(index)
     return _C._index_cpu_to_gpu(res, int(device), native, options)
+
+
+def index_cpu_to_gpu_multiple(resources, devices, index, options=None, shard=None):
+    """Copies a CPU index to several GPUs, like faiss.index_cpu_to_gpu_multiple.
+
+    ``resources``: one StandardGpuResources per entry of ``devices`` (a
+    device may be listed twice, each time with its own resources). ``options``:
+    a GpuMultipleClonerOptions or None; ``shard`` (when given) overrides
+    ``options.shard``. Replicate (the default): a full copy on every device
+    under a C++ faiss::IndexReplicas, which splits the queries of a search
+    between them. ``shard=True``: the i-th contiguous slice of the vectors on
+    ``devices[i]`` under a faiss::IndexShards, which merges the shards'
+    results; for flat indexes (and the cosine / Pearson twins, IndexIDMap and
+    IndexPreTransform around them) and IndexBiLevelLSH (same model, sliced
+    vectors); k-NN graphs (GNND) can only be replicated. With one device this
+    is index_cpu_to_gpu.
+
+    Returns a ``faiss_ext.Index`` (add, add_with_ids, search, ntotal,
+    type_name "faiss::IndexShardsTemplate<faiss::Index>" or
+    "...IndexReplicasTemplate..."), not a faiss.IndexShards: python3-faiss has
+    its own copy of FAISS and cannot hold our GPU indexes. index_gpu_to_cpu on
+    it returns the input as a faiss Python object again (shards merged, one
+    replica copied). The result keeps the resources alive.
+    """
+    resources = list(resources)
+    for r in resources:
+        if not isinstance(r, GpuResourcesProvider):
+            raise TypeError("resources: expected StandardGpuResources objects, got %s"
+                            % type(r).__name__)
+    devices = [int(dev) for dev in devices]
+    if shard is not None:
+        base = options if options is not None else GpuMultipleClonerOptions()
+        options = GpuMultipleClonerOptions(shard=bool(shard), requireGpu=base.requireGpu)
+    native = from_faiss(index)
+    return _C._index_cpu_to_gpu_multiple(resources, devices, native, options)
 
 
 def index_gpu_to_cpu(index, native=False):

@@ -539,6 +539,45 @@ void bindCloner(py::module_& m) {
         },
         "res"_a, "device"_a, "index"_a, "options"_a = nullptr, py::keep_alive<0, 1>(),
         "index_cpu_to_gpu on a faiss_ext.Index (use faiss_ext.index_cpu_to_gpu).");
+    py::class_<gpu::GpuMultipleClonerOptions, gpu::GpuClonerOptions>(
+        m, "GpuMultipleClonerOptions",
+        "Options of index_cpu_to_gpu_multiple: GpuClonerOptions and shard.")
+        .def(py::init([](bool shard, bool requireGpu) {
+                 gpu::GpuMultipleClonerOptions o;
+                 o.shard = shard;
+                 o.requireGpu = requireGpu;
+                 return o;
+             }),
+             "shard"_a = false, "requireGpu"_a = false)
+        .def_readwrite("shard", &gpu::GpuMultipleClonerOptions::shard,
+                       "True: contiguous slices of the vectors, one per device, under an "
+                       "IndexShards; False (default): a full copy per device under an "
+                       "IndexReplicas.");
+
+    m.def(
+        "_index_cpu_to_gpu_multiple",
+        [](const py::sequence& resources, const std::vector<int>& devices,
+           const faiss::Index& index, const gpu::GpuMultipleClonerOptions* options) {
+            std::vector<gpu::GpuResourcesProvider*> providers;
+            for (const py::handle& r : resources) {
+                providers.push_back(r.is_none() ? nullptr
+                                                : r.cast<gpu::GpuResourcesProvider*>());
+            }
+            std::unique_ptr<faiss::Index> out;
+            {
+                py::gil_scoped_release release;
+                out.reset(gpu::index_cpu_to_gpu_multiple(providers, devices, &index, options));
+            }
+            // the result keeps every resources object alive (not only the list)
+            py::object result = py::cast(std::move(out));
+            for (const py::handle& r : resources) {
+                if (!r.is_none()) py::detail::keep_alive_impl(result, r);
+            }
+            return result;
+        },
+        "resources"_a, "devices"_a, "index"_a, "options"_a = nullptr,
+        "index_cpu_to_gpu_multiple on a faiss_ext.Index (use "
+        "faiss_ext.index_cpu_to_gpu_multiple).");
     m.def(
         "_index_gpu_to_cpu",
         [](const faiss::Index& index) {
