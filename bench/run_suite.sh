@@ -23,6 +23,10 @@
 #                                         FAISS IndexLSH and IndexHNSWFlat on all cores, heap vs work queue by k
 #   bench/run_suite.sh lsh --quick        siftsmall and clustered 100k only
 #                                         (FX_LSH_SETS picks the sets; FX_LSH_BUDGET bounds the suite, default 480 s)
+#   bench/run_suite.sh multi              exact k=10 search of clustered 10M x 128 (nq 10k) on one GPU, sharded and
+#                                         replicated over FX_MULTI_DEVICES (default 0,1): bench_multi_gpu; results in
+#                                         bench/results/multigpu.jsonl (FX_MULTI_NB overrides nb)
+#   bench/run_suite.sh multi --quick      200k x 128, nq 2k, on GPU 0 listed twice (a smoke test on one GPU)
 #
 # Programs come from $FX_BENCH_BIN, else .device/bin/bench (staged), else
 # build-bench/bench, else build/bench. Real data sets are looked up in
@@ -41,7 +45,8 @@ case "$suite" in
   knngraph) prog=bench_knngraph ;;
   graph) prog=bench_graph ;;
   lsh) prog=bench_lsh ;;
-  *) echo "usage: bench/run_suite.sh flat|select|knngraph|graph|lsh [--quick]" >&2; exit 2 ;;
+  multi|multigpu) suite=multigpu; prog=bench_multi_gpu ;;
+  *) echo "usage: bench/run_suite.sh flat|select|knngraph|graph|lsh|multi [--quick]" >&2; exit 2 ;;
 esac
 
 # Python (torch) runs with the environment as it was: the staged Debian
@@ -143,6 +148,17 @@ if [ "$suite" = select ]; then
       run "$bin/bench_select" --nq "$nq" "${sel_args[@]}"
       pyrun bench/torch_select.py --nq "$nq" "${tsel_args[@]}"
     done
+  fi
+  finish
+fi
+
+# ---- suite multigpu: exact search on one GPU vs sharded / replicated over several ----
+if [ "$suite" = multigpu ]; then
+  if [ $quick = 1 ]; then
+    run "$bin/bench_multi_gpu" --nb 200k --nq 2k --k 10 --devices "${FX_MULTI_DEVICES:-0,0}"
+  else
+    run "$bin/bench_multi_gpu" --nb "${FX_MULTI_NB:-10M}" --d 128 --nq 10k --k 10 --reps 5 \
+        --devices "${FX_MULTI_DEVICES:-0,1}"
   fi
   finish
 fi

@@ -17,10 +17,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build-bench}
 # The suites' programs (all ELF files of $build travel; these are checked):
 # flat: bench_flat; select: bench_select; knngraph: bench_knngraph (+ gen_clustered); graph: bench_graph;
-# lsh: bench_lsh.
+# lsh: bench_lsh; multigpu: bench_multi_gpu.
 [ -x "$build/bench/gen_clustered" ] || { echo "$build/bench/gen_clustered not built: see bench/README.md" >&2; exit 2; }
 found=0
-for p in bench_flat bench_select bench_knngraph bench_graph bench_lsh; do
+for p in bench_flat bench_select bench_knngraph bench_graph bench_lsh bench_multi_gpu; do
   if [ -x "$build/bench/$p" ]; then found=1
   else echo "warning: $build/bench/$p not built: its suite will not run there (see bench/README.md)" >&2; fi
 done
