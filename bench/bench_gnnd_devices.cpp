@@ -1,44 +1,220 @@
-// bench_gnnd_devices: the out-of-core GNND file build of one generated
-// clustered set (N x 128, k = 32, 4 shards) on devices {0}, {0, 1} (when two
-// GPUs exist) and {0, 0}, with recall@10 on 1000 sampled rows against exact
-// search. Usage: bench_gnnd_devices [N]  (default 1M; writes /tmp/mg_*).
-// Results: docs/benchmarks.md (issue-4 findings, "Two GPUs").
+// bench_gnnd_devices: GNND k-NN graphs of one generated clustered set
+// (N x 128, k = 32) built on one GPU and on several (issue 7):
+//   * in-memory: GpuKnnGraphGNND::add on device 0 (one GPU, no shards);
+//   * file build: gnndBuildFromFile with the same shards on devices {0},
+//     {0, 1}, ... (shard builds in parallel, the GGM merges of each
+//     tournament round spread over the devices), and {0, 0} (two workers on
+//     one GPU) as a control.
+// Recall@10 on 1000 sampled rows against exact search (GpuIndexQuickSelectFlat).
+// Usage:
+//   bench_gnnd_devices [--n N] [--shards S] [--gpus G] [--skip-inmemory]
+//                      [--skip-same-gpu] [--workdir DIR] [--out results.jsonl]
+// Results: docs/benchmarks.md ("Several GPUs").
 #include "gpu/GnndOutOfCore.h"
 #include "gpu/GpuIndexQuickSelectFlat.h"
+#include "gpu/GpuKnnGraphGNND.h"
 #include "gpu/StandardGpuResources.h"
+#include "gpu/utils/DeviceUtils.h"
+
+#include <chrono>
 #include <cstdio>
-#include <random>
-#include <vector>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
 using namespace faiss_ext::gpu;
+
+namespace {
+
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+}
+
+/// N x D clustered vectors (1000 Gaussian centres), generated in parallel
+/// with a fixed stream per block of rows (the same values for any thread count).
+std::vector<float> generate(int64_t N, int D) {
+    std::vector<float> X(size_t(N) * D);
+    const int C = 1000;
+    std::vector<float> cent(size_t(C) * D);
+    {
+        std::mt19937 rng(7);
+        std::normal_distribution<float> nd(0, 1);
+        for (auto& v : cent) v = nd(rng) * 4;
+    }
+    const int64_t block = 65536;
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t b = 0; b < (N + block - 1) / block; ++b) {
+        std::mt19937_64 rng(1000003ull * uint64_t(b) + 11);
+        std::normal_distribution<float> nd(0, 1);
+        for (int64_t i = b * block; i < std::min(N, (b + 1) * block); ++i) {
+            const int c = int(rng() % C);
+            for (int j = 0; j < D; ++j) X[size_t(i) * D + j] = cent[size_t(c) * D + j] + nd(rng);
+        }
+    }
+    return X;
+}
+
+double recallAt10(const std::vector<int64_t>& rows, const std::vector<int64_t>& gt,
+                  const int* graph, int stride) {
+    double hit = 0;
+    for (size_t i = 0; i < rows.size(); ++i)
+        for (int a = 0; a < 10; ++a)
+            for (int b = 0; b < 10; ++b)
+                if (graph[size_t(rows[i]) * stride + a] == gt[i * 10 + b]) {
+                    hit++;
+                    break;
+                }
+    return hit / (rows.size() * 10.0);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  int64_t N = argc > 1 ? atoll(argv[1]) : 1000000; int D = 128; int k = 32;
-  std::vector<float> X(N * D);
-  { std::mt19937 rng(7); std::normal_distribution<float> nd(0, 1); int C = 1000;
-    std::vector<float> cent(C * D); for (auto& v : cent) v = nd(rng) * 4;
-    for (int64_t i = 0; i < N; ++i) { int c = rng() % C; for (int j = 0; j < D; ++j) X[i*D+j] = cent[c*D+j] + nd(rng); } }
-  const char* path = "/tmp/mg_base.f32";
-  { FILE* f = fopen(path, "wb"); fwrite(X.data(), 4, X.size(), f); fclose(f); }
-  int ng = 0; cudaGetDeviceCount(&ng); printf("GPUs: %d\n", ng);
-  std::vector<int64_t> rows(1000); { std::mt19937 rng(3); for (auto& r : rows) r = rng() % N; }
-  std::vector<int64_t> gt(rows.size() * 10);
-  { StandardGpuResources r; GpuIndexQuickSelectFlat flat(&r, D); flat.add(N, X.data());
-    std::vector<float> q(rows.size() * D); for (size_t i = 0; i < rows.size(); ++i) std::copy(&X[rows[i]*D], &X[rows[i]*D] + D, &q[i*D]);
-    std::vector<float> Dd(rows.size() * 11); std::vector<int64_t> Ii(rows.size() * 11);
-    flat.search(rows.size(), q.data(), 11, Dd.data(), Ii.data());
-    for (size_t i = 0; i < rows.size(); ++i) { int o = 0; for (int j = 0; j < 11 && o < 10; ++j) if (Ii[i*11+j] != rows[i]) gt[i*10 + o++] = Ii[i*11+j]; } }
-  std::vector<std::vector<int>> devsets = {{0}};
-  if (ng >= 2) devsets.push_back({0, 1});
-  devsets.push_back({0, 0});
-  StandardGpuResources res;
-  for (auto& devs : devsets) {
-    GnndFileBuildOptions opt; opt.devices = devs; opt.shardSize = N / 4; opt.workDir = "/tmp";
-    auto rep = gnndBuildFromFile({&res}, path, VectorFileFormat::RawFloat32, D, k, faiss_ext::FlatMetric::L2, "/tmp/mg_graph.ivecs", opt);
-    int64_t gn; int gk; auto G = readGraphIvecs("/tmp/mg_graph.ivecs", &gn, &gk);
-    double hit = 0; for (size_t i = 0; i < rows.size(); ++i) for (int a = 0; a < 10; ++a) for (int b = 0; b < 10; ++b) if (G[rows[i]*gk + a] == gt[i*10+b]) { hit++; break; }
-    printf("devices {%d%s}: %d shards, %d merges: build %.3f s, merges %.3f s, total %.3f s, recall@10 %.4f\n",
-           devs[0], devs.size() > 1 ? (devs[1] ? ",1" : ",0") : "", rep.shards, rep.merges, rep.buildSeconds, rep.mergeSeconds, rep.totalSeconds, hit / (rows.size() * 10.0));
-    fflush(stdout);
-  }
-  return 0;
+    int64_t N = 1000000;
+    int shards = 4, gpus = -1;
+    bool inMemory = true, sameGpu = true;
+    std::string workdir = "/tmp", out;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto next = [&]() -> const char* {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--n") N = std::atoll(next());
+        else if (a == "--shards") shards = std::atoi(next());
+        else if (a == "--gpus") gpus = std::atoi(next());
+        else if (a == "--workdir") workdir = next();
+        else if (a == "--out") out = next();
+        else if (a == "--skip-inmemory") inMemory = false;
+        else if (a == "--skip-same-gpu") sameGpu = false;
+        else if (a[0] != '-') N = std::atoll(a.c_str());  // old form: bench_gnnd_devices N
+        else {
+            std::fprintf(stderr, "unknown option %s\n", a.c_str());
+            return 2;
+        }
+    }
+    if (N < 10000 || shards < 1) {
+        std::fprintf(stderr, "need --n >= 10000 and --shards >= 1\n");
+        return 2;
+    }
+    const int D = 128, k = 32;
+    int ng = getNumDevices();
+    if (ng == 0) {
+        std::printf("skipped: no GPU\n");
+        return 0;
+    }
+    if (gpus < 0 || gpus > ng) gpus = ng;
+    cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    std::printf("GPUs: %d (%s), N = %lld, d = %d, k = %d, shards = %d\n", ng, prop.name,
+                (long long)N, D, k, shards);
+    double t0 = now();
+    std::vector<float> X = generate(N, D);
+    const std::string path = workdir + "/mg_base.f32";
+    {
+        FILE* f = std::fopen(path.c_str(), "wb");
+        if (!f || std::fwrite(X.data(), 4, X.size(), f) != X.size()) {
+            std::fprintf(stderr, "cannot write %s\n", path.c_str());
+            return 1;
+        }
+        std::fclose(f);
+    }
+    std::printf("generated and wrote %s in %.1f s\n", path.c_str(), now() - t0);
+    std::vector<int64_t> rows(1000);
+    {
+        std::mt19937 rng(3);
+        for (auto& r : rows) r = int64_t(rng() % uint64_t(N));
+    }
+    std::vector<int64_t> gt(rows.size() * 10);
+    {
+        StandardGpuResources r;
+        GpuIndexQuickSelectFlat flat(&r, D);
+        flat.add(N, X.data());
+        std::vector<float> q(rows.size() * D);
+        for (size_t i = 0; i < rows.size(); ++i)
+            std::copy(&X[size_t(rows[i]) * D], &X[size_t(rows[i]) * D] + D, &q[i * D]);
+        std::vector<float> Dd(rows.size() * 11);
+        std::vector<int64_t> Ii(rows.size() * 11);
+        flat.search(rows.size(), q.data(), 11, Dd.data(), Ii.data());
+        for (size_t i = 0; i < rows.size(); ++i) {
+            int o = 0;
+            for (int j = 0; j < 11 && o < 10; ++j)
+                if (Ii[i * 11 + j] != rows[i]) gt[i * 10 + o++] = Ii[i * 11 + j];
+        }
+    }
+    FILE* jf = out.empty() ? nullptr : std::fopen(out.c_str(), "a");
+    auto record = [&](const char* mode, const std::string& devs, double build, double merge,
+                      double total, double recall, int nShards) {
+        std::printf("%-10s devices {%s}: %d shard(s): build %.3f s, merges %.3f s, total %.3f s, "
+                    "recall@10 %.4f\n",
+                    mode, devs.c_str(), nShards, build, merge, total, recall);
+        std::fflush(stdout);
+        if (jf) {
+            std::fprintf(jf,
+                         "{\"bench\": \"gnnd_devices\", \"gpu\": \"%s\", \"gpus_present\": %d, "
+                         "\"mode\": \"%s\", \"devices\": \"%s\", \"n\": %lld, \"d\": %d, \"k\": %d, "
+                         "\"shards\": %d, \"build_s\": %.4f, \"merge_s\": %.4f, \"total_s\": %.4f, "
+                         "\"recall_at_10\": %.5f}\n",
+                         prop.name, ng, mode, devs.c_str(), (long long)N, D, k, nShards, build,
+                         merge, total, recall);
+            std::fflush(jf);
+        }
+    };
+    if (inMemory) {
+        StandardGpuResources r;
+        GpuKnnGraphGNND index(&r, D, k);
+        double t = now();
+        index.add(N, X.data());
+        double secs = now() - t;
+        std::vector<int> G = index.getGraphInt();
+        record("in-memory", "0", secs, 0, secs, recallAt10(rows, gt, G.data(), k), 1);
+    }
+    X.clear();
+    X.shrink_to_fit();
+    std::vector<std::vector<int>> devsets;
+    for (int g = 1; g <= gpus; ++g) {
+        std::vector<int> v;
+        for (int i = 0; i < g; ++i) v.push_back(i);
+        devsets.push_back(v);
+    }
+    if (sameGpu) devsets.push_back({0, 0});
+    std::vector<std::unique_ptr<StandardGpuResources>> res;
+    for (int g = 0; g < std::max(gpus, 1); ++g) res.emplace_back(new StandardGpuResources());
+    int status = 0;
+    for (auto& devs : devsets) {
+        GnndFileBuildOptions opt;
+        opt.devices = devs;
+        opt.shardSize = (N + shards - 1) / shards;
+        opt.workDir = workdir;
+        std::vector<GpuResourcesProvider*> providers;
+        std::string name;
+        for (size_t i = 0; i < devs.size(); ++i) {
+            providers.push_back(res[devs[i]].get());
+            name += (i ? "," : "") + std::to_string(devs[i]);
+        }
+        const std::string graph = workdir + "/mg_graph.ivecs";
+        try {
+            auto rep = gnndBuildFromFile(providers, path, VectorFileFormat::RawFloat32, D, k,
+                                         faiss_ext::FlatMetric::L2, graph, opt);
+            int64_t gn;
+            int gk;
+            auto G = readGraphIvecs(graph, &gn, &gk);
+            record("file", name, rep.buildSeconds, rep.mergeSeconds, rep.totalSeconds,
+                   recallAt10(rows, gt, G.data(), gk), rep.shards);
+        } catch (const std::exception& e) {
+            std::printf("devices {%s}: FAILED: %s\n", name.c_str(), e.what());
+            status = 1;
+        }
+    }
+    if (jf) std::fclose(jf);
+    std::remove(path.c_str());
+    std::remove((workdir + "/mg_graph.ivecs").c_str());
+    return status;
 }

@@ -1,6 +1,7 @@
 // Bi-level LSH model and parameters (see BiLevelLSHModel.h). Built with
 // -ffp-contract=off: the canonical arithmetic of BiLevelLSHCommon.h.
 #include "faiss_ext/BiLevelLSHModel.h"
+#include "faiss_ext/Metric.h"
 
 #include <faiss/impl/FaissAssert.h>
 
@@ -187,17 +188,7 @@ double lshWallSeconds() {
 }
 
 void checkFiniteVectors(const char* name, int64_t n, int d, const float* x) {
-    const size_t total = size_t(n) * size_t(d);
-    int64_t bad = -1;
-#pragma omp parallel for if (total > 1000000) reduction(max : bad)
-    for (int64_t i = 0; i < n; ++i) {
-        const float* r = x + size_t(i) * d;
-        for (int j = 0; j < d; ++j)
-            if (!std::isfinite(r[j])) {
-                bad = std::max(bad, i);
-                break;
-            }
-    }
+    const int64_t bad = firstNonFiniteRow(n, d, x);
     FAISS_THROW_IF_NOT_FMT(bad < 0,
                            "%s: vector %lld has a NaN or infinite component (Bi-level LSH needs "
                            "finite vectors)",

@@ -2,6 +2,7 @@
 // with -ffp-contract=off: every leaf and code uses the canonical arithmetic
 // of BiLevelLSHCommon.h so that GpuIndexBiLevelLSH reproduces them.
 #include "faiss_ext/IndexBiLevelLSH.h"
+#include "faiss_ext/Metric.h"
 
 #include <faiss/impl/FaissAssert.h>
 #include <faiss/utils/Heap.h>
@@ -285,6 +286,7 @@ IndexBiLevelLSH::IndexBiLevelLSH(int d, BiLevelLSHConfig config, faiss::MetricTy
 }
 
 void IndexBiLevelLSH::train(int64_t n, const float* x) {
+    auto lock = writeLock_();
     FAISS_THROW_IF_NOT_FMT(d > 0, "IndexBiLevelLSH::train: the index has dimension %d", d);
     FAISS_THROW_IF_NOT_FMT(ntotal == 0,
                            "IndexBiLevelLSH::train: the index holds %lld vectors; reset() first",
@@ -295,6 +297,7 @@ void IndexBiLevelLSH::train(int64_t n, const float* x) {
                            "vectors, got %lld",
                            (long long)groups, (long long)n);
     FAISS_THROW_IF_NOT_MSG(x, "IndexBiLevelLSH::train: x is null");
+    checkVectorCount("IndexBiLevelLSH::train", n, d);
     checkFiniteVectors("IndexBiLevelLSH::train", n, d, x);
     BiLevelLSHModel model = BiLevelLSHModel::initRandom(d, config_);
     lsh::trainTreeCpu(&model, config_, n, x, verbose);
@@ -303,13 +306,15 @@ void IndexBiLevelLSH::train(int64_t n, const float* x) {
 }
 
 void IndexBiLevelLSH::add(int64_t n, const float* x) {
+    auto lock = writeLock_();
     FAISS_THROW_IF_NOT_MSG(is_trained, "IndexBiLevelLSH::add: train() the index first");
     FAISS_THROW_IF_NOT_FMT(n >= 0, "IndexBiLevelLSH::add: n must be >= 0, got %lld", (long long)n);
     if (n == 0) return;
     FAISS_THROW_IF_NOT_MSG(x, "IndexBiLevelLSH::add: x is null");
-    FAISS_THROW_IF_NOT_FMT(ntotal + n < (int64_t(1) << 31) - 1,
+    FAISS_THROW_IF_NOT_FMT(n < (int64_t(1) << 31) - 1 - ntotal,
                            "IndexBiLevelLSH::add: at most 2^31 - 2 vectors in all, got %lld + %lld",
                            (long long)ntotal, (long long)n);
+    checkVectorCount("IndexBiLevelLSH::add", n, d);
     checkFiniteVectors("IndexBiLevelLSH::add", n, d, x);
     std::vector<float> all;
     all.reserve(vectors_.size() + size_t(n) * d);
@@ -325,6 +330,7 @@ void IndexBiLevelLSH::add(int64_t n, const float* x) {
 }
 
 void IndexBiLevelLSH::reset() {
+    auto lock = writeLock_();
     vectors_.clear();
     tables_ = BiLevelLSHTables();
     cuckoo_.clear();
@@ -332,6 +338,7 @@ void IndexBiLevelLSH::reset() {
 }
 
 void IndexBiLevelLSH::reconstruct(int64_t key, float* recons) const {
+    auto lock = readLock_();
     FAISS_THROW_IF_NOT_FMT(key >= 0 && key < ntotal,
                            "IndexBiLevelLSH::reconstruct: key %lld out of [0, %lld)",
                            (long long)key, (long long)ntotal);
@@ -344,6 +351,10 @@ void IndexBiLevelLSH::checkQueryArgs_(const char* name, int64_t n, const float* 
     FAISS_THROW_IF_NOT_FMT(k > 0, "%s: k must be > 0, got %lld", name, (long long)k);
     FAISS_THROW_IF_NOT_FMT(is_trained, "%s: the index is not trained", name);
     FAISS_THROW_IF_NOT_FMT(n == 0 || x, "%s: x is null", name);
+    checkVectorCount(name, n, d);
+    FAISS_THROW_IF_NOT_FMT(uint64_t(n) <= uint64_t(SIZE_MAX / 16) / uint64_t(k),
+                           "%s: n x k = %lld x %lld results overflow the address space", name,
+                           (long long)n, (long long)k);
     if (n > 0) checkFiniteVectors(name, n, d, x);
 }
 
@@ -393,6 +404,7 @@ void collectCandidates(const BiLevelLSHModel& model, const BiLevelLSHTables& tab
 
 void IndexBiLevelLSH::search(int64_t n, const float* x, int64_t k, float* distances,
                              int64_t* labels, const faiss::SearchParameters* params) const {
+    auto lock = readLock_();
     checkQueryArgs_("IndexBiLevelLSH::search", n, x, k);
     FAISS_THROW_IF_NOT_MSG(n == 0 || (distances && labels),
                            "IndexBiLevelLSH::search: distances and labels must not be null");
@@ -422,6 +434,7 @@ void IndexBiLevelLSH::search(int64_t n, const float* x, int64_t k, float* distan
 void IndexBiLevelLSH::getCandidates(int64_t n, const float* x, int64_t k,
                                     std::vector<int64_t>* lims, std::vector<int64_t>* ids,
                                     const faiss::SearchParameters* params) const {
+    auto lock = readLock_();
     checkQueryArgs_("IndexBiLevelLSH::getCandidates", n, x, k);
     FAISS_THROW_IF_NOT_MSG(lims && ids, "IndexBiLevelLSH::getCandidates: null output");
     const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
@@ -437,6 +450,7 @@ void IndexBiLevelLSH::getCandidates(int64_t n, const float* x, int64_t k,
 }
 
 std::vector<int64_t> IndexBiLevelLSH::groupSizes() const {
+    auto lock = readLock_();
     std::vector<int64_t> sizes(is_trained ? model_.groups() : 0, 0);
     if (!is_trained || ntotal == 0) return sizes;
     for (size_t g = 0; g < sizes.size(); ++g)
@@ -446,6 +460,7 @@ std::vector<int64_t> IndexBiLevelLSH::groupSizes() const {
 
 void IndexBiLevelLSH::setContents(const BiLevelLSHConfig& config, BiLevelLSHModel model,
                                   std::vector<float> vectors) {
+    auto lock = writeLock_();
     config.check();
     const bool trained = !model.empty();
     if (trained) {

@@ -38,6 +38,8 @@
 #include <faiss/Index.h>
 
 #include <cstdint>
+#include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 namespace faiss_ext {
@@ -114,6 +116,34 @@ public:
 
 private:
     void checkQueryArgs_(const char* name, int64_t n, const float* x, int64_t k) const;
+
+    /// Readers (search, getCandidates, reconstruct, groupSizes) share it,
+    /// writers (train, add, reset, setContents) hold it alone: searches from
+    /// several threads run at once, an add waits for them. A copy of the
+    /// index gets a fresh, unlocked one.
+    /// Writers first pass `gate` and hold it, so that a stream of searches
+    /// cannot starve an add (glibc's rwlock prefers readers).
+    struct RwLock {
+        RwLock() = default;
+        RwLock(const RwLock&) {}
+        RwLock& operator=(const RwLock&) { return *this; }
+        mutable std::shared_mutex m;
+        mutable std::mutex gate;
+    };
+    struct WriteGuard {
+        std::unique_lock<std::mutex> gate;
+        std::unique_lock<std::shared_mutex> lock;
+    };
+    std::shared_lock<std::shared_mutex> readLock_() const {
+        { std::lock_guard<std::mutex> g(rw_.gate); }
+        return std::shared_lock<std::shared_mutex>(rw_.m);
+    }
+    WriteGuard writeLock_() const {
+        WriteGuard g{std::unique_lock<std::mutex>(rw_.gate), {}};
+        g.lock = std::unique_lock<std::shared_mutex>(rw_.m);
+        return g;
+    }
+    RwLock rw_;
 
     BiLevelLSHConfig config_;
     BiLevelLSHModel model_;

@@ -92,4 +92,29 @@ void prepareVectors(FlatMetric m, int64_t n, int d, float* x) {
     }
 }
 
+void checkVectorCount(const char* who, int64_t n, int d) {
+    FAISS_THROW_IF_NOT_FMT(n >= 0 && d > 0, "%s: n = %lld and d = %d must be >= 0 and > 0", who,
+                           (long long)n, d);
+    FAISS_THROW_IF_NOT_FMT(uint64_t(n) <= uint64_t(SIZE_MAX / sizeof(float)) / uint64_t(d),
+                           "%s: n = %lld vectors of dimension %d overflow the address space", who,
+                           (long long)n, d);
+}
+
+int64_t firstNonFiniteRow(int64_t n, int d, const float* x) {
+    const size_t total = size_t(n) * size_t(d);
+    int64_t bad = int64_t(-1);
+    int64_t first = n;
+#pragma omp parallel for if (total > 1000000) reduction(min : first)
+    for (int64_t i = 0; i < n; ++i) {
+        const float* r = x + size_t(i) * d;
+        for (int j = 0; j < d; ++j)
+            if (!std::isfinite(r[j])) {
+                first = std::min(first, i);
+                break;
+            }
+    }
+    if (first < n) bad = first;
+    return bad;
+}
+
 }  // namespace faiss_ext

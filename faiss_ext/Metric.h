@@ -46,4 +46,12 @@ inline bool isPreparedMetric(FlatMetric m) {
 /// stay zero, so their similarity to anything is 0.
 void prepareVectors(FlatMetric m, int64_t n, int d, float* x);
 
+/// Throws unless n x d floats (and n x d x 4 bytes) fit in size_t and n >= 0:
+/// checked before anything reads the n rows.
+void checkVectorCount(const char* who, int64_t n, int d);
+
+/// First row of the n x d row-major host matrix x with a NaN or infinite
+/// component, or -1 when all are finite (OpenMP for large inputs).
+int64_t firstNonFiniteRow(int64_t n, int d, const float* x);
+
 }  // namespace faiss_ext

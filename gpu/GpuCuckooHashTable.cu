@@ -65,9 +65,9 @@ size_t GpuCuckooHashTable::countRepeatedKeys(const uint64_t* deviceKeys, size_t 
     int h = 0;
     cudaError_t e = cub::DeviceRadixSort::SortKeys(nullptr, tempBytes, deviceKeys, sorted, n, 0, 64,
                                                    stream);
-    if (e == cudaSuccess) e = cudaMalloc(&sorted, n * sizeof(uint64_t));
-    if (e == cudaSuccess) e = cudaMalloc(&temp, std::max<size_t>(tempBytes, 1));
-    if (e == cudaSuccess) e = cudaMalloc(&count, sizeof(int));
+    if (e == cudaSuccess) e = deviceMalloc(&sorted, n * sizeof(uint64_t));
+    if (e == cudaSuccess) e = deviceMalloc(&temp, std::max<size_t>(tempBytes, 1));
+    if (e == cudaSuccess) e = deviceMalloc(&count, sizeof(int));
     if (e == cudaSuccess)
         e = cub::DeviceRadixSort::SortKeys(temp, tempBytes, deviceKeys, sorted, n, 0, 64, stream);
     if (e == cudaSuccess) e = cudaMemsetAsync(count, 0, sizeof(int), stream);
@@ -77,16 +77,16 @@ size_t GpuCuckooHashTable::countRepeatedKeys(const uint64_t* deviceKeys, size_t 
     }
     if (e == cudaSuccess) e = cudaMemcpyAsync(&h, count, sizeof(int), cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-    if (sorted) cudaFree(sorted);
-    if (temp) cudaFree(temp);
-    if (count) cudaFree(count);
+    if (sorted) deviceFree(sorted);
+    if (temp) deviceFree(temp);
+    if (count) deviceFree(count);
     FAISS_EXT_CUDA_CHECK(e);
     return size_t(h);
 }
 
 void GpuCuckooHashTable::clear() {
-    if (keys_) cudaFree(keys_);
-    if (slots_) cudaFree(slots_);
+    if (keys_) deviceFree(keys_);
+    if (slots_) deviceFree(slots_);
     keys_ = nullptr;
     slots_ = nullptr;
     n_ = 0;
@@ -122,20 +122,20 @@ void GpuCuckooHashTable::buildFromHost(const uint64_t* keys, size_t n, int subTa
     FAISS_THROW_IF_NOT_MSG(n == 0 || keys, "GpuCuckooHashTable: null keys");
     uint64_t* d = nullptr;
     if (n > 0) {
-        FAISS_EXT_CUDA_CHECK(cudaMalloc(&d, n * sizeof(uint64_t)));
+        FAISS_EXT_CUDA_CHECK(deviceMalloc(&d, n * sizeof(uint64_t)));
         cudaError_t e = cudaMemcpyAsync(d, keys, n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream);
         if (e != cudaSuccess) {
-            cudaFree(d);
+            deviceFree(d);
             FAISS_EXT_CUDA_CHECK(e);
         }
     }
     try {
         build(d, n, subTables, maxLoad, seed, stream, maxAttempts);
     } catch (...) {
-        if (d) cudaFree(d);
+        if (d) deviceFree(d);
         throw;
     }
-    if (d) cudaFree(d);
+    if (d) deviceFree(d);
 }
 
 void GpuCuckooHashTable::build(const uint64_t* deviceKeys, size_t n, int subTables, float maxLoad,
@@ -156,17 +156,17 @@ void GpuCuckooHashTable::build(const uint64_t* deviceKeys, size_t n, int subTabl
     uint32_t* slots = nullptr;
     int* flag = nullptr;
     auto freeAll = [&]() {
-        if (keys) cudaFree(keys);
-        if (slots) cudaFree(slots);
-        if (flag) cudaFree(flag);
+        if (keys) deviceFree(keys);
+        if (slots) deviceFree(slots);
+        if (flag) deviceFree(flag);
         keys = nullptr;
         slots = nullptr;
         flag = nullptr;
     };
     try {
-        FAISS_EXT_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+        FAISS_EXT_CUDA_CHECK(deviceMalloc(&flag, sizeof(int)));
         if (n > 0) {
-            FAISS_EXT_CUDA_CHECK(cudaMalloc(&keys, n * sizeof(uint64_t)));
+            FAISS_EXT_CUDA_CHECK(deviceMalloc(&keys, n * sizeof(uint64_t)));
             FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(keys, deviceKeys, n * sizeof(uint64_t),
                                                  cudaMemcpyDeviceToDevice, stream));
             const size_t dup = countRepeatedKeys(keys, n, stream);
@@ -180,9 +180,9 @@ void GpuCuckooHashTable::build(const uint64_t* deviceKeys, size_t n, int subTabl
         for (;;) {
             FAISS_THROW_IF_NOT_FMT(subSize * subTables < (uint64_t(1) << 36),
                                    "GpuCuckooHashTable: cannot place %zu keys", n);
-            if (slots) cudaFree(slots);
+            if (slots) deviceFree(slots);
             slots = nullptr;
-            FAISS_EXT_CUDA_CHECK(cudaMalloc(&slots, subSize * subTables * sizeof(uint32_t)));
+            FAISS_EXT_CUDA_CHECK(deviceMalloc(&slots, subSize * subTables * sizeof(uint32_t)));
             bool ok = false;
             for (int a = 0; a < maxAttempts && !ok; ++a) {
                 const int attempt = attempts++;
@@ -206,7 +206,7 @@ void GpuCuckooHashTable::build(const uint64_t* deviceKeys, size_t n, int subTabl
             subSize = subSize + std::max<uint64_t>(1, subSize / 20);
             ++growths;
         }
-        cudaFree(flag);
+        deviceFree(flag);
         flag = nullptr;
         clear();
         keys_ = keys;
@@ -238,8 +238,8 @@ std::vector<int64_t> GpuCuckooHashTable::findHost(const std::vector<uint64_t>& k
     if (keys.empty()) return out;
     uint64_t* dk = nullptr;
     int64_t* dout = nullptr;
-    cudaError_t e = cudaMalloc(&dk, keys.size() * sizeof(uint64_t));
-    if (e == cudaSuccess) e = cudaMalloc(&dout, keys.size() * sizeof(int64_t));
+    cudaError_t e = deviceMalloc(&dk, keys.size() * sizeof(uint64_t));
+    if (e == cudaSuccess) e = deviceMalloc(&dout, keys.size() * sizeof(int64_t));
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(dk, keys.data(), keys.size() * sizeof(uint64_t), cudaMemcpyHostToDevice,
                             stream);
@@ -252,8 +252,8 @@ std::vector<int64_t> GpuCuckooHashTable::findHost(const std::vector<uint64_t>& k
         e = cudaMemcpyAsync(out.data(), dout, keys.size() * sizeof(int64_t), cudaMemcpyDeviceToHost,
                             stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-    if (dk) cudaFree(dk);
-    if (dout) cudaFree(dout);
+    if (dk) deviceFree(dk);
+    if (dout) deviceFree(dout);
     FAISS_EXT_CUDA_CHECK(e);
     return out;
 }

@@ -1,5 +1,7 @@
 #include "gpu/GpuIndex.h"
 
+#include "faiss_ext/Metric.h"
+#include "gpu/impl/VectorPrep.h"
 #include "gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
@@ -49,12 +51,30 @@ bool GpuIndex::onThisDevice_(const void* p, const char* what) const {
     return onDevice(p, config_.device, what);
 }
 
+void GpuIndex::checkFinite_(idx_t n, const float* x, const char* what) const {
+    int64_t bad;
+    if (onDevice(x, config_.device, what)) {
+        DeviceScope scope(config_.device);
+        bad = firstNonFiniteRowDevice(x, n, d, resources_->getDefaultStream(config_.device));
+    } else {
+        bad = firstNonFiniteRow(n, d, x);
+    }
+    FAISS_THROW_IF_NOT_FMT(bad < 0,
+                           "%s %lld has a NaN or infinite component; nothing was changed "
+                           "(faiss_ext GPU indexes take finite vectors only)",
+                           what, (long long)bad);
+}
+
 void GpuIndex::add(idx_t n, const float* x) {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(n >= 0, "add: n must be >= 0 (got %lld)", (long long)n);
     if (n == 0) return;
     FAISS_THROW_IF_NOT_MSG(x, "add: x is a null pointer");
     FAISS_THROW_IF_NOT_MSG(is_trained, "add: index is not trained");
     checkUsable_();
+    checkVectorCount("add", n, d);
+    checkAddCount_(n);
+    checkFinite_(n, x, "add: vector");
     DeviceScope scope(config_.device);
     if (onDevice(x, config_.device, "add: x") || addImplAcceptsHost_()) {
         addImpl_(n, x);
@@ -80,6 +100,7 @@ void GpuIndex::add_with_ids(idx_t, const float*, const idx_t*) {
 
 void GpuIndex::search(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
                       const faiss::SearchParameters* params) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(n >= 0, "search: n must be >= 0 (got %lld)", (long long)n);
     FAISS_THROW_IF_NOT_FMT(k > 0, "search: k must be > 0 (got %lld)", (long long)k);
     if (n == 0) return;
@@ -88,6 +109,11 @@ void GpuIndex::search(idx_t n, const float* x, idx_t k, float* distances, idx_t*
     FAISS_THROW_IF_NOT_MSG(labels, "search: labels is a null pointer");
     FAISS_THROW_IF_NOT_MSG(is_trained, "search: index is not trained");
     checkUsable_();
+    checkVectorCount("search", n, d);
+    FAISS_THROW_IF_NOT_FMT(uint64_t(n) <= uint64_t(SIZE_MAX / 16) / uint64_t(k),
+                           "search: n x k = %lld x %lld results overflow the address space",
+                           (long long)n, (long long)k);
+    checkFinite_(n, x, "search: query");
     DeviceScope scope(config_.device);
     if (onDevice(x, config_.device, "search: x")) {
         searchDeviceInput_(n, x, k, distances, labels, params);

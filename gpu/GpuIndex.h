@@ -12,9 +12,46 @@
 
 #include <cstdint>
 #include <memory>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace faiss_ext {
 namespace gpu {
+
+/// A recursive mutex that serves waiting threads in arrival order, so that
+/// a stream of searches cannot starve an add (std::mutex may let the
+/// releasing thread take it again at once).
+class FairRecursiveMutex {
+public:
+    void lock() {
+        std::unique_lock<std::mutex> l(m_);
+        const std::thread::id me = std::this_thread::get_id();
+        if (depth_ > 0 && owner_ == me) {
+            ++depth_;
+            return;
+        }
+        const uint64_t ticket = next_++;
+        cv_.wait(l, [&] { return serving_ == ticket; });
+        owner_ = me;
+        depth_ = 1;
+    }
+    void unlock() {
+        std::lock_guard<std::mutex> l(m_);
+        if (--depth_ == 0) {
+            owner_ = std::thread::id();
+            ++serving_;
+            cv_.notify_all();
+        }
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    uint64_t next_ = 0, serving_ = 0;
+    std::thread::id owner_;
+    int depth_ = 0;
+};
 
 /// Options common to every GPU index.
 struct GpuIndexConfig {
@@ -51,6 +88,11 @@ public:
                 const faiss::SearchParameters* params = nullptr) const override;
 
     /// Host input larger than this many bytes is copied in chunks.
+    /// Threads: every public operation of a GPU index (add, search, train,
+    /// reset, copyFrom / copyTo, reconstruct, ...) holds the index's own
+    /// lock, so several threads may search one index at once (the searches
+    /// run one after another on the device's stream and give the results of
+    /// serial calls), and an add / reset during a search waits for it.
     void setMinPagingSize(size_t bytes) { minPagingSize_ = bytes; }
 
 protected:
@@ -72,11 +114,27 @@ protected:
     /// throws naming `what`). For subclasses that take inputs themselves.
     bool onThisDevice_(const void* p, const char* what) const;
 
+    /// Holds this index's lock for the caller's scope (recursive: a public
+    /// method may call another). Every public method takes it first.
+    std::unique_lock<FairRecursiveMutex> lockOps_() const {
+        return std::unique_lock<FairRecursiveMutex>(opMutex_);
+    }
+
+    /// Throws when adding n vectors would pass this index's own limits
+    /// (called by add() before the vectors are read).
+    virtual void checkAddCount_(idx_t n) const {}
+
+    /// Throws unless the n x d vectors at x (host or device) are all finite;
+    /// `what` names the call and the rows ("add: vector", "search: query").
+    void checkFinite_(idx_t n, const float* x, const char* what) const;
+
     std::shared_ptr<GpuResources> resources_;
     const GpuIndexConfig config_;
     size_t minPagingSize_;
 
 private:
+    mutable FairRecursiveMutex opMutex_;
+
     void searchDeviceInput_(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
                             const faiss::SearchParameters* params) const;
     void searchPagedHostInput_(idx_t n, const float* x, idx_t k, float* distances,

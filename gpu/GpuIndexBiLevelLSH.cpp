@@ -3,6 +3,7 @@
 // fails; the work is in gpu/impl/lsh/.
 #include "gpu/GpuIndexBiLevelLSH.h"
 
+#include "gpu/impl/VectorPrep.h"
 #include "gpu/impl/lsh/LshEngine.h"
 #include "gpu/utils/DeviceUtils.h"
 
@@ -66,6 +67,7 @@ GpuIndexBiLevelLSH::~GpuIndexBiLevelLSH() {
 }
 
 void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
+    auto lock = lockOps_();
     const char* who = "GpuIndexBiLevelLSH::train";
     FAISS_THROW_IF_NOT_FMT(ntotal == 0, "%s: the index holds %lld vectors; reset() first", who,
                            (long long)ntotal);
@@ -74,13 +76,14 @@ void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
                            "%s: needs at least 2^treeDepth = %lld training vectors, got %lld", who,
                            (long long)groups, (long long)n);
     FAISS_THROW_IF_NOT_MSG(x, "GpuIndexBiLevelLSH::train: x is null");
+    checkVectorCount(who, n, d);
     checkUsable_();
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     lsh_impl::DeviceVec<float> copy;
     const float* dX = x;
     if (onThisDevice_(x, "GpuIndexBiLevelLSH::train: x")) {
-        const int64_t bad = lsh_impl::firstNonFiniteRow(x, n, d, stream);
+        const int64_t bad = firstNonFiniteRowDevice(x, n, d, stream);
         FAISS_THROW_IF_NOT_FMT(bad < 0,
                                "%s: vector %lld has a NaN or infinite component (Bi-level LSH "
                                "needs finite vectors)",
@@ -102,17 +105,22 @@ void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
     is_trained = true;
 }
 
-void GpuIndexBiLevelLSH::addImpl_(idx_t n, const float* x) {
+void GpuIndexBiLevelLSH::checkAddCount_(idx_t n) const {
     const char* who = "GpuIndexBiLevelLSH::add";
-    FAISS_THROW_IF_NOT_FMT(ntotal + n < (int64_t(1) << 31) - 1,
+    const int64_t limit = (int64_t(1) << 31) - 1;
+    FAISS_THROW_IF_NOT_FMT(n < limit - ntotal,
                            "%s: at most 2^31 - 2 vectors in all, got %lld + %lld", who,
                            (long long)ntotal, (long long)n);
-    FAISS_THROW_IF_NOT_FMT(int64_t(lshConfig_.nTables) * (ntotal + n) < (int64_t(1) << 31) - 1,
+    FAISS_THROW_IF_NOT_FMT(ntotal + n < limit / lshConfig_.nTables,
                            "%s: L x ntotal must stay below 2^31 (L = %d, ntotal %lld + %lld)", who,
                            lshConfig_.nTables, (long long)ntotal, (long long)n);
+}
+
+void GpuIndexBiLevelLSH::addImpl_(idx_t n, const float* x) {
+    const char* who = "GpuIndexBiLevelLSH::add";
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    // GpuIndex::add has checked that x is finite.
     const bool onDev = onThisDevice_(x, "GpuIndexBiLevelLSH::add: x");
-    if (!onDev) checkFiniteVectors(who, n, d, x);
     auto st = std::make_unique<DeviceState>();
     st->n = ntotal + n;
     st->vectors.allocate(size_t(st->n) * d, who, "vectors");
@@ -124,14 +132,6 @@ void GpuIndexBiLevelLSH::addImpl_(idx_t n, const float* x) {
                                          size_t(n) * d * sizeof(float),
                                          onDev ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice,
                                          stream));
-    if (onDev) {
-        const int64_t bad =
-            lsh_impl::firstNonFiniteRow(st->vectors.data() + size_t(ntotal) * d, n, d, stream);
-        FAISS_THROW_IF_NOT_FMT(bad < 0,
-                               "%s: vector %lld has a NaN or infinite component (Bi-level LSH "
-                               "needs finite vectors)",
-                               who, (long long)bad);
-    }
     st->model.upload(model_, stream);
     lsh_impl::buildTablesGpu(model_, lshConfig_, st.get(), stream, verbose);
     state_ = std::move(st);
@@ -139,6 +139,7 @@ void GpuIndexBiLevelLSH::addImpl_(idx_t n, const float* x) {
 }
 
 void GpuIndexBiLevelLSH::reset() {
+    auto lock = lockOps_();
     DeviceScope scope(config_.device);
     if (state_) {
         auto st = std::make_unique<DeviceState>();
@@ -168,9 +169,7 @@ void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* 
                            who, (long long)k);
     FAISS_THROW_IF_NOT_FMT(k <= (int64_t(1) << 30), "%s: k too large (%lld)", who, (long long)k);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    const int64_t bad = lsh_impl::firstNonFiniteRow(x, n, d, stream);
-    FAISS_THROW_IF_NOT_FMT(bad < 0, "%s: query %lld has a NaN or infinite component", who,
-                           (long long)bad);
+    // GpuIndex::search has checked that the queries are finite.
     if (ntotal == 0) {
         lsh_impl::fillEmpty(distances, labels, n * k, stream);
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -193,6 +192,7 @@ void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* 
 void GpuIndexBiLevelLSH::getCandidates(idx_t n, const float* x, idx_t k, std::vector<idx_t>* lims,
                                        std::vector<idx_t>* ids,
                                        const faiss::SearchParameters* params) const {
+    auto lock = lockOps_();
     const char* who = "GpuIndexBiLevelLSH::getCandidates";
     FAISS_THROW_IF_NOT_FMT(n >= 0, "%s: n must be >= 0, got %lld", who, (long long)n);
     FAISS_THROW_IF_NOT_FMT(k > 0, "%s: k must be > 0, got %lld", who, (long long)k);
@@ -243,6 +243,7 @@ void GpuIndexBiLevelLSH::getCandidates(idx_t n, const float* x, idx_t k, std::ve
 }
 
 std::vector<int64_t> GpuIndexBiLevelLSH::groupSizes() const {
+    auto lock = lockOps_();
     std::vector<int64_t> sizes(is_trained ? model_.groups() : 0, 0);
     if (!state_ || state_->groupStartHost.empty()) return sizes;
     for (size_t g = 0; g < sizes.size(); ++g)
@@ -255,6 +256,7 @@ double GpuIndexBiLevelLSH::cuckooLoad() const { return state_ ? state_->cuckoo.l
 int GpuIndexBiLevelLSH::cuckooAttempts() const { return state_ ? state_->cuckoo.attempts() : 0; }
 
 std::vector<float> GpuIndexBiLevelLSH::getVectorsHost() const {
+    auto lock = lockOps_();
     std::vector<float> v(size_t(ntotal) * d);
     if (ntotal == 0) return v;
     DeviceScope scope(config_.device);
@@ -266,6 +268,7 @@ std::vector<float> GpuIndexBiLevelLSH::getVectorsHost() const {
 }
 
 void GpuIndexBiLevelLSH::copyFrom(const IndexBiLevelLSH* index) {
+    auto lock = lockOps_();
     const char* who = "GpuIndexBiLevelLSH::copyFrom";
     FAISS_THROW_IF_NOT_MSG(index, "GpuIndexBiLevelLSH::copyFrom: null index");
     FAISS_THROW_IF_NOT_FMT(index->d == d, "%s: dimension %d != this index's %d", who, index->d, d);
@@ -299,6 +302,7 @@ void GpuIndexBiLevelLSH::copyFrom(const IndexBiLevelLSH* index) {
 }
 
 void GpuIndexBiLevelLSH::copyTo(IndexBiLevelLSH* index) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_MSG(index, "GpuIndexBiLevelLSH::copyTo: null index");
     FAISS_THROW_IF_NOT_FMT(index->d == d, "GpuIndexBiLevelLSH::copyTo: dimension %d != %d",
                            index->d, d);
@@ -306,6 +310,7 @@ void GpuIndexBiLevelLSH::copyTo(IndexBiLevelLSH* index) const {
 }
 
 faiss::Index* GpuIndexBiLevelLSH::copyToCpuIndex() const {
+    auto lock = lockOps_();
     auto idx = std::make_unique<IndexBiLevelLSH>(d, lshConfig_);
     copyTo(idx.get());
     return idx.release();

@@ -120,6 +120,7 @@ public:
     BiLevelShortList autoShortList(int64_t k, double meanCandidates) const;
 
 protected:
+    void checkAddCount_(idx_t n) const override;
     void addImpl_(idx_t n, const float* x) override;
     /// add() hands host vectors over whole: the tables are rebuilt once.
     bool addImplAcceptsHost_() const override { return true; }

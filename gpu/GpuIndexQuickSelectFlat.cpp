@@ -113,6 +113,7 @@ void GpuIndexQuickSelectFlat::init_() {
 }
 
 void GpuIndexQuickSelectFlat::copyFrom(const faiss::Index* index) {
+    auto lock = lockOps_();
     const faiss::IndexFlat* flat = nullptr;
     FlatMetric metric = twinMetric(index, &flat);
     FAISS_THROW_IF_NOT_FMT(index->d > 0, "GpuIndexQuickSelectFlat::copyFrom: dimension %d",
@@ -120,6 +121,11 @@ void GpuIndexQuickSelectFlat::copyFrom(const faiss::Index* index) {
     FAISS_THROW_IF_NOT_FMT(flat->ntotal == index->ntotal,
                            "GpuIndexQuickSelectFlat::copyFrom: inconsistent twin (%lld vs %lld "
                            "vectors)", (long long)flat->ntotal, (long long)index->ntotal);
+    const int64_t bad = firstNonFiniteRow(flat->ntotal, index->d, flat->get_xb());
+    FAISS_THROW_IF_NOT_FMT(bad < 0,
+                           "GpuIndexQuickSelectFlat::copyFrom: vector %lld has a NaN or infinite "
+                           "component; nothing was changed (faiss_ext GPU indexes take finite "
+                           "vectors only)", (long long)bad);
     DeviceScope scope(config_.device);
     // Build the new storage first: on failure this index is unchanged.
     std::unique_ptr<FlatStorage> fresh(
@@ -137,6 +143,7 @@ void GpuIndexQuickSelectFlat::copyFrom(const faiss::Index* index) {
 }
 
 void GpuIndexQuickSelectFlat::copyTo(faiss::IndexFlat* index) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_MSG(index, "GpuIndexQuickSelectFlat::copyTo: null IndexFlat");
     std::vector<uint8_t> codes(sizeof(float) * size_t(ntotal) * d);
     storage_->copyVectors(0, ntotal, reinterpret_cast<float*>(codes.data()));
@@ -150,6 +157,7 @@ void GpuIndexQuickSelectFlat::copyTo(faiss::IndexFlat* index) const {
 }
 
 faiss::Index* GpuIndexQuickSelectFlat::copyToCpuIndex() const {
+    auto lock = lockOps_();
     std::unique_ptr<faiss::IndexFlat> flat(new faiss::IndexFlat(d, metric_type));
     copyTo(flat.get());
     if (!isPreparedMetric(flatMetric_)) return flat.release();
@@ -168,11 +176,13 @@ faiss::Index* GpuIndexQuickSelectFlat::copyToCpuIndex() const {
 }
 
 void GpuIndexQuickSelectFlat::reset() {
+    auto lock = lockOps_();
     storage_->reset();
     ntotal = 0;
 }
 
 void GpuIndexQuickSelectFlat::reconstruct(idx_t key, float* recons) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(key >= 0 && key < ntotal, "reconstruct: key %lld out of bounds "
                            "(ntotal %lld)", (long long)key, (long long)ntotal);
     FAISS_THROW_IF_NOT_MSG(recons, "reconstruct: recons is a null pointer");
@@ -180,6 +190,7 @@ void GpuIndexQuickSelectFlat::reconstruct(idx_t key, float* recons) const {
 }
 
 void GpuIndexQuickSelectFlat::reconstruct_n(idx_t i0, idx_t ni, float* recons) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(i0 >= 0 && ni >= 0 && i0 + ni <= ntotal,
                            "reconstruct_n: range [%lld, %lld) out of bounds (ntotal %lld)",
                            (long long)i0, (long long)(i0 + ni), (long long)ntotal);
@@ -189,6 +200,7 @@ void GpuIndexQuickSelectFlat::reconstruct_n(idx_t i0, idx_t ni, float* recons) c
 }
 
 void GpuIndexQuickSelectFlat::reserveMemory(idx_t n) {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(n >= 0, "reserveMemory: n must be >= 0 (got %lld)", (long long)n);
     storage_->reserve(n);
 }
@@ -219,6 +231,7 @@ SelectAlgo GpuIndexQuickSelectFlat::resolveSelectAlgo(int64_t nq, int64_t k,
 void GpuIndexQuickSelectFlat::knnGraph(int64_t k, bool excludeSelf, float* distances,
                                        idx_t* labels,
                                        const SearchParametersQuickSelectFlat* params) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(k >= 1, "knnGraph: k must be >= 1 (got %lld)", (long long)k);
     FAISS_THROW_IF_NOT_FMT(ntotal >= 1, "knnGraph: the index is empty (ntotal %lld)",
                            (long long)ntotal);

@@ -94,6 +94,7 @@ void GpuKnnGraphGNND::checkConfig_(const GpuKnnGraphGNNDConfig& c, int k) const 
 }
 
 void GpuKnnGraphGNND::setConfig(const GpuKnnGraphGNNDConfig& config) {
+    auto lock = lockOps_();
     checkConfig_(config, k_);
     int newK = gnnd::resolveBuildDegree(k_, config.buildDegree);
     FAISS_THROW_IF_NOT_FMT(newK == buildK_ || ntotal == 0,
@@ -121,6 +122,7 @@ GnndMemoryEstimate GpuKnnGraphGNND::estimateMemory(int64_t n, int d, int k,
 }
 
 bool GpuKnnGraphGNND::addFits(int64_t n) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(n >= 0, "addFits: n = %lld must be >= 0", (long long)n);
     GnndMemoryEstimate after = estimateMemory(ntotal + n, d, k_, gConfig_);
     GnndMemoryEstimate before = estimateMemory(ntotal, d, k_, gConfig_);
@@ -132,10 +134,14 @@ bool GpuKnnGraphGNND::addFits(int64_t n) const {
            after.buildTemp <= tempAvail;
 }
 
+void GpuKnnGraphGNND::checkAddCount_(idx_t n) const {
+    FAISS_THROW_IF_NOT_FMT(n < int64_t(0x7FFFFFF0) - ntotal,
+                           "GpuKnnGraphGNND: %lld + %lld vectors in total exceed the 32-bit id "
+                           "range",
+                           (long long)ntotal, (long long)n);
+}
+
 void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
-    FAISS_THROW_IF_NOT_FMT(ntotal + n < int64_t(0x7FFFFFF0),
-                           "GpuKnnGraphGNND: %lld vectors in total exceed the 32-bit id range",
-                           (long long)(ntotal + n));
     FAISS_THROW_IF_NOT_FMT(ntotal + n > k_,
                            "GpuKnnGraphGNND: a graph of degree k = %d needs more than k vectors "
                            "(the index would hold %lld); add more at once or use a smaller k",
@@ -200,6 +206,7 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
 }
 
 void GpuKnnGraphGNND::getGraph(idx_t* labels, float* distances) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_MSG(labels, "getGraph: labels is a null pointer");
     checkUsable_();
     if (ntotal == 0) return;
@@ -240,6 +247,7 @@ void GpuKnnGraphGNND::getGraph(idx_t* labels, float* distances) const {
 }
 
 std::vector<int> GpuKnnGraphGNND::getGraphInt() const {
+    auto lock = lockOps_();
     std::vector<idx_t> I(size_t(ntotal) * k_);
     if (ntotal) getGraph(I.data());
     return std::vector<int>(I.begin(), I.end());
@@ -302,6 +310,7 @@ void GpuKnnGraphGNND::searchImpl_(idx_t n, const float* x, int64_t k, float* dis
 }
 
 void GpuKnnGraphGNND::copyFrom(const faiss::IndexNNDescentFlat* index) {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_MSG(index, "GpuKnnGraphGNND::copyFrom: null index");
     FAISS_THROW_IF_NOT_FMT(index->d == d, "GpuKnnGraphGNND::copyFrom: dimension %d != ours %d",
                            index->d, d);
@@ -323,6 +332,11 @@ void GpuKnnGraphGNND::copyFrom(const faiss::IndexNNDescentFlat* index) {
     FAISS_THROW_IF_NOT_FMT(n == 0 || n > K,
                            "GpuKnnGraphGNND::copyFrom: %lld vectors are too few for K = %d",
                            (long long)n, K);
+    const int64_t bad = firstNonFiniteRow(n, d, flat->get_xb());
+    FAISS_THROW_IF_NOT_FMT(bad < 0,
+                           "GpuKnnGraphGNND::copyFrom: vector %lld has a NaN or infinite "
+                           "component; nothing was changed (faiss_ext GPU indexes take finite "
+                           "vectors only)", (long long)bad);
     // build a new state, then swap
     GpuKnnGraphGNNDConfig cfg = gConfig_;
     if (cfg.buildDegree != 0 && cfg.buildDegree < K) cfg.buildDegree = 0;
@@ -386,6 +400,7 @@ void GpuKnnGraphGNND::copyFrom(const faiss::IndexNNDescentFlat* index) {
 }
 
 void GpuKnnGraphGNND::copyTo(faiss::IndexNNDescentFlat* index) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_MSG(index, "GpuKnnGraphGNND::copyTo: null index");
     FAISS_THROW_IF_NOT_FMT(index->d == d, "GpuKnnGraphGNND::copyTo: dimension %d != ours %d",
                            index->d, d);
@@ -417,6 +432,7 @@ void GpuKnnGraphGNND::copyTo(faiss::IndexNNDescentFlat* index) const {
 }
 
 faiss::Index* GpuKnnGraphGNND::copyToCpuIndex() const {
+    auto lock = lockOps_();
     auto twin = new faiss::IndexNNDescentFlat(d, k_, metric_type);
     try {
         copyTo(twin);
@@ -435,6 +451,7 @@ faiss::Index* GpuKnnGraphGNND::copyToCpuIndex() const {
 }
 
 faiss::IndexNSGFlat* GpuKnnGraphGNND::toIndexNSG(int R) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(R >= 1 && R <= 1024, "toIndexNSG: R = %d must be in [1, 1024]", R);
     FAISS_THROW_IF_NOT_MSG(ntotal > 0, "toIndexNSG: the index is empty");
     std::vector<float> xs(size_t(ntotal) * d);
@@ -457,12 +474,14 @@ faiss::IndexNSGFlat* GpuKnnGraphGNND::toIndexNSG(int R) const {
 }
 
 void GpuKnnGraphGNND::reset() {
+    auto lock = lockOps_();
     state_.reset(new gnnd::GraphState());
     ntotal = 0;
     log_.clear();
 }
 
 void GpuKnnGraphGNND::reconstruct(idx_t key, float* recons) const {
+    auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(key >= 0 && key < ntotal, "reconstruct: key %lld not in [0, %lld)",
                            (long long)key, (long long)ntotal);
     FAISS_THROW_IF_NOT_MSG(recons, "reconstruct: recons is a null pointer");

@@ -177,6 +177,7 @@ public:
     bool addFits(int64_t n) const;
 
 protected:
+    void checkAddCount_(idx_t n) const override;
     void addImpl_(idx_t n, const float* x) override;
     /// The whole add is one build (or one merge), never paged in chunks.
     bool addImplAcceptsHost_() const override { return true; }

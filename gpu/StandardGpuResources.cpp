@@ -127,7 +127,8 @@ void* StandardGpuResourcesImpl::allocTemp(int device, size_t bytes, cudaStream_t
                            device, bytes, st.tempInUse, st.tempLimit);
     DeviceScope scope(device);
     void* p = nullptr;
-    cudaError_t err = cudaMallocAsync(&p, bytes, stream);
+    cudaError_t err = consumeAllocFailureInjection() ? cudaErrorMemoryAllocation
+                                                     : cudaMallocAsync(&p, bytes, stream);
     if (err != cudaSuccess) {
         cudaGetLastError();
         FAISS_THROW_FMT("GPU out of memory on device %d allocating %zu bytes of temporary memory (%s)",

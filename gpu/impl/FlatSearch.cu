@@ -94,8 +94,8 @@ void FlatStorage::free_(float* v, float* nn, bool onHost) const {
         if (v) cudaFreeHost(v);
         if (nn) cudaFreeHost(nn);
     } else {
-        if (v) cudaFree(v);
-        if (nn) cudaFree(nn);
+        if (v) deviceFree(v);
+        if (nn) deviceFree(nn);
     }
 }
 
@@ -121,8 +121,8 @@ void FlatStorage::allocate_(int64_t n, bool onHost, float** nv, float** nn) cons
             err = cudaHostAlloc(reinterpret_cast<void**>(nn), sizeof(float) * n, cudaHostAllocDefault);
         }
     } else {
-        err = cudaMalloc(nv, sizeof(float) * size_t(n) * d_);
-        if (err == cudaSuccess && l2) err = cudaMalloc(nn, sizeof(float) * n);
+        err = deviceMalloc(nv, sizeof(float) * size_t(n) * d_);
+        if (err == cudaSuccess && l2) err = deviceMalloc(nn, sizeof(float) * n);
     }
     if (err != cudaSuccess) {
         cudaGetLastError();

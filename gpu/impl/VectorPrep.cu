@@ -1,6 +1,8 @@
 #include "gpu/impl/VectorPrep.h"
 #include "gpu/utils/DeviceUtils.h"
 
+#include <algorithm>
+
 namespace faiss_ext {
 namespace gpu {
 
@@ -56,7 +58,39 @@ __global__ void maskSelfKernel(float* dist, int64_t ld, int64_t rows, int64_t co
     if (c >= 0 && c < cols) dist[r * ld + c] = __int_as_float(0x7fc00000);
 }
 
+__global__ void nonFiniteRowKernel(const float* __restrict__ x, int64_t total, int d,
+                                   unsigned long long* __restrict__ firstBad) {
+    const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
+        if (!isfinite(x[i])) atomicMin(firstBad, (unsigned long long)(i / d));
+}
+
 }  // namespace
+
+int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream) {
+    if (n <= 0) return -1;
+    unsigned long long* bad = nullptr;
+    cudaError_t err = deviceMalloc(&bad, sizeof(unsigned long long));
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        FAISS_THROW_FMT("out of GPU memory checking vectors for NaN / Inf (%s)",
+                        cudaGetErrorString(err));
+    }
+    unsigned long long h = ~0ull;
+    err = cudaMemcpyAsync(bad, &h, sizeof(h), cudaMemcpyHostToDevice, stream);
+    const int64_t total = n * int64_t(d);
+    const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
+    if (err == cudaSuccess) {
+        nonFiniteRowKernel<<<unsigned(blocks), 256, 0, stream>>>(x, total, d, bad);
+        err = cudaGetLastError();
+    }
+    if (err == cudaSuccess)
+        err = cudaMemcpyAsync(&h, bad, sizeof(h), cudaMemcpyDeviceToHost, stream);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+    deviceFree(bad);
+    if (err != cudaSuccess) throwCudaError(err, "firstNonFiniteRowDevice", __FILE__, __LINE__);
+    return h == ~0ull ? -1 : int64_t(h);
+}
 
 void maskSelfPairs(float* dist, int64_t ld, int64_t rows, int64_t cols, int64_t row0, int64_t col0,
                    cudaStream_t stream) {

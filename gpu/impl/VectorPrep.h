@@ -18,6 +18,10 @@ void rowSquaredNorms(const float* x, int64_t n, int d, float* norms, cudaStream_
 /// centring then normalisation for Pearson (as faiss_ext::prepareVectors).
 void prepareVectorsDevice(FlatMetric metric, float* x, int64_t n, int d, cudaStream_t stream);
 
+/// First row of the n x d device matrix x with a NaN or infinite entry, or
+/// -1 (synchronises `stream`).
+int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream);
+
 }  // namespace gpu
 }  // namespace faiss_ext
 

@@ -2,7 +2,11 @@
 
 #include <faiss/impl/FaissException.h>
 
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace faiss_ext {
 namespace gpu {
@@ -42,6 +46,90 @@ bool isDevicePointer(const void* p, int* device) {
     bool dev = attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
     if (dev && device) *device = attr.device;
     return dev;
+}
+
+namespace {
+
+struct AllocRegistry {
+    std::mutex mutex;
+    std::unordered_map<void*, std::pair<int, size_t>> live;  // ptr -> (device, bytes)
+    std::map<int, DeviceMemoryStats> perDevice;
+};
+
+AllocRegistry& registry() {
+    static AllocRegistry* r = new AllocRegistry();  // never destroyed: used from static dtors
+    return *r;
+}
+
+std::atomic<int64_t> gFailCountdown{-1};
+
+}  // namespace
+
+bool consumeAllocFailureInjection() {
+    int64_t cur = gFailCountdown.load();
+    while (cur >= 0) {
+        if (gFailCountdown.compare_exchange_weak(cur, cur - 1)) return cur == 0;
+    }
+    return false;
+}
+
+void setAllocFailureInjection(int64_t n) { gFailCountdown.store(n < 0 ? -1 : n); }
+
+bool allocFailureInjectionPending() { return gFailCountdown.load() >= 0; }
+
+cudaError_t deviceMalloc(void** p, size_t bytes) {
+    *p = nullptr;
+    if (consumeAllocFailureInjection()) return cudaErrorMemoryAllocation;
+    cudaError_t err = cudaMalloc(p, bytes);
+    if (err != cudaSuccess) {
+        *p = nullptr;
+        return err;
+    }
+    int dev = -1;
+    cudaGetDevice(&dev);
+    AllocRegistry& r = registry();
+    std::lock_guard<std::mutex> g(r.mutex);
+    r.live[*p] = {dev, bytes};
+    DeviceMemoryStats& s = r.perDevice[dev];
+    s.allocatedBytes += bytes;
+    s.allocations += 1;
+    return cudaSuccess;
+}
+
+void deviceFree(void* p) {
+    if (!p) return;
+    {
+        AllocRegistry& r = registry();
+        std::lock_guard<std::mutex> g(r.mutex);
+        auto it = r.live.find(p);
+        if (it != r.live.end()) {
+            DeviceMemoryStats& s = r.perDevice[it->second.first];
+            s.allocatedBytes -= it->second.second;
+            s.allocations -= 1;
+            r.live.erase(it);
+        }
+    }
+    cudaFree(p);
+}
+
+DeviceMemoryStats getDeviceMemoryStats(int device) {
+    DeviceMemoryStats out;
+    {
+        AllocRegistry& r = registry();
+        std::lock_guard<std::mutex> g(r.mutex);
+        auto it = r.perDevice.find(device);
+        if (it != r.perDevice.end()) out = it->second;
+    }
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+        uint64_t v = 0;
+        if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v) == cudaSuccess)
+            out.poolReservedBytes = v;
+        if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v) == cudaSuccess)
+            out.poolUsedBytes = v;
+    }
+    cudaGetLastError();
+    return out;
 }
 
 DeviceScope::DeviceScope(int device) : prevDevice_(-1) {

@@ -6,6 +6,9 @@
 #include <cuda_runtime_api.h>
 #include <faiss/impl/FaissAssert.h>
 
+#include <cstddef>
+#include <cstdint>
+
 namespace faiss_ext {
 namespace gpu {
 
@@ -34,6 +37,50 @@ public:
 private:
     int prevDevice_;
 };
+
+/// Device memory of this process on one device, as faiss_ext sees it.
+struct DeviceMemoryStats {
+    /// Bytes held by faiss_ext's resident allocations (deviceMalloc): index
+    /// storage, tables, graphs.
+    size_t allocatedBytes = 0;
+    /// Live deviceMalloc allocations.
+    size_t allocations = 0;
+    /// Bytes reserved by CUDA's default stream-ordered pool of the device,
+    /// which backs GpuResources::allocTemp (kept after use, by design).
+    size_t poolReservedBytes = 0;
+    /// Bytes of that pool in use right now.
+    size_t poolUsedBytes = 0;
+};
+
+/// Per-process figures for `device` (no other process is counted).
+DeviceMemoryStats getDeviceMemoryStats(int device);
+
+/// cudaMalloc on the current device through one door: counted in
+/// getDeviceMemoryStats and subject to setAllocFailureInjection. Returns the
+/// CUDA error (cudaErrorMemoryAllocation when a failure is injected).
+cudaError_t deviceMalloc(void** p, size_t bytes);
+
+/// deviceMalloc for a typed pointer.
+template <typename T>
+cudaError_t deviceMalloc(T** p, size_t bytes) {
+    return deviceMalloc(reinterpret_cast<void**>(p), bytes);
+}
+
+/// Frees memory from deviceMalloc (nullptr is a no-op).
+void deviceFree(void* p);
+
+/// Testing hook: the n-th device allocation from now (0 = the next one) made
+/// through deviceMalloc or StandardGpuResources' temporary memory fails as if
+/// the device were out of memory; n < 0 turns injection off (the default).
+/// Process-wide; for tests of failure paths.
+void setAllocFailureInjection(int64_t n);
+
+/// Whether an injected failure is still pending (testing hook).
+bool allocFailureInjectionPending();
+
+/// Consumes one tick of the fault injector; true when this allocation must
+/// fail (used by the allocators themselves).
+bool consumeAllocFailureInjection();
 
 /// Throws faiss::FaissException describing a failed CUDA call.
 [[noreturn]] void throwCudaError(cudaError_t err, const char* expr, const char* file, int line);

@@ -2,6 +2,8 @@
 // and of the out-of-core builder's workers).
 #pragma once
 
+#include "gpu/utils/DeviceUtils.h"
+
 #include <cuda_runtime_api.h>
 #include <faiss/impl/FaissAssert.h>
 
@@ -33,7 +35,7 @@ public:
     void allocate(size_t count, const char* who, const char* what) {
         release();
         if (count == 0) return;
-        cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&p_), count * sizeof(T));
+        cudaError_t err = deviceMalloc(&p_, count * sizeof(T));
         if (err != cudaSuccess) {
             (void)cudaGetLastError();
             p_ = nullptr;
@@ -44,7 +46,7 @@ public:
         n_ = count;
     }
     void release() {
-        if (p_) cudaFree(p_);
+        if (p_) deviceFree(p_);
         p_ = nullptr;
         n_ = 0;
     }

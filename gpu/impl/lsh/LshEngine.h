@@ -104,8 +104,6 @@ void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
 /// Fills count results with (+inf, -1).
 void fillEmpty(float* dD, int64_t* dI, int64_t count, cudaStream_t stream);
 
-/// First row of n x d device values with a NaN or infinite entry, or -1.
-int64_t firstNonFiniteRow(const float* dX, int64_t n, int d, cudaStream_t stream);
 
 }  // namespace lsh_impl
 }  // namespace gpu

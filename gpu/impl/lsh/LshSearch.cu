@@ -461,12 +461,6 @@ __global__ void fillEmptyKernel(float* __restrict__ D, int64_t* __restrict__ I, 
     }
 }
 
-__global__ void nonFiniteRowKernel(const float* __restrict__ x, int64_t n, int d,
-                                   unsigned long long* __restrict__ firstBad) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= int64_t(n) * d) return;
-    if (!isfinite(x[i])) atomicMin(firstBad, (unsigned long long)(i / d));
-}
 
 }  // namespace
 
@@ -476,19 +470,6 @@ void fillEmpty(float* dD, int64_t* dI, int64_t count, cudaStream_t stream) {
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
-int64_t firstNonFiniteRow(const float* dX, int64_t n, int d, cudaStream_t stream) {
-    if (n == 0) return -1;
-    DeviceVec<unsigned long long> bad;
-    bad.allocate(1, "GpuIndexBiLevelLSH", "check");
-    const unsigned long long none = ~0ull;
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(bad.data(), &none, sizeof(none), cudaMemcpyHostToDevice, stream));
-    nonFiniteRowKernel<<<blocksFor(n * d, 256), 256, 0, stream>>>(dX, n, d, bad.data());
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
-    unsigned long long h = 0;
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(&h, bad.data(), sizeof(h), cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return h == ~0ull ? -1 : int64_t(h);
-}
 
 void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
                     const BiLevelSearchSettings& s, int64_t nq, const float* dQ,
