@@ -41,7 +41,7 @@ log=${FX_FUZZ_LOG:-$work/fuzz.log}
 set +e
 # shellcheck disable=SC2086
 "$build/$target" -max_total_time="$secs" -max_len="$maxlen" -rss_limit_mb=2048 -timeout=10 \
-  -jobs=1 -workers=1 -print_final_stats=1 -artifact_prefix="$work/artifacts/" \
+  -print_final_stats=1 -artifact_prefix="$work/artifacts/" \
   ${FX_FUZZ_ARGS:-} "$work/corpus" >"$log" 2>&1
 rc=$?
 set -e
