@@ -5,7 +5,8 @@
 // nothing else: no crash, no other exception. A file named *.valid.bin must
 // read instead. fuzz_*.bin are inputs the fuzzer found; hand_*.bin are
 // malformed seeds made by fuzz/make_malformed.py, one per guard of the reader.
-// Also: IO_FLAG_CHECKED_ONLY refuses the fourccs handed to FAISS's readers.
+// Also: IO_FLAG_CHECKED_ONLY refuses the fourccs handed to FAISS's readers
+// (and so the inputs of fuzz/known_faiss_crashes that crash them).
 #include <faiss/impl/FaissException.h>
 #include <faiss/index_factory.h>
 
@@ -111,6 +112,23 @@ TEST(CpuFuzzRegress, CheckedOnlyRefusesFaissReaders) {
         std::unique_ptr<faiss::Index> back;
         EXPECT_NO_THROW(back.reset(deserialize_index(b, IO_FLAG_CHECKED_ONLY))) << desc;
     }
+}
+
+TEST(CpuFuzzRegress, KnownFaissReaderCrashesAreRefusedUnderCheckedOnly) {
+    // fuzz/known_faiss_crashes: inputs that crash FAISS 1.7.3's own readers
+    // (never read here without the flag)
+    const fs::path dir = fs::path(__FILE__).parent_path().parent_path() / "fuzz" /
+                         "known_faiss_crashes";
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        if (e.path().extension() != ".bin") continue;
+        const Bytes b = readBytes(e.path());
+        EXPECT_THROW(delete deserialize_index(b, IO_FLAG_CHECKED_ONLY), faiss::FaissException)
+            << e.path();
+        ++n;
+    }
+    EXPECT_GE(n, 1) << "no .bin files in " << dir;
 }
 
 TEST(CpuFuzzRegress, UntrainedWrappedLeafSaysUntrainedAndReadsBack) {
