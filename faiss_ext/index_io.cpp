@@ -519,6 +519,14 @@ faiss::Index* readFlat(StreamReader& r, uint32_t h) {
     return idx.release();
 }
 
+/// Whether index answers ids of its own rather than positions in
+/// [0, ntotal): an id map, directly or under pre-transforms.
+bool mapsIds(const faiss::Index* index) {
+    if (dynamic_cast<const faiss::IndexIDMap*>(index)) return true;
+    if (auto pt = dynamic_cast<const faiss::IndexPreTransform*>(index)) return mapsIds(pt->index);
+    return false;
+}
+
 faiss::Index* readIDMap(StreamReader& r, uint32_t h, int ioFlags, int depth) {
     const bool two = h == kFourccIDMap2;
     const char* cls = two ? "IndexIDMap2" : "IndexIDMap";
@@ -540,6 +548,15 @@ faiss::Index* readIDMap(StreamReader& r, uint32_t h, int ioFlags, int depth) {
     FAISS_THROW_IF_NOT_FMT(!hd.isTrained || idx->index->is_trained,
                            "corrupt input '%s': trained %s wraps an untrained index",
                            r.name.c_str(), cls);
+    // FAISS's IndexIDMap::search indexes id_map with the labels of the index
+    // it wraps, unchecked; an inner id map answers its own (any) ids. FAISS's
+    // API cannot fill such a tree (the outer add_with_ids calls the inner id
+    // map's add, which throws), so only an empty one is read. Found by
+    // fuzzing: IDMap2 over IDMap2 read, then a search read past id_map.
+    FAISS_THROW_IF_NOT_FMT(hd.ntotal == 0 || !mapsIds(idx->index),
+                           "corrupt input '%s': %s with ntotal %" PRId64
+                           " wraps another id map, whose ids it would use as positions",
+                           r.name.c_str(), cls, hd.ntotal);
     r.readVector(idx->id_map, size_t(hd.ntotal), "IndexIDMap id_map");
     FAISS_THROW_IF_NOT_FMT(idx->id_map.size() == size_t(hd.ntotal),
                            "corrupt input '%s': %s has %zu ids for ntotal %" PRId64, r.name.c_str(),
