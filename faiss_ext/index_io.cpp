@@ -812,7 +812,8 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
     FAISS_THROW_IF_NOT_FMT(
         slots <= std::max(kBiLevelLSHSmallTableSlots, kBiLevelLSHMaxSlotsPerKey * maxKeys),
         "corrupt input '%s': %s has cuckooMaxLoad %g: its hash table for up to %.0f keys "
-        "(nTables %d x ntotal %" PRId64 ") would need %.3g slots (at most %.0f per key, or "
+        "(nTables %d x ntotal %" PRId64
+        ") would need %.3g slots (at most %.0f per key, or "
         "%.0f in all)",
         r.name.c_str(), cls, double(c.cuckooMaxLoad), maxKeys, c.nTables, hd.ntotal, slots,
         kBiLevelLSHMaxSlotsPerKey, kBiLevelLSHSmallTableSlots);

@@ -47,7 +47,8 @@ void save(const std::string& dir, const std::string& name, const faiss::Index* i
 /// factory string (ours, else FAISS's), trained and filled with n vectors
 /// (n = 0: left empty, and untrained when training is needed).
 void fromFactory(const std::string& dir, const std::string& name, const char* desc, int d,
-                 int64_t n, faiss::MetricType metric = faiss::METRIC_L2, bool faissFactory = false) {
+                 int64_t n, faiss::MetricType metric = faiss::METRIC_L2,
+                 bool faissFactory = false) {
     std::unique_ptr<faiss::Index> idx(faissFactory ? faiss::index_factory(d, desc, metric)
                                                    : faiss_ext::index_factory(d, desc, metric));
     if (n > 0) {

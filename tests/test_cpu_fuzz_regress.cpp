@@ -83,8 +83,7 @@ TEST(CpuFuzzRegress, EveryInputThrowsFaissExceptionOrReads) {
         const Bytes b = readBytes(p);
         EXPECT_EQ(outcome([&] { return deserialize_index(b); }, mustRead), "")
             << name << " (deserialize_index)";
-        EXPECT_EQ(outcome([&] { return deserialize_index(b, IO_FLAG_CHECKED_ONLY); }, mustRead),
-                  "")
+        EXPECT_EQ(outcome([&] { return deserialize_index(b, IO_FLAG_CHECKED_ONLY); }, mustRead), "")
             << name << " (deserialize_index, IO_FLAG_CHECKED_ONLY)";
         EXPECT_EQ(outcome([&] { return read_index(p.string().c_str()); }, mustRead), "")
             << name << " (read_index from the file)";
@@ -117,8 +116,8 @@ TEST(CpuFuzzRegress, CheckedOnlyRefusesFaissReaders) {
 TEST(CpuFuzzRegress, KnownFaissReaderCrashesAreRefusedUnderCheckedOnly) {
     // fuzz/known_faiss_crashes: inputs that crash FAISS 1.7.3's own readers
     // (never read here without the flag)
-    const fs::path dir = fs::path(__FILE__).parent_path().parent_path() / "fuzz" /
-                         "known_faiss_crashes";
+    const fs::path dir =
+        fs::path(__FILE__).parent_path().parent_path() / "fuzz" / "known_faiss_crashes";
     int n = 0;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
