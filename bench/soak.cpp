@@ -432,8 +432,10 @@ public:
 
 protected:
     void compare(int64_t nq, const std::vector<float>& q, int64_t k) {
-        std::vector<float> D(size_t(nq * k)), Dt(size_t(nq * k));
-        std::vector<idx_t> I(size_t(nq * k)), It(size_t(nq * k));
+        // FAISS 1.7.3's IndexFlat leaves the outputs untouched when empty:
+        // start from the padding every index documents (+inf, -1)
+        std::vector<float> D(size_t(nq * k)), Dt(size_t(nq * k), INFINITY);
+        std::vector<idx_t> I(size_t(nq * k)), It(size_t(nq * k), -1);
         gpu_->search(nq, q.data(), k, D.data(), I.data());
         twin_.search(nq, q.data(), k, Dt.data(), It.data());
         const std::string err = test::compareKnn(nq, k, D.data(), I.data(), Dt.data(), It.data(),

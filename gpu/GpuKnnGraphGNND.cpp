@@ -239,11 +239,13 @@ void GpuKnnGraphGNND::getGraph(idx_t* labels, float* distances) const {
             }
         }
     }
-    FAISS_EXT_CUDA_CHECK(cudaMemcpy(labels, outI.data(), sizeof(idx_t) * nk, cudaMemcpyDefault));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(labels, outI.data(), sizeof(idx_t) * nk,
+                                         cudaMemcpyDefault, stream));
     if (distances) {
-        FAISS_EXT_CUDA_CHECK(
-                cudaMemcpy(distances, outD.data(), sizeof(float) * nk, cudaMemcpyDefault));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(distances, outD.data(), sizeof(float) * nk,
+                                             cudaMemcpyDefault, stream));
     }
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 std::vector<int> GpuKnnGraphGNND::getGraphInt() const {
@@ -276,10 +278,14 @@ void GpuKnnGraphGNND::searchImpl_(idx_t n, const float* x, int64_t k, float* dis
                                                       ? -std::numeric_limits<float>::infinity()
                                                       : std::numeric_limits<float>::infinity());
         std::vector<idx_t> l0(size_t(n) * k, -1);
-        FAISS_EXT_CUDA_CHECK(cudaMemcpy(distances, d0.data(), sizeof(float) * d0.size(),
-                                        cudaMemcpyDefault));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpy(labels, l0.data(), sizeof(idx_t) * l0.size(),
-                                        cudaMemcpyDefault));
+        // on our stream, not the legacy one: a pageable host-to-device
+        // cudaMemcpy may return before the data lands, and the caller's
+        // copies run on our (non-blocking) stream
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(distances, d0.data(), sizeof(float) * d0.size(),
+                                             cudaMemcpyDefault, stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(labels, l0.data(), sizeof(idx_t) * l0.size(),
+                                             cudaMemcpyDefault, stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
         return;
     }
     const float* q = x;

@@ -43,6 +43,28 @@ struct Snapshot {
     }
 };
 
+/// Fraction of the ids of a found in the same row of b (rows of k).
+double overlap(const Snapshot& a, const Snapshot& b, int64_t k) {
+    if (a.I.size() != b.I.size() || a.I.empty()) return a.I.size() == b.I.size() ? 1.0 : 0.0;
+    int64_t hit = 0;
+    for (size_t r = 0; r < a.I.size() / k; ++r)
+        for (int64_t i = 0; i < k; ++i)
+            for (int64_t j = 0; j < k; ++j)
+                if (a.I[r * k + i] == b.I[r * k + j]) {
+                    hit++;
+                    break;
+                }
+    return double(hit) / double(a.I.size());
+}
+
+/// Same results: bit for bit, or, for GNND (whose builds and merges are not
+/// bit-reproducible: list updates race on the GPU), 90% of the same ids.
+bool sameResults(const Snapshot& a, const Snapshot& b, int64_t k, bool bitwise) {
+    if (bitwise) return a.I == b.I && a.D.size() == b.D.size() &&
+                        std::memcmp(a.D.data(), b.D.data(), a.D.size() * sizeof(float)) == 0;
+    return overlap(a, b, k) >= 0.9;
+}
+
 Snapshot snapshot(const faiss::Index& index, const std::vector<float>& q, int64_t k,
                   const faiss::SearchParameters* p = nullptr) {
     Snapshot s;
@@ -70,7 +92,7 @@ using Operation = std::function<void(faiss::Index*)>;
 /// operation then succeeds and gives the reference result). Stops when `op`
 /// makes fewer than j + 1 allocations. Returns the number of failures seen.
 int injectAtEveryAllocation(const char* what, const Factory& make, const Operation& op,
-                            const std::vector<float>& q, int64_t k) {
+                            const std::vector<float>& q, int64_t k, bool bitwiseAfter = true) {
     InjectionOff guard;
     // reference: the operation without failures
     std::unique_ptr<faiss::Index> ref = make();
@@ -80,7 +102,12 @@ int injectAtEveryAllocation(const char* what, const Factory& make, const Operati
     int failures = 0;
     for (int64_t j = 0; j < 2000; ++j) {
         std::unique_ptr<faiss::Index> index = make();
-        EXPECT_EQ(snapshot(*index, q, k), refBefore) << what << ": factory not deterministic";
+        // this index's own state before the operation (GNND builds are not
+        // bit-reproducible, so compare with itself, not with `ref`)
+        const Snapshot before = snapshot(*index, q, k);
+        EXPECT_TRUE(before.ntotal == refBefore.ntotal &&
+                    sameResults(before, refBefore, k, bitwiseAfter))
+                << what << ": factory not reproducible";
         setAllocFailureInjection(j);
         std::string msg;
         bool threw = false;
@@ -95,7 +122,9 @@ int injectAtEveryAllocation(const char* what, const Factory& make, const Operati
         if (!fired) {
             // op made only j allocations: done
             EXPECT_FALSE(threw) << what << ": threw without an injected failure: " << msg;
-            EXPECT_EQ(snapshot(*index, q, k), refAfter) << what;
+            const Snapshot got = snapshot(*index, q, k);
+            EXPECT_TRUE(got.ntotal == refAfter.ntotal && sameResults(got, refAfter, k, bitwiseAfter))
+                    << what;
             EXPECT_GT(j, 0) << what << ": the operation allocated nothing";
             return failures;
         }
@@ -103,15 +132,17 @@ int injectAtEveryAllocation(const char* what, const Factory& make, const Operati
             ++failures;
             EXPECT_TRUE(msg.find("memory") != std::string::npos)
                     << what << ", allocation " << j << ": unclear message: " << msg;
-            EXPECT_EQ(snapshot(*index, q, k), refBefore)
+            EXPECT_EQ(snapshot(*index, q, k), before)
                     << what << ", allocation " << j << ": the index changed after a failure";
             // usable: the same operation now succeeds with the reference result
             op(index.get());
-            EXPECT_EQ(snapshot(*index, q, k), refAfter)
+            const Snapshot got = snapshot(*index, q, k);
+            EXPECT_TRUE(got.ntotal == refAfter.ntotal && sameResults(got, refAfter, k, bitwiseAfter))
                     << what << ", allocation " << j << ": wrong result after a failure";
         } else {
             // the failure was absorbed (e.g. flat storage falling back to host)
-            EXPECT_EQ(snapshot(*index, q, k), refAfter)
+            const Snapshot got = snapshot(*index, q, k);
+            EXPECT_TRUE(got.ntotal == refAfter.ntotal && sameResults(got, refAfter, k, bitwiseAfter))
                     << what << ", allocation " << j << ": absorbed failure gave a wrong result";
         }
         if (::testing::Test::HasFailure()) return failures;
@@ -222,10 +253,10 @@ TEST(GpuReliabilityFailures, InjectedAllocationFailuresGNND) {
         return std::unique_ptr<faiss::Index>(std::move(idx));
     };
     EXPECT_GT(injectAtEveryAllocation("gnnd build", empty,
-                                      [&](faiss::Index* i) { i->add(3000, x.data()); }, q, 10),
+                                      [&](faiss::Index* i) { i->add(3000, x.data()); }, q, 10, false),
               0);
     EXPECT_GT(injectAtEveryAllocation("gnnd merge", built,
-                                      [&](faiss::Index* i) { i->add(1000, more.data()); }, q, 10),
+                                      [&](faiss::Index* i) { i->add(1000, more.data()); }, q, 10, false),
               0);
     std::vector<float> D(32 * 10);
     std::vector<idx_t> I(32 * 10);
@@ -456,7 +487,11 @@ TEST(GpuReliabilityThreads, SharedResourcesAcrossThreadsAndIndexes) {
         }
     });
     EXPECT_EQ(errors.load(), 0);
-    for (int t = 0; t < 6; ++t) EXPECT_EQ(got[t], serial[t]) << "thread " << t;
+    for (int t = 0; t < 6; ++t) {
+        EXPECT_EQ(got[t].ntotal, serial[t].ntotal);
+        EXPECT_TRUE(sameResults(got[t], serial[t], 10, t % 3 != 2))
+                << "thread " << t << ": overlap " << overlap(got[t], serial[t], 10);
+    }
 }
 
 TEST(GpuReliabilityThreads, AddAndResetDuringSearchesAreSerialised) {
@@ -498,9 +533,10 @@ TEST(GpuReliabilityThreads, AddAndResetDuringSearchesAreSerialised) {
                     return;
                 }
                 do {
+                    // (ntotal is read outside the search: compare the results only)
                     Snapshot s = snapshot(*idx, q, 10);
                     bool known = false;
-                    for (auto& st : states) known = known || s == st;
+                    for (auto& st : states) known = known || sameResults(s, st, 10, type != 2);
                     if (!known) bad++;
                     searches++;
                 } while (!writerDone.load());
@@ -511,7 +547,8 @@ TEST(GpuReliabilityThreads, AddAndResetDuringSearchesAreSerialised) {
         EXPECT_EQ(bad.load(), 0) << "type " << type << ": a search saw a state no serial run has";
         EXPECT_EQ(errors.load(), 0);
         EXPECT_GT(searches.load(), 0);
-        EXPECT_EQ(snapshot(*idx, q, 10), states.back());
+        EXPECT_TRUE(sameResults(snapshot(*idx, q, 10), states.back(), 10, type != 2));
+        EXPECT_EQ(idx->ntotal, states.back().ntotal);
         // reset while searching: every search sees the full or the empty index
         Snapshot full = snapshot(*idx, q, 10);
         std::atomic<int> unknown{0};
@@ -522,7 +559,9 @@ TEST(GpuReliabilityThreads, AddAndResetDuringSearchesAreSerialised) {
             }
             for (int r = 0; r < 5; ++r) {
                 Snapshot s = snapshot(*idx, q, 10);
-                if (!(s == full) && s.ntotal != 0) unknown++;
+                bool empty = true;
+                for (idx_t l : s.I) empty = empty && l == -1;
+                if (!sameResults(s, full, 10, true) && !empty) unknown++;
             }
         });
         EXPECT_EQ(unknown.load(), 0);
