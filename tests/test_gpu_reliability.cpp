@@ -263,7 +263,7 @@ TEST(GpuReliabilityFailures, InjectedAllocationFailuresGNND) {
     EXPECT_GT(injectAtEveryAllocation(
                       "gnnd search", built,
                       [&](faiss::Index* i) { i->search(32, q.data(), 10, D.data(), I.data()); }, q,
-                      10),
+                      10, false),
               0);
 }
 
