@@ -1,14 +1,19 @@
 // bench_gnnd_devices: GNND k-NN graphs of one generated clustered set
 // (N x 128, k = 32) built on one GPU and on several (issue 7):
-//   * in-memory: GpuKnnGraphGNND::add on device 0 (one GPU, no shards);
+//   * in-memory: GpuKnnGraphGNND::add on device 0 (one GPU, no shards), once
+//     per build degree of --inmemory-degrees (0: k rounded up to 32; a larger
+//     list length buys recall for time: the recall-matched one-GPU anchor);
 //   * file build: gnndBuildFromFile with the same shards on devices {0},
 //     {0, 1}, ... (shard builds in parallel, the GGM merges of each
 //     tournament round spread over the devices), and {0, 0} (two workers on
-//     one GPU) as a control.
+//     one GPU) as a control; once per shard store of --stores: "host"
+//     (shards kept in host memory between merges) and / or "files" (shard
+//     graph files in --workdir, hostMemoryBytes = 0).
 // Recall@10 on 1000 sampled rows against exact search (GpuIndexQuickSelectFlat).
 // Usage:
 //   bench_gnnd_devices [--n N] [--shards S] [--gpus G] [--skip-inmemory]
 //                      [--skip-same-gpu] [--workdir DIR] [--out results.jsonl]
+//                      [--stores host,files] [--inmemory-degrees 0,64] [--verbose]
 // Results: docs/benchmarks.md ("Several GPUs").
 #include "gpu/GnndOutOfCore.h"
 #include "gpu/GpuIndexQuickSelectFlat.h"
@@ -22,6 +27,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -71,13 +77,22 @@ double recallAt10(const std::vector<int64_t>& rows, const std::vector<int64_t>& 
     return hit / (rows.size() * 10.0);
 }
 
+std::vector<std::string> splitList(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    for (std::string item; std::getline(ss, item, ',');)
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int64_t N = 1000000;
     int shards = 4, gpus = -1;
-    bool inMemory = true, sameGpu = true;
+    bool inMemory = true, sameGpu = true, verbose = false;
     std::string workdir = "/tmp", out;
+    std::vector<std::string> stores = {"host"}, degrees = {"0"};
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() -> const char* {
@@ -94,6 +109,9 @@ int main(int argc, char** argv) {
         else if (a == "--out") out = next();
         else if (a == "--skip-inmemory") inMemory = false;
         else if (a == "--skip-same-gpu") sameGpu = false;
+        else if (a == "--verbose") verbose = true;
+        else if (a == "--stores") stores = splitList(next());
+        else if (a == "--inmemory-degrees") degrees = splitList(next());
         else if (a[0] != '-') N = std::atoll(a.c_str());  // old form: bench_gnnd_devices N
         else {
             std::fprintf(stderr, "unknown option %s\n", a.c_str());
@@ -103,6 +121,20 @@ int main(int argc, char** argv) {
     if (N < 10000 || shards < 1) {
         std::fprintf(stderr, "need --n >= 10000 and --shards >= 1\n");
         return 2;
+    }
+    for (const auto& st : stores) {
+        if (st != "host" && st != "files") {
+            std::fprintf(stderr, "--stores: '%s' is neither host nor files\n", st.c_str());
+            return 2;
+        }
+    }
+    for (const auto& dg : degrees) {
+        const int v = std::atoi(dg.c_str());
+        if (v < 0 || v % 32 != 0 || v > 1024 || (v > 0 && v < 32)) {
+            std::fprintf(stderr, "--inmemory-degrees: '%s' is not 0 or a multiple of 32 in [32, 1024]\n",
+                         dg.c_str());
+            return 2;
+        }
     }
     const int D = 128, k = 32;
     int ng = getNumDevices();
@@ -150,31 +182,34 @@ int main(int argc, char** argv) {
         }
     }
     FILE* jf = out.empty() ? nullptr : std::fopen(out.c_str(), "a");
-    auto record = [&](const char* mode, const std::string& devs, double build, double merge,
-                      double total, double recall, int nShards) {
-        std::printf("%-10s devices {%s}: %d shard(s): build %.3f s, merges %.3f s, total %.3f s, "
-                    "recall@10 %.4f\n",
-                    mode, devs.c_str(), nShards, build, merge, total, recall);
+    auto record = [&](const std::string& mode, const std::string& devs, double build, double merge,
+                      double total, double recall, int nShards, int buildDegree) {
+        std::printf("%-12s devices {%s}: %d shard(s), build degree %d: build %.3f s, merges %.3f s, "
+                    "total %.3f s, recall@10 %.4f\n",
+                    mode.c_str(), devs.c_str(), nShards, buildDegree, build, merge, total, recall);
         std::fflush(stdout);
         if (jf) {
             std::fprintf(jf,
                          "{\"bench\": \"gnnd_devices\", \"gpu\": \"%s\", \"gpus_present\": %d, "
                          "\"mode\": \"%s\", \"devices\": \"%s\", \"n\": %lld, \"d\": %d, \"k\": %d, "
-                         "\"shards\": %d, \"build_s\": %.4f, \"merge_s\": %.4f, \"total_s\": %.4f, "
-                         "\"recall_at_10\": %.5f}\n",
-                         prop.name, ng, mode, devs.c_str(), (long long)N, D, k, nShards, build,
-                         merge, total, recall);
+                         "\"build_degree\": %d, \"shards\": %d, \"build_s\": %.4f, \"merge_s\": %.4f, "
+                         "\"total_s\": %.4f, \"recall_at_10\": %.5f}\n",
+                         prop.name, ng, mode.c_str(), devs.c_str(), (long long)N, D, k, buildDegree,
+                         nShards, build, merge, total, recall);
             std::fflush(jf);
         }
     };
-    if (inMemory) {
+    for (size_t di = 0; inMemory && di < degrees.size(); ++di) {
         StandardGpuResources r;
-        GpuKnnGraphGNND index(&r, D, k);
+        GpuKnnGraphGNNDConfig cfg;
+        cfg.buildDegree = std::atoi(degrees[di].c_str());
+        GpuKnnGraphGNND index(&r, D, k, faiss_ext::FlatMetric::L2, cfg);
         double t = now();
         index.add(N, X.data());
         double secs = now() - t;
         std::vector<int> G = index.getGraphInt();
-        record("in-memory", "0", secs, 0, secs, recallAt10(rows, gt, G.data(), k), 1);
+        record("in-memory", "0", secs, 0, secs, recallAt10(rows, gt, G.data(), k), 1,
+               cfg.buildDegree ? cfg.buildDegree : (k + 31) / 32 * 32);
     }
     X.clear();
     X.shrink_to_fit();
@@ -188,11 +223,14 @@ int main(int argc, char** argv) {
     std::vector<std::unique_ptr<StandardGpuResources>> res;
     for (int g = 0; g < std::max(gpus, 1); ++g) res.emplace_back(new StandardGpuResources());
     int status = 0;
+    for (const auto& store : stores)
     for (auto& devs : devsets) {
         GnndFileBuildOptions opt;
         opt.devices = devs;
         opt.shardSize = (N + shards - 1) / shards;
         opt.workDir = workdir;
+        opt.verbose = verbose;
+        opt.hostMemoryBytes = store == "files" ? 0 : -1;
         std::vector<GpuResourcesProvider*> providers;
         std::string name;
         for (size_t i = 0; i < devs.size(); ++i) {
@@ -206,8 +244,9 @@ int main(int argc, char** argv) {
             int64_t gn;
             int gk;
             auto G = readGraphIvecs(graph, &gn, &gk);
-            record("file", name, rep.buildSeconds, rep.mergeSeconds, rep.totalSeconds,
-                   recallAt10(rows, gt, G.data(), gk), rep.shards);
+            record(rep.inHostMemory ? "file+host" : "file+shards", name, rep.buildSeconds,
+                   rep.mergeSeconds, rep.totalSeconds, recallAt10(rows, gt, G.data(), gk),
+                   rep.shards, (k + 31) / 32 * 32);
         } catch (const std::exception& e) {
             std::printf("devices {%s}: FAILED: %s\n", name.c_str(), e.what());
             status = 1;

@@ -797,7 +797,14 @@ protected:
                                       std::to_string(nq) + ", k " + std::to_string(k) +
                                       ", ntotal " + std::to_string(n) + ")");
         // the FAISS twin (CPU greedy search on our graph), for the log
-        if (twin_ && twin_->ntotal == n && n > kDegree && c_.unit() < 0.25) {
+        // FAISS 1.7.3's NNDescent::search draws max(search_L, k) random
+        // seeds with rng() % (ntotal - L): it divides by zero when ntotal ==
+        // L and reads out of bounds when ntotal < L or when a graph row holds
+        // a -1. Those graphs are not given to it (its bug, not ours).
+        if (twin_ && twin_->ntotal == n && n > kDegree && n > std::max<idx_t>(twin_->nndescent.search_L, kr) &&
+            std::find(twin_->nndescent.final_graph.begin(), twin_->nndescent.final_graph.end(), -1) ==
+                    twin_->nndescent.final_graph.end() &&
+            c_.unit() < 0.25) {
             std::vector<float> td(size_t(nq) * kr);
             std::vector<idx_t> ti(size_t(nq) * kr);
             twin_->search(nq, q.data(), kr, td.data(), ti.data());

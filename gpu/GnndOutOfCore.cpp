@@ -7,6 +7,8 @@
 
 #include <faiss/impl/FaissAssert.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,6 +44,26 @@ File openFile(const std::string& path, const char* mode, const char* who = "gnnd
     FAISS_THROW_IF_NOT_FMT(f, "%s: cannot open '%s' (%s): %s", who, path.c_str(),
                            mode[0] == 'r' ? "read" : "write", std::strerror(errno));
     return f;
+}
+
+/// Host memory available now: MemAvailable of /proc/meminfo, else the free
+/// physical pages.
+size_t availableHostBytes() {
+    if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+        char line[256];
+        unsigned long long kb = 0;
+        bool found = false;
+        while (std::fgets(line, sizeof(line), f)) {
+            if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+                found = true;
+                break;
+            }
+        }
+        std::fclose(f);
+        if (found) return size_t(kb) * 1024;
+    }
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
 }
 
 int64_t fileSize(FILE* f) {
@@ -169,10 +191,15 @@ public:
                                (long long)n_, k);
         chooseShardSize_();
         workDir_ = opt.workDir;
-        if (workDir_.empty()) {
-            size_t slash = graphPath.find_last_of('/');
-            workDir_ = slash == std::string::npos ? "." : graphPath.substr(0, slash);
-        }
+        size_t slash = graphPath.find_last_of('/');
+        outDir_ = slash == std::string::npos ? "." : graphPath.substr(0, slash);
+        if (workDir_.empty()) workDir_ = outDir_;
+        // every shard in host memory when it fits the budget
+        const size_t need = size_t(n_) * (sizeof(float) * d_ + 2 * (sizeof(int) + sizeof(float)) * K_);
+        const size_t budget = opt.hostMemoryBytes < 0 ? availableHostBytes() / 2
+                                                      : size_t(opt.hostMemoryBytes);
+        inRam_ = need <= budget;
+        if (inRam_) store_.resize(nShards_);
     }
 
     GnndFileBuildReport run() {
@@ -182,13 +209,12 @@ public:
         rep.d = d_;
         rep.shardSize = S_;
         rep.shards = nShards_;
-        // probe the work directory before any GPU work
-        {
-            std::string probe = shardPath_(-1);
-            File f = openFile(probe, "wb");
-            f.reset();
-            std::remove(probe.c_str());
-        }
+        rep.inHostMemory = inRam_;
+        // probe the output's directory (and the work directory when shard
+        // files are used) before any GPU work; the output itself is not
+        // touched before the graph is complete
+        probeDir_(outDir_);
+        if (!inRam_ && workDir_ != outDir_) probeDir_(workDir_);
         try {
             auto tb = Clock::now();
             buildShards_();
@@ -204,10 +230,11 @@ public:
         cleanup_();
         rep.totalSeconds = since(t0);
         if (opt_.verbose) {
-            std::printf("gnndBuildFromFile: %lld x %d, %d shards of %lld, %d merges: build %.2f s, "
-                        "merges %.2f s, total %.2f s\n",
-                        (long long)n_, d_, nShards_, (long long)S_, rep.merges, rep.buildSeconds,
-                        rep.mergeSeconds, rep.totalSeconds);
+            std::printf("gnndBuildFromFile: %lld x %d, %d shards of %lld (%s), %d merges: build "
+                        "%.2f s, merges %.2f s, total %.2f s\n",
+                        (long long)n_, d_, nShards_, (long long)S_,
+                        inRam_ ? "kept in host memory" : "shard files", rep.merges,
+                        rep.buildSeconds, rep.mergeSeconds, rep.totalSeconds);
             std::fflush(stdout);
         }
         return rep;
@@ -263,6 +290,15 @@ private:
                                (long long)(n_ - (nShards_ - 1) * S_), k_);
     }
 
+    void probeDir_(const std::string& dir) const {
+        char name[112];
+        std::snprintf(name, sizeof(name), "/.gnnd_probe_%p", (const void*)this);
+        const std::string probe = dir + name;
+        File f = openFile(probe, "wb");
+        f.reset();
+        std::remove(probe.c_str());
+    }
+
     int64_t shardBegin_(int i) const { return int64_t(i) * S_; }
     int64_t shardRows_(int i) const { return std::min(S_, n_ - shardBegin_(i)); }
     std::string shardPath_(int i, const char* kind = "graph") const {
@@ -290,7 +326,15 @@ private:
                                path.c_str());
     }
 
-    void loadShard_(int i, ShardData& s, bool withGraph) const {
+    /// A shard's data: taken from the host store once it holds the shard,
+    /// else read from the files. Shards in flight are disjoint (each round
+    /// is a set of disjoint pairs), so a shard has one owner at a time.
+    void loadShard_(int i, ShardData& s, bool withGraph) {
+        if (inRam_ && store_[i].n > 0) {
+            s = std::move(store_[i]);
+            store_[i] = ShardData();
+            return;
+        }
         s.index = i;
         s.n = shardRows_(i);
         s.x.resize(size_t(s.n) * d_);
@@ -300,8 +344,18 @@ private:
         readLists_(shardPath_(i, "head"), size_t(s.n) * K_, s.headIds, s.headDists);
     }
 
-    /// Writes the global lists (and the shard's own graph after its build).
-    void saveShard_(const ShardData& s, bool withHead) const {
+    /// Writes the global lists (and the shard's own graph after its build),
+    /// or gives the shard back to the host store.
+    void saveShard_(ShardData& s, bool withHead) {
+        if (inRam_) {
+            if (withHead) {
+                s.headIds = s.ids;
+                s.headDists = s.dists;
+            }
+            const int i = s.index;
+            store_[i] = std::move(s);
+            return;
+        }
         writeLists_(shardPath_(s.index), s.ids, s.dists);
         if (withHead) writeLists_(shardPath_(s.index, "head"), s.ids, s.dists);
     }
@@ -421,9 +475,9 @@ private:
                             params_, shardBegin_(i), wk->ids.data(), wk->dists.data(), nullptr);
                 download_(*wk, cur, 0);
                 if (writing.valid()) writing.get();
-                cur.x.clear();
+                if (!inRam_) cur.x.clear();
                 writing = std::async(std::launch::async,
-                                     [this, s = std::move(cur)] { saveShard_(s, true); });
+                                     [this, s = std::move(cur)]() mutable { saveShard_(s, true); });
                 if (opt_.verbose) {
                     std::printf("gnndBuildFromFile: GPU %d built shard %d/%d (%lld vectors) in "
                                 "%.2f s\n",
@@ -495,16 +549,22 @@ private:
                                 shardBegin_(a.index), shardBegin_(b.index), params_, wk.ids.data(),
                                 wk.dists.data(), nullptr, wk.headIds.data(), wk.headDists.data());
                     // the next pair may start loading while this one is written
-                    a.headIds.clear();
-                    b.headIds.clear();
+                    if (!inRam_) {
+                        a.headIds.clear();
+                        b.headIds.clear();
+                    }
                     download_(wk, a, 0);
                     download_(wk, b, a.n);
-                    a.x.clear();
-                    b.x.clear();
-                    writes.push_back(std::async(std::launch::async,
-                                                [this, s = std::move(a)] { saveShard_(s, false); }));
-                    writes.push_back(std::async(std::launch::async,
-                                                [this, s = std::move(b)] { saveShard_(s, false); }));
+                    if (!inRam_) {
+                        a.x.clear();
+                        b.x.clear();
+                    }
+                    writes.push_back(std::async(std::launch::async, [this, s = std::move(a)]() mutable {
+                        saveShard_(s, false);
+                    }));
+                    writes.push_back(std::async(std::launch::async, [this, s = std::move(b)]() mutable {
+                        saveShard_(s, false);
+                    }));
                     int dn = ++done;
                     if (opt_.verbose) {
                         std::printf("gnndBuildFromFile: GPU %d merged shards %d and %d (%d/%d) in "
@@ -528,10 +588,15 @@ private:
         std::vector<float> drow(size_t(k_) + 1);
         int32_t kk = k_;
         for (int i = 0; i < nShards_; ++i) {
-            ShardData s;
-            s.index = i;
-            s.n = shardRows_(i);
-            readLists_(shardPath_(i), size_t(s.n) * K_, s.ids, s.dists);
+            ShardData fromFile;
+            if (!inRam_) {
+                fromFile.index = i;
+                fromFile.n = shardRows_(i);
+                readLists_(shardPath_(i), size_t(fromFile.n) * K_, fromFile.ids, fromFile.dists);
+            }
+            const ShardData& s = inRam_ ? store_[i] : fromFile;
+            FAISS_THROW_IF_NOT_FMT(s.n == shardRows_(i) && s.ids.size() == size_t(s.n) * K_,
+                                   "gnndBuildFromFile: internal error: shard %d is incomplete", i);
             for (int64_t r = 0; r < s.n; ++r) {
                 std::memcpy(row.data(), &kk, 4);
                 std::memcpy(row.data() + 1, s.ids.data() + size_t(r) * K_, sizeof(int) * k_);
@@ -573,6 +638,10 @@ private:
     int64_t S_ = 0;
     int nShards_ = 0;
     std::string workDir_;
+    std::string outDir_;
+    bool inRam_ = false;
+    /// The shards between merges when they are kept in host memory.
+    std::vector<ShardData> store_;
     std::atomic<bool> failed_{false};
 };
 
@@ -590,6 +659,10 @@ GnndFileBuildReport gnndBuildFromFile(const std::vector<GpuResourcesProvider*>& 
                            "gnndBuildFromFile: unknown vector file format");
     FAISS_THROW_IF_NOT_FMT(options.shardSize >= 0, "gnndBuildFromFile: shardSize = %lld < 0",
                            (long long)options.shardSize);
+    FAISS_THROW_IF_NOT_FMT(options.hostMemoryBytes >= -1,
+                           "gnndBuildFromFile: hostMemoryBytes = %lld (give -1 for automatic, 0 "
+                           "for shard files, or a byte count)",
+                           (long long)options.hostMemoryBytes);
     VectorFile file(vectorsPath, format, d);
     Builder b(providers, file, k, metric, options, graphPath);
     return b.run();

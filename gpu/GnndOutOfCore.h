@@ -2,11 +2,13 @@
 // GPUs, by the paper's section 5 (papers/wang-gnnd-gpu-nn-descent.txt): the
 // file is cut into shards that fit a device; GNND builds each shard's graph;
 // GGM merges every pair of shards once, so each list ends with the top-k of
-// the whole set. Only the shards being merged are in memory (host and
-// device): shard graphs live in files under a work directory, and the next
-// pair's data is read (and the last pair's graphs written) by a host thread
-// while the GPU merges. With several devices, shard builds and the merges of
-// each round (disjoint pairs) run on all devices at once.
+// the whole set. Only the shards being merged are on a device. Between
+// merges the shards stay in host memory when they fit the host budget
+// (options.hostMemoryBytes); past it, shard graphs live in files under a
+// work directory, only the pairs being merged are in host memory, and the
+// next pair's data is read (and the last pair's graphs written) by a host
+// thread while the GPU merges. With several devices, shard builds and the
+// merges of each round (disjoint pairs) run on all devices at once.
 #pragma once
 
 #include "faiss_ext/Metric.h"
@@ -42,6 +44,13 @@ struct GnndFileBuildOptions {
     int64_t shardSize = 0;
     /// Directory for shard graph files (empty: next to the output file).
     std::string workDir;
+    /// Host memory (bytes) the build may use to keep every shard in RAM
+    /// between merges: its vectors, global lists and own graph, n x (4 (d +
+    /// 1) + 16 K) bytes in all. When they fit, no shard file is written and
+    /// the vector file is read once; otherwise shard graphs go to files under
+    /// workDir. -1 (default): half of the host memory available when the
+    /// build starts (MemAvailable in /proc/meminfo); 0: always files.
+    int64_t hostMemoryBytes = -1;
     /// Print progress (shards built, pairs merged, times).
     bool verbose = false;
     /// Also write the distances as an fvecs file (empty: none).
@@ -58,6 +67,7 @@ struct GnndFileBuildReport {
     double buildSeconds = 0;  ///< GNND of the shards
     double mergeSeconds = 0;  ///< all merges
     double totalSeconds = 0;  ///< the whole build, I/O included
+    bool inHostMemory = false;  ///< shards kept in host memory (else shard files)
 };
 
 /// Builds the k-NN graph (degree k, metric L2 or inner product / cosine /

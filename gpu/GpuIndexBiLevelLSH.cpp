@@ -80,16 +80,10 @@ void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
     checkUsable_();
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    checkFinite_(n, x, "GpuIndexBiLevelLSH::train: vector");
     lsh_impl::DeviceVec<float> copy;
     const float* dX = x;
-    if (onThisDevice_(x, "GpuIndexBiLevelLSH::train: x")) {
-        const int64_t bad = firstNonFiniteRowDevice(x, n, d, stream);
-        FAISS_THROW_IF_NOT_FMT(bad < 0,
-                               "%s: vector %lld has a NaN or infinite component (Bi-level LSH "
-                               "needs finite vectors)",
-                               who, (long long)bad);
-    } else {
-        checkFiniteVectors(who, n, d, x);
+    if (!onThisDevice_(x, "GpuIndexBiLevelLSH::train: x")) {
         copy.allocate(size_t(n) * d, who, "training vectors");
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(copy.data(), x, size_t(n) * d * sizeof(float),
                                              cudaMemcpyHostToDevice, stream));

@@ -419,8 +419,10 @@ void GpuKnnGraphGNND::copyTo(faiss::IndexNNDescentFlat* index) const {
     std::vector<int> graph = getGraphInt();
     if (ntotal) {
         DeviceScope scope(config_.device);
-        FAISS_EXT_CUDA_CHECK(cudaMemcpy(xs.data(), state_->x.data(), sizeof(float) * xs.size(),
-                                        cudaMemcpyDeviceToHost));
+        cudaStream_t stream = resources_->getDefaultStream(config_.device);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(xs.data(), state_->x.data(), sizeof(float) * xs.size(),
+                                             cudaMemcpyDeviceToHost, stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
     index->reset();
     index->storage->add(ntotal, xs.data());
@@ -463,8 +465,10 @@ faiss::IndexNSGFlat* GpuKnnGraphGNND::toIndexNSG(int R) const {
     std::vector<float> xs(size_t(ntotal) * d);
     {
         DeviceScope scope(config_.device);
-        FAISS_EXT_CUDA_CHECK(cudaMemcpy(xs.data(), state_->x.data(), sizeof(float) * xs.size(),
-                                        cudaMemcpyDeviceToHost));
+        cudaStream_t stream = resources_->getDefaultStream(config_.device);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(xs.data(), state_->x.data(), sizeof(float) * xs.size(),
+                                             cudaMemcpyDeviceToHost, stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
     std::vector<idx_t> graph(size_t(ntotal) * k_);
     getGraph(graph.data());
@@ -492,8 +496,10 @@ void GpuKnnGraphGNND::reconstruct(idx_t key, float* recons) const {
                            (long long)key, (long long)ntotal);
     FAISS_THROW_IF_NOT_MSG(recons, "reconstruct: recons is a null pointer");
     DeviceScope scope(config_.device);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpy(recons, state_->x.data() + size_t(key) * d,
-                                    sizeof(float) * d, cudaMemcpyDefault));
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(recons, state_->x.data() + size_t(key) * d,
+                                         sizeof(float) * d, cudaMemcpyDefault, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 const float* GpuKnnGraphGNND::getVectorsDevice() const { return state_->x.data(); }

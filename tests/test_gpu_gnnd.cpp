@@ -17,6 +17,7 @@
 #include "gpu/GpuIndexQuickSelectFlat.h"
 #include "gpu/GpuKnnGraphGNND.h"
 #include "gpu/StandardGpuResources.h"
+#include "gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexNNDescent.h>
@@ -391,6 +392,14 @@ struct TempDir {
     }
     std::string file(const std::string& name) const { return path + "/" + name; }
 };
+
+/// Entries of a directory (-1 when it cannot be read).
+int64_t countDirEntries(const std::string& dir) {
+    std::error_code ec;
+    int64_t c = 0;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) ++c;
+    return ec ? -1 : c;
+}
 
 // ---- data sets ----
 
@@ -806,6 +815,7 @@ TEST(GpuGnndOutOfCore, FileBuildMatchesInMemoryBuild) {
         EXPECT_LT(rep.shardSize, n) << what;
         EXPECT_GE(rep.shardSize * rep.shards, n) << what;
         EXPECT_EQ(rep.merges, rep.shards * (rep.shards - 1) / 2) << what;
+        EXPECT_TRUE(rep.inHostMemory) << what << ": a few MB of shards were not kept in host memory";
         std::printf("[gnnd] %s: %d shards of %lld, %d merges\n", what.c_str(), rep.shards,
                     (long long)rep.shardSize, rep.merges);
         const double r = fileGraphRecall(out, x, n, d, k, ref, what);
@@ -813,16 +823,22 @@ TEST(GpuGnndOutOfCore, FileBuildMatchesInMemoryBuild) {
         EXPECT_GE(r, 0.95) << what;
     }
 
-    // Raw float32, explicit shard size, distances written too.
+    // Raw float32, explicit shard size, distances written too; shard files
+    // (no host memory for the shards), left behind in no case.
     {
         StandardGpuResources res;
         GnndFileBuildOptions opt;
         opt.shardSize = n / 4;
+        opt.hostMemoryBytes = 0;
+        opt.workDir = tmp.file("work");
+        ASSERT_TRUE(std::filesystem::create_directory(opt.workDir));
         opt.distancesPath = tmp.file("graph_raw_dist.fvecs");
         const std::string out = tmp.file("graph_raw.ivecs");
         const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
                 {&res}, raw, VectorFileFormat::RawFloat32, d, k, FlatMetric::L2, out, opt);
-        const std::string what = "raw float32, shardSize n/4";
+        const std::string what = "raw float32, shardSize n/4, shard files";
+        EXPECT_FALSE(rep.inHostMemory) << what;
+        EXPECT_EQ(countDirEntries(opt.workDir), 0) << what << ": shard files left in the work directory";
         EXPECT_EQ(rep.shards, 4) << what;
         EXPECT_EQ(rep.shardSize, n / 4) << what;
         EXPECT_EQ(rep.merges, 6) << what;
@@ -841,19 +857,93 @@ TEST(GpuGnndOutOfCore, FileBuildMatchesInMemoryBuild) {
         EXPECT_EQ("", checkStructure(x.data(), n, d, false, g.data(), dist.data(), k)) << what;
     }
 
-    // Two workers on one GPU (devices {0, 0}): the same quality.
-    {
+    // Two workers on one GPU (devices {0, 0}): the same quality, in host
+    // memory and with shard files.
+    for (int64_t hostBytes : {int64_t(-1), int64_t(0)}) {
         StandardGpuResources res0, res1;
         GnndFileBuildOptions opt;
         opt.shardSize = n / 4;
         opt.devices = {0, 0};
+        opt.hostMemoryBytes = hostBytes;
         const std::string out = tmp.file("graph_two_workers.ivecs");
         const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
                 {&res0, &res1}, fv, VectorFileFormat::Fvecs, d, k, FlatMetric::L2, out, opt);
-        const std::string what = "fvecs, devices {0, 0}, shardSize n/4";
+        const std::string what = std::string("fvecs, devices {0, 0}, shardSize n/4, ") +
+                                 (hostBytes ? "host memory" : "shard files");
         EXPECT_EQ(rep.shards, 4) << what;
+        EXPECT_EQ(rep.inHostMemory, hostBytes != 0) << what;
         const double r = fileGraphRecall(out, x, n, d, k, ref, what);
         EXPECT_GE(r, memRecall - 0.01) << what << " (in memory: " << memRecall << ")";
+    }
+}
+
+// Issue 7: the same build spread over two GPUs (shard builds in parallel,
+// each round's merges on both), with the shards in host memory and in files:
+// the same quality as on one GPU. Skipped visibly below two GPUs.
+TEST(GpuGnndOutOfCore, TwoGpusMatchOneGpu) {
+    FAISS_EXT_REQUIRE_GPU();
+    if (faiss_ext::gpu::getNumDevices() < 2) {
+        GTEST_SKIP() << "needs 2 GPUs (" << faiss_ext::gpu::getNumDevices() << " visible)";
+    }
+    const int64_t n = 40000;
+    const int d = 32, k = 32;
+    auto x = clusteredVectors(n, d, 40, kSeed + 19);
+    auto ref = exactGraph(x.data(), n, d, kR, false);
+    TempDir tmp;
+    const std::string raw = tmp.file("base.f32");
+    writeRaw(raw, x.data(), x.size() * sizeof(float));
+    StandardGpuResources r0, r1;
+    for (int64_t hostBytes : {int64_t(-1), int64_t(0)}) {
+        double recalls[2] = {0, 0};
+        for (int g = 1; g <= 2; ++g) {
+            GnndFileBuildOptions opt;
+            opt.shardSize = n / 5;  // 5 shards: rounds of 2 merges and a shard sitting out
+            opt.devices = g == 1 ? std::vector<int>{0} : std::vector<int>{0, 1};
+            opt.hostMemoryBytes = hostBytes;
+            opt.workDir = tmp.path;
+            const std::string out = tmp.file("graph_" + std::to_string(g) + ".ivecs");
+            std::vector<GpuResourcesProvider*> prov = {&r0};
+            if (g == 2) prov.push_back(&r1);
+            const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
+                    prov, raw, VectorFileFormat::RawFloat32, d, k, FlatMetric::L2, out, opt);
+            const std::string what = std::string(g == 1 ? "devices {0}" : "devices {0, 1}") +
+                                     (hostBytes ? ", host memory" : ", shard files");
+            EXPECT_EQ(rep.shards, 5) << what;
+            EXPECT_EQ(rep.merges, 10) << what;
+            EXPECT_EQ(rep.inHostMemory, hostBytes != 0) << what;
+            recalls[g - 1] = fileGraphRecall(out, x, n, d, k, ref, what);
+            EXPECT_GE(recalls[g - 1], 0.95) << what;
+        }
+        EXPECT_GE(recalls[1], recalls[0] - 0.01) << "two GPUs lost quality against one";
+    }
+    // Two devices with an allocation failing part way (on either device):
+    // a clear error, no output file, no shard file left behind.
+    for (int64_t at : {int64_t(3), int64_t(40)}) {
+        GnndFileBuildOptions opt;
+        opt.shardSize = n / 5;
+        opt.devices = {0, 1};
+        opt.hostMemoryBytes = 0;
+        opt.workDir = tmp.file("work_fail");
+        std::filesystem::create_directory(opt.workDir);
+        const std::string out = tmp.file("graph_fail.ivecs");
+        faiss_ext::gpu::setAllocFailureInjection(at);
+        bool threw = false;
+        try {
+            faiss_ext::gpu::gnndBuildFromFile({&r0, &r1}, raw, VectorFileFormat::RawFloat32, d, k,
+                                              FlatMetric::L2, out, opt);
+        } catch (const faiss::FaissException& e) {
+            threw = true;
+            EXPECT_NE(std::string(e.what()).find("memory"), std::string::npos) << e.what();
+        }
+        const bool pending = faiss_ext::gpu::allocFailureInjectionPending();
+        faiss_ext::gpu::setAllocFailureInjection(-1);
+        if (pending) {  // the build made fewer allocations than `at`
+            EXPECT_FALSE(threw) << "allocation " << at;
+            continue;
+        }
+        EXPECT_TRUE(threw) << "allocation " << at << " failed, yet no exception";
+        EXPECT_FALSE(fileExists(out)) << "a failed build left an output file (allocation " << at << ")";
+        EXPECT_EQ(countDirEntries(opt.workDir), 0) << "shard files left after a failure (allocation " << at << ")";
     }
 }
 
@@ -899,6 +989,17 @@ TEST(GpuGnndOutOfCore, BadFilesAreClearErrors) {
     expectError([&] { build(raw, VectorFileFormat::RawFloat32, 31, out); }, "raw with a wrong d", "");
     expectError([&] { build(fv, VectorFileFormat::Fvecs, 0, tmp.file("no/such/dir/g.ivecs")); },
                 "unwritable output", "");
+    {
+        GnndFileBuildOptions opt;
+        opt.hostMemoryBytes = 0;
+        opt.workDir = tmp.file("no/such/work/dir");
+        expectError([&] { faiss_ext::gpu::gnndBuildFromFile({&res}, fv, VectorFileFormat::Fvecs, 0, k, FlatMetric::L2, out, opt); },
+                    "unwritable work directory with shard files", "no/such/work/dir");
+        opt.hostMemoryBytes = -2;
+        opt.workDir.clear();
+        expectError([&] { faiss_ext::gpu::gnndBuildFromFile({&res}, fv, VectorFileFormat::Fvecs, 0, k, FlatMetric::L2, out, opt); },
+                    "hostMemoryBytes = -2", "hostMemoryBytes");
+    }
     expectError([&] { faiss_ext::gpu::gnndBuildFromFile({}, fv, VectorFileFormat::Fvecs, 0, k, FlatMetric::L2, out); },
                 "no providers", "");
     expectError([&] { faiss_ext::gpu::gnndBuildFromFile({&res}, fv, VectorFileFormat::Fvecs, 0, 0, FlatMetric::L2, out); },

@@ -410,14 +410,6 @@ public:
     }
 };
 
-size_t freeDeviceMemory(int device) {
-    faiss_ext::gpu::DeviceScope scope(device);
-    size_t freeBytes = 0, total = 0;
-    cudaDeviceSynchronize();
-    if (cudaMemGetInfo(&freeBytes, &total) != cudaSuccess) return 0;
-    return freeBytes;
-}
-
 /// The copy on the second device fails: the first is freed, the error comes
 /// through.
 void checkFailureFreesEarlierCopies(const std::vector<int>& devices) {
@@ -431,15 +423,24 @@ void checkFailureFreesEarlierCopies(const std::vector<int>& devices) {
     {  // warm the resources (streams, handles, pools) up first
         std::unique_ptr<faiss::Index> warm(index_cpu_to_gpu(&good, devices[0], &cpu));
     }
-    const size_t before = freeDeviceMemory(devices[0]);
+    // this process's own allocations (getDeviceMemoryStats counts no other
+    // process, so a GPU shared with other jobs does not disturb the check)
+    const auto before = faiss_ext::gpu::getDeviceMemoryStats(devices[0]);
     for (bool shard : {false, true}) {
         SCOPED_TRACE(shard ? "shard" : "replicate");
         GpuMultipleClonerOptions opts = shardOptions(shard);
         EXPECT_THROW(index_cpu_to_gpu_multiple({&good, &bad}, devices, &cpu, &opts),
                      std::exception);
-        const size_t after = freeDeviceMemory(devices[0]);
-        // the copy (100 MiB) or shard (50 MiB) is gone; allow 16 MiB of noise
-        EXPECT_GE(after + (16u << 20), before) << "before " << before << ", after " << after;
+        const auto after = faiss_ext::gpu::getDeviceMemoryStats(devices[0]);
+        // the copy (100 MiB) or shard (50 MiB) is gone: the same resident
+        // allocations as before
+        EXPECT_EQ(after.allocatedBytes, before.allocatedBytes);
+        EXPECT_EQ(after.allocations, before.allocations);
+    }
+    {  // the measure sees a copy that succeeds (so the check above can fail)
+        std::unique_ptr<faiss::Index> ok(index_cpu_to_gpu(&good, devices[0], &cpu));
+        EXPECT_GE(faiss_ext::gpu::getDeviceMemoryStats(devices[0]).allocatedBytes,
+                  before.allocatedBytes + size_t(nb) * d * sizeof(float));
     }
 }
 

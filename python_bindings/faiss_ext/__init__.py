@@ -495,14 +495,16 @@ GpuKnnGraphGNND.toIndexNSG = _gnnd_to_index_nsg
 
 def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, config=None,
                          devices=None, shard_size=0, work_dir="", verbose=False,
-                         distances_path=""):
+                         distances_path="", host_memory_bytes=-1):
     """Builds the k-NN graph (degree ``k``) of the vectors in a file and
     writes it to ``graph_path`` as ivecs (per vector: int32 k, then the k
     neighbour ids, closest first); read it with read_graph_ivecs.
 
     The file is cut into shards that fit a device; GNND builds each shard's
     graph and GGM merges every pair of shards, with only the pair being merged
-    in memory, so the file may be larger than GPU (and host) memory. With
+    on a device. Between merges the shards stay in host memory when they fit
+    ``host_memory_bytes`` (-1: half of the available memory; 0: never), else
+    in shard files, so the file may be larger than GPU and host memory. With
     several ``devices`` the shard builds and each round's merges run on all
     of them.
 
@@ -515,14 +517,15 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
     vectors per shard (0: the largest that fits). ``work_dir``: where shard
     graphs go (default: next to graph_path). ``distances_path``: also write
     the distances as fvecs. Returns a dict: n, d, shard_size, shards, merges,
-    build_seconds, merge_seconds, total_seconds. The GIL is released meanwhile.
+    build_seconds, merge_seconds, total_seconds, in_host_memory. The GIL is
+    released meanwhile.
     """
     if not isinstance(metric, FlatMetric):
         metric = int(metric)
     return _C._gnnd_build_from_file(
         res, os.fspath(vectors_path), format, int(d), int(k), metric, os.fspath(graph_path),
         config, [int(x) for x in (devices or [])], int(shard_size), os.fspath(work_dir),
-        bool(verbose), os.fspath(distances_path))
+        bool(verbose), os.fspath(distances_path), int(host_memory_bytes))
 
 
 def read_graph_ivecs(path):

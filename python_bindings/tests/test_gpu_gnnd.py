@@ -356,6 +356,14 @@ def test_build_from_file_takes_a_list_of_resources(res, xb, tmp_path):
         [res], vectors, faiss_ext.VectorFileFormat.FVECS, D_DIM, K, FM.L2,
         tmp_path / "g.ivecs", devices=[0], shard_size=1500)
     assert report["n"] == 3000 and report["shards"] >= 2
+    assert report["in_host_memory"] is True
+    # host_memory_bytes=0: shard files, the same graph quality
+    files = faiss_ext.gnnd_build_from_file(
+        [res], vectors, faiss_ext.VectorFileFormat.FVECS, D_DIM, K, FM.L2,
+        tmp_path / "g_files.ivecs", devices=[0], shard_size=1500, host_memory_bytes=0)
+    assert files["in_host_memory"] is False and files["shards"] == report["shards"]
+    _, I_ref = exact_graph(xb[:3000], K)
+    assert recall_at(faiss_ext.read_graph_ivecs(tmp_path / "g_files.ivecs"), I_ref, 10) >= 0.95
 
 
 def test_build_from_file_errors(res, tmp_path):
@@ -369,6 +377,9 @@ def test_build_from_file_errors(res, tmp_path):
     with pytest.raises(ValueError):
         faiss_ext.gnnd_build_from_file(res, tmp_path / "x", F.FVECS, 0, K, faiss.METRIC_L2,
                                        tmp_path / "g.ivecs", shard_size=-1)
+    with pytest.raises(ValueError):
+        faiss_ext.gnnd_build_from_file(res, tmp_path / "x", F.FVECS, 0, K, faiss.METRIC_L2,
+                                       tmp_path / "g.ivecs", host_memory_bytes=-2)
     with pytest.raises(RuntimeError):
         faiss_ext.read_graph_ivecs(tmp_path / "missing.ivecs")
 
