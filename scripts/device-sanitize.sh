@@ -1,52 +1,108 @@
 #!/usr/bin/env bash
-# Runs the whole GPU test suite under compute-sanitizer (memcheck, racecheck,
-# synccheck) on the GPU machine, every tool over every test, the tests split
-# into gtest shards that run as parallel processes on the one GPU (the
-# sanitizers are CPU bound). Stage first with scripts/device-stage-tests.sh;
-# then, on the device with carry [".device"]:
-#   bash scripts/device-sanitize.sh $OUT "memcheck racecheck synccheck" 5 [filter] [seconds]
-# Writes OUT/sanitize_<tool>.log (the shards' logs one after another) and
-# prints per shard: tests passed / failed, the tool's summary line, the exit
-# status. Exit status 0 only when every shard of every tool finished with
-# all tests passed and zero errors / hazards.
+# Runs the whole GPU test suite under one compute-sanitizer tool (memcheck,
+# racecheck or synccheck) on the GPU machine: every test of gpu_tests as its
+# own process under the tool, JOBS processes at a time on the one GPU (the
+# tools are slow and partly CPU bound), the longest tests first so that the
+# pool ends together. Stage first with scripts/device-stage-tests.sh; then,
+# on the device with carry [".device"]:
+#   bash scripts/device-sanitize.sh $OUT memcheck [JOBS (16)] [FILTER (*)] [SECONDS (540)] [-- TOOL ARGS]
+# TOOL ARGS go to compute-sanitizer as they are (for instance a kernel filter).
+# Writes OUT/sanitize_<tool>.log (every test's output, one after another) and
+# prints: tests clean / with sanitizer errors / failed / timed out / not
+# started, the tool's summary lines counted, elapsed time. Exit status 0 only
+# when every test ran to the end, passed (or skipped) and the tool reported
+# zero errors for every process.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:?output directory}
-tools=${2:-"memcheck racecheck synccheck"}
-shards=${3:-4}
+tool=${2:?memcheck, racecheck or synccheck}
+jobs=${3:-16}
 filter=${4:-*}
-limit=${5:-560}
+limit=${5:-540}
+shift $(( $# < 5 ? $# : 5 ))
+[ "${1:-}" = "--" ] && shift
 source .device/env.sh
 export FAISS_EXT_DATA_DIR=$PWD/.device/extra
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # JOBS processes share the cores
+# the tools do not follow gtest's re-executed death-test children (they
+# hang): the bad-input refusals run in the test's own process here
+export FAISS_EXT_TEST_IN_PROCESS=1
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+bin=$PWD/.device/bin/tests/gpu_tests
 work=$(mktemp -d)
 start=$(date +%s)
-for t in $tools; do
-  for s in $(seq 0 $((shards - 1))); do
-    (
-      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$s timeout "$limit" \
-        "$cs" --tool "$t" --error-exitcode 9 --print-limit 100 \
-        .device/bin/tests/gpu_tests --gtest_filter="$filter" >"$work/$t.$s.log" 2>&1
-      echo $? >"$work/$t.$s.rc"
-    ) &
-  done
-done
-wait
-status=0
-for t in $tools; do
-  : >"$out/sanitize_$t.log"
-  for s in $(seq 0 $((shards - 1))); do
-    f=$work/$t.$s.log
-    rc=$(cat "$work/$t.$s.rc")
-    passed=$(grep -m1 -o '\[  PASSED  \] [0-9]* test' "$f" | grep -o '[0-9]*' || echo 0)
-    failed=$(grep -c '^\[  FAILED  \] [A-Za-z]' "$f" || true)
-    skipped=$(grep -m1 -o '\[  SKIPPED \] [0-9]* test' "$f" | grep -o '[0-9]*' || echo 0)
-    summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$f" | tail -1)
-    echo "$t shard $s/$shards: rc $rc, passed $passed, skipped $skipped, failed $failed; $summary"
-    { echo "===== $t shard $s/$shards (rc $rc) ====="; cat "$f"; } >>"$out/sanitize_$t.log"
-    [ "$rc" = 0 ] || status=1
-  done
-done
-echo "elapsed $(( $(date +%s) - start )) s; exit $status"
-rm -rf "$work"
-exit $status
+export SAN_CS=$cs SAN_TOOL=$tool SAN_BIN=$bin SAN_WORK=$work SAN_END=$((start + limit)) SAN_ARGS="$*"
+
+# full test names (suite.test), parameterised ones included
+"$bin" --gtest_list_tests --gtest_filter="$filter" |
+  awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' >"$work/all"
+# the long ones first (measured under the tools on an H200), then the rest
+heavy='InjectedAllocationFailuresBiLevelLSH TiledSearchEqualsUntiled GraphStructureAndAccessors
+HostAndDevicePointersWithInIndices ExactOnIntegerDataEveryMode HostMatrixLargerThanTempMemoryIsStreamed
+HostInputPagedInChunksWithAndWithoutPinnedStaging MatchesPartialSortEveryAlgo InjectedAllocationFailuresFlat
+WrappersAreWalked ConcurrentSearchesOfOneIndexEqualSerial MergeQueueGroupSizesAndTHHeapSampleFactors
+EachIndexRefusesKPastItsLimit FactoryTwinBecomesGnndWithItsParameters IncrementalAddsMergeWithGgm
+DefaultConfigRecallAt10 SharedResourcesAcrossThreadsAndIndexes GridOfShapesAndPatterns DegreeSweep
+FileBuildMatchesInMemoryBuild TwoGpusMatchOneGpu RealDataSiftSmall'
+: >"$work/order"
+for h in $heavy; do grep -F ".$h" "$work/all" >>"$work/order" || true; done
+grep -v -x -F -f "$work/order" "$work/all" >>"$work/order" || true
+awk '!seen[$0]++' "$work/order" >"$work/order1" && mv "$work/order1" "$work/order"
+total=$(wc -l <"$work/order")
+echo "$tool: $total tests, $jobs at a time, ${limit} s, tool args: ${SAN_ARGS:-none}"
+
+run_one() {
+  local t=$1 safe left
+  safe=$(echo "$t" | tr '/' '_')
+  left=$((SAN_END - $(date +%s)))
+  if [ "$left" -le 10 ]; then
+    echo notrun >"$SAN_WORK/$safe.rc"
+    return
+  fi
+  # shellcheck disable=SC2086
+  timeout "$left" "$SAN_CS" --tool "$SAN_TOOL" --error-exitcode 9 --print-limit 100 $SAN_ARGS \
+    "$SAN_BIN" --gtest_filter="$t" >"$SAN_WORK/$safe.log" 2>&1
+  echo $? >"$SAN_WORK/$safe.rc"
+}
+export -f run_one
+xargs -a "$work/order" -P "$jobs" -I{} bash -c 'run_one "$1"' _ {}
+
+clean=0 errors=0 failed=0 timedout=0 notrun=0 skipped=0 nocuda=0
+bad=()
+: >"$out/sanitize_$tool.log"
+while read -r t; do
+  safe=$(echo "$t" | tr '/' '_')
+  rc=$(cat "$work/$safe.rc" 2>/dev/null || echo notrun)
+  f=$work/$safe.log
+  if [ "$rc" = notrun ]; then
+    notrun=$((notrun + 1)); bad+=("$t: not started (time)"); continue
+  fi
+  { echo "===== $t (rc $rc) ====="; cat "$f"; } >>"$out/sanitize_$tool.log"
+  grep -q '^\[  SKIPPED \] [A-Za-z]' "$f" && skipped=$((skipped + 1))
+  # a test that makes no CUDA call passes, and the tool exits 255 for want
+  # of anything to check: nothing on the GPU to sanitize
+  if [ "$rc" = 255 ] && grep -q 'terminated before first instrumented API call' "$f" &&
+    grep -q '^\[  PASSED  \] 1 test' "$f"; then
+    rc=0 nocuda=$((nocuda + 1))
+  fi
+  case $rc in
+    0) clean=$((clean + 1)) ;;
+    9) errors=$((errors + 1)); bad+=("$t: sanitizer errors") ;;
+    124 | 137) timedout=$((timedout + 1)); bad+=("$t: timed out") ;;
+    *) failed=$((failed + 1)); bad+=("$t: rc $rc (test failure)") ;;
+  esac
+done <"$work/order"
+summaries=$(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$work"/*.log 2>/dev/null |
+  sed 's/^=* *//' | sort | uniq -c)
+echo "$tool: $clean clean (of which $skipped skipped, $nocuda with no CUDA call), $errors with sanitizer errors, $failed failed," \
+  "$timedout timed out, $notrun not started; of $total"
+echo "$tool summary lines (count, line):"
+echo "$summaries"
+for b in "${bad[@]}"; do echo "  $b"; done
+echo "elapsed $(($(date +%s) - start)) s"
+{
+  echo "===== totals: $clean clean (of which $skipped skipped, $nocuda with no CUDA call), $errors with sanitizer errors, $failed failed, $timedout timed out, $notrun not started; of $total"
+  echo "$summaries"
+  for b in "${bad[@]}"; do echo "  $b"; done
+} >>"$out/sanitize_$tool.log"
+[ "$clean" = "$total" ]

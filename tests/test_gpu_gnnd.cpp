@@ -727,6 +727,40 @@ TEST(GpuGnnd, OneDimension) {
 
 // ---- GGM: incremental adds ----
 
+// Small batches added to a large index (found by the soak): the GGM merge
+// used to seed each list with K/2 own-set entries and K/2 of the other set,
+// so the lists of a batch smaller than K/2 started short, and the
+// iterations could stop before they were filled: -1 entries in a graph of
+// more than k + 1 vectors. Every list must hold k real neighbours.
+TEST(GpuGnnd, SmallBatchesAddedToALargeIndexKeepFullLists) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 32, k = 32;
+    const int64_t base = 6000;
+    const std::vector<int64_t> batches = {1, 2, 5, 9, 15, 40, 1, 3};
+    int64_t total = base;
+    for (int64_t b : batches) total += b;
+    auto x = clusteredVectors(total, d, 16, kSeed + 23);
+    for (int degree : {0, 64}) {
+        GpuKnnGraphGNNDConfig cfg;
+        cfg.buildDegree = degree;
+        GpuKnnGraphGNND index(&res, d, k, FlatMetric::L2, cfg);
+        index.add(base, x.data());
+        int64_t off = base;
+        for (int64_t b : batches) {
+            index.add(b, x.data() + size_t(off) * d);
+            off += b;
+            std::vector<int64_t> I(size_t(off) * k);
+            std::vector<float> D(size_t(off) * k);
+            index.getGraph(I.data(), D.data());
+            const std::string problem = checkStructure(x.data(), off, d, false, I.data(), D.data(), k);
+            EXPECT_EQ("", problem) << "buildDegree " << degree << ", after adding " << b << " to "
+                                   << off - b;
+            if (!problem.empty()) break;
+        }
+    }
+}
+
 TEST(GpuGnnd, IncrementalAddsMergeWithGgm) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;

@@ -152,12 +152,21 @@ __global__ void mergeInitKernel(const float* x, int64_t nA, int64_t nB, int d, i
         taken += __popc(m);
         __syncwarp();
     }
-    // 2. K/2 random nodes of the other set (NEW)
-    if (othN > 0) {
+    // 2. random nodes of the other set (NEW) in the rest of the list: K/2
+    // when the own set gave K/2, more when it gave fewer (an own set smaller
+    // than K/2, a small batch added to a large index), so that the list
+    // starts full whenever the two sets hold K other nodes. Lists that start
+    // short may stay short: the iterations can stop before they are filled.
+    __syncwarp();
+    int ownPlaced = 0;
+    for (int j = 0; j < nseg; ++j) ownPlaced += min(cnt[j], kSegment);
+    const int quota = K - ownPlaced;
+    __syncwarp();
+    if (othN > 0 && quota > 0) {
         int64_t a, c;
         randomWalk(seed ^ mix64(uint64_t(s) * 2654435761ull + 77), othN, &a, &c);
         int placed = 0;
-        for (int64_t i0 = 0; i0 < othN && placed < half && i0 < 8 * int64_t(K); i0 += 32) {
+        for (int64_t i0 = 0; i0 < othN && placed < quota && i0 < 8 * int64_t(K); i0 += 32) {
             int64_t i = i0 + lane;
             bool ok = false;
             int64_t local = -1;
@@ -172,7 +181,7 @@ __global__ void mergeInitKernel(const float* x, int64_t nA, int64_t nB, int d, i
             }
             unsigned m = __ballot_sync(kFull, ok);
             int rank = placed + __popc(m & ((1u << lane) - 1));
-            if (ok && rank >= half) {  // over quota: give the slot back
+            if (ok && rank >= quota) {  // over quota: give the slot back
                 atomicSub(&cnt[int(local % nseg)], 1);
                 ok = false;
             }
