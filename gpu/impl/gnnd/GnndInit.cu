@@ -396,7 +396,10 @@ void launchExactSmall(cudaStream_t stream, const float* x, int64_t n, int d, int
     if (n == 0) return;
     int P2, warps;
     size_t smem;
-    sortLaunchShape(int(n), &P2, &warps, &smem);
+    // the buffer holds the n candidates and is read back K entries deep
+    // (writeCanonical): P2 >= max(n, K), or a small set with K > 32 reads
+    // past its warp's buffer (garbage ids for n < K)
+    sortLaunchShape(int(std::max<int64_t>(n, K)), &P2, &warps, &smem);
     exactSmallKernel<<<gridFor(n, warps), 32 * warps, smem, stream>>>(x, n, d, K, ip, idOffset, cIds,
                                                                       cDists, P2, warps);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
