@@ -7,6 +7,9 @@
 # on the device with carry [".device"]:
 #   bash scripts/device-sanitize.sh $OUT memcheck [JOBS (16)] [FILTER (*)] [SECONDS (540)] [-- TOOL ARGS]
 # TOOL ARGS go to compute-sanitizer as they are (for instance a kernel filter).
+# On a machine with several GPUs the processes are spread over them (each
+# sees one GPU through CUDA_VISIBLE_DEVICES, by xargs' process slot; the
+# tests that need two GPUs then skip); SAN_GPUS="0 1" picks the GPUs.
 # Writes OUT/sanitize_<tool>.log (every test's output, one after another) and
 # prints: tests clean / with sanitizer errors / failed / timed out / not
 # started, the tool's summary lines counted, elapsed time. Exit status 0 only
@@ -31,7 +34,9 @@ cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 bin=$PWD/.device/bin/tests/gpu_tests
 work=$(mktemp -d)
 start=$(date +%s)
+gpus=${SAN_GPUS:-$(nvidia-smi -L 2>/dev/null | awk '/^GPU /{sub(":", "", $2); printf "%s ", $2}')}
 export SAN_CS=$cs SAN_TOOL=$tool SAN_BIN=$bin SAN_WORK=$work SAN_END=$((start + limit)) SAN_ARGS="$*"
+export SAN_GPUS="$gpus"
 
 # full test names (suite.test), parameterised ones included
 "$bin" --gtest_list_tests --gtest_filter="$filter" |
@@ -49,7 +54,7 @@ for h in $heavy; do grep -F ".$h" "$work/all" >>"$work/order" || true; done
 grep -v -x -F -f "$work/order" "$work/all" >>"$work/order" || true
 awk '!seen[$0]++' "$work/order" >"$work/order1" && mv "$work/order1" "$work/order"
 total=$(wc -l <"$work/order")
-echo "$tool: $total tests, $jobs at a time, ${limit} s, tool args: ${SAN_ARGS:-none}"
+echo "$tool: $total tests, $jobs at a time on GPUs ${gpus:-(default)}, ${limit} s, tool args: ${SAN_ARGS:-none}"
 
 run_one() {
   local t=$1 safe left
@@ -59,13 +64,15 @@ run_one() {
     echo notrun >"$SAN_WORK/$safe.rc"
     return
   fi
+  local -a g=($SAN_GPUS)
+  if [ ${#g[@]} -gt 1 ]; then export CUDA_VISIBLE_DEVICES=${g[$((SLOT % ${#g[@]}))]}; fi
   # shellcheck disable=SC2086
   timeout "$left" "$SAN_CS" --tool "$SAN_TOOL" --error-exitcode 9 --print-limit 100 $SAN_ARGS \
     "$SAN_BIN" --gtest_filter="$t" >"$SAN_WORK/$safe.log" 2>&1
   echo $? >"$SAN_WORK/$safe.rc"
 }
 export -f run_one
-xargs -a "$work/order" -P "$jobs" -I{} bash -c 'run_one "$1"' _ {}
+xargs -a "$work/order" -P "$jobs" --process-slot-var=SLOT -I{} bash -c 'run_one "$1"' _ {}
 
 clean=0 errors=0 failed=0 timedout=0 notrun=0 skipped=0 nocuda=0
 bad=()
