@@ -11,10 +11,11 @@
 //     graph files in --workdir, hostMemoryBytes = 0).
 // Recall@10 on 1000 sampled rows against exact search (GpuIndexQuickSelectFlat).
 // Usage:
-//   bench_gnnd_devices [--n N] [--shards S] [--gpus G] [--skip-inmemory]
+//   bench_gnnd_devices [--n N (1M; 10M, 200k ...)] [--shards S] [--gpus G] [--skip-inmemory]
 //                      [--skip-same-gpu] [--workdir DIR] [--out results.jsonl]
 //                      [--stores host,files] [--inmemory-degrees 0,64] [--verbose]
 // Results: docs/benchmarks.md ("Several GPUs").
+#include "bench/BenchUtil.h"
 #include "gpu/GnndOutOfCore.h"
 #include "gpu/GpuIndexQuickSelectFlat.h"
 #include "gpu/GpuKnnGraphGNND.h"
@@ -27,11 +28,12 @@
 #include <cstring>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 using namespace faiss_ext::gpu;
+using faiss_ext::bench::Args;
+using faiss_ext::bench::parseList;
 
 namespace {
 
@@ -77,14 +79,6 @@ double recallAt10(const std::vector<int64_t>& rows, const std::vector<int64_t>& 
     return hit / (rows.size() * 10.0);
 }
 
-std::vector<std::string> splitList(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');)
-        if (!item.empty()) out.push_back(item);
-    return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,30 +87,29 @@ int main(int argc, char** argv) {
     bool inMemory = true, sameGpu = true, verbose = false;
     std::string workdir = "/tmp", out;
     std::vector<std::string> stores = {"host"}, degrees = {"0"};
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto next = [&]() -> const char* {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "%s needs a value\n", a.c_str());
-                std::exit(2);
-            }
-            return argv[++i];
-        };
-        if (a == "--n") N = std::atoll(next());
-        else if (a == "--shards") shards = std::atoi(next());
-        else if (a == "--gpus") gpus = std::atoi(next());
-        else if (a == "--workdir") workdir = next();
-        else if (a == "--out") out = next();
-        else if (a == "--skip-inmemory") inMemory = false;
-        else if (a == "--skip-same-gpu") sameGpu = false;
-        else if (a == "--verbose") verbose = true;
-        else if (a == "--stores") stores = splitList(next());
-        else if (a == "--inmemory-degrees") degrees = splitList(next());
-        else if (a[0] != '-') N = std::atoll(a.c_str());  // old form: bench_gnnd_devices N
-        else {
-            std::fprintf(stderr, "unknown option %s\n", a.c_str());
-            return 2;
+    try {
+        Args args(argc, argv, {"help", "skip-inmemory", "skip-same-gpu", "verbose"});
+        args.checkKnown({"help", "n", "shards", "gpus", "workdir", "out", "skip-inmemory",
+                         "skip-same-gpu", "verbose", "stores", "inmemory-degrees"});
+        if (args.has("help")) {
+            std::printf("bench_gnnd_devices [--n N (1M; 10M, 200k ...)] [--shards S (4)] [--gpus G (all)]\n"
+                        "  [--skip-inmemory] [--skip-same-gpu] [--workdir DIR (/tmp)] [--out results.jsonl]\n"
+                        "  [--stores host,files (host)] [--inmemory-degrees 0,64 (0)] [--verbose]\n");
+            return 0;
         }
+        N = args.getInt("n", N);
+        shards = int(args.getInt("shards", shards));
+        gpus = int(args.getInt("gpus", gpus));
+        workdir = args.get("workdir", workdir);
+        out = args.get("out", out);
+        inMemory = !args.has("skip-inmemory");
+        sameGpu = !args.has("skip-same-gpu");
+        verbose = args.has("verbose");
+        if (args.has("stores")) stores = parseList(args.get("stores"));
+        if (args.has("inmemory-degrees")) degrees = parseList(args.get("inmemory-degrees"));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_gnnd_devices: %s\n", e.what());
+        return 2;
     }
     if (N < 10000 || shards < 1) {
         std::fprintf(stderr, "need --n >= 10000 and --shards >= 1\n");
