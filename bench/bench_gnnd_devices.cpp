@@ -14,6 +14,8 @@
 //   bench_gnnd_devices [--n N (1M; 10M, 200k ...)] [--shards S] [--gpus G] [--skip-inmemory]
 //                      [--skip-same-gpu] [--workdir DIR] [--out results.jsonl]
 //                      [--stores host,files] [--inmemory-degrees 0,64] [--verbose]
+//                      [--split] [--file-degree K]   (--split with --shards 1: the one
+//                      shard's GNND split over the devices, GnndFileBuildOptions::splitOneShard)
 // Results: docs/benchmarks.md ("Several GPUs").
 #include "bench/BenchUtil.h"
 #include "gpu/GnndOutOfCore.h"
@@ -84,17 +86,20 @@ double recallAt10(const std::vector<int64_t>& rows, const std::vector<int64_t>& 
 int main(int argc, char** argv) {
     int64_t N = 1000000;
     int shards = 4, gpus = -1;
-    bool inMemory = true, sameGpu = true, verbose = false;
+    bool inMemory = true, sameGpu = true, verbose = false, split = false;
+    int fileDegree = 0;
     std::string workdir = "/tmp", out;
     std::vector<std::string> stores = {"host"}, degrees = {"0"};
     try {
-        Args args(argc, argv, {"help", "skip-inmemory", "skip-same-gpu", "verbose"});
+        Args args(argc, argv, {"help", "skip-inmemory", "skip-same-gpu", "verbose", "split"});
         args.checkKnown({"help", "n", "shards", "gpus", "workdir", "out", "skip-inmemory",
-                         "skip-same-gpu", "verbose", "stores", "inmemory-degrees"});
+                         "skip-same-gpu", "verbose", "stores", "inmemory-degrees", "split",
+                         "file-degree"});
         if (args.has("help")) {
             std::printf("bench_gnnd_devices [--n N (1M; 10M, 200k ...)] [--shards S (4)] [--gpus G (all)]\n"
                         "  [--skip-inmemory] [--skip-same-gpu] [--workdir DIR (/tmp)] [--out results.jsonl]\n"
-                        "  [--stores host,files (host)] [--inmemory-degrees 0,64 (0)] [--verbose]\n");
+                        "  [--stores host,files (host)] [--inmemory-degrees 0,64 (0)] [--verbose]\n"
+                        "  [--split (one shard split over the devices)] [--file-degree K (0)]\n");
             return 0;
         }
         N = args.getInt("n", N);
@@ -105,6 +110,8 @@ int main(int argc, char** argv) {
         inMemory = !args.has("skip-inmemory");
         sameGpu = !args.has("skip-same-gpu");
         verbose = args.has("verbose");
+        split = args.has("split");
+        fileDegree = int(args.getInt("file-degree", 0));
         if (args.has("stores")) stores = parseList(args.get("stores"));
         if (args.has("inmemory-degrees")) degrees = parseList(args.get("inmemory-degrees"));
     } catch (const std::exception& e) {
@@ -224,6 +231,8 @@ int main(int argc, char** argv) {
         opt.workDir = workdir;
         opt.verbose = verbose;
         opt.hostMemoryBytes = store == "files" ? 0 : -1;
+        opt.splitOneShard = split;
+        opt.config.buildDegree = fileDegree;
         std::vector<GpuResourcesProvider*> providers;
         std::string name;
         for (size_t i = 0; i < devs.size(); ++i) {
@@ -237,9 +246,11 @@ int main(int argc, char** argv) {
             int64_t gn;
             int gk;
             auto G = readGraphIvecs(graph, &gn, &gk);
-            record(rep.inHostMemory ? "file+host" : "file+shards", name, rep.buildSeconds,
-                   rep.mergeSeconds, rep.totalSeconds, recallAt10(rows, gt, G.data(), gk),
-                   rep.shards, (k + 31) / 32 * 32);
+            std::string mode = rep.inHostMemory ? "file+host" : "file+shards";
+            if (rep.buildDevices > 1) mode += "+split";
+            record(mode, name, rep.buildSeconds, rep.mergeSeconds, rep.totalSeconds,
+                   recallAt10(rows, gt, G.data(), gk), rep.shards,
+                   fileDegree ? fileDegree : (k + 31) / 32 * 32);
         } catch (const std::exception& e) {
             std::printf("devices {%s}: FAILED: %s\n", name.c_str(), e.what());
             status = 1;

@@ -217,7 +217,16 @@ public:
         if (!inRam_ && workDir_ != outDir_) probeDir_(workDir_);
         try {
             auto tb = Clock::now();
-            buildShards_();
+            std::vector<int> distinct;
+            for (int dv : devices_)
+                if (std::find(distinct.begin(), distinct.end(), dv) == distinct.end())
+                    distinct.push_back(dv);
+            if (opt_.splitOneShard && nShards_ == 1 && distinct.size() > 1) {
+                buildSplit_(distinct);
+                rep.buildDevices = int(distinct.size());
+            } else {
+                buildShards_();
+            }
             rep.buildSeconds = since(tb);
             auto tm = Clock::now();
             rep.merges = mergeAll_();
@@ -489,6 +498,78 @@ private:
             }
             if (writing.valid()) writing.get();
         });
+    }
+
+    /// The one shard built by all the distinct devices at once
+    /// (gnnd::buildSplit): every device gets the vectors; the lists come
+    /// back from the first.
+    void buildSplit_(const std::vector<int>& distinct) {
+        ShardData s;
+        loadShard_(0, s, false);
+        const size_t G = distinct.size();
+        struct Copy {
+            int device = 0;
+            cudaStream_t stream = nullptr;
+            gnnd::DeviceVec<float> x, norms;
+            ~Copy() {
+                if (stream) {
+                    DeviceScope scope(device);
+                    cudaStreamSynchronize(stream);
+                    cudaStreamDestroy(stream);
+                }
+            }
+        };
+        std::vector<std::unique_ptr<Copy>> copies;
+        std::vector<GpuResources*> res;
+        std::vector<cudaStream_t> streams;
+        std::vector<const float*> xs, norms;
+        for (int dv : distinct) {
+            const size_t w = size_t(std::find(devices_.begin(), devices_.end(), dv) - devices_.begin());
+            std::unique_ptr<Copy> c(new Copy());
+            c->device = dv;
+            DeviceScope scope(dv);
+            FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+            c->x.allocate(s.x.size(), "gnndBuildFromFile", "vectors");
+            c->norms.allocate(size_t(s.n), "gnndBuildFromFile", "norms");
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(c->x.data(), s.x.data(), sizeof(float) * s.x.size(),
+                                                 cudaMemcpyHostToDevice, c->stream));
+            prepareVectorsDevice(metric_, c->x.data(), s.n, d_, c->stream);
+            rowSquaredNorms(c->x.data(), s.n, d_, c->norms.data(), c->stream);
+            res.push_back(res_[w].get());
+            streams.push_back(c->stream);
+            xs.push_back(c->x.data());
+            norms.push_back(c->norms.data());
+            copies.push_back(std::move(c));
+        }
+        gnnd::DeviceVec<int> ids;
+        gnnd::DeviceVec<float> dists;
+        {
+            DeviceScope scope(distinct[0]);
+            ids.allocate(size_t(s.n) * K_, "gnndBuildFromFile", "graph ids");
+            dists.allocate(size_t(s.n) * K_, "gnndBuildFromFile", "graph distances");
+        }
+        auto t = Clock::now();
+        gnnd::buildSplit(res, distinct, streams, xs, norms, s.n, d_, params_, 0, ids.data(),
+                         dists.data(), nullptr);
+        {
+            DeviceScope scope(distinct[0]);
+            s.ids.resize(size_t(s.n) * K_);
+            s.dists.resize(size_t(s.n) * K_);
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), ids.data(), sizeof(int) * s.ids.size(),
+                                                 cudaMemcpyDeviceToHost, streams[0]));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.dists.data(), dists.data(),
+                                                 sizeof(float) * s.dists.size(),
+                                                 cudaMemcpyDeviceToHost, streams[0]));
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(streams[0]));
+        }
+        if (opt_.verbose) {
+            std::printf("gnndBuildFromFile: %lld vectors built as one shard split over %zu GPUs in "
+                        "%.2f s\n",
+                        (long long)s.n, G, since(t));
+            std::fflush(stdout);
+        }
+        if (!inRam_) s.x.clear();
+        saveShard_(s, false);
     }
 
     /// Round-robin tournament (circle method): each round is a set of

@@ -51,6 +51,14 @@ struct GnndFileBuildOptions {
     /// workDir. -1 (default): half of the host memory available when the
     /// build starts (MemAvailable in /proc/meminfo); 0: always files.
     int64_t hostMemoryBytes = -1;
+    /// When the set is one shard (shardSize >= n, or the automatic size)
+    /// and `devices` names several distinct GPUs, split that one GNND build
+    /// over them (data parallel: every device holds all the vectors and a
+    /// copy of the lists; each iteration every device samples, joins its
+    /// share of the nodes, and the copies are merged on the first device).
+    /// Off: one shard is built on the first device. Experimental: its
+    /// speed-up is not yet measured.
+    bool splitOneShard = false;
     /// Print progress (shards built, pairs merged, times).
     bool verbose = false;
     /// Also write the distances as an fvecs file (empty: none).
@@ -68,6 +76,7 @@ struct GnndFileBuildReport {
     double mergeSeconds = 0;  ///< all merges
     double totalSeconds = 0;  ///< the whole build, I/O included
     bool inHostMemory = false;  ///< shards kept in host memory (else shard files)
+    int buildDevices = 1;       ///< devices one shard's build was split over (splitOneShard)
 };
 
 /// Builds the k-NN graph (degree k, metric L2 or inner product / cosine /

@@ -981,6 +981,48 @@ TEST(GpuGnndOutOfCore, TwoGpusMatchOneGpu) {
     }
 }
 
+// One shard split over two GPUs (splitOneShard, gnnd::buildSplit): the
+// quality of the same build on one GPU, for list lengths of one and two
+// segments. Skipped visibly below two GPUs.
+TEST(GpuGnndOutOfCore, OneShardSplitOverTwoGpus) {
+    FAISS_EXT_REQUIRE_GPU();
+    if (faiss_ext::gpu::getNumDevices() < 2) {
+        GTEST_SKIP() << "needs 2 GPUs (" << faiss_ext::gpu::getNumDevices() << " visible)";
+    }
+    const int64_t n = 40000;
+    const int d = 32, k = 32;
+    auto x = clusteredVectors(n, d, 40, kSeed + 29);
+    auto ref = exactGraph(x.data(), n, d, kR, false);
+    TempDir tmp;
+    const std::string raw = tmp.file("base.f32");
+    writeRaw(raw, x.data(), x.size() * sizeof(float));
+    StandardGpuResources r0, r1;
+    for (int degree : {0, 64}) {
+        double recalls[2] = {0, 0};
+        for (int g = 1; g <= 2; ++g) {
+            GnndFileBuildOptions opt;
+            opt.shardSize = n;
+            opt.splitOneShard = true;
+            opt.config.buildDegree = degree;
+            opt.devices = g == 1 ? std::vector<int>{0} : std::vector<int>{0, 1};
+            opt.workDir = tmp.path;
+            const std::string out = tmp.file("split_" + std::to_string(g) + ".ivecs");
+            std::vector<GpuResourcesProvider*> prov = {&r0};
+            if (g == 2) prov.push_back(&r1);
+            const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
+                    prov, raw, VectorFileFormat::RawFloat32, d, k, FlatMetric::L2, out, opt);
+            const std::string what = "one shard, buildDegree " + std::to_string(degree) +
+                                     (g == 1 ? ", devices {0}" : ", split over devices {0, 1}");
+            EXPECT_EQ(rep.shards, 1) << what;
+            EXPECT_EQ(rep.merges, 0) << what;
+            EXPECT_EQ(rep.buildDevices, g) << what;
+            recalls[g - 1] = fileGraphRecall(out, x, n, d, k, ref, what);
+            EXPECT_GE(recalls[g - 1], 0.95) << what;
+        }
+        EXPECT_GE(recalls[1], recalls[0] - 0.01) << "the split build lost quality (buildDegree " << degree << ")";
+    }
+}
+
 TEST(GpuGnndOutOfCore, BadFilesAreClearErrors) {
     FAISS_EXT_REQUIRE_GPU();
     const int64_t n = 3000;

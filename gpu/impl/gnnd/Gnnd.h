@@ -65,6 +65,20 @@ void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
            const float* norms, int64_t n, int d, const Params& params, int64_t idOffset,
            int* ids, float* dists, const IterationCallback& cb);
 
+/// One build split over several devices (data parallel; devices distinct,
+/// devices[0] first). Every device holds all the vectors (x[g], norms[g]
+/// on devices[g]) and a copy of the raw lists. Per iteration every device
+/// samples its copy (the same samples: the copies are equal then), device g
+/// runs the local joins of the nodes [g n / G, (g + 1) n / G) into its copy,
+/// the copies are merged on devices[0] (launchMergeCopies) and copied back,
+/// and the updates of all devices count for the termination test. ids /
+/// dists: n x K on devices[0], the canonical output as build() writes it.
+/// One device, or n <= 2K: build() on devices[0].
+void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& devices,
+                const std::vector<cudaStream_t>& streams, const std::vector<const float*>& x,
+                const std::vector<const float*>& norms, int64_t n, int d, const Params& params,
+                int64_t idOffset, int* ids, float* dists, const IterationCallback& cb);
+
 /// GGM (Algorithm 3). x: the nA + nB vectors of sets A then B (device),
 /// norms likewise. ids / dists: (nA + nB) x K canonical lists (global ids)
 /// of A's nodes then B's, replaced by the merged lists. Global ids of A are
@@ -128,11 +142,20 @@ void launchSample(cudaStream_t stream, int64_t n, int K, int p, uint32_t* gIds, 
 
 /// Local join + selective update + segmented spinlock insertion. crossBoundary
 /// >= 0: only pairs on different sides of it are compared (GGM). Adds the
-/// number of accepted insertions to *updates.
+/// number of accepted insertions to *updates. Only the nodes s in
+/// [nodeBegin, nodeEnd) (nodeEnd < 0: n) do their joins; their updates go
+/// to any node's list (the data-parallel build splits the nodes).
 void launchJoin(cudaStream_t stream, const float* x, const float* norms, int64_t n, int d, int K,
                 int p, bool ip, int64_t crossBoundary, const int* newList, const int* oldList,
                 const int* counts, uint32_t* gIds, float* gDists, int* locks,
-                unsigned long long* updates);
+                unsigned long long* updates, int64_t nodeBegin = 0, int64_t nodeEnd = -1);
+
+/// Data-parallel builds: merges another device's copy of the raw lists
+/// (oIds / oDists, same shape, copied here) into gIds / gDists, segment by
+/// segment: the union of the two segments, one entry per id (the smaller
+/// distance; NEW when NEW in either), the 32 best kept in order.
+void launchMergeCopies(cudaStream_t stream, int64_t n, int K, uint32_t* gIds, float* gDists,
+                       const uint32_t* oIds, const float* oDists);
 
 /// Final lists: merges the raw segments (recomputing their exact distances)
 /// with the canonical set-aside entries (if cIn != null) into sorted

@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <utility>
+#include <vector>
 
 namespace faiss_ext {
 namespace gpu {
@@ -173,6 +176,173 @@ void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
         std::printf("GNND build: final sorted lists with exact distances %.3f s\n",
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
         std::fflush(stdout);
+    }
+}
+
+void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& devices,
+                const std::vector<cudaStream_t>& streams, const std::vector<const float*>& x,
+                const std::vector<const float*>& norms, int64_t n, int d, const Params& params,
+                int64_t idOffset, int* ids, float* dists, const IterationCallback& cb) {
+    const size_t G = devices.size();
+    FAISS_THROW_IF_NOT_MSG(G >= 1 && res.size() == G && streams.size() == G && x.size() == G &&
+                                   norms.size() == G,
+                           "GNND split build: one resources object, stream and vector copy per "
+                           "device");
+    for (size_t g = 0; g < G; ++g)
+        for (size_t h = g + 1; h < G; ++h)
+            FAISS_THROW_IF_NOT_FMT(devices[g] != devices[h],
+                                   "GNND split build: device %d is listed twice", devices[g]);
+    checkParams(params, n, d);
+    if (G == 1 || n <= 2 * int64_t(params.K)) {
+        build(res[0], devices[0], streams[0], x[0], norms[0], n, d, params, idOffset, ids, dists, cb);
+        return;
+    }
+    const size_t nK = size_t(n) * params.K;
+    const int nseg = params.K / kSegment;
+    // peer access where the hardware has it (copies work without, through the host)
+    for (size_t g = 1; g < G; ++g) {
+        int can = 0;
+        for (auto pr : {std::make_pair(devices[0], devices[g]), std::make_pair(devices[g], devices[0])}) {
+            if (cudaDeviceCanAccessPeer(&can, pr.first, pr.second) == cudaSuccess && can) {
+                DeviceScope scope(pr.first);
+                cudaError_t e = cudaDeviceEnablePeerAccess(pr.second, 0);
+                if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+                    FAISS_EXT_CUDA_CHECK(e);
+                cudaGetLastError();
+            }
+        }
+    }
+    struct Dev {
+        std::unique_ptr<TempBuffer<uint32_t>> gIds;
+        std::unique_ptr<TempBuffer<float>> gDists;
+        std::unique_ptr<TempBuffer<int>> newList, oldList, counts, locks;
+        std::unique_ptr<TempBuffer<unsigned long long>> updates;
+        cudaEvent_t event = nullptr;
+        int device = 0;
+        ~Dev() {
+            if (event) {
+                DeviceScope scope(device);
+                cudaEventDestroy(event);
+            }
+        }
+    };
+    std::vector<Dev> dev(G);
+    for (size_t g = 0; g < G; ++g) {
+        DeviceScope scope(devices[g]);
+        Dev& v = dev[g];
+        v.device = devices[g];
+        GpuResources* r = res[g];
+        const cudaStream_t st = streams[g];
+        v.gIds.reset(new TempBuffer<uint32_t>(r, devices[g], nK, st));
+        v.gDists.reset(new TempBuffer<float>(r, devices[g], nK, st));
+        v.newList.reset(new TempBuffer<int>(r, devices[g], size_t(n) * 2 * params.p, st));
+        v.oldList.reset(new TempBuffer<int>(r, devices[g], size_t(n) * 2 * params.p, st));
+        v.counts.reset(new TempBuffer<int>(r, devices[g], size_t(n) * 4, st));
+        v.locks.reset(new TempBuffer<int>(r, devices[g], size_t(n) * nseg, st));
+        v.updates.reset(new TempBuffer<unsigned long long>(r, devices[g], 1, st));
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(v.locks->data(), 0, sizeof(int) * size_t(n) * nseg, st));
+        FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&v.event, cudaEventDisableTiming));
+    }
+    // the other devices' lists, merged one after the other on devices[0]
+    DeviceScope scope0(devices[0]);
+    TempBuffer<uint32_t> oIds(res[0], devices[0], nK, streams[0]);
+    TempBuffer<float> oDists(res[0], devices[0], nK, streams[0]);
+
+    auto syncAll = [&] {
+        for (size_t g = 0; g < G; ++g) {
+            DeviceScope scope(devices[g]);
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(streams[g]));
+        }
+    };
+    // devices[0]'s lists to every other device, after what streams[0] has queued
+    auto broadcast = [&] {
+        {
+            DeviceScope scope(devices[0]);
+            FAISS_EXT_CUDA_CHECK(cudaEventRecord(dev[0].event, streams[0]));
+        }
+        for (size_t g = 1; g < G; ++g) {
+            DeviceScope scope(devices[g]);
+            FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams[g], dev[0].event, 0));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(dev[g].gIds->data(), devices[g],
+                                                     dev[0].gIds->data(), devices[0],
+                                                     sizeof(uint32_t) * nK, streams[g]));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(dev[g].gDists->data(), devices[g],
+                                                     dev[0].gDists->data(), devices[0],
+                                                     sizeof(float) * nK, streams[g]));
+        }
+        syncAll();
+    };
+
+    auto t0 = std::chrono::steady_clock::now();
+    {
+        DeviceScope scope(devices[0]);
+        launchRandomInit(streams[0], x[0], norms[0], n, d, params.K, params.innerProduct,
+                         params.seed, dev[0].gIds->data(), dev[0].gDists->data());
+    }
+    broadcast();
+    if (params.verbose) {
+        std::printf("GNND split build of %lld vectors over %zu devices (K = %d, p = %d): random "
+                    "initial graph %.3f s\n",
+                    (long long)n, G, params.K, params.p,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const double threshold = double(params.delta) * double(n) * double(params.K);
+    std::vector<unsigned long long> upd(G, 0);
+    for (int it = 1; it <= params.maxIter; ++it) {
+        auto ti = std::chrono::steady_clock::now();
+        for (size_t g = 0; g < G; ++g) {
+            DeviceScope scope(devices[g]);
+            Dev& v = dev[g];
+            FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(v.updates->data(), 0, sizeof(unsigned long long),
+                                                 streams[g]));
+            launchSample(streams[g], n, params.K, params.p, v.gIds->data(), v.newList->data(),
+                         v.oldList->data(), v.counts->data());
+            const int64_t b = int64_t(g) * n / int64_t(G), e = int64_t(g + 1) * n / int64_t(G);
+            launchJoin(streams[g], x[g], norms[g], n, d, params.K, params.p, params.innerProduct, -1,
+                       v.newList->data(), v.oldList->data(), v.counts->data(), v.gIds->data(),
+                       v.gDists->data(), v.locks->data(), v.updates->data(), b, e);
+            FAISS_EXT_CUDA_CHECK(cudaEventRecord(v.event, streams[g]));
+        }
+        {
+            DeviceScope scope(devices[0]);
+            for (size_t g = 1; g < G; ++g) {
+                FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams[0], dev[g].event, 0));
+                FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(oIds.data(), devices[0], dev[g].gIds->data(),
+                                                         devices[g], sizeof(uint32_t) * nK,
+                                                         streams[0]));
+                FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(oDists.data(), devices[0],
+                                                         dev[g].gDists->data(), devices[g],
+                                                         sizeof(float) * nK, streams[0]));
+                launchMergeCopies(streams[0], n, params.K, dev[0].gIds->data(),
+                                  dev[0].gDists->data(), oIds.data(), oDists.data());
+            }
+        }
+        broadcast();  // all streams idle after it: the counters are final
+        unsigned long long total = 0;
+        for (size_t g = 0; g < G; ++g) {
+            DeviceScope scope(devices[g]);
+            FAISS_EXT_CUDA_CHECK(cudaMemcpy(&upd[g], dev[g].updates->data(),
+                                            sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+            total += upd[g];
+        }
+        GnndIterationStats st;
+        st.iteration = it;
+        st.updates = int64_t(total);
+        st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ti).count();
+        st.merge = false;
+        if (params.verbose) {
+            std::printf("GNND split build iteration %d: %llu updates (%.4f of n*K), %.3f s\n", it,
+                        total, double(total) / (double(n) * params.K), st.seconds);
+            std::fflush(stdout);
+        }
+        if (cb) cb(st);
+        if (double(total) < threshold) break;
+    }
+    {
+        DeviceScope scope(devices[0]);
+        launchFinalize(streams[0], x[0], norms[0], n, d, params.K, params.innerProduct,
+                       dev[0].gIds->data(), n, idOffset, idOffset, ids, dists, false);
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(streams[0]));
     }
 }
 

@@ -136,9 +136,9 @@ __global__ void __launch_bounds__(kThreads, 4) joinKernel(
         const float* __restrict__ x, const float* __restrict__ norms, int64_t n, int d, int K,
         int p, bool ip, int64_t crossBoundary, const int* __restrict__ newList,
         const int* __restrict__ oldList, const int* __restrict__ counts, uint32_t* gIds,
-        float* gDists, int* locks, unsigned long long* updates) {
+        float* gDists, int* locks, unsigned long long* updates, int64_t nodeBegin) {
     __shared__ JoinShared sh;
-    int64_t s = blockIdx.x;
+    int64_t s = nodeBegin + int64_t(blockIdx.x);
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     int nNew = counts[s];
     if (nNew == 0) return;
@@ -398,13 +398,17 @@ __global__ void __launch_bounds__(kThreads, 4) joinKernel(
 void launchJoin(cudaStream_t stream, const float* x, const float* norms, int64_t n, int d, int K,
                 int p, bool ip, int64_t crossBoundary, const int* newList, const int* oldList,
                 const int* counts, uint32_t* gIds, float* gDists, int* locks,
-                unsigned long long* updates) {
-    if (n == 0) return;
+                unsigned long long* updates, int64_t nodeBegin, int64_t nodeEnd) {
+    if (nodeEnd < 0) nodeEnd = n;
+    FAISS_THROW_IF_NOT_FMT(nodeBegin >= 0 && nodeBegin <= nodeEnd && nodeEnd <= n,
+                           "GNND join: node range [%lld, %lld) not in [0, %lld]",
+                           (long long)nodeBegin, (long long)nodeEnd, (long long)n);
+    if (nodeEnd == nodeBegin) return;
     FAISS_THROW_IF_NOT_FMT(p >= 1 && p <= kMaxSamples, "GNND join: p = %d not in [1, %d]", p,
                            kMaxSamples);
-    joinKernel<<<unsigned(n), kThreads, 0, stream>>>(x, norms, n, d, K, p, ip, crossBoundary,
-                                                     newList, oldList, counts, gIds, gDists, locks,
-                                                     updates);
+    joinKernel<<<unsigned(nodeEnd - nodeBegin), kThreads, 0, stream>>>(
+            x, norms, n, d, K, p, ip, crossBoundary, newList, oldList, counts, gIds, gDists, locks,
+            updates, nodeBegin);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
