@@ -199,6 +199,17 @@ int64_t Args::getInt(const std::string& name, int64_t def) const {
 double Args::getDouble(const std::string& name, double def) const {
     return has(name) ? std::stod(get(name)) : def;
 }
+bool Args::printedHelpOrGit(const std::string& usage) const {
+    if (has("help")) {
+        std::printf("%s", usage.c_str());
+        return true;
+    }
+    if (has("git")) {
+        std::printf("%s\n", gitCommit().c_str());
+        return true;
+    }
+    return false;
+}
 void Args::checkKnown(const std::vector<std::string>& known) const {
     for (auto& kv : values_)
         if (std::find(known.begin(), known.end(), kv.first) == known.end())

@@ -84,6 +84,9 @@ public:
     int64_t getInt(const std::string& name, int64_t def) const;
     /// The value of --name as a double, or def.
     double getDouble(const std::string& name, double def) const;
+    /// --help prints `usage`, --git the commit (gitCommit()); true when one
+    /// of them was given (the program then exits 0).
+    bool printedHelpOrGit(const std::string& usage) const;
     /// Throws std::invalid_argument naming any option not in `known`.
     void checkKnown(const std::vector<std::string>& known) const;
 

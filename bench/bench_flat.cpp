@@ -98,14 +98,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     try {
         Args args(argc, argv, {"help", "git"});
-        if (args.has("help")) {
-            std::printf("%s", kUsage);
-            return 0;
-        }
-        if (args.has("git")) {
-            std::printf("%s\n", gitCommit().c_str());
-            return 0;
-        }
+        if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"base", "query", "dataset", "nq", "k", "methods", "reps", "cpu-budget",
                          "recall-nq", "ref-out", "floor-mem-gib", "help", "git"});
         if (!args.has("base") || !args.has("query"))

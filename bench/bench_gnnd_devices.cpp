@@ -81,6 +81,12 @@ double recallAt10(const std::vector<int64_t>& rows, const std::vector<int64_t>& 
     return hit / (rows.size() * 10.0);
 }
 
+const char* kUsage =
+        "bench_gnnd_devices [--n N (1M; 10M, 200k ...)] [--shards S (4)] [--gpus G (all)]\n"
+        "  [--skip-inmemory] [--skip-same-gpu] [--workdir DIR (/tmp)] [--out results.jsonl]\n"
+        "  [--stores host,files (host)] [--inmemory-degrees 0,64 (0)] [--verbose]\n"
+        "  [--split (one shard split over the devices)] [--file-degree K (0)] [--git]\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,17 +97,11 @@ int main(int argc, char** argv) {
     std::string workdir = "/tmp", out;
     std::vector<std::string> stores = {"host"}, degrees = {"0"};
     try {
-        Args args(argc, argv, {"help", "skip-inmemory", "skip-same-gpu", "verbose", "split"});
-        args.checkKnown({"help", "n", "shards", "gpus", "workdir", "out", "skip-inmemory",
+        Args args(argc, argv, {"help", "git", "skip-inmemory", "skip-same-gpu", "verbose", "split"});
+        if (args.printedHelpOrGit(kUsage)) return 0;
+        args.checkKnown({"help", "git", "n", "shards", "gpus", "workdir", "out", "skip-inmemory",
                          "skip-same-gpu", "verbose", "stores", "inmemory-degrees", "split",
                          "file-degree"});
-        if (args.has("help")) {
-            std::printf("bench_gnnd_devices [--n N (1M; 10M, 200k ...)] [--shards S (4)] [--gpus G (all)]\n"
-                        "  [--skip-inmemory] [--skip-same-gpu] [--workdir DIR (/tmp)] [--out results.jsonl]\n"
-                        "  [--stores host,files (host)] [--inmemory-degrees 0,64 (0)] [--verbose]\n"
-                        "  [--split (one shard split over the devices)] [--file-degree K (0)]\n");
-            return 0;
-        }
         N = args.getInt("n", N);
         shards = int(args.getInt("shards", shards));
         gpus = int(args.getInt("gpus", gpus));

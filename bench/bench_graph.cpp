@@ -222,14 +222,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     try {
         Args args(argc, argv, {"help", "git"});
-        if (args.has("help")) {
-            std::printf("%s", kUsage);
-            return 0;
-        }
-        if (args.has("git")) {
-            std::printf("%s\n", gitCommit().c_str());
-            return 0;
-        }
+        if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"base", "gen", "d", "seed", "n", "dataset", "gt", "methods", "ks", "samples", "reps",
                          "recall-rows", "faiss-K", "faiss-iters", "faiss-max", "faiss-deadline", "faiss-cost-file", "ggm-k", "ooc-k",
                          "ooc-shards", "ooc-limit-mb", "ooc-shard-size", "tmp", "help", "git"});

@@ -122,14 +122,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     try {
         Args args(argc, argv, {"help", "git"});
-        if (args.has("help")) {
-            std::printf("%s", kUsage);
-            return 0;
-        }
-        if (args.has("git")) {
-            std::printf("%s\n", gitCommit().c_str());
-            return 0;
-        }
+        if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"base", "dataset", "n", "k", "methods", "reps", "budget", "recall-rows", "torch-ids",
                          "floor-mem-gib", "help", "git"});
         if (!args.has("base")) throw std::invalid_argument("--base is required (see --help)");

@@ -163,14 +163,7 @@ int main(int argc, char** argv) {
     int failures = 0;
     try {
         Args args(argc, argv, {"help", "git"});
-        if (args.has("help")) {
-            std::printf("%s", kUsage);
-            return 0;
-        }
-        if (args.has("git")) {
-            std::printf("%s\n", gitCommit().c_str());
-            return 0;
-        }
+        if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"nb", "d", "nq", "k", "devices", "reps", "data", "seed", "methods", "out",
                          "help", "git"});
         const int64_t nb = args.getInt("nb", 10000000);
