@@ -386,14 +386,18 @@ private:
         }
     };
 
-    std::unique_ptr<Worker> makeWorker_(size_t w) const {
+    /// A worker for entry w of devices_ with room for `rows` vectors (-1: a
+    /// pair of shards) and, with `lists`, their lists and own graphs.
+    std::unique_ptr<Worker> makeWorker_(size_t w, int64_t rows = -1, bool lists = true) const {
+        if (rows < 0) rows = 2 * S_;
         std::unique_ptr<Worker> wk(new Worker());
         wk->device = devices_[w];
         wk->res = res_[w].get();
         DeviceScope scope(wk->device);
         FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&wk->stream, cudaStreamNonBlocking));
-        wk->x.allocate(size_t(2 * S_) * d_, "gnndBuildFromFile", "vectors");
-        wk->norms.allocate(size_t(2 * S_), "gnndBuildFromFile", "norms");
+        wk->x.allocate(size_t(rows) * d_, "gnndBuildFromFile", "vectors");
+        wk->norms.allocate(size_t(rows), "gnndBuildFromFile", "norms");
+        if (!lists) return wk;
         wk->ids.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "graph ids");
         wk->dists.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "graph distances");
         wk->headIds.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "shard graph ids");
@@ -507,39 +511,20 @@ private:
         ShardData s;
         loadShard_(0, s, false);
         const size_t G = distinct.size();
-        struct Copy {
-            int device = 0;
-            cudaStream_t stream = nullptr;
-            gnnd::DeviceVec<float> x, norms;
-            ~Copy() {
-                if (stream) {
-                    DeviceScope scope(device);
-                    cudaStreamSynchronize(stream);
-                    cudaStreamDestroy(stream);
-                }
-            }
-        };
-        std::vector<std::unique_ptr<Copy>> copies;
+        std::vector<std::unique_ptr<Worker>> copies;
         std::vector<GpuResources*> res;
         std::vector<cudaStream_t> streams;
         std::vector<const float*> xs, norms;
         for (int dv : distinct) {
             const size_t w = size_t(std::find(devices_.begin(), devices_.end(), dv) - devices_.begin());
-            std::unique_ptr<Copy> c(new Copy());
-            c->device = dv;
+            copies.push_back(makeWorker_(w, s.n, false));
+            Worker& c = *copies.back();
             DeviceScope scope(dv);
-            FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-            c->x.allocate(s.x.size(), "gnndBuildFromFile", "vectors");
-            c->norms.allocate(size_t(s.n), "gnndBuildFromFile", "norms");
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(c->x.data(), s.x.data(), sizeof(float) * s.x.size(),
-                                                 cudaMemcpyHostToDevice, c->stream));
-            prepareVectorsDevice(metric_, c->x.data(), s.n, d_, c->stream);
-            rowSquaredNorms(c->x.data(), s.n, d_, c->norms.data(), c->stream);
-            res.push_back(res_[w].get());
-            streams.push_back(c->stream);
-            xs.push_back(c->x.data());
-            norms.push_back(c->norms.data());
-            copies.push_back(std::move(c));
+            upload_(c, s, 0, false);
+            res.push_back(c.res);
+            streams.push_back(c.stream);
+            xs.push_back(c.x.data());
+            norms.push_back(c.norms.data());
         }
         gnnd::DeviceVec<int> ids;
         gnnd::DeviceVec<float> dists;
