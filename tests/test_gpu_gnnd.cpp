@@ -36,6 +36,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -911,6 +912,50 @@ TEST(GpuGnndOutOfCore, FileBuildMatchesInMemoryBuild) {
     }
 }
 
+namespace {
+
+/// A clustered set (40 centres) written as a raw float32 file, with its
+/// exact graph, for the two-GPU file-build tests.
+struct RawFileSet {
+    int64_t n;
+    int d;
+    std::vector<float> x;
+    std::vector<int64_t> ref;
+    TempDir tmp;
+    std::string raw;
+    RawFileSet(int64_t n_, int d_, uint64_t seed)
+            : n(n_), d(d_), x(clusteredVectors(n_, d_, 40, seed)),
+              ref(exactGraph(x.data(), n_, d_, kR, false)), raw(tmp.file("base.f32")) {
+        writeRaw(raw, x.data(), x.size() * sizeof(float));
+    }
+};
+
+/// gnndBuildFromFile of `set` with `opt` on devices {0}, then on {0, 1} (r0,
+/// r1 one per device); `checkReport(rep, gpus, what)` checks each report,
+/// each graph must reach recall@10 0.95 and the two-GPU one that of one GPU
+/// (within 0.01).
+void expectTwoGpusMatchOne(
+        const RawFileSet& set, int k, GnndFileBuildOptions opt, StandardGpuResources& r0,
+        StandardGpuResources& r1, const std::string& label,
+        const std::function<void(const GnndFileBuildReport&, int, const std::string&)>& checkReport) {
+    double recalls[2] = {0, 0};
+    for (int g = 1; g <= 2; ++g) {
+        opt.devices = g == 1 ? std::vector<int>{0} : std::vector<int>{0, 1};
+        const std::string out = set.tmp.file("graph_" + std::to_string(g) + ".ivecs");
+        std::vector<GpuResourcesProvider*> prov = {&r0};
+        if (g == 2) prov.push_back(&r1);
+        const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
+                prov, set.raw, VectorFileFormat::RawFloat32, set.d, k, FlatMetric::L2, out, opt);
+        const std::string what = label + (g == 1 ? ", devices {0}" : ", devices {0, 1}");
+        checkReport(rep, g, what);
+        recalls[g - 1] = fileGraphRecall(out, set.x, set.n, set.d, k, set.ref, what);
+        EXPECT_GE(recalls[g - 1], 0.95) << what;
+    }
+    EXPECT_GE(recalls[1], recalls[0] - 0.01) << label << ": two GPUs lost quality against one";
+}
+
+}  // namespace
+
 // Issue 7: the same build spread over two GPUs (shard builds in parallel,
 // each round's merges on both), with the shards in host memory and in files:
 // the same quality as on one GPU. Skipped visibly below two GPUs.
@@ -919,36 +964,21 @@ TEST(GpuGnndOutOfCore, TwoGpusMatchOneGpu) {
     if (faiss_ext::gpu::getNumDevices() < 2) {
         GTEST_SKIP() << "needs 2 GPUs (" << faiss_ext::gpu::getNumDevices() << " visible)";
     }
-    const int64_t n = 40000;
-    const int d = 32, k = 32;
-    auto x = clusteredVectors(n, d, 40, kSeed + 19);
-    auto ref = exactGraph(x.data(), n, d, kR, false);
-    TempDir tmp;
-    const std::string raw = tmp.file("base.f32");
-    writeRaw(raw, x.data(), x.size() * sizeof(float));
+    const int k = 32;
+    const RawFileSet set(40000, 32, kSeed + 19);
+    const int64_t n = set.n;
     StandardGpuResources r0, r1;
     for (int64_t hostBytes : {int64_t(-1), int64_t(0)}) {
-        double recalls[2] = {0, 0};
-        for (int g = 1; g <= 2; ++g) {
-            GnndFileBuildOptions opt;
-            opt.shardSize = n / 5;  // 5 shards: rounds of 2 merges and a shard sitting out
-            opt.devices = g == 1 ? std::vector<int>{0} : std::vector<int>{0, 1};
-            opt.hostMemoryBytes = hostBytes;
-            opt.workDir = tmp.path;
-            const std::string out = tmp.file("graph_" + std::to_string(g) + ".ivecs");
-            std::vector<GpuResourcesProvider*> prov = {&r0};
-            if (g == 2) prov.push_back(&r1);
-            const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
-                    prov, raw, VectorFileFormat::RawFloat32, d, k, FlatMetric::L2, out, opt);
-            const std::string what = std::string(g == 1 ? "devices {0}" : "devices {0, 1}") +
-                                     (hostBytes ? ", host memory" : ", shard files");
-            EXPECT_EQ(rep.shards, 5) << what;
-            EXPECT_EQ(rep.merges, 10) << what;
-            EXPECT_EQ(rep.inHostMemory, hostBytes != 0) << what;
-            recalls[g - 1] = fileGraphRecall(out, x, n, d, k, ref, what);
-            EXPECT_GE(recalls[g - 1], 0.95) << what;
-        }
-        EXPECT_GE(recalls[1], recalls[0] - 0.01) << "two GPUs lost quality against one";
+        GnndFileBuildOptions opt;
+        opt.shardSize = n / 5;  // 5 shards: rounds of 2 merges and a shard sitting out
+        opt.hostMemoryBytes = hostBytes;
+        opt.workDir = set.tmp.path;
+        expectTwoGpusMatchOne(set, k, opt, r0, r1, hostBytes ? "host memory" : "shard files",
+                              [&](const GnndFileBuildReport& rep, int, const std::string& what) {
+                                  EXPECT_EQ(rep.shards, 5) << what;
+                                  EXPECT_EQ(rep.merges, 10) << what;
+                                  EXPECT_EQ(rep.inHostMemory, hostBytes != 0) << what;
+                              });
     }
     // Two devices with an allocation failing part way (on either device):
     // a clear error, no output file, no shard file left behind.
@@ -957,13 +987,13 @@ TEST(GpuGnndOutOfCore, TwoGpusMatchOneGpu) {
         opt.shardSize = n / 5;
         opt.devices = {0, 1};
         opt.hostMemoryBytes = 0;
-        opt.workDir = tmp.file("work_fail");
+        opt.workDir = set.tmp.file("work_fail");
         std::filesystem::create_directory(opt.workDir);
-        const std::string out = tmp.file("graph_fail.ivecs");
+        const std::string out = set.tmp.file("graph_fail.ivecs");
         faiss_ext::gpu::setAllocFailureInjection(at);
         bool threw = false;
         try {
-            faiss_ext::gpu::gnndBuildFromFile({&r0, &r1}, raw, VectorFileFormat::RawFloat32, d, k,
+            faiss_ext::gpu::gnndBuildFromFile({&r0, &r1}, set.raw, VectorFileFormat::RawFloat32, set.d, k,
                                               FlatMetric::L2, out, opt);
         } catch (const faiss::FaissException& e) {
             threw = true;
@@ -989,37 +1019,21 @@ TEST(GpuGnndOutOfCore, OneShardSplitOverTwoGpus) {
     if (faiss_ext::gpu::getNumDevices() < 2) {
         GTEST_SKIP() << "needs 2 GPUs (" << faiss_ext::gpu::getNumDevices() << " visible)";
     }
-    const int64_t n = 40000;
-    const int d = 32, k = 32;
-    auto x = clusteredVectors(n, d, 40, kSeed + 29);
-    auto ref = exactGraph(x.data(), n, d, kR, false);
-    TempDir tmp;
-    const std::string raw = tmp.file("base.f32");
-    writeRaw(raw, x.data(), x.size() * sizeof(float));
+    const int k = 32;
+    const RawFileSet set(40000, 32, kSeed + 29);
     StandardGpuResources r0, r1;
     for (int degree : {0, 64}) {
-        double recalls[2] = {0, 0};
-        for (int g = 1; g <= 2; ++g) {
-            GnndFileBuildOptions opt;
-            opt.shardSize = n;
-            opt.splitOneShard = true;
-            opt.config.buildDegree = degree;
-            opt.devices = g == 1 ? std::vector<int>{0} : std::vector<int>{0, 1};
-            opt.workDir = tmp.path;
-            const std::string out = tmp.file("split_" + std::to_string(g) + ".ivecs");
-            std::vector<GpuResourcesProvider*> prov = {&r0};
-            if (g == 2) prov.push_back(&r1);
-            const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
-                    prov, raw, VectorFileFormat::RawFloat32, d, k, FlatMetric::L2, out, opt);
-            const std::string what = "one shard, buildDegree " + std::to_string(degree) +
-                                     (g == 1 ? ", devices {0}" : ", split over devices {0, 1}");
-            EXPECT_EQ(rep.shards, 1) << what;
-            EXPECT_EQ(rep.merges, 0) << what;
-            EXPECT_EQ(rep.buildDevices, g) << what;
-            recalls[g - 1] = fileGraphRecall(out, x, n, d, k, ref, what);
-            EXPECT_GE(recalls[g - 1], 0.95) << what;
-        }
-        EXPECT_GE(recalls[1], recalls[0] - 0.01) << "the split build lost quality (buildDegree " << degree << ")";
+        GnndFileBuildOptions opt;
+        opt.shardSize = set.n;
+        opt.splitOneShard = true;
+        opt.config.buildDegree = degree;
+        opt.workDir = set.tmp.path;
+        expectTwoGpusMatchOne(set, k, opt, r0, r1, "one shard, buildDegree " + std::to_string(degree),
+                              [](const GnndFileBuildReport& rep, int gpus, const std::string& what) {
+                                  EXPECT_EQ(rep.shards, 1) << what;
+                                  EXPECT_EQ(rep.merges, 0) << what;
+                                  EXPECT_EQ(rep.buildDevices, gpus) << what;
+                              });
     }
 }
 
