@@ -122,7 +122,7 @@ protected:
 
     /// Throws when adding n vectors would pass this index's own limits
     /// (called by add() before the vectors are read).
-    virtual void checkAddCount_(idx_t n) const {}
+    virtual void checkAddCount_(idx_t /*n*/) const {}
 
     /// Throws unless the n x d vectors at x (host or device) are all finite;
     /// `what` names the call and the rows ("add: vector", "search: query").
