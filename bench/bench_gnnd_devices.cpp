@@ -3,6 +3,8 @@
 //   * in-memory: GpuKnnGraphGNND::add on device 0 (one GPU, no shards), once
 //     per build degree of --inmemory-degrees (0: k rounded up to 32; a larger
 //     list length buys recall for time: the recall-matched one-GPU anchor);
+//     with --split also the same add split over devices 0..G-1
+//     (GpuKnnGraphGNND::setBuildDevices);
 //   * file build: gnndBuildFromFile with the same shards on devices {0},
 //     {0, 1}, ... (shard builds in parallel, the GGM merges of each
 //     tournament round spread over the devices), and {0, 0} (two workers on
@@ -14,8 +16,9 @@
 //   bench_gnnd_devices [--n N (1M; 10M, 200k ...)] [--shards S] [--gpus G] [--skip-inmemory]
 //                      [--skip-same-gpu] [--workdir DIR] [--out results.jsonl]
 //                      [--stores host,files] [--inmemory-degrees 0,64] [--verbose]
-//                      [--split] [--file-degree K]   (--split with --shards 1: the one
-//                      shard's GNND split over the devices, GnndFileBuildOptions::splitOneShard)
+//                      [--split] [--file-degree K] [--skip-files]   (--split: the in-memory
+//                      builds also split over the devices; with --shards 1 the file build's
+//                      one shard too, GnndFileBuildOptions::splitOneShard)
 // Results: docs/benchmarks.md ("Several GPUs").
 #include "bench/BenchUtil.h"
 #include "gpu/GnndOutOfCore.h"
@@ -85,23 +88,25 @@ const char* kUsage =
         "bench_gnnd_devices [--n N (1M; 10M, 200k ...)] [--shards S (4)] [--gpus G (all)]\n"
         "  [--skip-inmemory] [--skip-same-gpu] [--workdir DIR (/tmp)] [--out results.jsonl]\n"
         "  [--stores host,files (host)] [--inmemory-degrees 0,64 (0)] [--verbose]\n"
-        "  [--split (one shard split over the devices)] [--file-degree K (0)] [--git]\n";
+        "  [--split (in-memory builds, and one shard of a file build, split over the devices)]\n"
+        "  [--file-degree K (0)] [--skip-files] [--git]\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
     int64_t N = 1000000;
     int shards = 4, gpus = -1;
-    bool inMemory = true, sameGpu = true, verbose = false, split = false;
+    bool inMemory = true, sameGpu = true, verbose = false, split = false, files = true;
     int fileDegree = 0;
     std::string workdir = "/tmp", out;
     std::vector<std::string> stores = {"host"}, degrees = {"0"};
     try {
-        Args args(argc, argv, {"help", "git", "skip-inmemory", "skip-same-gpu", "verbose", "split"});
+        Args args(argc, argv,
+                  {"help", "git", "skip-inmemory", "skip-same-gpu", "verbose", "split", "skip-files"});
         if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"help", "git", "n", "shards", "gpus", "workdir", "out", "skip-inmemory",
                          "skip-same-gpu", "verbose", "stores", "inmemory-degrees", "split",
-                         "file-degree"});
+                         "file-degree", "skip-files"});
         N = args.getInt("n", N);
         shards = int(args.getInt("shards", shards));
         gpus = int(args.getInt("gpus", gpus));
@@ -111,6 +116,7 @@ int main(int argc, char** argv) {
         sameGpu = !args.has("skip-same-gpu");
         verbose = args.has("verbose");
         split = args.has("split");
+        files = !args.has("skip-files");
         fileDegree = int(args.getInt("file-degree", 0));
         if (args.has("stores")) stores = parseList(args.get("stores"));
         if (args.has("inmemory-degrees")) degrees = parseList(args.get("inmemory-degrees"));
@@ -199,29 +205,44 @@ int main(int argc, char** argv) {
             std::fflush(jf);
         }
     };
+    if (gpus < 1) gpus = 1;
+    std::vector<std::unique_ptr<StandardGpuResources>> res;
+    for (int g = 0; g < gpus; ++g) res.emplace_back(new StandardGpuResources());
+    std::vector<int> inMemoryGpus = {1};
+    if (split && gpus > 1) inMemoryGpus.push_back(gpus);
     for (size_t di = 0; inMemory && di < degrees.size(); ++di) {
-        StandardGpuResources r;
-        GpuKnnGraphGNNDConfig cfg;
-        cfg.buildDegree = std::atoi(degrees[di].c_str());
-        GpuKnnGraphGNND index(&r, D, k, faiss_ext::FlatMetric::L2, cfg);
-        double t = now();
-        index.add(N, X.data());
-        double secs = now() - t;
-        std::vector<int> G = index.getGraphInt();
-        record("in-memory", "0", secs, 0, secs, recallAt10(rows, gt, G.data(), k), 1,
-               cfg.buildDegree ? cfg.buildDegree : (k + 31) / 32 * 32);
+        for (int g : inMemoryGpus) {
+            GpuKnnGraphGNNDConfig cfg;
+            cfg.buildDegree = std::atoi(degrees[di].c_str());
+            GpuKnnGraphGNND index(res[0].get(), D, k, faiss_ext::FlatMetric::L2, cfg);
+            index.verbose = verbose;
+            std::vector<GpuResourcesProvider*> extra;
+            std::vector<int> extraDevs;
+            std::string name = "0";
+            for (int i = 1; i < g; ++i) {
+                extra.push_back(res[i].get());
+                extraDevs.push_back(i);
+                name += "," + std::to_string(i);
+            }
+            index.setBuildDevices(extra, extraDevs);
+            double t = now();
+            index.add(N, X.data());
+            double secs = now() - t;
+            std::vector<int> G = index.getGraphInt();
+            record(g > 1 ? "in-memory+split" : "in-memory", name, secs, 0, secs,
+                   recallAt10(rows, gt, G.data(), k), 1,
+                   cfg.buildDegree ? cfg.buildDegree : (k + 31) / 32 * 32);
+        }
     }
     X.clear();
     X.shrink_to_fit();
     std::vector<std::vector<int>> devsets;
-    for (int g = 1; g <= gpus; ++g) {
+    for (int g = 1; files && g <= gpus; ++g) {
         std::vector<int> v;
         for (int i = 0; i < g; ++i) v.push_back(i);
         devsets.push_back(v);
     }
-    if (sameGpu) devsets.push_back({0, 0});
-    std::vector<std::unique_ptr<StandardGpuResources>> res;
-    for (int g = 0; g < std::max(gpus, 1); ++g) res.emplace_back(new StandardGpuResources());
+    if (files && sameGpu) devsets.push_back({0, 0});
     int status = 0;
     for (const auto& store : stores)
     for (auto& devs : devsets) {

@@ -184,7 +184,7 @@ public:
         const auto& c = opt.config;
         K_ = gnnd::resolveBuildDegree(k, c.buildDegree);
         params_ = gnnd::makeParams(c, K_, toFaissMetric(metric) == faiss::METRIC_INNER_PRODUCT,
-                                   false);
+                                   opt.verbose);
         d_ = file.d();
         n_ = file.n();
         FAISS_THROW_IF_NOT_FMT(n_ > k, "gnndBuildFromFile: %lld vectors are too few for k = %d",

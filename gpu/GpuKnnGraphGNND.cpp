@@ -105,6 +105,45 @@ void GpuKnnGraphGNND::setConfig(const GpuKnnGraphGNNDConfig& config) {
     buildK_ = newK;
 }
 
+void GpuKnnGraphGNND::setBuildDevices(const std::vector<GpuResourcesProvider*>& providers,
+                                      const std::vector<int>& devices) {
+    auto lock = lockOps_();
+    FAISS_THROW_IF_NOT_FMT(providers.size() == devices.size(),
+                           "GpuKnnGraphGNND::setBuildDevices: %zu providers for %zu devices",
+                           providers.size(), devices.size());
+    const int ng = getNumDevices();
+    for (size_t i = 0; i < devices.size(); ++i) {
+        FAISS_THROW_IF_NOT_FMT(providers[i], "GpuKnnGraphGNND::setBuildDevices: provider %zu is null",
+                               i);
+        FAISS_THROW_IF_NOT_FMT(devices[i] >= 0 && devices[i] < ng,
+                               "GpuKnnGraphGNND::setBuildDevices: device %d is not in [0, %d)",
+                               devices[i], ng);
+        FAISS_THROW_IF_NOT_FMT(devices[i] != config_.device,
+                               "GpuKnnGraphGNND::setBuildDevices: device %d is this index's own "
+                               "device; name only the others",
+                               devices[i]);
+        for (size_t j = 0; j < i; ++j)
+            FAISS_THROW_IF_NOT_FMT(devices[j] != devices[i],
+                                   "GpuKnnGraphGNND::setBuildDevices: device %d is listed twice",
+                                   devices[i]);
+    }
+    std::vector<std::shared_ptr<GpuResources>> res;
+    for (size_t i = 0; i < devices.size(); ++i) {
+        auto r = providers[i]->getResources();
+        FAISS_THROW_IF_NOT_FMT(r, "GpuKnnGraphGNND::setBuildDevices: provider %zu returned no "
+                               "resources", i);
+        r->initializeForDevice(devices[i]);
+        res.push_back(std::move(r));
+    }
+    buildRes_ = std::move(res);
+    buildDevices_ = devices;
+}
+
+std::vector<int> GpuKnnGraphGNND::getBuildDevices() const {
+    auto lock = lockOps_();
+    return buildDevices_;
+}
+
 GnndMemoryEstimate GpuKnnGraphGNND::estimateMemory(int64_t n, int d, int k,
                                                   const GpuKnnGraphGNNDConfig& config) {
     FAISS_THROW_IF_NOT_FMT(n >= 0 && d >= 1 && k >= 1 && k <= kMaxDegree,
@@ -191,9 +230,43 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
     std::vector<GnndIterationStats> newLog;
     auto cb = [&newLog](const GnndIterationStats& s) { newLog.push_back(s); };
     // GNND on the new part (Algorithm 1), ids offset by `old`
-    gnnd::build(res, config_.device, stream, xNew, next.norms.data() + old, n, d, params, old,
-                next.ids.data() + size_t(old) * buildK_,
-                next.dists.data() + size_t(old) * buildK_, cb);
+    if (buildDevices_.empty() || n <= 2 * int64_t(buildK_)) {
+        gnnd::build(res, config_.device, stream, xNew, next.norms.data() + old, n, d, params, old,
+                    next.ids.data() + size_t(old) * buildK_,
+                    next.dists.data() + size_t(old) * buildK_, cb);
+    } else {
+        // the same build split over this device and the build devices: each
+        // gets a copy of the prepared new vectors and their norms
+        std::vector<int> devs{config_.device};
+        devs.insert(devs.end(), buildDevices_.begin(), buildDevices_.end());
+        gnnd::enablePeerAccess(devs);
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const size_t G = devs.size();
+        std::vector<gnnd::DeviceVec<float>> xs(G - 1), ns(G - 1);
+        std::vector<GpuResources*> rs{res};
+        std::vector<cudaStream_t> streams{stream};
+        std::vector<const float*> xp{xNew}, np{next.norms.data() + old};
+        for (size_t g = 1; g < G; ++g) {
+            DeviceScope scope(devs[g]);
+            GpuResources* r = buildRes_[g - 1].get();
+            cudaStream_t st = r->getDefaultStream(devs[g]);
+            xs[g - 1].allocate(size_t(n) * d, "GpuKnnGraphGNND", "vectors on a build device");
+            ns[g - 1].allocate(size_t(n), "GpuKnnGraphGNND", "norms on a build device");
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(xs[g - 1].data(), devs[g], xNew,
+                                                     config_.device, sizeof(float) * size_t(n) * d,
+                                                     st));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(ns[g - 1].data(), devs[g],
+                                                     next.norms.data() + old, config_.device,
+                                                     sizeof(float) * size_t(n), st));
+            rs.push_back(r);
+            streams.push_back(st);
+            xp.push_back(xs[g - 1].data());
+            np.push_back(ns[g - 1].data());
+        }
+        gnnd::buildSplit(rs, devs, streams, xp, np, n, d, params, old,
+                         next.ids.data() + size_t(old) * buildK_,
+                         next.dists.data() + size_t(old) * buildK_, cb);
+    }
     if (old > 0) {
         // GGM of the existing graph (A = [0, old)) and the new one (B)
         gnnd::merge(res, config_.device, stream, next.x.data(), next.norms.data(), old, n, d, 0,

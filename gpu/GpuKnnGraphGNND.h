@@ -14,9 +14,9 @@
 // recomputed exactly in FP32 and each list is sorted.
 //
 // A second add() builds the graph of the new vectors and merges it into the
-// existing graph with GGM (Algorithm 3). Graphs of data sets larger than GPU
-// memory, or built on several GPUs, come from gnndBuildFromFile
-// (gpu/GnndOutOfCore.h).
+// existing graph with GGM (Algorithm 3). setBuildDevices spreads the builds
+// over several GPUs. Graphs of data sets larger than GPU memory come from
+// gnndBuildFromFile (gpu/GnndOutOfCore.h).
 //
 // search() answers queries by the greedy graph search of
 // faiss::IndexNNDescent (a candidate pool of searchL nodes, started from
@@ -125,6 +125,20 @@ public:
     /// constructor; buildDegree only while the index is empty).
     void setConfig(const GpuKnnGraphGNNDConfig& config);
 
+    /// More GPUs for the GNND builds of later adds (data parallel: this
+    /// index's device and devices[i] (served by providers[i]) each hold a
+    /// copy of the added vectors and of the lists, join their share of the
+    /// nodes, and merge the copies after every iteration by peer copies).
+    /// Only the build of each add's new vectors is split; the GGM merge of a
+    /// second add runs on this index's device. devices: distinct, valid, not
+    /// this index's device; each needs room for the vectors and the build
+    /// lists of an add (estimateMemory's vectors + buildTemp). Empty: one
+    /// GPU (the default). A runtime setting: not saved, not copied.
+    void setBuildDevices(const std::vector<GpuResourcesProvider*>& providers,
+                         const std::vector<int>& devices);
+    /// The extra build devices (setBuildDevices), without this index's own.
+    std::vector<int> getBuildDevices() const;
+
     /// The graph: for each vector i < ntotal its k neighbours, sorted
     /// closest first (labels n x k; distances n x k may be null). Host or
     /// device pointers. Distances follow the metric (L2: squared distance;
@@ -192,6 +206,8 @@ private:
     FlatMetric flatMetric_;
     GpuKnnGraphGNNDConfig gConfig_;
     std::unique_ptr<gnnd::GraphState> state_;
+    std::vector<std::shared_ptr<GpuResources>> buildRes_;  ///< setBuildDevices
+    std::vector<int> buildDevices_;
     std::vector<GnndIterationStats> log_;
 };
 

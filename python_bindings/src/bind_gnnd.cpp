@@ -317,6 +317,27 @@ Degree k in [1, 1024]; an add needs more than k vectors in all.
         .def("set_config", &GpuKnnGraphGNND::setConfig, "config"_a,
              "Build parameters of later adds (build_degree only while the index is empty).")
         .def("setConfig", &GpuKnnGraphGNND::setConfig, "config"_a, "C++ spelling of set_config.")
+        .def(
+            "set_build_devices",
+            [](GpuKnnGraphGNND& self, const py::handle& res, const std::vector<int>& devices) {
+                std::vector<gpu::GpuResourcesProvider*> providers;
+                const bool empty = py::isinstance<py::sequence>(res) &&
+                                   !py::isinstance<py::str>(res) && py::len(res) == 0;
+                if (!empty) providers = toProviders(res);
+                py::gil_scoped_release nogil;
+                self.setBuildDevices(providers, devices);
+            },
+            "res"_a, "devices"_a, R"doc(
+More GPUs for the GNND builds of later adds: res[i] (a StandardGpuResources)
+serves devices[i]. Each add's build is split over this index's device and
+these (every device holds a copy of the added vectors and of the lists, joins
+its share of the nodes, and the copies are merged after every iteration by
+peer copies); the GGM merge of a second add stays on this index's device.
+devices: distinct, valid, not this index's own. set_build_devices([], [])
+goes back to one GPU. A runtime setting: not saved, not copied.
+)doc")
+        .def("get_build_devices", &GpuKnnGraphGNND::getBuildDevices,
+             "The extra build devices of set_build_devices (without this index's own).")
         .def("get_graph", &getGraph, "with_distances"_a = false, R"doc(
 The graph: for each stored vector i its k neighbours, sorted closest first,
 as an (ntotal, k) int64 array; with with_distances=True, (D, I) with D the

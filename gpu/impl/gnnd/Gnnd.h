@@ -65,15 +65,33 @@ void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
            const float* norms, int64_t n, int d, const Params& params, int64_t idOffset,
            int* ids, float* dists, const IterationCallback& cb);
 
+/// Peer access between every ordered pair of these devices where the
+/// hardware has it: cudaDeviceEnablePeerAccess (cudaMalloc memory) and
+/// access to each device's default memory pool (stream-ordered
+/// allocations), so that peer copies go over NVLink / PCIe directly instead
+/// of through the host. Idempotent; process-wide, as CUDA's peer access is.
+/// Returns whether every pair has it (kernels may then read and write the
+/// other devices' memory).
+bool enablePeerAccess(const std::vector<int>& devices);
+
+/// Testing hook: enablePeerAccess reports no peer access (the split build
+/// then takes its path for machines without it: staged copies). Process-wide.
+void setPeerAccessIgnoredForTesting(bool ignored);
+
 /// One build split over several devices (data parallel; devices distinct,
 /// devices[0] first). Every device holds all the vectors (x[g], norms[g]
 /// on devices[g]) and a copy of the raw lists. Per iteration every device
-/// samples its copy (the same samples: the copies are equal then), device g
-/// runs the local joins of the nodes [g n / G, (g + 1) n / G) into its copy,
-/// the copies are merged on devices[0] (launchMergeCopies) and copied back,
-/// and the updates of all devices count for the termination test. ids /
-/// dists: n x K on devices[0], the canonical output as build() writes it.
-/// One device, or n <= 2K: build() on devices[0].
+/// samples its copy (the same samples: the copies are equal then) and runs
+/// the local joins of its nodes [g n / G, (g + 1) n / G) into its copy. Then
+/// device g merges rows [g n / G, (g + 1) n / G) of every other copy into
+/// its own (launchMergeCopies, reading the other copies in place where
+/// peer access exists) and the merged rows go to every other device (with
+/// two devices and peer access, written there by the same kernel; else
+/// peer copies, both directions of a link at once). The updates
+/// of all devices count for the termination test. ids / dists: n x K on
+/// devices[0], the canonical output as build() writes it. One device, or
+/// n <= 2K: build() on devices[0].
+
 void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& devices,
                 const std::vector<cudaStream_t>& streams, const std::vector<const float*>& x,
                 const std::vector<const float*>& norms, int64_t n, int d, const Params& params,
@@ -154,8 +172,11 @@ void launchJoin(cudaStream_t stream, const float* x, const float* norms, int64_t
 /// (oIds / oDists, same shape, copied here) into gIds / gDists, segment by
 /// segment: the union of the two segments, one entry per id (the smaller
 /// distance; NEW when NEW in either), the 32 best kept in order.
+/// With writeBack, the merged lists are also written over oIds / oDists
+/// (which may then be another device's memory, read and written in place
+/// over peer access).
 void launchMergeCopies(cudaStream_t stream, int64_t n, int K, uint32_t* gIds, float* gDists,
-                       const uint32_t* oIds, const float* oDists);
+                       uint32_t* oIds, float* oDists, bool writeBack = false);
 
 /// Final lists: merges the raw segments (recomputing their exact distances)
 /// with the canonical set-aside entries (if cIn != null) into sorted

@@ -7,6 +7,7 @@
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -179,6 +180,42 @@ void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
     }
 }
 
+namespace {
+std::atomic<bool> peerAccessIgnored{false};
+}  // namespace
+
+void setPeerAccessIgnoredForTesting(bool ignored) {
+    peerAccessIgnored = ignored;
+}
+
+bool enablePeerAccess(const std::vector<int>& devices) {
+    bool all = !peerAccessIgnored;
+    for (int a : devices) {
+        for (int b : devices) {
+            int can = 0;
+            if (a == b) continue;
+            if (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || !can) {
+                cudaGetLastError();
+                all = false;
+                continue;
+            }
+            DeviceScope scope(a);
+            cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+            if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) FAISS_EXT_CUDA_CHECK(e);
+            cudaGetLastError();  // clears cudaErrorPeerAccessAlreadyEnabled
+            cudaMemPool_t pool;
+            if (cudaDeviceGetDefaultMemPool(&pool, b) == cudaSuccess) {
+                cudaMemAccessDesc desc = {};
+                desc.location.type = cudaMemLocationTypeDevice;
+                desc.location.id = a;
+                desc.flags = cudaMemAccessFlagsProtReadWrite;
+                FAISS_EXT_CUDA_CHECK(cudaMemPoolSetAccess(pool, &desc, 1));
+            }
+        }
+    }
+    return all;
+}
+
 void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& devices,
                 const std::vector<cudaStream_t>& streams, const std::vector<const float*>& x,
                 const std::vector<const float*>& norms, int64_t n, int d, const Params& params,
@@ -199,31 +236,26 @@ void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& d
     }
     const size_t nK = size_t(n) * params.K;
     const int nseg = params.K / kSegment;
-    // peer access where the hardware has it (copies work without, through the host)
-    for (size_t g = 1; g < G; ++g) {
-        int can = 0;
-        for (auto pr : {std::make_pair(devices[0], devices[g]), std::make_pair(devices[g], devices[0])}) {
-            if (cudaDeviceCanAccessPeer(&can, pr.first, pr.second) == cudaSuccess && can) {
-                DeviceScope scope(pr.first);
-                cudaError_t e = cudaDeviceEnablePeerAccess(pr.second, 0);
-                if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
-                    FAISS_EXT_CUDA_CHECK(e);
-                cudaGetLastError();
-            }
-        }
-    }
+    // with peer access everywhere the merges read the other copies in place
+    const bool direct = enablePeerAccess(devices);
+    // device g owns rows [rowBegin(g), rowBegin(g + 1)) of the exchange: it
+    // merges those rows of every other copy into its own, then every device
+    // copies the merged rows of the others (both directions of each link at
+    // once, the merges split G ways)
+    auto rowBegin = [&](size_t g) { return int64_t(g) * n / int64_t(G); };
+    int64_t maxRows = 0;
+    for (size_t g = 0; g < G; ++g) maxRows = std::max(maxRows, rowBegin(g + 1) - rowBegin(g));
     struct Dev {
-        std::unique_ptr<TempBuffer<uint32_t>> gIds;
-        std::unique_ptr<TempBuffer<float>> gDists;
+        std::unique_ptr<TempBuffer<uint32_t>> gIds, oIds;
+        std::unique_ptr<TempBuffer<float>> gDists, oDists;
         std::unique_ptr<TempBuffer<int>> newList, oldList, counts, locks;
         std::unique_ptr<TempBuffer<unsigned long long>> updates;
-        cudaEvent_t event = nullptr;
+        cudaEvent_t joined = nullptr, merged = nullptr;
         int device = 0;
         ~Dev() {
-            if (event) {
-                DeviceScope scope(device);
-                cudaEventDestroy(event);
-            }
+            DeviceScope scope(device);
+            if (joined) cudaEventDestroy(joined);
+            if (merged) cudaEventDestroy(merged);
         }
     };
     std::vector<Dev> dev(G);
@@ -233,20 +265,23 @@ void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& d
         v.device = devices[g];
         GpuResources* r = res[g];
         const cudaStream_t st = streams[g];
+        const size_t own = size_t(maxRows) * params.K;
         v.gIds.reset(new TempBuffer<uint32_t>(r, devices[g], nK, st));
         v.gDists.reset(new TempBuffer<float>(r, devices[g], nK, st));
+        if (!direct) {
+            v.oIds.reset(new TempBuffer<uint32_t>(r, devices[g], own, st));
+            v.oDists.reset(new TempBuffer<float>(r, devices[g], own, st));
+        }
         v.newList.reset(new TempBuffer<int>(r, devices[g], size_t(n) * 2 * params.p, st));
         v.oldList.reset(new TempBuffer<int>(r, devices[g], size_t(n) * 2 * params.p, st));
         v.counts.reset(new TempBuffer<int>(r, devices[g], size_t(n) * 4, st));
         v.locks.reset(new TempBuffer<int>(r, devices[g], size_t(n) * nseg, st));
         v.updates.reset(new TempBuffer<unsigned long long>(r, devices[g], 1, st));
         FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(v.locks->data(), 0, sizeof(int) * size_t(n) * nseg, st));
-        FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&v.event, cudaEventDisableTiming));
+        FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&v.joined, cudaEventDisableTiming));
+        FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&v.merged, cudaEventDisableTiming));
     }
-    // the other devices' lists, merged one after the other on devices[0]
     DeviceScope scope0(devices[0]);
-    TempBuffer<uint32_t> oIds(res[0], devices[0], nK, streams[0]);
-    TempBuffer<float> oDists(res[0], devices[0], nK, streams[0]);
 
     auto syncAll = [&] {
         for (size_t g = 0; g < G; ++g) {
@@ -254,21 +289,29 @@ void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& d
             FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(streams[g]));
         }
     };
-    // devices[0]'s lists to every other device, after what streams[0] has queued
-    auto broadcast = [&] {
-        {
-            DeviceScope scope(devices[0]);
-            FAISS_EXT_CUDA_CHECK(cudaEventRecord(dev[0].event, streams[0]));
-        }
-        for (size_t g = 1; g < G; ++g) {
+    // rows [b, b + rows) of device h's lists into device g's buffers
+    auto copyRows = [&](size_t g, uint32_t* dIds, float* dDists, size_t h, int64_t b, int64_t rows) {
+        const size_t off = size_t(b) * params.K, cnt = size_t(rows) * params.K;
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(dIds, devices[g], dev[h].gIds->data() + off,
+                                                 devices[h], sizeof(uint32_t) * cnt, streams[g]));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(dDists, devices[g], dev[h].gDists->data() + off,
+                                                 devices[h], sizeof(float) * cnt, streams[g]));
+    };
+    // every device's rows of the others' lists, after their events
+    auto gatherOwnedRows = [&](cudaEvent_t Dev::*ready) {
+        for (size_t g = 0; g < G; ++g) {
             DeviceScope scope(devices[g]);
-            FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams[g], dev[0].event, 0));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(dev[g].gIds->data(), devices[g],
-                                                     dev[0].gIds->data(), devices[0],
-                                                     sizeof(uint32_t) * nK, streams[g]));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(dev[g].gDists->data(), devices[g],
-                                                     dev[0].gDists->data(), devices[0],
-                                                     sizeof(float) * nK, streams[g]));
+            FAISS_EXT_CUDA_CHECK(cudaEventRecord(dev[g].*ready, streams[g]));
+        }
+        for (size_t g = 0; g < G; ++g) {
+            DeviceScope scope(devices[g]);
+            for (size_t h = 0; h < G; ++h) {
+                if (h == g) continue;
+                FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams[g], dev[h].*ready, 0));
+                const int64_t b = rowBegin(h), rows = rowBegin(h + 1) - b;
+                const size_t off = size_t(b) * params.K;
+                copyRows(g, dev[g].gIds->data() + off, dev[g].gDists->data() + off, h, b, rows);
+            }
         }
         syncAll();
     };
@@ -278,8 +321,14 @@ void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& d
         DeviceScope scope(devices[0]);
         launchRandomInit(streams[0], x[0], norms[0], n, d, params.K, params.innerProduct,
                          params.seed, dev[0].gIds->data(), dev[0].gDists->data());
+        FAISS_EXT_CUDA_CHECK(cudaEventRecord(dev[0].merged, streams[0]));
     }
-    broadcast();
+    for (size_t g = 1; g < G; ++g) {  // the same initial lists on every device
+        DeviceScope scope(devices[g]);
+        FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams[g], dev[0].merged, 0));
+        copyRows(g, dev[g].gIds->data(), dev[g].gDists->data(), 0, 0, n);
+    }
+    syncAll();
     if (params.verbose) {
         std::printf("GNND split build of %lld vectors over %zu devices (K = %d, p = %d): random "
                     "initial graph %.3f s\n",
@@ -297,27 +346,47 @@ void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& d
                                                  streams[g]));
             launchSample(streams[g], n, params.K, params.p, v.gIds->data(), v.newList->data(),
                          v.oldList->data(), v.counts->data());
-            const int64_t b = int64_t(g) * n / int64_t(G), e = int64_t(g + 1) * n / int64_t(G);
             launchJoin(streams[g], x[g], norms[g], n, d, params.K, params.p, params.innerProduct, -1,
                        v.newList->data(), v.oldList->data(), v.counts->data(), v.gIds->data(),
-                       v.gDists->data(), v.locks->data(), v.updates->data(), b, e);
-            FAISS_EXT_CUDA_CHECK(cudaEventRecord(v.event, streams[g]));
+                       v.gDists->data(), v.locks->data(), v.updates->data(), rowBegin(g),
+                       rowBegin(g + 1));
+            FAISS_EXT_CUDA_CHECK(cudaEventRecord(v.joined, streams[g]));
         }
-        {
-            DeviceScope scope(devices[0]);
-            for (size_t g = 1; g < G; ++g) {
-                FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams[0], dev[g].event, 0));
-                FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(oIds.data(), devices[0], dev[g].gIds->data(),
-                                                         devices[g], sizeof(uint32_t) * nK,
-                                                         streams[0]));
-                FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(oDists.data(), devices[0],
-                                                         dev[g].gDists->data(), devices[g],
-                                                         sizeof(float) * nK, streams[0]));
-                launchMergeCopies(streams[0], n, params.K, dev[0].gIds->data(),
-                                  dev[0].gDists->data(), oIds.data(), oDists.data());
+        double secJoin = 0;
+        if (params.verbose) {
+            syncAll();
+            secJoin = std::chrono::duration<double>(std::chrono::steady_clock::now() - ti).count();
+        }
+        // merge: device g folds its rows of every other copy into its own
+        // (in place over peer access: with two devices the same kernel
+        // writes the merged rows back into the other copy)
+        const bool writeBack = direct && G == 2;
+        for (size_t g = 0; g < G; ++g) {
+            DeviceScope scope(devices[g]);
+            Dev& v = dev[g];
+            const int64_t b = rowBegin(g), rows = rowBegin(g + 1) - b;
+            const size_t off = size_t(b) * params.K;
+            for (size_t h = 0; h < G; ++h) {
+                if (h == g) continue;
+                FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams[g], dev[h].joined, 0));
+                if (direct) {
+                    launchMergeCopies(streams[g], rows, params.K, v.gIds->data() + off,
+                                      v.gDists->data() + off, dev[h].gIds->data() + off,
+                                      dev[h].gDists->data() + off, writeBack);
+                } else {
+                    copyRows(g, v.oIds->data(), v.oDists->data(), h, b, rows);
+                    launchMergeCopies(streams[g], rows, params.K, v.gIds->data() + off,
+                                      v.gDists->data() + off, v.oIds->data(), v.oDists->data());
+                }
             }
         }
-        broadcast();  // all streams idle after it: the counters are final
+        // then every device has the merged rows of the others; all streams
+        // idle after it, the counters final
+        if (writeBack) {
+            syncAll();
+        } else {
+            gatherOwnedRows(&Dev::merged);
+        }
         unsigned long long total = 0;
         for (size_t g = 0; g < G; ++g) {
             DeviceScope scope(devices[g]);
@@ -331,8 +400,10 @@ void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& d
         st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ti).count();
         st.merge = false;
         if (params.verbose) {
-            std::printf("GNND split build iteration %d: %llu updates (%.4f of n*K), %.3f s\n", it,
-                        total, double(total) / (double(n) * params.K), st.seconds);
+            std::printf("GNND split build iteration %d: %llu updates (%.4f of n*K), %.3f s "
+                        "(sampling and local join %.3f s, exchange %.3f s)\n",
+                        it, total, double(total) / (double(n) * params.K), st.seconds, secJoin,
+                        st.seconds - secJoin);
             std::fflush(stdout);
         }
         if (cb) cb(st);

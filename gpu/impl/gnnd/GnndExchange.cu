@@ -19,7 +19,7 @@ constexpr int kMergeWarps = 8;
 /// id so that the two entries of an id meet, one kept (the smaller distance,
 /// NEW if either is), then sorted by (distance, id) and the first 32 written.
 __global__ void mergeCopiesKernel(int64_t items, uint32_t* gIds, float* gDists,
-                                  const uint32_t* oIds, const float* oDists) {
+                                  uint32_t* oIds, float* oDists, bool writeBack) {
     __shared__ float sk[kMergeWarps][2 * kSegment];
     __shared__ uint32_t si[kMergeWarps][2 * kSegment];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -63,16 +63,21 @@ __global__ void mergeCopiesKernel(int64_t items, uint32_t* gIds, float* gDists,
                       });
     gIds[base + lane] = ids[lane];
     gDists[base + lane] = keys[lane];
+    if (writeBack) {
+        oIds[base + lane] = ids[lane];
+        oDists[base + lane] = keys[lane];
+    }
 }
 
 }  // namespace
 
 void launchMergeCopies(cudaStream_t stream, int64_t n, int K, uint32_t* gIds, float* gDists,
-                       const uint32_t* oIds, const float* oDists) {
+                       uint32_t* oIds, float* oDists, bool writeBack) {
     const int64_t items = n * (K / kSegment);
     if (items == 0) return;
     const unsigned grid = unsigned((items + kMergeWarps - 1) / kMergeWarps);
-    mergeCopiesKernel<<<grid, 32 * kMergeWarps, 0, stream>>>(items, gIds, gDists, oIds, oDists);
+    mergeCopiesKernel<<<grid, 32 * kMergeWarps, 0, stream>>>(items, gIds, gDists, oIds, oDists,
+                                                                writeBack);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
