@@ -55,10 +55,11 @@ struct GnndFileBuildOptions {
     /// and `devices` names several distinct GPUs, split that one GNND build
     /// over them (data parallel: every device holds all the vectors and a
     /// copy of the lists; each iteration every device samples, joins its
-    /// share of the nodes, and the copies are merged on the first device).
-    /// Off: one shard is built on the first device. Experimental: its
-    /// speed-up is not yet measured.
-    bool splitOneShard = false;
+    /// share of the nodes, and the copies are merged; gnnd::buildSplit, as
+    /// GpuKnnGraphGNND::setBuildDevices). Off: one shard is built on the
+    /// first device while the others wait. 10M x 128 on two H200: 1.55x the
+    /// one-GPU file build (docs/benchmarks.md).
+    bool splitOneShard = true;
     /// Print progress (shards built, pairs merged, times).
     bool verbose = false;
     /// Also write the distances as an fvecs file (empty: none).

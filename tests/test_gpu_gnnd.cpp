@@ -1554,3 +1554,34 @@ TEST(GnndSanitize, BuildMergeSearch) {
     index.search(nq, q.data(), kq, D.data(), I.data(), &params);
     EXPECT_GE(searchRecall(x.data(), n, q.data(), nq, d, false, I.data(), kq, qref.data(), kq, kq), 0.9);
 }
+
+// The split build's kernels (node-range joins, the in-place merge of the
+// copies over peer access and the staged path without it) at a size the
+// sanitizers finish quickly. Needs 2 GPUs (skipped visibly with fewer).
+TEST(GnndSanitize, SplitBuildOverTwoGpus) {
+    FAISS_EXT_REQUIRE_GPU();
+    if (faiss_ext::gpu::getNumDevices() < 2) {
+        GTEST_SKIP() << "needs 2 GPUs (" << faiss_ext::gpu::getNumDevices() << " visible)";
+    }
+    StandardGpuResources r0, r1;
+    const int64_t n = 3000;
+    const int d = 32, k = 32;
+    const auto x = clusteredVectors(n, d, 8, kSeed + 37);
+    const auto ref = exactGraph(x.data(), n, d, kR, false);
+    for (bool noPeer : {false, true}) {
+        GpuKnnGraphGNNDConfig cfg;
+        cfg.buildDegree = 64;
+        GpuKnnGraphGNND index(&r0, d, k, FlatMetric::L2, cfg);
+        index.setBuildDevices({&r1}, {1});
+        faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(noPeer);
+        try {
+            index.add(n, x.data());
+        } catch (...) {
+            faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(false);
+            throw;
+        }
+        faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(false);
+        const double recall = checkIndex(index, x, ref.data(), kR, noPeer ? "split, staged" : "split, peer");
+        EXPECT_GE(recall, 0.9) << (noPeer ? "staged copies" : "peer access");
+    }
+}

@@ -495,7 +495,7 @@ GpuKnnGraphGNND.toIndexNSG = _gnnd_to_index_nsg
 
 def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, config=None,
                          devices=None, shard_size=0, work_dir="", verbose=False,
-                         distances_path="", host_memory_bytes=-1):
+                         distances_path="", host_memory_bytes=-1, split_one_shard=True):
     """Builds the k-NN graph (degree ``k``) of the vectors in a file and
     writes it to ``graph_path`` as ivecs (per vector: int32 k, then the k
     neighbour ids, closest first); read it with read_graph_ivecs.
@@ -506,7 +506,8 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
     ``host_memory_bytes`` (-1: half of the available memory; 0: never), else
     in shard files, so the file may be larger than GPU and host memory. With
     several ``devices`` the shard builds and each round's merges run on all
-    of them.
+    of them; a file that is one shard has its build split over the distinct
+    devices (``split_one_shard``, the default; False: built on the first).
 
     ``res``: a StandardGpuResources, or a list with one per entry of
     ``devices`` (a single one serves every device). ``format``: a
@@ -517,7 +518,8 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
     vectors per shard (0: the largest that fits). ``work_dir``: where shard
     graphs go (default: next to graph_path). ``distances_path``: also write
     the distances as fvecs. Returns a dict: n, d, shard_size, shards, merges,
-    build_seconds, merge_seconds, total_seconds, in_host_memory. The GIL is
+    build_seconds, merge_seconds, total_seconds, in_host_memory,
+    build_devices (devices that built the one shard together, else 1). The GIL is
     released meanwhile.
     """
     if not isinstance(metric, FlatMetric):
@@ -525,7 +527,7 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
     return _C._gnnd_build_from_file(
         res, os.fspath(vectors_path), format, int(d), int(k), metric, os.fspath(graph_path),
         config, [int(x) for x in (devices or [])], int(shard_size), os.fspath(work_dir),
-        bool(verbose), os.fspath(distances_path), int(host_memory_bytes))
+        bool(verbose), os.fspath(distances_path), int(host_memory_bytes), bool(split_one_shard))
 
 
 def read_graph_ivecs(path):

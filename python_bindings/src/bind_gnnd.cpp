@@ -117,6 +117,7 @@ py::dict reportToDict(const GnndFileBuildReport& r) {
     d["merge_seconds"] = r.mergeSeconds;
     d["total_seconds"] = r.totalSeconds;
     d["in_host_memory"] = r.inHostMemory;
+    d["build_devices"] = r.buildDevices;
     return d;
 }
 
@@ -432,7 +433,7 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
            int k, const py::object& metric, const std::string& graphPath,
            std::optional<GpuKnnGraphGNNDConfig> config, std::vector<int> devices, int64_t shardSize,
            const std::string& workDir, bool verbose, const std::string& distancesPath,
-           int64_t hostMemoryBytes) {
+           int64_t hostMemoryBytes, bool splitOneShard) {
             std::vector<gpu::GpuResourcesProvider*> providers = toProviders(res);
             if (shardSize < 0) {
                 throw py::value_error("shard_size must be >= 0 (0: the largest that fits), got " +
@@ -444,6 +445,7 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
             }
             GnndFileBuildOptions options;
             options.hostMemoryBytes = hostMemoryBytes;
+            options.splitOneShard = splitOneShard;
             options.config = config.value_or(GpuKnnGraphGNNDConfig());
             options.devices = std::move(devices);
             options.shardSize = shardSize;
@@ -462,7 +464,7 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
         "res"_a, "vectors_path"_a, "format"_a, "d"_a, "k"_a, "metric"_a, "graph_path"_a,
         "config"_a = py::none(), "devices"_a = std::vector<int>(), "shard_size"_a = 0,
         "work_dir"_a = "", "verbose"_a = false, "distances_path"_a = "",
-        "host_memory_bytes"_a = -1, "gnndBuildFromFile (use faiss_ext.gnnd_build_from_file).");
+        "host_memory_bytes"_a = -1, "split_one_shard"_a = true, "gnndBuildFromFile (use faiss_ext.gnnd_build_from_file).");
 
     m.def(
         "_read_graph_ivecs",

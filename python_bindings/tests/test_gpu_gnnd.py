@@ -384,6 +384,52 @@ def test_build_from_file_errors(res, tmp_path):
         faiss_ext.read_graph_ivecs(tmp_path / "missing.ivecs")
 
 
+def test_set_build_devices(res, xb):
+    """set_build_devices: refusals leave the setting as it was; on two GPUs
+    the add's build is split over both, with the quality of one GPU; a file
+    that is one shard is split too (build_devices in the report)."""
+    index = faiss_ext.GpuKnnGraphGNND(res, D_DIM, K, FM.L2)
+    own = index.device
+    with pytest.raises(RuntimeError, match="own device"):
+        index.set_build_devices([res], [own])
+    with pytest.raises(RuntimeError, match="is not in"):
+        index.set_build_devices([res], [faiss_ext.get_num_gpus()])
+    with pytest.raises(RuntimeError, match="providers for"):
+        index.set_build_devices([res, res], [1])
+    with pytest.raises(TypeError):
+        index.set_build_devices(["res"], [1])
+    assert index.get_build_devices() == []
+    index.set_build_devices([], [])
+    if faiss_ext.get_num_gpus() < 2:
+        pytest.skip(f"the split builds need 2 GPUs ({faiss_ext.get_num_gpus()} visible)")
+    res1 = faiss_ext.StandardGpuResources()
+    _, I_ref = exact_graph(xb, K)
+    one = faiss_ext.GpuKnnGraphGNND(res, D_DIM, K, FM.L2)
+    one.add(xb)
+    index.set_build_devices([res1], [1])
+    assert index.get_build_devices() == [1]
+    index.add(xb)
+    assert index.ntotal == N
+    r1, r2 = recall_at(one.get_graph(), I_ref, 10), recall_at(index.get_graph(), I_ref, 10)
+    assert r2 >= 0.95 and r2 >= r1 - 0.01, (r1, r2)
+    check_structure(*index.get_graph(with_distances=True), xb, larger_is_closer=False)
+
+
+def test_build_from_file_one_shard_split_over_two_gpus(res, xb, tmp_path):
+    if faiss_ext.get_num_gpus() < 2:
+        pytest.skip(f"needs 2 GPUs ({faiss_ext.get_num_gpus()} visible)")
+    vectors = tmp_path / "base.fvecs"
+    _write_fvecs(vectors, xb)
+    res1 = faiss_ext.StandardGpuResources()
+    _, I_ref = exact_graph(xb, K)
+    for split, want in ((True, 2), (False, 1)):
+        report = faiss_ext.gnnd_build_from_file(
+            [res, res1], vectors, faiss_ext.VectorFileFormat.FVECS, D_DIM, K, FM.L2,
+            tmp_path / "g.ivecs", devices=[0, 1], shard_size=N, split_one_shard=split)
+        assert report["shards"] == 1 and report["build_devices"] == want, report
+        assert recall_at(faiss_ext.read_graph_ivecs(tmp_path / "g.ivecs"), I_ref, 10) >= 0.95
+
+
 # ---- bad input ----
 
 @pytest.mark.parametrize("d,k", [(D_DIM, 0), (D_DIM, -1), (D_DIM, 1025), (0, K), (-4, K)])
