@@ -10,6 +10,8 @@
 # On a machine with several GPUs the processes are spread over them (each
 # sees one GPU through CUDA_VISIBLE_DEVICES, by xargs' process slot; the
 # tests that need two GPUs then skip); SAN_GPUS="0 1" picks the GPUs.
+# SAN_LIGHT_FIRST=1 starts with the short tests instead (the most tests
+# within a time limit that the whole suite does not fit).
 # Writes OUT/sanitize_<tool>.log (every test's output, one after another) and
 # prints: tests clean / with sanitizer errors / failed / timed out / not
 # started, the tool's summary lines counted, elapsed time. Exit status 0 only
@@ -53,6 +55,8 @@ FileBuildMatchesInMemoryBuild TwoGpusMatchOneGpu RealDataSiftSmall'
 for h in $heavy; do grep -F ".$h" "$work/all" >>"$work/order" || true; done
 grep -v -x -F -f "$work/order" "$work/all" >>"$work/order" || true
 awk '!seen[$0]++' "$work/order" >"$work/order1" && mv "$work/order1" "$work/order"
+# SAN_LIGHT_FIRST=1: the other way round, the most tests in a time limit
+if [ "${SAN_LIGHT_FIRST:-0}" = 1 ]; then tac "$work/order" >"$work/order1" && mv "$work/order1" "$work/order"; fi
 total=$(wc -l <"$work/order")
 echo "$tool: $total tests, $jobs at a time on GPUs ${gpus:-(default)}, ${limit} s, tool args: ${SAN_ARGS:-none}"
 

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -182,6 +184,8 @@ void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
 
 namespace {
 std::atomic<bool> peerAccessIgnored{false};
+std::mutex peerMutex;
+std::set<std::pair<int, int>> peerEnabled;  ///< (from, to) pairs enabled by us
 }  // namespace
 
 void setPeerAccessIgnoredForTesting(bool ignored) {
@@ -199,10 +203,17 @@ bool enablePeerAccess(const std::vector<int>& devices) {
                 all = false;
                 continue;
             }
+            std::lock_guard<std::mutex> lock(peerMutex);
+            if (peerEnabled.count({a, b})) continue;
             DeviceScope scope(a);
+            // once per pair and process (CUDA has no query; a second enable
+            // is an error, benign, that the sanitizers would report)
             cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
-            if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) FAISS_EXT_CUDA_CHECK(e);
-            cudaGetLastError();  // clears cudaErrorPeerAccessAlreadyEnabled
+            if (e == cudaErrorPeerAccessAlreadyEnabled) {
+                cudaGetLastError();  // enabled by someone else: clear it
+            } else if (e != cudaSuccess) {
+                FAISS_EXT_CUDA_CHECK(e);
+            }
             cudaMemPool_t pool;
             if (cudaDeviceGetDefaultMemPool(&pool, b) == cudaSuccess) {
                 cudaMemAccessDesc desc = {};
@@ -211,6 +222,7 @@ bool enablePeerAccess(const std::vector<int>& devices) {
                 desc.flags = cudaMemAccessFlagsProtReadWrite;
                 FAISS_EXT_CUDA_CHECK(cudaMemPoolSetAccess(pool, &desc, 1));
             }
+            peerEnabled.insert({a, b});
         }
     }
     return all;
