@@ -111,13 +111,10 @@ void GpuKnnGraphGNND::setBuildDevices(const std::vector<GpuResourcesProvider*>& 
     FAISS_THROW_IF_NOT_FMT(providers.size() == devices.size(),
                            "GpuKnnGraphGNND::setBuildDevices: %zu providers for %zu devices",
                            providers.size(), devices.size());
-    const int ng = getNumDevices();
     for (size_t i = 0; i < devices.size(); ++i) {
         FAISS_THROW_IF_NOT_FMT(providers[i], "GpuKnnGraphGNND::setBuildDevices: provider %zu is null",
                                i);
-        FAISS_THROW_IF_NOT_FMT(devices[i] >= 0 && devices[i] < ng,
-                               "GpuKnnGraphGNND::setBuildDevices: device %d is not in [0, %d)",
-                               devices[i], ng);
+        checkDevice(devices[i]);
         FAISS_THROW_IF_NOT_FMT(devices[i] != config_.device,
                                "GpuKnnGraphGNND::setBuildDevices: device %d is this index's own "
                                "device; name only the others",

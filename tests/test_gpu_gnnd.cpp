@@ -819,8 +819,8 @@ TEST(GpuGnnd, BuildDevicesSplitTheBuild) {
             EXPECT_TRUE(index.getBuildDevices().empty()) << "a refused call changed the devices";
         };
         refused({&r1}, {0}, "own device");
-        refused({&r1}, {ng}, "is not in");
-        refused({&r1}, {-1}, "is not in");
+        refused({&r1}, {ng}, "does not exist");
+        refused({&r1}, {-1}, "does not exist");
         refused({nullptr}, {ng > 1 ? 1 : 0}, "null");
         refused({&r1, &r1}, {1}, "2 providers for 1 devices");
         if (ng > 1) refused({&r1, &r1}, {1, 1}, "listed twice");
