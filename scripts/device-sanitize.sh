@@ -12,6 +12,12 @@
 # tests that need two GPUs then skip); SAN_GPUS="0 1" picks the GPUs.
 # SAN_LIGHT_FIRST=1 starts with the short tests instead (the most tests
 # within a time limit that the whole suite does not fit).
+# FILTER is a gtest filter, or @FILE: the full test names listed in FILE, one
+# a line (lists too long for a filter; FILE relative to the repository root).
+# Racecheck's cost grows with every shared-memory access: under it the tests
+# run sanitizer-sized (FAISS_EXT_TEST_SMALL=1, tests/TestUtils.h: the heavy
+# tests take the same code paths on fewer rows, queries and repetitions).
+# SAN_SMALL=0 keeps the full sizes, SAN_SMALL=1 shrinks under every tool.
 # Writes OUT/sanitize_<tool>.log (every test's output, one after another) and
 # prints: tests clean / with sanitizer errors / failed / timed out / not
 # started, the tool's summary lines counted, elapsed time. Exit status 0 only
@@ -32,6 +38,8 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # JOBS processes share the cores
 # the tools do not follow gtest's re-executed death-test children (they
 # hang): the bad-input refusals run in the test's own process here
 export FAISS_EXT_TEST_IN_PROCESS=1
+small=${SAN_SMALL:-$([ "$tool" = racecheck ] && echo 1 || echo 0)}
+[ "$small" = 1 ] && export FAISS_EXT_TEST_SMALL=1
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 bin=$PWD/.device/bin/tests/gpu_tests
 work=$(mktemp -d)
@@ -41,8 +49,12 @@ export SAN_CS=$cs SAN_TOOL=$tool SAN_BIN=$bin SAN_WORK=$work SAN_END=$((start + 
 export SAN_GPUS="$gpus"
 
 # full test names (suite.test), parameterised ones included
-"$bin" --gtest_list_tests --gtest_filter="$filter" |
-  awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' >"$work/all"
+if [ "${filter#@}" != "$filter" ]; then
+  grep -v -e '^#' -e '^[[:space:]]*$' "${filter#@}" >"$work/all"
+else
+  "$bin" --gtest_list_tests --gtest_filter="$filter" |
+    awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' >"$work/all"
+fi
 # the long ones first (measured under the tools on an H200), then the rest
 heavy='InjectedAllocationFailuresBiLevelLSH TiledSearchEqualsUntiled GraphStructureAndAccessors
 HostAndDevicePointersWithInIndices ExactOnIntegerDataEveryMode HostMatrixLargerThanTempMemoryIsStreamed
@@ -58,7 +70,8 @@ awk '!seen[$0]++' "$work/order" >"$work/order1" && mv "$work/order1" "$work/orde
 # SAN_LIGHT_FIRST=1: the other way round, the most tests in a time limit
 if [ "${SAN_LIGHT_FIRST:-0}" = 1 ]; then tac "$work/order" >"$work/order1" && mv "$work/order1" "$work/order"; fi
 total=$(wc -l <"$work/order")
-echo "$tool: $total tests, $jobs at a time on GPUs ${gpus:-(default)}, ${limit} s, tool args: ${SAN_ARGS:-none}"
+echo "$tool: $total tests, $jobs at a time on GPUs ${gpus:-(default)}, ${limit} s, tool args: ${SAN_ARGS:-none}," \
+  "sizes: $([ "$small" = 1 ] && echo 'sanitizer-sized (FAISS_EXT_TEST_SMALL=1)' || echo full)"
 
 run_one() {
   local t=$1 safe left

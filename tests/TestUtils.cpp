@@ -48,6 +48,16 @@ bool haveGpu() {
     return have;
 }
 
+bool smallTests() {
+    static const bool small = [] {
+        const char* v = std::getenv("FAISS_EXT_TEST_SMALL");
+        const bool on = v && *v && std::string(v) != "0";
+        if (on) std::fprintf(stderr, "[faiss_ext tests] FAISS_EXT_TEST_SMALL=%s: sanitizer-sized inputs\n", v);
+        return on;
+    }();
+    return small;
+}
+
 std::string dataDir() {
     if (const char* env = std::getenv("FAISS_EXT_DATA_DIR")) return env;
 #ifdef FAISS_EXT_DATA_DIR

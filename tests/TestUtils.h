@@ -23,6 +23,22 @@ std::vector<float> clusteredVectors(int64_t n, int d, int clusters, uint64_t see
 /// Whether a usable GPU is present (cached).
 bool haveGpu();
 
+/// Sanitizer-sized tests: FAISS_EXT_TEST_SMALL=1 (scripts/device-sanitize.sh
+/// sets it for racecheck, whose cost grows with every shared-memory access)
+/// makes the heavy GPU tests run on smaller inputs that take the same code
+/// paths: the same modes, metrics, k values, data kinds and dimensions, and
+/// the same relations that pick a path (tiled or not, host or device
+/// storage, k against n, every injected failure point). Only row counts,
+/// query counts and repetitions shrink. Off by default: CI and plain runs
+/// use the full sizes. Prints a line to stderr the first time it is asked.
+bool smallTests();
+
+/// `full`, or `small` under FAISS_EXT_TEST_SMALL=1.
+template <class T>
+T sized(T full, T small) {
+    return smallTests() ? small : full;
+}
+
 /// Directory of the shared real data sets: $FAISS_EXT_DATA_DIR, else
 /// ../shared/data beside the checkout ("" when absent).
 std::string dataDir();
