@@ -304,13 +304,16 @@ INSTANTIATE_TEST_SUITE_P(Kinds, GpuBadInput,
 TEST(GpuBadInputLimits, EachIndexRefusesKPastItsLimit) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    auto x = test::clusteredVectors(kTrain, kD, 8, kSeed);
+    // Sanitizer-sized: 256 vectors, still past 2 x GNND's list length 32 (an
+    // iterated build, not the exact small-set graph) and LSH's 8 groups.
+    const int n = test::sized(kTrain, 256);
+    auto x = test::clusteredVectors(n, kD, 8, kSeed);
     auto q = test::clusteredVectors(3, kD, 8, kSeed + 1);
     std::vector<float> D(3 * 8193);
     std::vector<idx_t> I(3 * 8193);
 
     GpuKnnGraphGNND g(&res, kD, kGnndDegree);
-    g.add(kTrain, x.data());
+    g.add(n, x.data());
     expectRefused(g, q, kK, "GNND k = 4097", {"4096"},
                   [&] { g.search(3, q.data(), 4097, D.data(), I.data()); });
     gpu::SearchParametersGNND gp;
@@ -324,15 +327,15 @@ TEST(GpuBadInputLimits, EachIndexRefusesKPastItsLimit) {
                   [&] { lsh.add(10, x.data()); });
     expectRefused(lsh, q, kK, "LSH search before train", {"not trained"},
                   [&] { lsh.search(3, q.data(), kK, D.data(), I.data()); });
-    lsh.train(kTrain, x.data());
-    lsh.add(kTrain, x.data());
+    lsh.train(n, x.data());
+    lsh.add(n, x.data());
     SearchParametersBiLevelLSH heap;
     heap.shortList = BiLevelShortList::Heap;
     expectRefused(lsh, q, kK, "LSH heap k = 1025", {"1024"},
                   [&] { lsh.search(3, q.data(), 1025, D.data(), I.data(), &heap); });
 
     GpuIndexQuickSelectFlat flat(&res, kD);
-    flat.add(kTrain, x.data());
+    flat.add(n, x.data());
     (void)flat;  // the merge queue's k <= 8192 needs ntotal > 8192
     auto big = test::clusteredVectors(9000, kD, 8, kSeed + 3);
     GpuIndexQuickSelectFlat f2(&res, kD);

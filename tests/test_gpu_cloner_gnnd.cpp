@@ -53,7 +53,7 @@ faiss::Index* leafOf(faiss::Index* idx) {
 TEST(GpuClonerGnnd, FactoryTwinBecomesGnndWithItsParameters) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int d = 16, n = 3000, k = 16;
+    const int d = 16, n = test::sized(3000, 1000), k = 16;
     std::unique_ptr<faiss::Index> twin(index_factory(d, "GNND16_p12_it8"));
     std::unique_ptr<faiss::Index> g(gpu::index_cpu_to_gpu(&res, 0, twin.get()));
     auto* gnnd = as<GpuKnnGraphGNND>(g.get());
@@ -168,7 +168,7 @@ TEST(GpuClonerGnnd, CpuBuiltGraphIsKept) {
 TEST(GpuClonerGnnd, WrappersAreWalked) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int d = 16, n = 2000;
+    const int d = 16, n = test::sized(2000, 600);
     auto x = test::clusteredVectors(n, d, 10, kSeed);
     std::vector<idx_t> ids(n);
     for (int i = 0; i < n; ++i) ids[i] = 100 + 3 * i;

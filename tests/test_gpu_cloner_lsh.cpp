@@ -149,7 +149,10 @@ TEST(GpuClonerLsh, UntrainedTwinTrainsOnTheGpuIntoTheSameModel) {
 TEST(GpuClonerLsh, WrappersAreWalked) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int d = 32, n = 3000, nq = 20, k = 5;
+    // small: L x n = 8 x 1000 keeps the table sorts past CUB's single tile
+    // (> 4864); d = 16 after the PCA (<= heapMaxDim): the heap either way
+    const int d = 32, k = 5;
+    const int n = test::sized(3000, 1000), nq = test::sized(20, 10);
     std::unique_ptr<faiss::Index> cpu(index_factory(d, "IDMap,PCA16,BiLSH8x6_t2"));
     auto x = test::clusteredVectors(n, d, 20, kSeed);
     cpu->train(n, x.data());

@@ -192,12 +192,15 @@ TEST(GpuFlat, DevicePointers) {
 TEST(GpuFlat, TiledSearchEqualsUntiled) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 32;
-    const int64_t nb = 60003, nq = 300;
+    // Sanitizer-sized: still 8 corpus tiles of >= 8 * 700 columns (so every
+    // tile and the k = 700 merge take the filtered first pass) and 2-4 query tiles.
+    const int64_t nb = sized<int64_t>(60003, 48003), nq = sized<int64_t>(300, 20);
     auto xb = clusteredVectors(nb, d, 30, kSeed);
     auto xq = clusteredVectors(nq, d, 30, kSeed + 3);
     for (int64_t k : {1, 10, 700}) {
         StandardGpuResources big, small;
-        small.setTempMemory(size_t(24) << 20);  // forces corpus and query tiles
+        // forces corpus and query tiles
+        small.setTempMemory(sized<size_t>(size_t(24) << 20, size_t(3) << 19));
         GpuIndexQuickSelectFlat a(&big, d), b(&small, d);
         a.add(nb, xb.data());
         b.add(nb, xb.data());
@@ -339,7 +342,8 @@ TEST(GpuFlat, RealDataSiftSmall) {
 TEST(GpuFlat, HostInputPagedInChunksWithAndWithoutPinnedStaging) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 40;
-    const int64_t nb = 5000, nq = 301, k = 17;
+    // Sanitizer-sized: 31 queries are still 3 chunks of 10 and one of 1.
+    const int64_t nb = sized<int64_t>(5000, 2500), nq = sized<int64_t>(301, 31), k = 17;
     auto xb = randomVectors(nb, d, kSeed);
     auto xq = randomVectors(nq, d, kSeed + 11);
     std::vector<float> refD(nq * k);

@@ -98,9 +98,11 @@ double squaredNorm(const float* x, int d, int64_t i) {
 
 /// Exact k-NN graph of x (n x d, already prepared) by faiss::IndexFlat on the
 /// CPU: k + 1 neighbours, the row itself dropped by id (the last one dropped
-/// when the row is not among them, e.g. for inner product).
-std::vector<int64_t> exactGraph(const float* x, int64_t n, int d, int k, bool ip) {
-    if (haveGpu()) {
+/// when the row is not among them, e.g. for inner product). onGpu: by
+/// GpuIndexQuickSelectFlat where a GPU is present.
+std::vector<int64_t> exactGraph(const float* x, int64_t n, int d, int k, bool ip,
+                                bool onGpu = true) {
+    if (onGpu && haveGpu()) {
         // brute force on the GPU (GpuIndexQuickSelectFlat equals IndexFlat, ties
         // aside; recall is scored by distance): seconds where the CPU with the
         // reference BLAS staged for device runs takes minutes
@@ -134,6 +136,12 @@ std::vector<int64_t> exactGraph(const float* x, int64_t n, int d, int k, bool ip
         }
     }
     return out;
+}
+
+/// exactGraph, on the CPU in sanitizer-sized runs: the reference is not under
+/// test, and the GPU brute force takes minutes under racecheck.
+std::vector<int64_t> referenceGraph(const float* x, int64_t n, int d, int k, bool ip) {
+    return exactGraph(x, n, d, k, ip, !smallTests());
 }
 
 /// Exact k-NN of queries q (nq x d) among x (n x d), both prepared; k <= n.
@@ -431,20 +439,31 @@ const Dataset& dataset(const std::string& name) {
                                                          : dir + "/pointcloud-rs/rs1_base.fvecs";
             const std::string gt = name == "siftsmall" ? dir + "/siftsmall/siftsmall_base_knn100_l2.ivecs"
                                                        : dir + "/pointcloud-rs/rs1_base_knn32_l2.ivecs";
-            if (dir.empty() || !fileExists(base) || !fileExists(gt)) {
+            // sanitizer-sized: a prefix of the rows with its exact graph (the
+            // stored graph, over all rows, is then not needed)
+            const int64_t prefixRows = sized<int64_t>(0, 2000);
+            if (dir.empty() || !fileExists(base) || (prefixRows == 0 && !fileExists(gt))) {
                 ds.missing = base + " or " + gt + " not found (set FAISS_EXT_DATA_DIR)";
             } else {
                 ds.x = readFvecs(base, &ds.d);
                 ds.n = int64_t(ds.x.size()) / ds.d;
-                ds.gt = readIvecs(gt, &ds.kGt);
-                if (int64_t(ds.gt.size()) != ds.n * ds.kGt)
-                    throw std::runtime_error(gt + " has " + std::to_string(ds.gt.size() / ds.kGt) +
-                                             " rows, the base " + std::to_string(ds.n));
+                if (prefixRows > 0 && prefixRows < ds.n) {
+                    ds.n = prefixRows;
+                    ds.x.resize(size_t(ds.n) * ds.d);
+                    ds.kGt = 16;
+                    ds.gt = referenceGraph(ds.x.data(), ds.n, ds.d, ds.kGt, false);
+                } else {
+                    ds.gt = readIvecs(gt, &ds.kGt);
+                    if (int64_t(ds.gt.size()) != ds.n * ds.kGt)
+                        throw std::runtime_error(gt + " has " + std::to_string(ds.gt.size() / ds.kGt) +
+                                                 " rows, the base " + std::to_string(ds.n));
+                }
             }
         } else if (name == "fashion-mnist") {
             // The first 20k training images; exact graph by brute force (the
-            // stored one is over all 60k).
-            const int64_t rows = 20000;
+            // stored one is over all 60k). Small: fewer, as d = 784 makes each
+            // GNND join about 25 times the d = 32 one under racecheck.
+            const int64_t rows = sized<int64_t>(20000, 500);
             const std::string bv = dir + "/fashion-mnist/fashion-mnist_base.bvecs";
             const std::string idx = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
             if (!dir.empty() && fileExists(bv)) {
@@ -457,14 +476,14 @@ const Dataset& dataset(const std::string& name) {
             if (ds.missing.empty()) {
                 ds.n = int64_t(ds.x.size()) / ds.d;
                 ds.kGt = 16;
-                ds.gt = exactGraph(ds.x.data(), ds.n, ds.d, ds.kGt, false);
+                ds.gt = referenceGraph(ds.x.data(), ds.n, ds.d, ds.kGt, false);
             }
         } else if (name == "clustered") {
-            ds.n = 20000;
+            ds.n = sized<int64_t>(20000, 2000);
             ds.d = 64;
             ds.x = clusteredVectors(ds.n, ds.d, 40, kSeed);
             ds.kGt = 16;
-            ds.gt = exactGraph(ds.x.data(), ds.n, ds.d, ds.kGt, false);
+            ds.gt = referenceGraph(ds.x.data(), ds.n, ds.d, ds.kGt, false);
         } else {
             ds.missing = "unknown data set " + name;
         }
@@ -517,7 +536,8 @@ INSTANTIATE_TEST_SUITE_P(Data, GpuGnndRecall,
 TEST(GpuGnnd, GraphStructureAndAccessors) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int64_t n = 10000;
+    const int64_t n = sized<int64_t>(10000, 2000);
+    const int64_t nAgain = sized<int64_t>(2000, 1000);  // the build after reset()
     const int d = 32, k = 32;
     auto x = clusteredVectors(n, d, 20, kSeed);
     GpuKnnGraphGNND index(&res, d, k);
@@ -577,10 +597,10 @@ TEST(GpuGnnd, GraphStructureAndAccessors) {
     index.reset();
     EXPECT_EQ(index.ntotal, 0);
     EXPECT_TRUE(index.getGraphInt().empty());
-    index.add(2000, x.data());
-    EXPECT_EQ(index.ntotal, 2000);
+    index.add(nAgain, x.data());
+    EXPECT_EQ(index.ntotal, nAgain);
     const Graph g2 = fetchGraph(index);
-    EXPECT_EQ("", checkStructure(x.data(), 2000, d, false, g2.ids.data(), g2.dist.data(), k));
+    EXPECT_EQ("", checkStructure(x.data(), nAgain, d, false, g2.ids.data(), g2.dist.data(), k));
 }
 
 // ---- metrics: inner product, cosine, Pearson ----
@@ -588,13 +608,13 @@ TEST(GpuGnnd, GraphStructureAndAccessors) {
 TEST(GpuGnnd, MetricsAgainstExactBruteForce) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int64_t n = 10000;
+    const int64_t n = sized<int64_t>(10000, 1000);
     const int d = 48, k = 32;
     auto x = clusteredVectors(n, d, 20, kSeed + 7);
     for (FlatMetric m : {FlatMetric::InnerProduct, FlatMetric::Cosine, FlatMetric::Pearson}) {
         const std::string what = describe("clustered", n, d, k, m);
         auto xp = prepared(m, x, n, d);
-        auto ref = exactGraph(xp.data(), n, d, kR, true);
+        auto ref = referenceGraph(xp.data(), n, d, kR, true);
         GpuKnnGraphGNND index(&res, d, k, m);
         EXPECT_EQ(index.metric_type, faiss::METRIC_INNER_PRODUCT) << what;
         index.add(n, x.data());
@@ -614,10 +634,11 @@ TEST(GpuGnnd, MetricsAgainstExactBruteForce) {
 TEST(GpuGnnd, DegreeSweep) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int64_t n = 6000;
+    // small: still past 2 x 256 (the longest list), else that build is the exact small-set path
+    const int64_t n = sized<int64_t>(6000, 520);
     const int d = 32;
     auto x = clusteredVectors(n, d, 12, kSeed + 11);
-    auto ref = exactGraph(x.data(), n, d, kR, false);
+    auto ref = referenceGraph(x.data(), n, d, kR, false);
     for (int k : {1, 10, 31, 32, 33, 100, 256}) {
         const std::string what = describe("clustered", n, d, k, FlatMetric::L2);
         GpuKnnGraphGNND index(&res, d, k);
@@ -675,10 +696,12 @@ TEST(GpuGnnd, ExactGraphWhenNIsKPlusOne) {
 TEST(GpuGnnd, NMultipleOfTheDegree) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    for (auto [n, k] : {std::pair<int64_t, int>{64 * 200, 64}, std::pair<int64_t, int>{32 * 100, 32}}) {
+    // small: still multiples of the degree, and of 2^9 and 2^7 as 64 * 200 and 32 * 100
+    for (auto [n, k] : {std::pair<int64_t, int>{64 * sized(200, 24), 64},
+                        std::pair<int64_t, int>{32 * sized(100, 28), 32}}) {
         const int d = 32;
         auto x = clusteredVectors(n, d, 16, kSeed + n);
-        auto ref = exactGraph(x.data(), n, d, kR, false);
+        auto ref = referenceGraph(x.data(), n, d, kR, false);
         const std::string what = describe("clustered", n, d, k, FlatMetric::L2);
         const double recall = buildAndScore(res, x, n, d, k, FlatMetric::L2, ref.data(), kR, what);
         EXPECT_GE(recall, 0.95) << what;
@@ -688,12 +711,12 @@ TEST(GpuGnnd, NMultipleOfTheDegree) {
 TEST(GpuGnnd, DuplicatedPoints) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int64_t m = 2000, n = 3 * m;
+    const int64_t m = sized<int64_t>(2000, 600), n = 3 * m;
     const int d = 16, k = 32;
     auto base = clusteredVectors(m, d, 10, kSeed + 3);
     std::vector<float> x;
     for (int rep = 0; rep < 3; ++rep) x.insert(x.end(), base.begin(), base.end());
-    auto ref = exactGraph(x.data(), n, d, kR, false);
+    auto ref = referenceGraph(x.data(), n, d, kR, false);
     const std::string what = describe("clustered x3 copies", n, d, k, FlatMetric::L2);
     GpuKnnGraphGNND index(&res, d, k);
     index.add(n, x.data());
@@ -738,7 +761,7 @@ TEST(GpuGnnd, SmallBatchesAddedToALargeIndexKeepFullLists) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     const int d = 32, k = 32;
-    const int64_t base = 6000;
+    const int64_t base = sized<int64_t>(6000, 300);  // small: still 7x the largest batch
     const std::vector<int64_t> batches = {1, 2, 5, 9, 15, 40, 1, 3};
     int64_t total = base;
     for (int64_t b : batches) total += b;
@@ -766,10 +789,10 @@ TEST(GpuGnnd, SmallBatchesAddedToALargeIndexKeepFullLists) {
 TEST(GpuGnnd, IncrementalAddsMergeWithGgm) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int64_t n = 20000;
+    const int64_t n = sized<int64_t>(20000, 600);  // small: the smallest part (150) still past 2 K
     const int d = 64, k = 32;
     auto x = clusteredVectors(n, d, 40, kSeed + 5);
-    auto ref = exactGraph(x.data(), n, d, kR, false);
+    auto ref = referenceGraph(x.data(), n, d, kR, false);
     const std::string what = describe("clustered", n, d, k, FlatMetric::L2);
     const double oneShot = buildAndScore(res, x, n, d, k, FlatMetric::L2, ref.data(), kR, what + " one add");
 
@@ -791,7 +814,7 @@ TEST(GpuGnnd, IncrementalAddsMergeWithGgm) {
     };
     const double two = merged({n / 2, n / 2}, what + " two adds");
     EXPECT_GE(two, oneShot - 0.01) << what;
-    const double three = merged({8000, 7000, 5000}, what + " three adds");
+    const double three = merged({n * 8 / 20, n * 7 / 20, n - n * 15 / 20}, what + " three adds");
     EXPECT_GE(three, oneShot - 0.01) << what;
     EXPECT_GE(three, 0.95) << what;
 }
@@ -923,10 +946,11 @@ double fileGraphRecall(const std::string& graphPath, const std::vector<float>& x
 
 TEST(GpuGnndOutOfCore, FileBuildMatchesInMemoryBuild) {
     FAISS_EXT_REQUIRE_GPU();
-    const int64_t n = 40000;
+    // small: shards of n / 4 = 80 still past 2 K (GNND builds, not the exact small-set path)
+    const int64_t n = sized<int64_t>(40000, 320);
     const int d = 32, k = 32;
     auto x = clusteredVectors(n, d, 40, kSeed + 9);
-    auto ref = exactGraph(x.data(), n, d, kR, false);
+    auto ref = referenceGraph(x.data(), n, d, kR, false);
     TempDir tmp;
     const std::string fv = tmp.file("base.fvecs"), raw = tmp.file("base.f32");
     writeFvecs(fv, x.data(), n, d);
@@ -937,16 +961,20 @@ TEST(GpuGnndOutOfCore, FileBuildMatchesInMemoryBuild) {
     const double memRecall =
             buildAndScore(inMem, x, n, d, k, FlatMetric::L2, ref.data(), kR, describe("in memory", n, d, k, FlatMetric::L2));
 
-    // Device memory limit a quarter of the data: the builder must shard.
+    // Device memory limit a quarter of the data: the builder must shard. Small:
+    // the limit of two shards of n / 4 (vectors, norms and lists: 4 (d + 1) +
+    // 16 K bytes a row), so 4 shards, where a quarter of the data cuts 41 (820
+    // merges: far too slow under racecheck).
+    const size_t limit = sized(dataBytes / 4, size_t(2 * (n / 4)) * (4 * (d + 1) + 16 * k));
     {
         StandardGpuResources res;
-        res.setDeviceMemoryLimit(dataBytes / 4);
+        res.setDeviceMemoryLimit(limit);
         GnndFileBuildOptions opt;
         opt.workDir = tmp.path;
         const std::string out = tmp.file("graph_limit.ivecs");
         const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
                 {&res}, fv, VectorFileFormat::Fvecs, 0, k, FlatMetric::L2, out, opt);
-        const std::string what = "fvecs, device memory limit " + std::to_string(dataBytes / 4) + " B";
+        const std::string what = "fvecs, device memory limit " + std::to_string(limit) + " B";
         EXPECT_EQ(rep.n, n) << what;
         EXPECT_EQ(rep.d, d) << what;
         EXPECT_GT(rep.shards, 1) << what << ": the data does not fit, yet one shard";
@@ -1253,7 +1281,8 @@ std::string checkSearchResults(const float* x, int64_t n, const float* q, int64_
 TEST(GpuGnnd, SearchHeldOutQueries) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int64_t n = 20000, nq = 1000;
+    // small: n still past the 1024 slots of the search's hash set and L = 256
+    const int64_t n = sized<int64_t>(20000, 1500), nq = sized<int64_t>(1000, 100);
     const int d = 32, k = 32, kq = 10;
     auto all = clusteredVectors(n + nq, d, 40, kSeed + 13);  // one mixture: base and held-out queries
     std::vector<float> x(all.begin(), all.begin() + size_t(n) * d);
@@ -1317,7 +1346,7 @@ TEST(GpuGnnd, SearchPadsPastNtotal) {
 TEST(GpuGnnd, CpuTwinIoAndNsg) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int64_t n = 10000, nq = 500;
+    const int64_t n = sized<int64_t>(10000, 3000), nq = sized<int64_t>(500, 100);
     const int d = 32, k = 32, kq = 10, L = 64;
     auto all = clusteredVectors(n + nq, d, 20, kSeed + 17);
     std::vector<float> x(all.begin(), all.begin() + size_t(n) * d);

@@ -29,6 +29,7 @@ namespace {
 
 using idx_t = faiss::Index::idx_t;
 using test::clusteredVectors;
+using test::sized;
 
 /// Search results of an index (and its size) at one moment.
 struct Snapshot {
@@ -165,31 +166,38 @@ constexpr int kD = 24;
 TEST(GpuReliabilityFailures, InjectedAllocationFailuresFlat) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const auto x = clusteredVectors(3000, kD, 20, 11);
-    const auto more = clusteredVectors(1500, kD, 20, 12);
-    const auto q = clusteredVectors(64, kD, 20, 13);
+    // small: nb stays >= 2048 (k = 2048 <= nb; the select's first pass needs
+    // n >= 2048; knnGraph's 2048+ rows pick the merge queue); nq < 16 x SMs
+    const int64_t nb = sized<int64_t>(3000, 2100);
+    const int64_t nMore = sized<int64_t>(1500, 300);
+    const int64_t nq = sized<int64_t>(64, 16);
+    const auto x = clusteredVectors(nb, kD, 20, 11);
+    const auto more = clusteredVectors(nMore, kD, 20, 12);
+    const auto q = clusteredVectors(nq, kD, 20, 13);
     for (VectorStorage storage : {VectorStorage::Device, VectorStorage::Auto, VectorStorage::Host}) {
         GpuIndexQuickSelectFlatConfig cfg;
         cfg.storage = storage;
         Factory make = [&] {
             auto idx = std::make_unique<GpuIndexQuickSelectFlat>(&res, kD, FlatMetric::L2, cfg);
-            idx->add(3000, x.data());
+            idx->add(nb, x.data());
             return std::unique_ptr<faiss::Index>(std::move(idx));
         };
         const std::string tag = "flat storage " + std::to_string(int(storage));
         int f = injectAtEveryAllocation((tag + " add").c_str(), make,
-                                        [&](faiss::Index* i) { i->add(1500, more.data()); }, q, 10);
-        if (storage == VectorStorage::Device) EXPECT_GT(f, 0);
+                                        [&](faiss::Index* i) { i->add(nMore, more.data()); }, q, 10);
+        if (storage == VectorStorage::Device) {
+            EXPECT_GT(f, 0);
+        }
         for (int64_t k : {int64_t(1), int64_t(50), int64_t(2048)}) {
-            std::vector<float> D(64 * k);
-            std::vector<idx_t> I(64 * k);
+            std::vector<float> D(nq * k);
+            std::vector<idx_t> I(nq * k);
             f = injectAtEveryAllocation(
                     (tag + " search k=" + std::to_string(k)).c_str(), make,
-                    [&](faiss::Index* i) { i->search(64, q.data(), k, D.data(), I.data()); }, q, 10);
+                    [&](faiss::Index* i) { i->search(nq, q.data(), k, D.data(), I.data()); }, q, 10);
             EXPECT_GT(f, 0) << "k=" << k;
         }
-        std::vector<float> GD(3000 * 8);
-        std::vector<idx_t> GI(3000 * 8);
+        std::vector<float> GD(nb * 8);
+        std::vector<idx_t> GI(nb * 8);
         f = injectAtEveryAllocation((tag + " knnGraph").c_str(), make,
                                     [&](faiss::Index* i) {
                                         static_cast<GpuIndexQuickSelectFlat*>(i)->knnGraph(
@@ -203,34 +211,39 @@ TEST(GpuReliabilityFailures, InjectedAllocationFailuresFlat) {
 TEST(GpuReliabilityFailures, InjectedAllocationFailuresBiLevelLSH) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const auto x = clusteredVectors(4000, kD, 20, 21);
-    const auto more = clusteredVectors(1000, kD, 20, 22);
-    const auto q = clusteredVectors(64, kD, 20, 23);
+    // small: n > 2304 keeps the training sort past CUB's single tile, and
+    // Auto (the snapshots) still picks the work queue (> 256 candidates)
+    const int64_t n = sized<int64_t>(4000, 2400);
+    const int64_t nMore = sized<int64_t>(1000, 300);
+    const int64_t nq = sized<int64_t>(64, 16);
+    const auto x = clusteredVectors(n, kD, 20, 21);
+    const auto more = clusteredVectors(nMore, kD, 20, 22);
+    const auto q = clusteredVectors(nq, kD, 20, 23);
     Factory untrained = [&] {
         return std::unique_ptr<faiss::Index>(new GpuIndexBiLevelLSH(&res, kD, smallLshConfig()));
     };
     Factory trained = [&] {
         auto idx = std::make_unique<GpuIndexBiLevelLSH>(&res, kD, smallLshConfig());
-        idx->train(4000, x.data());
-        idx->add(4000, x.data());
+        idx->train(n, x.data());
+        idx->add(n, x.data());
         return std::unique_ptr<faiss::Index>(std::move(idx));
     };
     EXPECT_GT(injectAtEveryAllocation("lsh train", untrained,
-                                      [&](faiss::Index* i) { i->train(4000, x.data()); }, q, 10),
+                                      [&](faiss::Index* i) { i->train(n, x.data()); }, q, 10),
               0);
     EXPECT_GT(injectAtEveryAllocation("lsh add", trained,
-                                      [&](faiss::Index* i) { i->add(1000, more.data()); }, q, 10),
+                                      [&](faiss::Index* i) { i->add(nMore, more.data()); }, q, 10),
               0);
     for (BiLevelShortList sl : {BiLevelShortList::Heap, BiLevelShortList::WorkQueue}) {
         SearchParametersBiLevelLSH p;
         p.shortList = sl;
         p.nprobe = 4;
-        std::vector<float> D(64 * 20);
-        std::vector<idx_t> I(64 * 20);
+        std::vector<float> D(nq * 20);
+        std::vector<idx_t> I(nq * 20);
         EXPECT_GT(injectAtEveryAllocation(
                           sl == BiLevelShortList::Heap ? "lsh search heap" : "lsh search queue",
                           trained,
-                          [&](faiss::Index* i) { i->search(64, q.data(), 20, D.data(), I.data(), &p); },
+                          [&](faiss::Index* i) { i->search(nq, q.data(), 20, D.data(), I.data(), &p); },
                           q, 10),
                   0);
     }
@@ -239,9 +252,14 @@ TEST(GpuReliabilityFailures, InjectedAllocationFailuresBiLevelLSH) {
 TEST(GpuReliabilityFailures, InjectedAllocationFailuresGNND) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const auto x = clusteredVectors(3000, kD, 20, 31);
-    const auto more = clusteredVectors(1000, kD, 20, 32);
-    const auto q = clusteredVectors(32, kD, 20, 33);
+    // small: every injection repeats a build; n and the merged batch stay
+    // > 2 x 32 (GNND, not the exact small graph) and n >= searchL (128)
+    const int64_t n = sized<int64_t>(3000, 300);
+    const int64_t nMore = sized<int64_t>(1000, 100);
+    const int64_t nq = sized<int64_t>(32, 8);
+    const auto x = clusteredVectors(n, kD, 20, 31);
+    const auto more = clusteredVectors(nMore, kD, 20, 32);
+    const auto q = clusteredVectors(nq, kD, 20, 33);
     GpuKnnGraphGNNDConfig cfg;
     cfg.maxIterations = 4;
     Factory empty = [&] {
@@ -249,20 +267,20 @@ TEST(GpuReliabilityFailures, InjectedAllocationFailuresGNND) {
     };
     Factory built = [&] {
         auto idx = std::make_unique<GpuKnnGraphGNND>(&res, kD, 16, FlatMetric::L2, cfg);
-        idx->add(3000, x.data());
+        idx->add(n, x.data());
         return std::unique_ptr<faiss::Index>(std::move(idx));
     };
     EXPECT_GT(injectAtEveryAllocation("gnnd build", empty,
-                                      [&](faiss::Index* i) { i->add(3000, x.data()); }, q, 10, false),
+                                      [&](faiss::Index* i) { i->add(n, x.data()); }, q, 10, false),
               0);
     EXPECT_GT(injectAtEveryAllocation("gnnd merge", built,
-                                      [&](faiss::Index* i) { i->add(1000, more.data()); }, q, 10, false),
+                                      [&](faiss::Index* i) { i->add(nMore, more.data()); }, q, 10, false),
               0);
-    std::vector<float> D(32 * 10);
-    std::vector<idx_t> I(32 * 10);
+    std::vector<float> D(nq * 10);
+    std::vector<idx_t> I(nq * 10);
     EXPECT_GT(injectAtEveryAllocation(
                       "gnnd search", built,
-                      [&](faiss::Index* i) { i->search(32, q.data(), 10, D.data(), I.data()); }, q,
+                      [&](faiss::Index* i) { i->search(nq, q.data(), 10, D.data(), I.data()); }, q,
                       10, false),
               0);
 }
@@ -353,14 +371,19 @@ TEST(GpuReliabilityFailures, NonFiniteInputsAreRejectedAndChangeNothing) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     const auto x = clusteredVectors(3000, kD, 20, 51);
-    const auto q = clusteredVectors(50, kD, 20, 52);
+    const auto q = clusteredVectors(sized<int64_t>(50, 20), kD, 20, 52);
+    // small: only the graph (the costly build) takes fewer rows; the exact
+    // index keeps >= 2048 (the select's first pass) and the LSH > 256
+    // candidates per query (Auto picks the work queue)
+    const int64_t nGraph = sized<int64_t>(3000, 1500);
     std::vector<std::unique_ptr<faiss::Index>> indexes;
     indexes.emplace_back(new GpuIndexQuickSelectFlat(&res, kD));
     indexes.emplace_back(new GpuIndexBiLevelLSH(&res, kD, smallLshConfig()));
     indexes.emplace_back(new GpuKnnGraphGNND(&res, kD, 16));
     for (auto& idx : indexes) {
-        if (!idx->is_trained) idx->train(3000, x.data());
-        idx->add(3000, x.data());
+        const int64_t n = dynamic_cast<GpuKnnGraphGNND*>(idx.get()) ? nGraph : 3000;
+        if (!idx->is_trained) idx->train(n, x.data());
+        idx->add(n, x.data());
         const Snapshot before = snapshot(*idx, q, 10);
         for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
             std::vector<float> v = clusteredVectors(40, kD, 20, 53);
@@ -413,14 +436,33 @@ void runThreads(int threads, const std::function<void(int)>& fn) {
     for (auto& th : pool) th.join();
 }
 
+/// Rows of the GNND index in the thread tests: in small mode the builds and
+/// the graph searches dominate, and the graph takes no path from n (> 2 x 32,
+/// >= searchL). The flat and LSH indexes keep all rows: the LSH's Auto short
+/// list depends on the candidates per query (> 256: the work queue), which
+/// grow with n.
+int64_t graphRows(int64_t full) { return sized<int64_t>(full, std::min<int64_t>(full, 2000)); }
+
+/// The GNND index of the thread tests (small mode: fewer iterations of the
+/// same sampling and local join).
+GpuKnnGraphGNND* newGraph(GpuResourcesProvider* res) {
+    GpuKnnGraphGNNDConfig cfg;
+    cfg.maxIterations = sized(cfg.maxIterations, 4);
+    return new GpuKnnGraphGNND(res, kD, 16, FlatMetric::L2, cfg);
+}
+
+/// Flat, LSH and GNND indexes of the rows of x (the GNND index of the first
+/// nGraph rows when nGraph >= 0).
 std::vector<std::unique_ptr<faiss::Index>> threeIndexes(GpuResourcesProvider* res,
-                                                        const std::vector<float>& x) {
+                                                        const std::vector<float>& x,
+                                                        int64_t nGraph = -1) {
     std::vector<std::unique_ptr<faiss::Index>> v;
     v.emplace_back(new GpuIndexQuickSelectFlat(res, kD));
     v.emplace_back(new GpuIndexBiLevelLSH(res, kD, smallLshConfig()));
-    v.emplace_back(new GpuKnnGraphGNND(res, kD, 16));
-    const int64_t n = int64_t(x.size()) / kD;
+    v.emplace_back(newGraph(res));
     for (auto& idx : v) {
+        const bool graph = dynamic_cast<GpuKnnGraphGNND*>(idx.get()) != nullptr;
+        const int64_t n = graph && nGraph >= 0 ? nGraph : int64_t(x.size()) / kD;
         if (!idx->is_trained) idx->train(n, x.data());
         idx->add(n, x.data());
     }
@@ -431,13 +473,14 @@ TEST(GpuReliabilityThreads, ConcurrentSearchesOfOneIndexEqualSerial) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     const auto x = clusteredVectors(20000, kD, 50, 61);
-    auto indexes = threeIndexes(&res, x);
-    constexpr int kThreads = 8, kRounds = 6;
+    auto indexes = threeIndexes(&res, x, graphRows(20000));
+    constexpr int kThreads = 8;
+    const int kRounds = sized(6, 1);
     for (auto& idx : indexes) {
         std::vector<std::vector<float>> queries;
         std::vector<Snapshot> serial;
         for (int t = 0; t < kThreads; ++t) {
-            queries.push_back(clusteredVectors(200 + 37 * t, kD, 50, 100 + t));
+            queries.push_back(clusteredVectors(sized(200 + 37 * t, 20 + 4 * t), kD, 50, 100 + t));
             serial.push_back(snapshot(*idx, queries[t], 10 + t));
             EXPECT_EQ(snapshot(*idx, queries[t], 10 + t), serial[t]) << "serial runs differ";
         }
@@ -460,12 +503,13 @@ TEST(GpuReliabilityThreads, SharedResourcesAcrossThreadsAndIndexes) {
     FAISS_EXT_REQUIRE_GPU();
     // serial reference with its own resources
     const auto x = clusteredVectors(8000, kD, 30, 71);
-    const auto q = clusteredVectors(300, kD, 30, 72);
+    const auto q = clusteredVectors(sized(300, 50), kD, 30, 72);
+    const int64_t nGraph = graphRows(8000);
     std::vector<Snapshot> serial;
     {
         StandardGpuResources own;
         for (int t = 0; t < 6; ++t) {
-            auto v = threeIndexes(&own, x);
+            auto v = threeIndexes(&own, x, nGraph);
             serial.push_back(snapshot(*v[t % 3], q, 10));
         }
     }
@@ -478,9 +522,10 @@ TEST(GpuReliabilityThreads, SharedResourcesAcrossThreadsAndIndexes) {
             std::unique_ptr<faiss::Index> idx;
             if (t % 3 == 0) idx.reset(new GpuIndexQuickSelectFlat(&shared, kD));
             if (t % 3 == 1) idx.reset(new GpuIndexBiLevelLSH(&shared, kD, smallLshConfig()));
-            if (t % 3 == 2) idx.reset(new GpuKnnGraphGNND(&shared, kD, 16));
-            if (!idx->is_trained) idx->train(8000, x.data());
-            idx->add(8000, x.data());
+            if (t % 3 == 2) idx.reset(newGraph(&shared));
+            const int64_t n = t % 3 == 2 ? nGraph : 8000;
+            if (!idx->is_trained) idx->train(n, x.data());
+            idx->add(n, x.data());
             got[t] = snapshot(*idx, q, 10);
         } catch (...) {
             errors++;
@@ -498,18 +543,23 @@ TEST(GpuReliabilityThreads, AddAndResetDuringSearchesAreSerialised) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     const auto x = clusteredVectors(6000, kD, 30, 81);
-    const auto q = clusteredVectors(150, kD, 30, 82);
+    const auto q = clusteredVectors(sized(150, 30), kD, 30, 82);
     constexpr int kAdds = 4;
     std::vector<std::vector<float>> batches;
     for (int b = 0; b < kAdds; ++b) batches.push_back(clusteredVectors(1000, kD, 30, 90 + b));
     for (int type = 0; type < 3; ++type) {
+        // small: the graph takes prefixes of x and of the batches (its build
+        // and merges dominate); the LSH keeps all rows (Auto: the work queue
+        // before the adds, > 256 candidates per query; the heap after them)
+        const int64_t n0 = type == 2 ? graphRows(6000) : 6000;
+        const int64_t nAdd = type == 2 ? sized<int64_t>(1000, 250) : 1000;
         auto make = [&]() -> std::unique_ptr<faiss::Index> {
             std::unique_ptr<faiss::Index> idx;
             if (type == 0) idx.reset(new GpuIndexQuickSelectFlat(&res, kD));
             if (type == 1) idx.reset(new GpuIndexBiLevelLSH(&res, kD, smallLshConfig()));
-            if (type == 2) idx.reset(new GpuKnnGraphGNND(&res, kD, 16));
-            if (!idx->is_trained) idx->train(6000, x.data());
-            idx->add(6000, x.data());
+            if (type == 2) idx.reset(newGraph(&res));
+            if (!idx->is_trained) idx->train(n0, x.data());
+            idx->add(n0, x.data());
             return idx;
         };
         // the states a search may see: after 0 .. kAdds adds, serially
@@ -518,7 +568,7 @@ TEST(GpuReliabilityThreads, AddAndResetDuringSearchesAreSerialised) {
             auto ref = make();
             states.push_back(snapshot(*ref, q, 10));
             for (int b = 0; b < kAdds; ++b) {
-                ref->add(1000, batches[b].data());
+                ref->add(nAdd, batches[b].data());
                 states.push_back(snapshot(*ref, q, 10));
             }
         }
@@ -528,7 +578,7 @@ TEST(GpuReliabilityThreads, AddAndResetDuringSearchesAreSerialised) {
         runThreads(4, [&](int t) {
             try {
                 if (t == 0) {
-                    for (int b = 0; b < kAdds; ++b) idx->add(1000, batches[b].data());
+                    for (int b = 0; b < kAdds; ++b) idx->add(nAdd, batches[b].data());
                     writerDone = true;
                     return;
                 }
@@ -557,7 +607,7 @@ TEST(GpuReliabilityThreads, AddAndResetDuringSearchesAreSerialised) {
                 idx->reset();
                 return;
             }
-            for (int r = 0; r < 5; ++r) {
+            for (int r = 0; r < sized(5, 2); ++r) {
                 Snapshot s = snapshot(*idx, q, 10);
                 bool empty = true;
                 for (idx_t l : s.I) empty = empty && l == -1;

@@ -223,6 +223,25 @@ std::vector<int64_t> gridKs(int64_t n) {
     return ks;
 }
 
+/// The rows a call selects over: all of them, or sanitizer-sized
+/// (smallTests()) the first 4 (every row kind of Pattern::Mixed), unless
+/// fewer rows take another path: Auto's pick (chooseSelectAlgo: the merge
+/// queue from 2048 rows) or quick multi-select's one warp per row (from 16
+/// rows per multiprocessor, QuickMultiSelectWarp.cu).
+int64_t rowsToRun(int64_t rows, int64_t n, int64_t k, SelectAlgo algo) {
+    const int64_t few = std::min<int64_t>(rows, 4);
+    if (!smallTests() || few == rows) return rows;
+    const SelectAlgo picked = algo == SelectAlgo::Auto ? chooseSelectAlgo(rows, n, k) : algo;
+    if (algo == SelectAlgo::Auto && chooseSelectAlgo(few, n, k) != picked) return rows;
+    if (picked == SelectAlgo::QuickMultiSelect) {
+        int dev = 0, sms = 0;
+        EXPECT_EQ(cudaGetDevice(&dev), cudaSuccess);
+        EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+        if ((rows >= int64_t(sms) * 16) != (few >= int64_t(sms) * 16)) return rows;
+    }
+    return few;
+}
+
 /// Ids of the input entries that decrease with the column, so that "ties to
 /// the smaller column" and "ties to the smaller id" differ.
 std::vector<int64_t> makeInIds(int64_t rows, int64_t n) {
@@ -251,26 +270,28 @@ TEST(SelectK, MatchesPartialSortEveryAlgo) {
                 auto order = referenceOrder(v, s.rows, s.n, kmax, largest);
                 for (SelectAlgo algo : kAlgos) {
                     for (int64_t k : ks) {
-                        SCOPED_TRACE(describe(algo, s.rows, s.n, k, largest, p, "host pointers"));
+                        // All rows, or sanitizer-sized a prefix (rowsToRun).
+                        const int64_t rows = rowsToRun(s.rows, s.n, k, algo);
+                        SCOPED_TRACE(describe(algo, rows, s.n, k, largest, p, "host pointers"));
                         SelectKOptions opt;
                         opt.algo = algo;
-                        std::vector<float> outV(size_t(s.rows) * k, -7.f);
-                        std::vector<int64_t> outI(size_t(s.rows) * k, -7);
+                        std::vector<float> outV(size_t(rows) * k, -7.f);
+                        std::vector<int64_t> outI(size_t(rows) * k, -7);
                         if (algo == SelectAlgo::MergeQueue &&
                             k > faiss_ext::gpu::select::kMergeQueueMaxK) {
                             // The merge queue lives in shared memory: past its
                             // limit a clear error (not said in GpuSelect.h).
-                            EXPECT_THROW(selectK(&res, v.data(), s.rows, s.n, k, largest,
+                            EXPECT_THROW(selectK(&res, v.data(), rows, s.n, k, largest,
                                                  outV.data(), outI.data(), opt),
                                          faiss::FaissException);
                             continue;
                         }
                         if (!noThrow([&] {
-                                selectK(&res, v.data(), s.rows, s.n, k, largest, outV.data(),
+                                selectK(&res, v.data(), rows, s.n, k, largest, outV.data(),
                                         outI.data(), opt);
                             }))
                             continue;
-                        EXPECT_EQ(checkSelect(s.rows, s.n, k, v, order, kmax, outV.data(),
+                        EXPECT_EQ(checkSelect(rows, s.n, k, v, order, kmax, outV.data(),
                                               outI.data(), nullptr),
                                   "");
                     }
@@ -289,7 +310,9 @@ TEST(SelectK, HostAndDevicePointersWithInIndices) {
         int64_t k;
     };
     for (const Case& c : {Case{{7, 100}, 33}, Case{{2048, 8192}, 2049}}) {
-        const int64_t rows = c.s.rows, n = c.s.n, k = c.k;
+        // k > 32: Auto picks quick multi-select for any rows, so one count serves every algo.
+        const int64_t rows = rowsToRun(c.s.rows, c.s.n, c.k, SelectAlgo::Auto);
+        const int64_t n = c.s.n, k = c.k;
         auto v = makeMatrix(rows, n, Pattern::Mixed, kSeed + 31);
         auto ids = makeInIds(rows, n);
         DeviceArray<float> dv(v.size()), doV(size_t(rows) * k);
@@ -349,8 +372,10 @@ TEST(SelectK, HostAndDevicePointersWithInIndices) {
 TEST(SelectK, EitherOutputMayBeNull) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    for (const Shape& s : {Shape{7, 100}, Shape{64, 100000}}) {
+    for (const Shape& full : {Shape{7, 100}, Shape{64, 100000}}) {
         const int64_t k = 33;
+        // k > 32: Auto picks quick multi-select for any rows, so one count serves every algo.
+        const Shape s{rowsToRun(full.rows, full.n, k, SelectAlgo::Auto), full.n};
         auto v = makeMatrix(s.rows, s.n, Pattern::Mixed, kSeed + 41);
         for (bool largest : {false, true}) {
             auto order = referenceOrder(v, s.rows, s.n, k, largest);
@@ -384,15 +409,25 @@ TEST(SelectK, EitherOutputMayBeNull) {
 TEST(SelectK, HostMatrixLargerThanTempMemoryIsStreamed) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    res.setTempMemory(size_t(8) << 20);
-    for (const Shape& s : {Shape{2048, 8192}, Shape{64, 100000}}) {
+    struct Case {
+        Shape s;
+        size_t tempBytes;
+    };
+    // Sanitizer-sized: 16 and 8 rows (0.5 and 3.2 MB) through 384 KiB and
+    // 2.5 MiB: still larger, and still several row blocks for every algo and k.
+    const size_t full = size_t(8) << 20;
+    for (const Case& c : {Case{{sized<int64_t>(2048, 16), 8192}, sized(full, size_t(384) << 10)},
+                          Case{{sized<int64_t>(64, 8), 100000}, sized(full, size_t(5) << 19)}}) {
+        const Shape& s = c.s;
+        res.setTempMemory(c.tempBytes);
         auto v = makeMatrix(s.rows, s.n, Pattern::Mixed, kSeed + 51);
         for (bool largest : {false, true}) {
             auto order = referenceOrder(v, s.rows, s.n, 2049, largest);
             for (SelectAlgo algo : kAlgos) {
                 for (int64_t k : {int64_t(33), int64_t(2049)}) {
                     SCOPED_TRACE(describe(algo, s.rows, s.n, k, largest, Pattern::Mixed,
-                                          "8 MiB temporary memory"));
+                                          std::to_string(c.tempBytes) +
+                                                  " bytes of temporary memory"));
                     SelectKOptions opt;
                     opt.algo = algo;
                     std::vector<float> outV(size_t(s.rows) * k, -7.f);

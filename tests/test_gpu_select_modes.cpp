@@ -77,6 +77,16 @@ struct Knn {
     std::vector<int64_t> I;
 };
 
+/// The first n rows of a k-NN result.
+Knn firstRows(const Knn& r, int64_t n) {
+    Knn h;
+    h.nq = n;
+    h.k = r.k;
+    h.D.assign(r.D.begin(), r.D.begin() + n * r.k);
+    h.I.assign(r.I.begin(), r.I.begin() + n * r.k);
+    return h;
+}
+
 // ---------------------------------------------------------------- data
 
 /// n x d integers in [-range, range] stored as floats. Every squared L2
@@ -472,24 +482,21 @@ class SelectModesGrid : public ::testing::TestWithParam<std::tuple<int64_t, int6
 
 TEST_P(SelectModesGrid, EveryModeMatchesReferenceAndTheOtherModes) {
     FAISS_EXT_REQUIRE_GPU();
-    const int64_t nb = std::get<0>(GetParam()), nq = std::get<1>(GetParam());
+    // Small: nb 100000 -> 66000, still >= 8 x 8192 (quick multi-select's first-pass
+    // filter at k = 8192), > 65536 (Auto's merge-queue limit) and < 16 x 8192
+    // (TH-heap sampling); nq 2048 -> 64, but see rowsFor.
+    const int64_t nb = smallTests() ? std::min<int64_t>(std::get<0>(GetParam()), 66000)
+                                    : std::get<0>(GetParam());
+    const int64_t nqFull = std::get<1>(GetParam());
+    const int64_t nq = smallTests() ? std::min<int64_t>(nqFull, 64) : nqFull;
     const int d = 16;
     StandardGpuResources res;
     for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
         const bool ip = metric == FlatMetric::InnerProduct;
         for (Data data : {Data::Random, Data::Duplicates, Data::AllEqual, Data::Integer}) {
             std::vector<float> xb, xq;
-            makeData(data, nb, nq, d, kSeed + uint64_t(nb) * 7 + uint64_t(nq), &xb, &xq);
-            // One reference per (nb, nq, data, metric), at the largest k.
+            makeData(data, nb, nqFull, d, kSeed + uint64_t(nb) * 7 + uint64_t(nqFull), &xb, &xq);
             const bool exact = data == Data::AllEqual || data == Data::Integer;
-            Knn ref;
-            if (data == Data::Integer) {
-                ref = exactKnn(xb, nb, xq, nq, d, kGridKMax, ip);
-            } else if (data == Data::AllEqual) {
-                ref = allEqualKnn(xq, nq, d, nb, kGridKMax, ip, 0.5f);
-            } else {
-                ref = faissKnn(xb, nb, xq, nq, d, kGridKMax, ip);
-            }
             std::vector<std::unique_ptr<GpuIndexQuickSelectFlat>> indexes;
             for (SelectAlgo mode : kModes) {
                 SCOPED_TRACE(describe(mode, 0, nb, nq, d, metric, dataName(data)));
@@ -501,25 +508,49 @@ TEST_P(SelectModesGrid, EveryModeMatchesReferenceAndTheOtherModes) {
                 ASSERT_TRUE(ok);
                 ASSERT_EQ(indexes.back()->ntotal, nb);
             }
+            // Small: a mode whose algorithm depends on the query count (Auto:
+            // the merge queue from 2048 queries) still searches all nqFull.
+            auto rowsFor = [&](int m, int64_t k) {
+                return nq < nqFull && indexes[m]->resolveSelectAlgo(nq, k) !=
+                                              indexes[m]->resolveSelectAlgo(nqFull, k)
+                               ? nqFull
+                               : nq;
+            };
+            int64_t nqRef = nq;
+            for (int64_t k : kGridK)
+                for (int m = 0; m < 4; ++m) nqRef = std::max(nqRef, rowsFor(m, k));
+            // One reference per (nb, nq, data, metric), at the largest k.
+            Knn ref;
+            if (data == Data::Integer) {
+                ref = exactKnn(xb, nb, xq, nqRef, d, kGridKMax, ip);
+            } else if (data == Data::AllEqual) {
+                ref = allEqualKnn(xq, nqRef, d, nb, kGridKMax, ip, 0.5f);
+            } else {
+                ref = faissKnn(xb, nb, xq, nqRef, d, kGridKMax, ip);
+            }
+            const Knn refHead = nqRef > nq ? firstRows(ref, nq) : Knn();
             bool failed[4] = {false, false, false, false};
             for (int64_t k : kGridK) {
                 Knn first;  // QuickMultiSelect's result at this k
                 for (int m = 0; m < 4; ++m) {
                     if (failed[m]) continue;  // one failure per (metric, data, mode) is enough
-                    SCOPED_TRACE(describe(kModes[m], k, nb, nq, d, metric, dataName(data)));
+                    const int64_t rows = rowsFor(m, k);
+                    SCOPED_TRACE(describe(kModes[m], k, nb, rows, d, metric, dataName(data)));
                     Knn got;
-                    if (!searchKnn(*indexes[m], nq, xq.data(), k, &got)) {
+                    if (!searchKnn(*indexes[m], rows, xq.data(), k, &got)) {
                         failed[m] = true;
                         continue;
                     }
-                    std::string err = compareToRef(got, ref, nb, ip, exact);
+                    std::string err =
+                            compareToRef(got, rows == ref.nq ? ref : refHead, nb, ip, exact);
                     EXPECT_EQ(err, "")
                         << "against the " << (exact ? "exact CPU oracle" : "faiss::IndexFlat");
                     if (err.empty() && m > 0 && first.k == k) {
                         // Exact data: equality with the oracle already makes
                         // the modes identical; float data: identical where the
                         // distances are.
-                        err = compareModes(first, got, nb, ip);
+                        err = compareModes(first, rows == first.nq ? got : firstRows(got, first.nq),
+                                           nb, ip);
                         EXPECT_EQ(err, "") << "against QuickMultiSelect's result";
                     }
                     if (!err.empty()) failed[m] = true;
@@ -544,7 +575,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SelectModesGrid,
 TEST(SelectModes, SearchParametersOverrideTheConfiguredMode) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 16;
-    const int64_t nb = 20000, nq = 100;
+    // Small nb: still >= 8 x 2049 (first-pass filter at k = 2049), > 16 x 1024
+    // (TH-heap sampling, two merge-queue levels at k = 1024) and < 16 x 2049.
+    const int64_t nb = sized<int64_t>(20000, 16800), nq = sized<int64_t>(100, 5);
     auto xb = integerVectors(nb, d, kSeed);
     auto xq = integerVectors(nq, d, kSeed + 1);
     const int64_t ks[] = {1, 33, 1024, 2049};
@@ -589,7 +622,9 @@ TEST(SelectModes, SearchParametersOverrideTheConfiguredMode) {
 TEST(SelectModes, MergeQueueGroupSizesAndTHHeapSampleFactors) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 16;
-    const int64_t nb = 100000, nq = 64;
+    // Small nb: still > 8 x 8192 (one merge-queue level at k = 8192, G = 8),
+    // >= 2 x 33 x 1024 (TH-heap sampling at k = 33, factor 1024), < 16 x 8192.
+    const int64_t nb = sized<int64_t>(100000, 70000), nq = sized<int64_t>(64, 4);
     const int64_t ks[] = {1, 33, 1024, 8192};
     StandardGpuResources res;
     for (Data data : {Data::Integer, Data::AllEqual}) {
@@ -667,14 +702,15 @@ TEST(SelectModes, KnobsOutOfRangeThrow) {
 // 4 MiB of temporary memory forces corpus tiles of ~8k vectors and query
 // tiles of a few rows (60003 x 300); the default gives one tile. On integer
 // data every tile shape computes the same exact distances, so the ids and
-// distances must be identical; on float data equal up to rounding.
+// distances must be identical; on float data equal up to rounding. Small:
+// 17 queries with 640 KiB: the same 8 corpus tiles, several query tiles per mode.
 TEST(SelectModes, TiledSearchEqualsUntiled) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 16;
-    const int64_t nb = 60003, nq = 300;
+    const int64_t nb = 60003, nq = sized<int64_t>(300, 17);
     const int64_t ks[] = {10, 1000};
     StandardGpuResources big, small;
-    small.setTempMemory(size_t(4) << 20);
+    small.setTempMemory(sized<size_t>(size_t(4) << 20, size_t(640) << 10));
     for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
         const bool ip = metric == FlatMetric::InnerProduct;
         auto xb = integerVectors(nb, d, kSeed + 5);
@@ -720,7 +756,8 @@ TEST(SelectModes, TiledSearchEqualsUntiled) {
 TEST(SelectModes, HostStorageEqualsDeviceStorage) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 32;
-    const int64_t nb = 50000, more = 20000, nq = 100, small = 1000;
+    // nb, more: full size (three merge-queue levels at k = 1000 need > 64000 after the second add).
+    const int64_t nb = 50000, more = 20000, nq = sized<int64_t>(100, 5), small = 1000;
     const int64_t ks[] = {1, 10, 1000};
     auto xb = integerVectors(nb + more, d, kSeed + 9);
     auto xq = integerVectors(nq, d, kSeed + 10);
@@ -793,10 +830,15 @@ TEST(SelectModes, HostStorageEqualsDeviceStorage) {
 // VectorStorage::Auto past the resources' device memory limit (1 MiB for
 // 200k x 32 floats = 25.6 MB; 16 MiB of temporary memory): the vectors go to
 // host memory, and searches give exactly the device-storage answers.
+// Small: 64401 (+ 1000) x 32 (8.5 MB, still past 1 MiB), 8 queries, 3 MiB:
+// the first add still in several chunks, the second in one; host tiles as at
+// full size (at k = 1000 quick multi-select's 8 tiles of >= 8000 vectors need
+// 64000 <= n <= 65536, and several query tiles).
 TEST(SelectModes, AutoStoragePastDeviceMemoryLimitUsesHostMemory) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 32;
-    const int64_t nb = 200000, more = 20000, nq = 100, small = 1000;
+    const int64_t nb = sized<int64_t>(200000, 64401), more = sized<int64_t>(20000, 1000),
+                  nq = sized<int64_t>(100, 8), small = 1000;
     const int64_t ks[] = {1, 10, 1000};
     auto xb = integerVectors(nb + more, d, kSeed + 11);
     auto xq = integerVectors(nq, d, kSeed + 12);
@@ -807,7 +849,7 @@ TEST(SelectModes, AutoStoragePastDeviceMemoryLimitUsesHostMemory) {
     Knn ref3 = exactKnn(smallSet, small, xq, nq, d, 1000, false);
     StandardGpuResources limited, plain;
     limited.setDeviceMemoryLimit(size_t(1) << 20);
-    limited.setTempMemory(size_t(16) << 20);
+    limited.setTempMemory(sized<size_t>(size_t(16) << 20, size_t(3) << 20));
     for (SelectAlgo mode : kModes) {
         SCOPED_TRACE(std::string("mode=") + selectAlgoName(mode) +
                      " storage=Auto, device memory limit 1 MiB, temp memory 16 MiB");
@@ -898,7 +940,8 @@ std::string graphWhat(bool excludeSelf, const char* data) {
 TEST(KnnGraph, MatchesFaissBruteForce) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 16;
-    const int64_t nb = 3001;
+    // Small nb: still >= 2112 (quick multi-select's warp per row: 16 x 132 SMs).
+    const int64_t nb = sized<int64_t>(3001, 2401);
     auto xb = randomVectors(nb, d, kSeed + 15);
     Knn refEx = faissGraph(xb, nb, d, true);
     Knn refIn = faissGraph(xb, nb, d, false);
@@ -937,7 +980,8 @@ TEST(KnnGraph, MatchesFaissBruteForce) {
 TEST(KnnGraph, ExactOnIntegerDataEveryMode) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 16;
-    const int64_t nb = 12000;
+    // Small nb: still >= 8 x 1024 (first-pass filter at k = 1024), < 16 x 1024.
+    const int64_t nb = sized<int64_t>(12000, 8200);
     auto xb = integerVectors(nb, d, kSeed + 16);
     StandardGpuResources res;
     for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
@@ -1027,7 +1071,8 @@ TEST(KnnGraph, DuplicatesNeverHoldTheirOwnId) {
 TEST(KnnGraph, HostAndDeviceOutputPointers) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 16;
-    const int64_t nb = 12000, k = 33;
+    // Small nb: still >= 2112 (quick multi-select's warp per row: 16 x 132 SMs).
+    const int64_t nb = sized<int64_t>(12000, 2400), k = 33;
     auto xb = integerVectors(nb, d, kSeed + 19);
     Knn ref = exactKnn(xb, nb, xb, nb, d, k, false, true);
     StandardGpuResources res;
@@ -1094,7 +1139,8 @@ TEST(KnnGraph, TiledEqualsUntiled) {
 TEST(KnnGraph, HostStorageEqualsDeviceStorage) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 16;
-    const int64_t nb = 12000;
+    // Small nb: still > 16 x 4 x 100 (three merge-queue levels at k = 100).
+    const int64_t nb = sized<int64_t>(12000, 6500);
     auto xb = integerVectors(nb, d, kSeed + 21);
     StandardGpuResources res;
     for (bool excludeSelf : {true, false}) {
