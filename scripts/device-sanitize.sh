@@ -14,6 +14,10 @@
 # within a time limit that the whole suite does not fit).
 # FILTER is a gtest filter, or @FILE: the full test names listed in FILE, one
 # a line (lists too long for a filter; FILE relative to the repository root).
+# A line "NAME parts=N" runs that test as N processes, part P of N with
+# FAISS_EXT_TEST_PART=P/N (tests/TestUtils.h: the tests that support it run
+# every N-th unit of their work; the N parts together are the whole test),
+# reported as NAME#P/N. Totals then count these jobs.
 # Racecheck's cost grows with every shared-memory access: under it the tests
 # run sanitizer-sized (FAISS_EXT_TEST_SMALL=1, tests/TestUtils.h: the heavy
 # tests take the same code paths on fewer rows, queries and repetitions).
@@ -50,7 +54,9 @@ export SAN_GPUS="$gpus"
 
 # full test names (suite.test), parameterised ones included
 if [ "${filter#@}" != "$filter" ]; then
-  grep -v -e '^#' -e '^[[:space:]]*$' "${filter#@}" >"$work/all"
+  grep -v -e '^#' -e '^[[:space:]]*$' "${filter#@}" |
+    awk '{ n = 1; for (i = 2; i <= NF; ++i) if ($i ~ /^parts=[0-9]+$/) n = substr($i, 7) + 0
+           if (n <= 1) print $1; else for (p = 0; p < n; ++p) print $1 "#" p "/" n }' >"$work/all"
 else
   "$bin" --gtest_list_tests --gtest_filter="$filter" |
     awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' >"$work/all"
@@ -70,7 +76,7 @@ awk '!seen[$0]++' "$work/order" >"$work/order1" && mv "$work/order1" "$work/orde
 # SAN_LIGHT_FIRST=1: the other way round, the most tests in a time limit
 if [ "${SAN_LIGHT_FIRST:-0}" = 1 ]; then tac "$work/order" >"$work/order1" && mv "$work/order1" "$work/order"; fi
 total=$(wc -l <"$work/order")
-echo "$tool: $total tests, $jobs at a time on GPUs ${gpus:-(default)}, ${limit} s, tool args: ${SAN_ARGS:-none}," \
+echo "$tool: $total tests (a test in parts counts each part), $jobs at a time on GPUs ${gpus:-(default)}, ${limit} s, tool args: ${SAN_ARGS:-none}," \
   "sizes: $([ "$small" = 1 ] && echo 'sanitizer-sized (FAISS_EXT_TEST_SMALL=1)' || echo full)"
 
 run_one() {
@@ -83,9 +89,11 @@ run_one() {
   fi
   local -a g=($SAN_GPUS)
   if [ ${#g[@]} -gt 1 ]; then export CUDA_VISIBLE_DEVICES=${g[$((SLOT % ${#g[@]}))]}; fi
+  local name=${t%%#*}
+  if [ "$name" != "$t" ]; then export FAISS_EXT_TEST_PART=${t#*#}; fi
   # shellcheck disable=SC2086
   timeout "$left" "$SAN_CS" --tool "$SAN_TOOL" --error-exitcode 9 --print-limit 100 $SAN_ARGS \
-    "$SAN_BIN" --gtest_filter="$t" >"$SAN_WORK/$safe.log" 2>&1
+    "$SAN_BIN" --gtest_filter="$name" >"$SAN_WORK/$safe.log" 2>&1
   echo $? >"$SAN_WORK/$safe.rc"
 }
 export -f run_one

@@ -58,6 +58,25 @@ bool smallTests() {
     return small;
 }
 
+const TestPart& testPart() {
+    static const TestPart part = [] {
+        TestPart p;
+        const char* v = std::getenv("FAISS_EXT_TEST_PART");
+        if (!v || !*v) return p;
+        int i = -1, n = -1;
+        char tail = 0;
+        if (std::sscanf(v, "%d/%d%c", &i, &n, &tail) != 2 || n < 1 || i < 0 || i >= n)
+            throw std::invalid_argument(std::string("FAISS_EXT_TEST_PART=") + v +
+                                        ": expected P/N with 0 <= P < N");
+        p.index = i;
+        p.count = n;
+        std::fprintf(stderr, "[faiss_ext tests] FAISS_EXT_TEST_PART=%d/%d: this part's units only\n",
+                     i, n);
+        return p;
+    }();
+    return part;
+}
+
 std::string dataDir() {
     if (const char* env = std::getenv("FAISS_EXT_DATA_DIR")) return env;
 #ifdef FAISS_EXT_DATA_DIR

@@ -39,6 +39,39 @@ T sized(T full, T small) {
     return smallTests() ? small : full;
 }
 
+/// One part of a test, for parallel sanitizer runs: FAISS_EXT_TEST_PART=P/N
+/// (scripts/device-sanitize.sh sets it for a list entry "Name parts=N", one
+/// process per part) makes the tests that support it run only their units
+/// (a mode, a metric, a data kind, an injection point...) numbered u with
+/// u % N == P; the N processes together run the whole test. Unset: one part
+/// of one, every unit. Checks that need every unit (say, "some injected
+/// failure threw") are made only then (see wholeTest()). A malformed value
+/// throws std::invalid_argument.
+struct TestPart {
+    int index = 0;
+    int count = 1;
+};
+const TestPart& testPart();
+
+/// Whether this process runs the whole test (no FAISS_EXT_TEST_PART, or 0/1).
+inline bool wholeTest() {
+    return testPart().count == 1;
+}
+
+/// Numbers the units of a test in the order it meets them: `if
+/// (!units.next()) continue;` once per unit, at the same place in every part.
+class PartUnits {
+   public:
+    /// Whether the next unit is this part's.
+    bool next() {
+        const TestPart& p = testPart();
+        return (u_++ % p.count) == p.index;
+    }
+
+   private:
+    int64_t u_ = 0;
+};
+
 /// Directory of the shared real data sets: $FAISS_EXT_DATA_DIR, else
 /// ../shared/data beside the checkout ("" when absent).
 std::string dataDir();

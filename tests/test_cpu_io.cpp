@@ -455,7 +455,11 @@ void put(Bytes& b, T v) {
     b.insert(b.end(), p, p + sizeof(T));
 }
 
-void putFourcc(Bytes& b, const char* s) { b.insert(b.end(), s, s + 4); }
+void putFourcc(Bytes& b, const char* s) {
+    // byte by byte: g++ 12 -O3 warns (-Wstringop-overflow, a false positive)
+    // on a range insert into the empty vector of a test
+    for (int i = 0; i < 4; ++i) b.push_back(uint8_t(s[i]));
+}
 
 /// FAISS's index header.
 void putHeader(Bytes& b, int32_t d, int64_t ntotal, int32_t metric = 1) {

@@ -491,9 +491,11 @@ TEST_P(SelectModesGrid, EveryModeMatchesReferenceAndTheOtherModes) {
     const int64_t nq = smallTests() ? std::min<int64_t>(nqFull, 64) : nqFull;
     const int d = 16;
     StandardGpuResources res;
+    PartUnits units;  // a unit: (metric, data)
     for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
         const bool ip = metric == FlatMetric::InnerProduct;
         for (Data data : {Data::Random, Data::Duplicates, Data::AllEqual, Data::Integer}) {
+            if (!units.next()) continue;
             std::vector<float> xb, xq;
             makeData(data, nb, nqFull, d, kSeed + uint64_t(nb) * 7 + uint64_t(nqFull), &xb, &xq);
             const bool exact = data == Data::AllEqual || data == Data::Integer;
@@ -583,10 +585,12 @@ TEST(SelectModes, SearchParametersOverrideTheConfiguredMode) {
     const int64_t ks[] = {1, 33, 1024, 2049};
     Knn ref = exactKnn(xb, nb, xq, nq, d, 2049, false);
     StandardGpuResources res;
+    PartUnits units;  // a unit: (configured mode, k)
     for (SelectAlgo cfgMode : kModes) {
         GpuIndexQuickSelectFlat index(&res, d, FlatMetric::L2, configFor(cfgMode));
         index.add(nb, xb.data());
         for (int64_t k : ks) {
+            if (!units.next()) continue;
             faiss::SearchParameters plain;
             SelectAlgo r0 = SelectAlgo::Auto;
             SCOPED_TRACE(std::string("config mode=") + selectAlgoName(cfgMode) +
@@ -627,6 +631,7 @@ TEST(SelectModes, MergeQueueGroupSizesAndTHHeapSampleFactors) {
     const int64_t nb = sized<int64_t>(100000, 70000), nq = sized<int64_t>(64, 4);
     const int64_t ks[] = {1, 33, 1024, 8192};
     StandardGpuResources res;
+    PartUnits units;  // a unit: (data, knob)
     for (Data data : {Data::Integer, Data::AllEqual}) {
         std::vector<float> xb, xq;
         makeData(data, nb, nq, d, kSeed + 77, &xb, &xq);
@@ -640,6 +645,7 @@ TEST(SelectModes, MergeQueueGroupSizesAndTHHeapSampleFactors) {
         for (int g : {2, 4, 8, 16}) knobs.push_back({SelectAlgo::MergeQueue, g, 8});
         for (int f : {1, 8, 32, 1024}) knobs.push_back({SelectAlgo::THHeap, 4, f});
         for (const Knob& kn : knobs) {
+            if (!units.next()) continue;
             GpuIndexQuickSelectFlatConfig cfg = configFor(kn.mode);
             cfg.mergeQueueGroup = kn.group;
             cfg.thheapSampleFactor = kn.factor;
@@ -711,6 +717,7 @@ TEST(SelectModes, TiledSearchEqualsUntiled) {
     const int64_t ks[] = {10, 1000};
     StandardGpuResources big, small;
     small.setTempMemory(sized<size_t>(size_t(4) << 20, size_t(640) << 10));
+    PartUnits units;  // a unit: (metric, mode)
     for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
         const bool ip = metric == FlatMetric::InnerProduct;
         auto xb = integerVectors(nb, d, kSeed + 5);
@@ -719,6 +726,7 @@ TEST(SelectModes, TiledSearchEqualsUntiled) {
         auto fq = clusteredVectors(nq, d, 30, kSeed + 8);
         Knn ref = exactKnn(xb, nb, xq, nq, d, 1000, ip);
         for (SelectAlgo mode : kModes) {
+            if (!units.next()) continue;
             GpuIndexQuickSelectFlat a(&big, d, metric, configFor(mode));
             GpuIndexQuickSelectFlat b(&small, d, metric, configFor(mode));
             GpuIndexQuickSelectFlat fa(&big, d, metric, configFor(mode));
@@ -850,7 +858,9 @@ TEST(SelectModes, AutoStoragePastDeviceMemoryLimitUsesHostMemory) {
     StandardGpuResources limited, plain;
     limited.setDeviceMemoryLimit(size_t(1) << 20);
     limited.setTempMemory(sized<size_t>(size_t(16) << 20, size_t(3) << 20));
+    PartUnits units;  // a unit: a mode
     for (SelectAlgo mode : kModes) {
+        if (!units.next()) continue;
         SCOPED_TRACE(std::string("mode=") + selectAlgoName(mode) +
                      " storage=Auto, device memory limit 1 MiB, temp memory 16 MiB");
         GpuIndexQuickSelectFlat autoIdx(&limited, d, FlatMetric::L2, configFor(mode));
@@ -946,12 +956,14 @@ TEST(KnnGraph, MatchesFaissBruteForce) {
     Knn refEx = faissGraph(xb, nb, d, true);
     Knn refIn = faissGraph(xb, nb, d, false);
     StandardGpuResources res;
+    PartUnits units;  // a unit: (mode, excludeSelf, k)
     for (SelectAlgo mode : kModes) {
         GpuIndexQuickSelectFlat index(&res, d, FlatMetric::L2, configFor(mode));
         index.add(nb, xb.data());
         for (bool excludeSelf : {true, false}) {
             for (int64_t k : {int64_t(1), int64_t(10), int64_t(100), int64_t(1000),
                               excludeSelf ? nb - 1 : nb}) {
+                if (!units.next()) continue;
                 SCOPED_TRACE(describe(mode, k, nb, nb, d, FlatMetric::L2,
                                       graphWhat(excludeSelf, "random").c_str()));
                 Knn g;
@@ -984,6 +996,7 @@ TEST(KnnGraph, ExactOnIntegerDataEveryMode) {
     const int64_t nb = sized<int64_t>(12000, 8200);
     auto xb = integerVectors(nb, d, kSeed + 16);
     StandardGpuResources res;
+    PartUnits units;  // a unit: (metric, excludeSelf, mode, k)
     for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
         const bool ip = metric == FlatMetric::InnerProduct;
         GpuIndexQuickSelectFlat index(&res, d, metric);
@@ -994,6 +1007,7 @@ TEST(KnnGraph, ExactOnIntegerDataEveryMode) {
                 SearchParametersQuickSelectFlat p;
                 p.selectAlgo = mode;
                 for (int64_t k : {int64_t(1), int64_t(33), int64_t(1024)}) {
+                    if (!units.next()) continue;
                     SCOPED_TRACE(
                         describe(mode, k, nb, nb, d, metric,
                                  graphWhat(excludeSelf, "integer, mode via params").c_str()));
@@ -1118,12 +1132,14 @@ TEST(KnnGraph, TiledEqualsUntiled) {
     Knn ref = exactKnn(xb, nb, xb, nb, d, 1000, false, true);
     StandardGpuResources big, small;
     small.setTempMemory(size_t(4) << 20);
+    PartUnits units;  // a unit: (mode, k)
     for (SelectAlgo mode : kModes) {
         GpuIndexQuickSelectFlat a(&big, d, FlatMetric::L2, configFor(mode));
         GpuIndexQuickSelectFlat b(&small, d, FlatMetric::L2, configFor(mode));
         a.add(nb, xb.data());
         b.add(nb, xb.data());
         for (int64_t k : {int64_t(10), int64_t(1000)}) {
+            if (!units.next()) continue;
             SCOPED_TRACE(describe(mode, k, nb, nb, d, FlatMetric::L2,
                                   "integer excludeSelf, 4 MiB temp vs default"));
             Knn ga, gb;
@@ -1143,6 +1159,7 @@ TEST(KnnGraph, HostStorageEqualsDeviceStorage) {
     const int64_t nb = sized<int64_t>(12000, 6500);
     auto xb = integerVectors(nb, d, kSeed + 21);
     StandardGpuResources res;
+    PartUnits units;  // a unit: (excludeSelf, mode, k)
     for (bool excludeSelf : {true, false}) {
         Knn ref = exactKnn(xb, nb, xb, nb, d, 100, false, excludeSelf);
         for (SelectAlgo mode : kModes) {
@@ -1154,6 +1171,7 @@ TEST(KnnGraph, HostStorageEqualsDeviceStorage) {
             dev.add(nb, xb.data());
             EXPECT_EQ(host.getStorage(), VectorStorage::Host);
             for (int64_t k : {int64_t(10), int64_t(100)}) {
+                if (!units.next()) continue;
                 SCOPED_TRACE(describe(mode, k, nb, nb, d, FlatMetric::L2,
                                       graphWhat(excludeSelf, "integer, host storage").c_str()));
                 Knn gh, gd;
