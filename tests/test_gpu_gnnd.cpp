@@ -144,6 +144,17 @@ std::vector<int64_t> referenceGraph(const float* x, int64_t n, int d, int k, boo
     return exactGraph(x, n, d, k, ip, !smallTests());
 }
 
+/// While in scope, the split builds act as on machines without peer access
+/// (gnnd::setPeerAccessIgnoredForTesting), when `ignore`; restored on any exit.
+struct PeerAccessIgnored {
+    explicit PeerAccessIgnored(bool ignore) {
+        faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(ignore);
+    }
+    ~PeerAccessIgnored() { faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(false); }
+    PeerAccessIgnored(const PeerAccessIgnored&) = delete;
+    PeerAccessIgnored& operator=(const PeerAccessIgnored&) = delete;
+};
+
 /// Exact k-NN of queries q (nq x d) among x (n x d), both prepared; k <= n.
 std::vector<int64_t> exactSearch(const float* x, int64_t n, const float* q, int64_t nq, int d, int k,
                                  bool ip) {
@@ -868,14 +879,10 @@ TEST(GpuGnnd, BuildDevicesSplitTheBuild) {
         GpuKnnGraphGNND two(&r0, d, k, FlatMetric::L2, cfg);
         two.setBuildDevices({&r1}, {1});
         EXPECT_EQ(two.getBuildDevices(), std::vector<int>{1});
-        faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(noPeer);
-        try {
+        {
+            PeerAccessIgnored peer(noPeer);
             two.add(n, x.data());
-        } catch (...) {
-            faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(false);
-            throw;
         }
-        faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(false);
         EXPECT_EQ(two.ntotal, n);
         const double r2gpu = checkIndex(two, x, ref.data(), kR, what + ", two GPUs");
         std::printf("[gnnd] %s: recall@10 one GPU %.4f, two GPUs %.4f\n", what.c_str(), r1gpu, r2gpu);
@@ -1602,14 +1609,10 @@ TEST(GnndSanitize, SplitBuildOverTwoGpus) {
         cfg.buildDegree = 64;
         GpuKnnGraphGNND index(&r0, d, k, FlatMetric::L2, cfg);
         index.setBuildDevices({&r1}, {1});
-        faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(noPeer);
-        try {
+        {
+            PeerAccessIgnored peer(noPeer);
             index.add(n, x.data());
-        } catch (...) {
-            faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(false);
-            throw;
         }
-        faiss_ext::gpu::gnnd::setPeerAccessIgnoredForTesting(false);
         const double recall = checkIndex(index, x, ref.data(), kR, noPeer ? "split, staged" : "split, peer");
         EXPECT_GE(recall, 0.9) << (noPeer ? "staged copies" : "peer access");
     }
