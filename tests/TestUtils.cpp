@@ -77,6 +77,25 @@ const TestPart& testPart() {
     return part;
 }
 
+bool PartUnits::next() {
+    const TestPart& p = part_;
+    const int64_t u = u_++;
+    if (u % p.count != p.index) return false;
+    if (testPart().count > 1 || smallTests()) {  // a sanitizer run
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        std::fprintf(stderr, "[faiss_ext tests] unit %lld starts at +%.1f s\n", (long long)u, t);
+    }
+    return true;
+}
+
+bool PartUnits::anyOfNext(int64_t count) const {
+    const TestPart& p = part_;
+    if (count <= 0) return false;
+    // the first unit numbered u_ or later that is this part's
+    const int64_t first = u_ + ((p.index - u_ % p.count) % p.count + p.count) % p.count;
+    return first < u_ + count;
+}
+
 std::string dataDir() {
     if (const char* env = std::getenv("FAISS_EXT_DATA_DIR")) return env;
 #ifdef FAISS_EXT_DATA_DIR

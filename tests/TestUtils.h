@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,16 +61,28 @@ inline bool wholeTest() {
 
 /// Numbers the units of a test in the order it meets them: `if
 /// (!units.next()) continue;` once per unit, at the same place in every part.
+/// In a part or a sanitizer-sized run it prints to stderr when each of its
+/// units starts (seconds since the test's PartUnits was made), so that a run
+/// cut off by a time limit shows how far it got and what each unit cost.
 class PartUnits {
    public:
+    /// The units of `part` (this process's part by default).
+    explicit PartUnits(TestPart part = testPart()) : part_(part) {}
+
     /// Whether the next unit is this part's.
-    bool next() {
-        const TestPart& p = testPart();
-        return (u_++ % p.count) == p.index;
-    }
+    bool next();
+
+    /// Whether any of the next `count` units is this part's (without taking
+    /// them): lets a test skip the set-up shared by a block of units.
+    bool anyOfNext(int64_t count) const;
+
+    /// Passes over the next `count` units (a block none of which is ours).
+    void skip(int64_t count) { u_ += count; }
 
    private:
+    TestPart part_;
     int64_t u_ = 0;
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 /// Directory of the shared real data sets: $FAISS_EXT_DATA_DIR, else

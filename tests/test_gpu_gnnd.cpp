@@ -862,10 +862,12 @@ TEST(GpuGnnd, BuildDevicesSplitTheBuild) {
         EXPECT_TRUE(index.getBuildDevices().empty());
     }
     if (ng < 2) GTEST_SKIP() << "the split builds need 2 GPUs (" << ng << " visible)";
-    const int64_t n = 40000;
+    // small: every build still past 2 K, so split (n = 1200 at buildDegree
+    // 64; the two adds of n / 2 at 32)
+    const int64_t n = sized<int64_t>(40000, 1200);
     const int d = 32, k = 32;
     const auto x = clusteredVectors(n, d, 40, kSeed + 31);
-    const auto ref = exactGraph(x.data(), n, d, kR, false);
+    const auto ref = referenceGraph(x.data(), n, d, kR, false);
     // the last pass takes the path of machines without peer access
     for (int degree : {0, 64, -64}) {
         const bool noPeer = degree < 0;
@@ -1064,7 +1066,7 @@ struct RawFileSet {
     std::string raw;
     RawFileSet(int64_t n_, int d_, uint64_t seed)
             : n(n_), d(d_), x(clusteredVectors(n_, d_, 40, seed)),
-              ref(exactGraph(x.data(), n_, d_, kR, false)), raw(tmp.file("base.f32")) {
+              ref(referenceGraph(x.data(), n_, d_, kR, false)), raw(tmp.file("base.f32")) {
         writeRaw(raw, x.data(), x.size() * sizeof(float));
     }
 };
@@ -1104,7 +1106,8 @@ TEST(GpuGnndOutOfCore, TwoGpusMatchOneGpu) {
         GTEST_SKIP() << "needs 2 GPUs (" << faiss_ext::gpu::getNumDevices() << " visible)";
     }
     const int k = 32;
-    const RawFileSet set(40000, 32, kSeed + 19);
+    // small: shards of n / 5 = 80 still past 2 K
+    const RawFileSet set(sized<int64_t>(40000, 400), 32, kSeed + 19);
     const int64_t n = set.n;
     StandardGpuResources r0, r1;
     for (int64_t hostBytes : {int64_t(-1), int64_t(0)}) {
@@ -1159,7 +1162,8 @@ TEST(GpuGnndOutOfCore, OneShardSplitOverTwoGpus) {
         GTEST_SKIP() << "needs 2 GPUs (" << faiss_ext::gpu::getNumDevices() << " visible)";
     }
     const int k = 32;
-    const RawFileSet set(40000, 32, kSeed + 29);
+    // small: the one shard (600) still past 2 K at buildDegree 64, so split
+    const RawFileSet set(sized<int64_t>(40000, 600), 32, kSeed + 29);
     StandardGpuResources r0, r1;
     for (int degree : {0, 64}) {
         GnndFileBuildOptions opt;

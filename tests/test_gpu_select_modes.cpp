@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <set>
@@ -491,11 +492,17 @@ TEST_P(SelectModesGrid, EveryModeMatchesReferenceAndTheOtherModes) {
     const int64_t nq = smallTests() ? std::min<int64_t>(nqFull, 64) : nqFull;
     const int d = 16;
     StandardGpuResources res;
-    PartUnits units;  // a unit: (metric, data)
+    // A unit: (metric, data, k). The data, indexes and reference of a
+    // (metric, data) block are made when one of its k is this part's.
+    PartUnits units;
+    const int64_t nK = int64_t(std::size(kGridK));
     for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
         const bool ip = metric == FlatMetric::InnerProduct;
         for (Data data : {Data::Random, Data::Duplicates, Data::AllEqual, Data::Integer}) {
-            if (!units.next()) continue;
+            if (!units.anyOfNext(nK)) {
+                units.skip(nK);
+                continue;
+            }
             std::vector<float> xb, xq;
             makeData(data, nb, nqFull, d, kSeed + uint64_t(nb) * 7 + uint64_t(nqFull), &xb, &xq);
             const bool exact = data == Data::AllEqual || data == Data::Integer;
@@ -533,6 +540,7 @@ TEST_P(SelectModesGrid, EveryModeMatchesReferenceAndTheOtherModes) {
             const Knn refHead = nqRef > nq ? firstRows(ref, nq) : Knn();
             bool failed[4] = {false, false, false, false};
             for (int64_t k : kGridK) {
+                if (!units.next()) continue;
                 Knn first;  // QuickMultiSelect's result at this k
                 for (int m = 0; m < 4; ++m) {
                     if (failed[m]) continue;  // one failure per (metric, data, mode) is enough
@@ -1127,7 +1135,9 @@ TEST(KnnGraph, HostAndDeviceOutputPointers) {
 TEST(KnnGraph, TiledEqualsUntiled) {
     FAISS_EXT_REQUIRE_GPU();
     const int d = 16;
-    const int64_t nb = 20000;
+    // Small nb: still >= 8 x 1000 (quick multi-select's first-pass filter at
+    // k = 1000); 4 MiB holds at most 128 rows of 8200 distances: still many tiles.
+    const int64_t nb = sized<int64_t>(20000, 8200);
     auto xb = integerVectors(nb, d, kSeed + 20);
     Knn ref = exactKnn(xb, nb, xb, nb, d, 1000, false, true);
     StandardGpuResources big, small;
