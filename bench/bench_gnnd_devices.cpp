@@ -128,6 +128,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "need --n >= 10000 and --shards >= 1\n");
         return 2;
     }
+    if (gpus != -1 && gpus < 1) {
+        std::fprintf(stderr, "--gpus %d: need at least 1 (leave it out for all GPUs)\n", gpus);
+        return 2;
+    }
     for (const auto& st : stores) {
         if (st != "host" && st != "files") {
             std::fprintf(stderr, "--stores: '%s' is neither host nor files\n", st.c_str());
@@ -148,7 +152,11 @@ int main(int argc, char** argv) {
         std::printf("skipped: no GPU\n");
         return 0;
     }
-    if (gpus < 0 || gpus > ng) gpus = ng;
+    if (gpus > ng) {
+        std::fprintf(stderr, "--gpus %d: only %d GPU%s visible\n", gpus, ng, ng == 1 ? "" : "s");
+        return 2;
+    }
+    if (gpus < 0) gpus = ng;
     cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
     std::printf("GPUs: %d (%s), N = %lld, d = %d, k = %d, shards = %d\n", ng, prop.name,
@@ -205,7 +213,6 @@ int main(int argc, char** argv) {
             std::fflush(jf);
         }
     };
-    if (gpus < 1) gpus = 1;
     std::vector<std::unique_ptr<StandardGpuResources>> res;
     for (int g = 0; g < gpus; ++g) res.emplace_back(new StandardGpuResources());
     std::vector<int> inMemoryGpus = {1};

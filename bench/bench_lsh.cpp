@@ -133,17 +133,13 @@ std::string paramsOf(const Build& b, const Setting& s, const std::string& extra 
 int main(int argc, char** argv) {
     try {
         Args args(argc, argv, {"help", "git"});
-        if (args.has("help")) {
-            std::cerr << "bench_lsh (--base F --query F | --gen N --nq Q) [--dataset NAME] "
-                         "[--builds d0w1L10M8,...] [--settings g1p1m0,...] [--nq-cpu 200] "
-                         "[--hnsw-max-nb 2000000] [--lsh-nbits 64,256,1024] [--wq-k 1,10,100,500] "
-                         "[--reps 3] [--max-nq N]\n";
+        if (args.printedHelpOrGit(
+                    "bench_lsh (--base F --query F [--max-nq N] | --gen N [--nq Q (10000)] [--d D (128)]\n"
+                    "          [--seed S (1234)]) [--dataset NAME] [--builds d0w1L10M8,...]\n"
+                    "          [--settings g1p1m0,...] [--nq-cpu 200] [--hnsw-max-nb 2000000]\n"
+                    "          [--hnsw-ef 16,32,64,128,256] [--lsh-nbits 64,256,1024]\n"
+                    "          [--wq-k 1,10,100,500] [--reps 3]\n"))
             return 0;
-        }
-        if (args.has("git")) {
-            std::cout << gitCommit() << std::endl;
-            return 0;
-        }
         args.checkKnown({"help", "git", "base", "query", "gen", "nq", "dataset", "builds",
                          "settings", "nq-cpu", "hnsw-max-nb", "lsh-nbits", "wq-k", "reps", "max-nq",
                          "d", "seed", "hnsw-ef"});
