@@ -43,6 +43,10 @@ std::vector<float> clusteredVectors(int64_t n, int d, int clusters, uint64_t see
     return v;
 }
 
+int gpuCount() {
+    return faiss_ext::gpu::getNumDevices();
+}
+
 bool haveGpu() {
     static const bool have = faiss_ext::gpu::getNumDevices() > 0;
     return have;

@@ -24,6 +24,9 @@ std::vector<float> clusteredVectors(int64_t n, int d, int clusters, uint64_t see
 /// Whether a usable GPU is present (cached).
 bool haveGpu();
 
+/// How many GPUs this process sees (0 without one).
+int gpuCount();
+
 /// Sanitizer-sized tests: FAISS_EXT_TEST_SMALL=1 (scripts/device-sanitize.sh
 /// sets it for racecheck, whose cost grows with every shared-memory access)
 /// makes the heavy GPU tests run on smaller inputs that take the same code
@@ -121,4 +124,15 @@ struct TempFile {
         if (!::faiss_ext::test::haveGpu()) {                       \
             GTEST_SKIP() << "no GPU on this machine: GPU test skipped"; \
         }                                                          \
+    } while (0)
+
+/// Skips the test visibly when fewer than n GPUs are visible (none: as
+/// FAISS_EXT_REQUIRE_GPU).
+#define FAISS_EXT_REQUIRE_GPUS(n)                                                      \
+    do {                                                                               \
+        FAISS_EXT_REQUIRE_GPU();                                                       \
+        const int visibleGpus_ = ::faiss_ext::test::gpuCount();                        \
+        if (visibleGpus_ < (n)) {                                                      \
+            GTEST_SKIP() << "needs " << (n) << " GPUs (" << visibleGpus_ << " visible)"; \
+        }                                                                              \
     } while (0)

@@ -1101,10 +1101,7 @@ void expectTwoGpusMatchOne(
 // each round's merges on both), with the shards in host memory and in files:
 // the same quality as on one GPU. Skipped visibly below two GPUs.
 TEST(GpuGnndOutOfCore, TwoGpusMatchOneGpu) {
-    FAISS_EXT_REQUIRE_GPU();
-    if (faiss_ext::gpu::getNumDevices() < 2) {
-        GTEST_SKIP() << "needs 2 GPUs (" << faiss_ext::gpu::getNumDevices() << " visible)";
-    }
+    FAISS_EXT_REQUIRE_GPUS(2);
     const int k = 32;
     // small: shards of n / 5 = 80 still past 2 K
     const RawFileSet set(sized<int64_t>(40000, 400), 32, kSeed + 19);
@@ -1157,10 +1154,7 @@ TEST(GpuGnndOutOfCore, TwoGpusMatchOneGpu) {
 // quality of the same build on one GPU, for list lengths of one and two
 // segments. Skipped visibly below two GPUs.
 TEST(GpuGnndOutOfCore, OneShardSplitOverTwoGpus) {
-    FAISS_EXT_REQUIRE_GPU();
-    if (faiss_ext::gpu::getNumDevices() < 2) {
-        GTEST_SKIP() << "needs 2 GPUs (" << faiss_ext::gpu::getNumDevices() << " visible)";
-    }
+    FAISS_EXT_REQUIRE_GPUS(2);
     const int k = 32;
     // small: the one shard (600) still past 2 K at buildDegree 64, so split
     const RawFileSet set(sized<int64_t>(40000, 600), 32, kSeed + 29);
@@ -1599,10 +1593,7 @@ TEST(GnndSanitize, BuildMergeSearch) {
 // copies over peer access and the staged path without it) at a size the
 // sanitizers finish quickly. Needs 2 GPUs (skipped visibly with fewer).
 TEST(GnndSanitize, SplitBuildOverTwoGpus) {
-    FAISS_EXT_REQUIRE_GPU();
-    if (faiss_ext::gpu::getNumDevices() < 2) {
-        GTEST_SKIP() << "needs 2 GPUs (" << faiss_ext::gpu::getNumDevices() << " visible)";
-    }
+    FAISS_EXT_REQUIRE_GPUS(2);
     StandardGpuResources r0, r1;
     const int64_t n = 3000;
     const int d = 32, k = 32;
