@@ -92,6 +92,13 @@ bool PartUnits::next() {
     return true;
 }
 
+void testPhase(const char* what) {
+    static const auto start = std::chrono::steady_clock::now();
+    if (testPart().count == 1 && !smallTests()) return;
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "[faiss_ext tests] %s at +%.1f s\n", what, t);
+}
+
 bool PartUnits::anyOfNext(int64_t count) const {
     const TestPart& p = part_;
     if (count <= 0) return false;

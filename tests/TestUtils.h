@@ -88,6 +88,12 @@ class PartUnits {
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+/// In a part or a sanitizer-sized run, prints to stderr "[faiss_ext tests]
+/// <what> at +T s" (seconds since the process's first call): marks the phases
+/// of a test that has no units, so that a tool's message between two marks
+/// (or a time limit) places itself in the test. Silent in plain runs.
+void testPhase(const char* what);
+
 /// Directory of the shared real data sets: $FAISS_EXT_DATA_DIR, else
 /// ../shared/data beside the checkout ("" when absent).
 std::string dataDir();

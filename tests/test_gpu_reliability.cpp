@@ -31,6 +31,7 @@ using idx_t = faiss::Index::idx_t;
 using test::clusteredVectors;
 using test::PartUnits;
 using test::sized;
+using test::testPhase;
 
 /// Search results of an index (and its size) at one moment.
 struct Snapshot {
@@ -509,18 +510,17 @@ TEST(GpuReliabilityThreads, SharedResourcesAcrossThreadsAndIndexes) {
     const auto x = clusteredVectors(8000, kD, 30, 71);
     const auto q = clusteredVectors(sized(300, 50), kD, 30, 72);
     const int64_t nGraph = graphRows(8000);
-    std::vector<Snapshot> serial;
+    testPhase("serial reference (one index of each type) starts");
+    std::vector<Snapshot> serial;  // thread t's reference: serial[t % 3]
     {
         StandardGpuResources own;
-        for (int t = 0; t < 6; ++t) {
-            auto v = threeIndexes(&own, x, nGraph);
-            serial.push_back(snapshot(*v[t % 3], q, 10));
-        }
+        for (auto& idx : threeIndexes(&own, x, nGraph)) serial.push_back(snapshot(*idx, q, 10));
     }
     // 6 threads, each building and searching its own index, one resources object
     StandardGpuResources shared;
     std::vector<Snapshot> got(6);
     std::atomic<int> errors{0};
+    testPhase("6 threads start");
     runThreads(6, [&](int t) {
         try {
             std::unique_ptr<faiss::Index> idx;
@@ -535,11 +535,13 @@ TEST(GpuReliabilityThreads, SharedResourcesAcrossThreadsAndIndexes) {
             errors++;
         }
     });
+    testPhase("6 threads joined");
     EXPECT_EQ(errors.load(), 0);
     for (int t = 0; t < 6; ++t) {
-        EXPECT_EQ(got[t].ntotal, serial[t].ntotal);
-        EXPECT_TRUE(sameResults(got[t], serial[t], 10, t % 3 != 2))
-                << "thread " << t << ": overlap " << overlap(got[t], serial[t], 10);
+        const Snapshot& ref = serial[t % 3];
+        EXPECT_EQ(got[t].ntotal, ref.ntotal);
+        EXPECT_TRUE(sameResults(got[t], ref, 10, t % 3 != 2))
+                << "thread " << t << ": overlap " << overlap(got[t], ref, 10);
     }
 }
 
