@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One device run (one GPU is enough; carry [".device"], staged with
-# scripts/device-stage-tests.sh) for what racecheck has left of the GPU suite
-# (README, "Sanitizers"), all at once within SECONDS (560):
+# scripts/device-stage-tests.sh) for what racecheck had left of the GPU suite
+# on 2026-11-22 (README, "Sanitizers"; it made
+# docs/logs/sanitize_racecheck_small_left_h100_run2.log), all at once within
+# SECONDS (560):
 #   - scripts/sanitize-lists/racecheck-left.txt (sanitizer-sized, kernel filter);
 #   - GpuReliabilityThreads.SharedResourcesAcrossThreadsAndIndexes again, with
 #     CUDA_MODULE_LOADING=EAGER (every module loaded when the context is made),
