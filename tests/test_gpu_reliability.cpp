@@ -448,29 +448,33 @@ void runThreads(int threads, const std::function<void(int)>& fn) {
 /// grow with n.
 int64_t graphRows(int64_t full) { return sized<int64_t>(full, std::min<int64_t>(full, 2000)); }
 
-/// The GNND index of the thread tests (small mode: fewer iterations of the
-/// same sampling and local join).
-GpuKnnGraphGNND* newGraph(GpuResourcesProvider* res) {
-    GpuKnnGraphGNNDConfig cfg;
-    cfg.maxIterations = sized(cfg.maxIterations, 4);
-    return new GpuKnnGraphGNND(res, kD, 16, FlatMetric::L2, cfg);
+/// An index of the thread tests, trained and filled with the first n rows of
+/// x: type 0 flat, 1 LSH, 2 GNND (small mode: fewer iterations of the same
+/// sampling and local join).
+std::unique_ptr<faiss::Index> builtIndex(int type, GpuResourcesProvider* res,
+                                         const std::vector<float>& x, int64_t n) {
+    std::unique_ptr<faiss::Index> idx;
+    if (type == 0) idx.reset(new GpuIndexQuickSelectFlat(res, kD));
+    if (type == 1) idx.reset(new GpuIndexBiLevelLSH(res, kD, smallLshConfig()));
+    if (type == 2) {
+        GpuKnnGraphGNNDConfig cfg;
+        cfg.maxIterations = sized(cfg.maxIterations, 4);
+        idx.reset(new GpuKnnGraphGNND(res, kD, 16, FlatMetric::L2, cfg));
+    }
+    if (!idx->is_trained) idx->train(n, x.data());
+    idx->add(n, x.data());
+    return idx;
 }
 
-/// Flat, LSH and GNND indexes of the rows of x (the GNND index of the first
-/// nGraph rows when nGraph >= 0).
+/// Flat, LSH and GNND indexes (builtIndex types 0, 1, 2) of the rows of x
+/// (the GNND index of the first nGraph rows when nGraph >= 0).
 std::vector<std::unique_ptr<faiss::Index>> threeIndexes(GpuResourcesProvider* res,
                                                         const std::vector<float>& x,
                                                         int64_t nGraph = -1) {
+    const int64_t n = int64_t(x.size()) / kD;
     std::vector<std::unique_ptr<faiss::Index>> v;
-    v.emplace_back(new GpuIndexQuickSelectFlat(res, kD));
-    v.emplace_back(new GpuIndexBiLevelLSH(res, kD, smallLshConfig()));
-    v.emplace_back(newGraph(res));
-    for (auto& idx : v) {
-        const bool graph = dynamic_cast<GpuKnnGraphGNND*>(idx.get()) != nullptr;
-        const int64_t n = graph && nGraph >= 0 ? nGraph : int64_t(x.size()) / kD;
-        if (!idx->is_trained) idx->train(n, x.data());
-        idx->add(n, x.data());
-    }
+    for (int type = 0; type < 3; ++type)
+        v.push_back(builtIndex(type, res, x, type == 2 && nGraph >= 0 ? nGraph : n));
     return v;
 }
 
@@ -523,13 +527,7 @@ TEST(GpuReliabilityThreads, SharedResourcesAcrossThreadsAndIndexes) {
     testPhase("6 threads start");
     runThreads(6, [&](int t) {
         try {
-            std::unique_ptr<faiss::Index> idx;
-            if (t % 3 == 0) idx.reset(new GpuIndexQuickSelectFlat(&shared, kD));
-            if (t % 3 == 1) idx.reset(new GpuIndexBiLevelLSH(&shared, kD, smallLshConfig()));
-            if (t % 3 == 2) idx.reset(newGraph(&shared));
-            const int64_t n = t % 3 == 2 ? nGraph : 8000;
-            if (!idx->is_trained) idx->train(n, x.data());
-            idx->add(n, x.data());
+            auto idx = builtIndex(t % 3, &shared, x, t % 3 == 2 ? nGraph : 8000);
             got[t] = snapshot(*idx, q, 10);
         } catch (...) {
             errors++;
@@ -561,15 +559,7 @@ TEST(GpuReliabilityThreads, AddAndResetDuringSearchesAreSerialised) {
         // before the adds, > 256 candidates per query; the heap after them)
         const int64_t n0 = type == 2 ? graphRows(6000) : 6000;
         const int64_t nAdd = type == 2 ? sized<int64_t>(1000, 250) : 1000;
-        auto make = [&]() -> std::unique_ptr<faiss::Index> {
-            std::unique_ptr<faiss::Index> idx;
-            if (type == 0) idx.reset(new GpuIndexQuickSelectFlat(&res, kD));
-            if (type == 1) idx.reset(new GpuIndexBiLevelLSH(&res, kD, smallLshConfig()));
-            if (type == 2) idx.reset(newGraph(&res));
-            if (!idx->is_trained) idx->train(n0, x.data());
-            idx->add(n0, x.data());
-            return idx;
-        };
+        auto make = [&] { return builtIndex(type, &res, x, n0); };
         // the states a search may see: after 0 .. kAdds adds, serially
         std::vector<Snapshot> states;
         {
