@@ -81,22 +81,27 @@ const TestPart& testPart() {
     return part;
 }
 
+namespace {
+/// In a sanitizer run (a part, or sanitizer-sized), prints "[faiss_ext
+/// tests] <what> at +T s", T the seconds since `since`.
+void markTime(std::chrono::steady_clock::time_point since, const std::string& what) {
+    if (testPart().count == 1 && !smallTests()) return;
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+    std::fprintf(stderr, "[faiss_ext tests] %s at +%.1f s\n", what.c_str(), t);
+}
+}  // namespace
+
 bool PartUnits::next() {
     const TestPart& p = part_;
     const int64_t u = u_++;
     if (u % p.count != p.index) return false;
-    if (testPart().count > 1 || smallTests()) {  // a sanitizer run
-        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-        std::fprintf(stderr, "[faiss_ext tests] unit %lld starts at +%.1f s\n", (long long)u, t);
-    }
+    markTime(start_, "unit " + std::to_string(u) + " starts");
     return true;
 }
 
 void testPhase(const char* what) {
     static const auto start = std::chrono::steady_clock::now();
-    if (testPart().count == 1 && !smallTests()) return;
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "[faiss_ext tests] %s at +%.1f s\n", what, t);
+    markTime(start, what);
 }
 
 bool PartUnits::anyOfNext(int64_t count) const {
