@@ -1,7 +1,7 @@
 // Device-side pieces shared by the GPU benchmark programs.
 #pragma once
 
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <cuda_runtime_api.h>
 

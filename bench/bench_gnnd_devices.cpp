@@ -21,11 +21,11 @@
 //                      one shard too, GnndFileBuildOptions::splitOneShard)
 // Results: docs/benchmarks.md ("Several GPUs").
 #include "bench/BenchUtil.h"
-#include "gpu/GnndOutOfCore.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/GpuKnnGraphGNND.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GnndOutOfCore.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <chrono>
 #include <cstdio>

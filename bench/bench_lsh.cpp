@@ -9,12 +9,12 @@
 // plus the work queue against the heap over k in {1, 10, 100, 500}.
 // Queries and results live on the host for every method (transfers timed).
 #include "bench/BenchData.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "bench/BenchUtil.h"
 #include "faiss_ext/IndexBiLevelLSH.h"
-#include "gpu/GpuIndexBiLevelLSH.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
 
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexLSH.h>

@@ -24,10 +24,10 @@
 // Smoke test on one GPU: bench_multi_gpu --nb 100k --nq 1k --devices 0,0
 #include "bench/BenchData.h"
 #include "bench/BenchUtil.h"
-#include "gpu/GpuCloner.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuCloner.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
 #include <omp.h>

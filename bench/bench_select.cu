@@ -31,9 +31,9 @@
 //                [--check-rows 4] [--seed 1] [--no-flush] [--quick]
 #include "bench/BenchDevice.h"
 #include "bench/BenchUtil.h"
-#include "gpu/GpuSelect.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuSelect.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <cuda_runtime.h>
 

@@ -12,9 +12,9 @@
 #include "bench/BenchUtil.h"
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/index_factory.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
 #include <omp.h>

@@ -4,9 +4,9 @@
 // vector, so its nearest neighbour must be that vector; the exit status says
 // whether it was.
 #include <faiss_ext/index_factory.h>
-#include <gpu/GpuCloner.h>
-#include <gpu/StandardGpuResources.h>
-#include <gpu/utils/DeviceUtils.h>
+#include <faiss_ext/gpu/GpuCloner.h>
+#include <faiss_ext/gpu/StandardGpuResources.h>
+#include <faiss_ext/gpu/utils/DeviceUtils.h>
 
 #include <cstdio>
 #include <exception>

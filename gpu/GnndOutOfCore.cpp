@@ -1,9 +1,9 @@
-#include "gpu/GnndOutOfCore.h"
+#include "faiss_ext/gpu/GnndOutOfCore.h"
 
-#include "gpu/impl/VectorPrep.h"
-#include "gpu/impl/gnnd/DeviceVec.h"
-#include "gpu/impl/gnnd/Gnnd.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/gnnd/DeviceVec.h"
+#include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
 

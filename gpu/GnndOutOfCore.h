@@ -12,8 +12,8 @@
 #pragma once
 
 #include "faiss_ext/Metric.h"
-#include "gpu/GpuKnnGraphGNND.h"
-#include "gpu/GpuResources.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/GpuResources.h"
 
 #include <cstdint>
 #include <string>

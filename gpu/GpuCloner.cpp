@@ -1,7 +1,7 @@
 // Moving indexes between the CPU and a GPU (see GpuCloner.h). The walk
 // through FAISS's wrappers is host code shared with write_index:
 // faiss_ext/CpuTwin.h.
-#include "gpu/GpuCloner.h"
+#include "faiss_ext/gpu/GpuCloner.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
@@ -25,10 +25,10 @@
 #include "faiss_ext/IndexBiLevelLSH.h"
 #include "faiss_ext/RowCenteringTransform.h"
 #include "faiss_ext/index_factory.h"
-#include "gpu/GpuIndexBiLevelLSH.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/GpuKnnGraphGNND.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {

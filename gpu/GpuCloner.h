@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "gpu/GpuResources.h"
+#include "faiss_ext/gpu/GpuResources.h"
 
 namespace faiss_ext {
 namespace gpu {

@@ -1,9 +1,9 @@
 // GPU cuckoo hash table (see GpuCuckooHashTable.h): Alcantara et al.'s
 // parallel insert, one thread per key.
-#include "gpu/GpuCuckooHashTable.h"
+#include "faiss_ext/gpu/GpuCuckooHashTable.h"
 
 #include "faiss_ext/CuckooHashTable.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
 

@@ -1,8 +1,8 @@
-#include "gpu/GpuIndex.h"
+#include "faiss_ext/gpu/GpuIndex.h"
 
 #include "faiss_ext/Metric.h"
-#include "gpu/impl/VectorPrep.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "faiss_ext/CpuConvertible.h"
-#include "gpu/GpuResources.h"
+#include "faiss_ext/gpu/GpuResources.h"
 
 #include <faiss/Index.h>
 

@@ -1,11 +1,11 @@
 // GpuIndexBiLevelLSH (see GpuIndexBiLevelLSH.h): argument checks, device
 // scope and the state swap that leaves the index unchanged when a step
 // fails; the work is in gpu/impl/lsh/.
-#include "gpu/GpuIndexBiLevelLSH.h"
+#include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
 
-#include "gpu/impl/VectorPrep.h"
-#include "gpu/impl/lsh/LshEngine.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/lsh/LshEngine.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
 

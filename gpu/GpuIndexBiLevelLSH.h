@@ -31,7 +31,7 @@
 #pragma once
 
 #include "faiss_ext/IndexBiLevelLSH.h"
-#include "gpu/GpuIndex.h"
+#include "faiss_ext/gpu/GpuIndex.h"
 
 #include <cstdint>
 #include <memory>

@@ -1,9 +1,9 @@
-#include "gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 
 #include "faiss_ext/RowCenteringTransform.h"
-#include "gpu/impl/FlatSearch.h"
-#include "gpu/impl/select/MergeQueue.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/FlatSearch.h"
+#include "faiss_ext/gpu/impl/select/MergeQueue.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexPreTransform.h>
 #include <faiss/VectorTransform.h>

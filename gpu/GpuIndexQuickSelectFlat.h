@@ -16,8 +16,8 @@
 #pragma once
 
 #include "faiss_ext/Metric.h"
-#include "gpu/GpuIndex.h"
-#include "gpu/GpuSelect.h"
+#include "faiss_ext/gpu/GpuIndex.h"
+#include "faiss_ext/gpu/GpuSelect.h"
 
 #include <faiss/IndexFlat.h>
 

@@ -1,10 +1,10 @@
-#include "gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 
 #include "faiss_ext/RowCenteringTransform.h"
-#include "gpu/impl/VectorPrep.h"
-#include "gpu/impl/gnnd/DeviceVec.h"
-#include "gpu/impl/gnnd/Gnnd.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/gnnd/DeviceVec.h"
+#include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexPreTransform.h>

@@ -34,7 +34,7 @@
 #pragma once
 
 #include "faiss_ext/Metric.h"
-#include "gpu/GpuIndex.h"
+#include "faiss_ext/gpu/GpuIndex.h"
 
 #include <faiss/IndexNNDescent.h>
 #include <faiss/IndexNSG.h>

@@ -1,6 +1,6 @@
-#include "gpu/GpuResources.h"
+#include "faiss_ext/gpu/GpuResources.h"
 
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <cstdint>
 

@@ -1,10 +1,10 @@
-#include "gpu/GpuSelect.h"
+#include "faiss_ext/gpu/GpuSelect.h"
 
-#include "gpu/impl/RowSelector.h"
-#include "gpu/impl/select/MergeQueue.h"
-#include "gpu/impl/select/QuickMultiSelect.h"
-#include "gpu/impl/select/SelectUtils.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/RowSelector.h"
+#include "faiss_ext/gpu/impl/select/MergeQueue.h"
+#include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
+#include "faiss_ext/gpu/impl/select/SelectUtils.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
 

@@ -10,7 +10,7 @@
 //                           vals.data(), ids.data());
 #pragma once
 
-#include "gpu/GpuResources.h"
+#include "faiss_ext/gpu/GpuResources.h"
 
 #include <cstdint>
 

@@ -1,6 +1,6 @@
-#include "gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
 
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
 #include <cstdint>

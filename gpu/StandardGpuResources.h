@@ -3,7 +3,7 @@
 // staging buffer. Mirrors faiss::gpu::StandardGpuResources.
 #pragma once
 
-#include "gpu/GpuResources.h"
+#include "faiss_ext/gpu/GpuResources.h"
 
 #include <cstdint>
 #include <map>

@@ -14,7 +14,7 @@
 
 #include "TestUtils.h"
 #include "faiss_ext/index_factory.h"
-#include "gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 
 namespace faiss_ext {
 namespace {

@@ -20,9 +20,9 @@
 #include "TestUtils.h"
 #include "faiss_ext/index_factory.h"
 #include "faiss_ext/index_io.h"
-#include "gpu/GpuCloner.h"
-#include "gpu/GpuKnnGraphGNND.h"
-#include "gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/GpuCloner.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
 
 namespace faiss_ext {
 namespace {

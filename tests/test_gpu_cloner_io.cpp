@@ -6,9 +6,9 @@
 
 #include "faiss_ext/index_factory.h"
 #include "faiss_ext/index_io.h"
-#include "gpu/GpuCloner.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/GpuCloner.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>

@@ -16,9 +16,9 @@
 #include "faiss_ext/IndexBiLevelLSH.h"
 #include "faiss_ext/index_factory.h"
 #include "faiss_ext/index_io.h"
-#include "gpu/GpuCloner.h"
-#include "gpu/GpuIndexBiLevelLSH.h"
-#include "gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/GpuCloner.h"
+#include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
 
 namespace faiss_ext {
 namespace {

@@ -3,9 +3,9 @@
 #include "TestUtils.h"
 
 #include "faiss_ext/Metric.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/impl/FaissException.h>

@@ -13,12 +13,12 @@
 #include "TestUtils.h"
 
 #include "faiss_ext/Metric.h"
-#include "gpu/GnndOutOfCore.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/GpuKnnGraphGNND.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/impl/gnnd/Gnnd.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GnndOutOfCore.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexNNDescent.h>

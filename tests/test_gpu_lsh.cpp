@@ -37,10 +37,10 @@
 #include "TestUtils.h"
 #include "faiss_ext/CuckooHashTable.h"
 #include "faiss_ext/IndexBiLevelLSH.h"
-#include "gpu/GpuCuckooHashTable.h"
-#include "gpu/GpuIndexBiLevelLSH.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuCuckooHashTable.h"
+#include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace {

@@ -13,11 +13,11 @@
 #include "faiss_ext/CpuConvertible.h"
 #include "faiss_ext/IndexBiLevelLSH.h"
 #include "faiss_ext/index_factory.h"
-#include "gpu/GpuCloner.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/GpuKnnGraphGNND.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuCloner.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>

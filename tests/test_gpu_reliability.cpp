@@ -4,11 +4,11 @@
 // clear faiss::FaissException and leave the index unchanged and usable; and
 // several host threads using one index, or one resources object, at once get
 // the results of serial calls.
-#include "gpu/GpuIndexBiLevelLSH.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/GpuKnnGraphGNND.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "tests/TestUtils.h"
 
 #include <faiss/impl/FaissException.h>

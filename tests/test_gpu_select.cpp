@@ -3,7 +3,7 @@
 // float and key sources, adversarial rows (equal values, sorted, few values).
 #include "TestUtils.h"
 
-#include "gpu/impl/select/QuickMultiSelect.h"
+#include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
 
 #include <cuda_runtime_api.h>
 

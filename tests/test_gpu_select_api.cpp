@@ -5,10 +5,10 @@
 // functions of SelectAlgo and VectorStorage.
 #include "TestUtils.h"
 
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/GpuSelect.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/impl/select/MergeQueue.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuSelect.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/select/MergeQueue.h"
 
 #include <faiss/impl/FaissException.h>
 

@@ -15,11 +15,11 @@
 #include "TestUtils.h"
 
 #include "faiss_ext/Metric.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/GpuSelect.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/impl/select/MergeQueue.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuSelect.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/select/MergeQueue.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/impl/FaissException.h>

@@ -4,9 +4,9 @@
 // compaction, host-resident vectors, the k-NN graph and selectK.
 #include "TestUtils.h"
 
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/GpuSelect.h"
-#include "gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuSelect.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
 
 #include <faiss/IndexFlat.h>
 

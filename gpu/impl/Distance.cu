@@ -1,5 +1,5 @@
-#include "gpu/impl/Distance.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/Distance.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>

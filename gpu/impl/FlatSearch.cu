@@ -1,10 +1,10 @@
-#include "gpu/impl/FlatSearch.h"
+#include "faiss_ext/gpu/impl/FlatSearch.h"
 
-#include "gpu/impl/Distance.h"
-#include "gpu/impl/RowSelector.h"
-#include "gpu/impl/VectorPrep.h"
-#include "gpu/impl/select/QuickMultiSelect.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/Distance.h"
+#include "faiss_ext/gpu/impl/RowSelector.h"
+#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
 #include <memory>

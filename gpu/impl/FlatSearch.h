@@ -5,8 +5,8 @@
 #pragma once
 
 #include "faiss_ext/Metric.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/GpuResources.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuResources.h"
 
 #include <cstdint>
 

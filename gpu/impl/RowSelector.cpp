@@ -1,9 +1,9 @@
-#include "gpu/impl/RowSelector.h"
+#include "faiss_ext/gpu/impl/RowSelector.h"
 
-#include "gpu/impl/select/MergeQueue.h"
-#include "gpu/impl/select/QuickMultiSelect.h"
-#include "gpu/impl/select/THHeap.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/select/MergeQueue.h"
+#include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
+#include "faiss_ext/gpu/impl/select/THHeap.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
 

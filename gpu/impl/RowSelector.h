@@ -9,8 +9,8 @@
 #pragma once
 
 #include "faiss_ext/MinMaxHeap.h"
-#include "gpu/GpuResources.h"
-#include "gpu/GpuSelect.h"
+#include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/GpuSelect.h"
 
 #include <cstdint>
 #include <memory>

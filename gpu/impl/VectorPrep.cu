@@ -1,5 +1,5 @@
-#include "gpu/impl/VectorPrep.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
 

@@ -15,8 +15,8 @@
 #include "bindings.h"
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/index_io.h"
-#include "gpu/GnndOutOfCore.h"
-#include "gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/GnndOutOfCore.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 
 namespace faiss_ext {
 namespace python {

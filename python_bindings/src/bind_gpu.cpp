@@ -14,11 +14,11 @@
 #include "bindings.h"
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/index_io.h"
-#include "gpu/GpuCloner.h"
-#include "gpu/GpuIndexQuickSelectFlat.h"
-#include "gpu/GpuSelect.h"
-#include "gpu/StandardGpuResources.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuCloner.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuSelect.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace python {

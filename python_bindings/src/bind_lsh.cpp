@@ -17,7 +17,7 @@
 
 #include "bindings.h"
 #include "faiss_ext/IndexBiLevelLSH.h"
-#include "gpu/GpuIndexBiLevelLSH.h"
+#include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
 
 namespace faiss_ext {
 namespace python {

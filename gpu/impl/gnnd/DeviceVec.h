@@ -2,7 +2,7 @@
 // and of the out-of-core builder's workers).
 #pragma once
 
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <cuda_runtime_api.h>
 #include <faiss/impl/FaissAssert.h>

@@ -7,8 +7,8 @@
 // int32 global ids, empty entries (id -1, distance +inf) last.
 #pragma once
 
-#include "gpu/GpuKnnGraphGNND.h"
-#include "gpu/GpuResources.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/GpuResources.h"
 
 #include <cuda_runtime_api.h>
 

@@ -1,7 +1,7 @@
 // Device helpers shared by the GNND kernels.
 #pragma once
 
-#include "gpu/impl/gnnd/Gnnd.h"
+#include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
 
 #include <cstdint>
 

@@ -1,8 +1,8 @@
 // Host side of GNND (Algorithm 1) and GGM (Algorithm 3): buffers, the
 // iteration loop, the termination test and progress.
-#include "gpu/impl/gnnd/Gnnd.h"
+#include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
 
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
 

@@ -3,9 +3,9 @@
 // segment. Both copies started the iteration equal (same sampling of the
 // same lists) and differ only by the insertions of each device's joins, so
 // the union of a segment holds every id at most twice.
-#include "gpu/impl/gnnd/GnndCommon.cuh"
-#include "gpu/impl/gnnd/Gnnd.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/gnnd/GnndCommon.cuh"
+#include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {

@@ -2,8 +2,8 @@
 // lines 1-5), GGM's initial graph (Algorithm 3, lines 1-9) and the final
 // merge of segments and set-aside entries into sorted lists (Algorithm 3,
 // line 12), with exact FP32 distances.
-#include "gpu/impl/gnnd/GnndCommon.cuh"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/gnnd/GnndCommon.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
 

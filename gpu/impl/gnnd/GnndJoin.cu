@@ -15,8 +15,8 @@
 // In GGM mode (crossBoundary >= 0) only pairs from different sets count and
 // NEW-NEW pairs are not computed (all NEW samples of a node lie in the other
 // set).
-#include "gpu/impl/gnnd/GnndCommon.cuh"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/gnnd/GnndCommon.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <mma.h>
 

@@ -3,8 +3,8 @@
 // graph), then each sample v of node s appends s to v's list in the same
 // graph (atomic appends, capped at 2p), then a warp per list sorts it and
 // removes repeated ids.
-#include "gpu/impl/gnnd/GnndCommon.cuh"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/gnnd/GnndCommon.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {

@@ -5,8 +5,8 @@
 // inserted when closer than the pool's last), and the scan restarts from the
 // best position that changed, until every candidate in the pool is expanded.
 // A small per-warp hash set remembers scored nodes.
-#include "gpu/impl/gnnd/GnndCommon.cuh"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/gnnd/GnndCommon.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
 

@@ -8,9 +8,9 @@
 #pragma once
 
 #include "faiss_ext/IndexBiLevelLSH.h"
-#include "gpu/GpuCuckooHashTable.h"
-#include "gpu/impl/gnnd/DeviceVec.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/GpuCuckooHashTable.h"
+#include "faiss_ext/gpu/impl/gnnd/DeviceVec.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <cuda_runtime.h>
 

@@ -9,9 +9,9 @@
 //     written to one queue, their distances computed, the queue radix-sorted
 //     by (query, distance) (the clustered sort) and the first k distinct
 //     entries of each query compacted out.
-#include "gpu/impl/lsh/LshEngine.h"
+#include "faiss_ext/gpu/impl/lsh/LshEngine.h"
 
-#include "gpu/impl/gnnd/GnndCommon.cuh"
+#include "faiss_ext/gpu/impl/gnnd/GnndCommon.cuh"
 
 #include <faiss/impl/FaissAssert.h>
 

@@ -4,7 +4,7 @@
 // code, id) (two passes: by code, then by table and group), the buckets (runs
 // of equal codes) as 64-bit keys with their intervals, and the GPU cuckoo
 // hash table over all keys. The same tables as lsh::buildTablesCpu.
-#include "gpu/impl/lsh/LshEngine.h"
+#include "faiss_ext/gpu/impl/lsh/LshEngine.h"
 
 #include <faiss/impl/FaissAssert.h>
 

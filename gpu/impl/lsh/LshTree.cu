@@ -10,7 +10,7 @@
 //     P <- Q + (Psi / Psi') (P - Q);
 //   clustered sort: one radix sort of (group << 32 | key bits), stable, so
 //     each group is ordered by its split key and the median splits it.
-#include "gpu/impl/lsh/LshEngine.h"
+#include "faiss_ext/gpu/impl/lsh/LshEngine.h"
 
 #include <faiss/impl/FaissAssert.h>
 

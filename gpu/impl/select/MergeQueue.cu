@@ -31,9 +31,9 @@
 // value of a distinct child no larger than any child of an unselected
 // parent; ties break by position, which orders children as it orders
 // parents), so the result is exact.
-#include "gpu/impl/select/MergeQueue.h"
-#include "gpu/impl/select/SelectKeys.cuh"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/select/MergeQueue.h"
+#include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
 

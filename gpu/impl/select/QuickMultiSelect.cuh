@@ -25,8 +25,8 @@
 // progress, even on rows of equal values.
 #pragma once
 
-#include "gpu/impl/select/QuickMultiSelect.h"
-#include "gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
+#include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
 
 #include <cstdint>
 

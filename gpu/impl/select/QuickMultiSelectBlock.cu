@@ -1,6 +1,6 @@
 // One block per row: the instantiations of quick multi-select for few rows.
-#include "gpu/impl/select/QuickMultiSelect.cuh"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/select/QuickMultiSelect.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {

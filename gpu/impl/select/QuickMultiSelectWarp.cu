@@ -1,7 +1,7 @@
 // One warp per row: the instantiations of quick multi-select for many rows,
 // and the dispatch between the warp and block variants.
-#include "gpu/impl/select/QuickMultiSelect.cuh"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/select/QuickMultiSelect.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
-#include "gpu/impl/select/SelectUtils.h"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/select/SelectUtils.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {

@@ -1,9 +1,9 @@
 // Sorting the selected keys of each row and decoding them to FAISS results.
 // Rows of up to kMaxSharedSort keys are sorted by a bitonic network in shared
 // memory (one block per row); longer rows by CUB's segmented sort.
-#include "gpu/impl/select/QuickMultiSelect.h"
-#include "gpu/impl/select/SelectKeys.cuh"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
+#include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <cub/device/device_segmented_sort.cuh>
 

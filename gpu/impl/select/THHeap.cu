@@ -1,9 +1,9 @@
 // GPU side of TH-heap: sampled thresholds, counting and compaction.
-#include "gpu/impl/select/THHeap.h"
-#include "gpu/impl/select/MergeQueue.h"
-#include "gpu/impl/select/QuickMultiSelect.h"
-#include "gpu/impl/select/SelectKeys.cuh"
-#include "gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/select/THHeap.h"
+#include "faiss_ext/gpu/impl/select/MergeQueue.h"
+#include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
+#include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
 
