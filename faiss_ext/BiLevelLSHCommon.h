@@ -1,4 +1,4 @@
-// Bi-level LSH (Pan & Manocha, papers/pan-bilevel-lsh-gpu.txt): the parts
+// Bi-level LSH (Pan & Manocha, GIS 2011; docs/references.md): the parts
 // shared by the CPU twin (faiss_ext::IndexBiLevelLSH) and the GPU index
 // (faiss_ext::gpu::GpuIndexBiLevelLSH), compiled for both host and device.
 //

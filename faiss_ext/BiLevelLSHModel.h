@@ -1,4 +1,4 @@
-// Bi-level LSH (Pan & Manocha, papers/pan-bilevel-lsh-gpu.txt): build
+// Bi-level LSH (Pan & Manocha, GIS 2011; docs/references.md): build
 // parameters, search parameters and the trained model (the RP-tree of level
 // one and the p-stable projections of level two), shared by the CPU twin
 // faiss_ext::IndexBiLevelLSH and faiss_ext::gpu::GpuIndexBiLevelLSH. The

@@ -1,5 +1,5 @@
 // Cuckoo hash table on the host (Pagh & Rodler; the layout of Alcantara et
-// al.'s GPU tables that section 5.2 of papers/pan-bilevel-lsh-gpu.txt uses):
+// al.'s GPU tables that section 5.2 of Pan & Manocha 2011 uses; docs/references.md):
 // f sub-tables with their own hash function, one key per slot; an insert
 // that finds its slot taken evicts the occupant, which moves on to its slot
 // in the next sub-table. When a chain of evictions grows too long the build

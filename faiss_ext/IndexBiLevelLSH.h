@@ -1,4 +1,4 @@
-// IndexBiLevelLSH: Bi-level LSH (Pan & Manocha, papers/pan-bilevel-lsh-gpu.txt,
+// IndexBiLevelLSH: Bi-level LSH (Pan & Manocha, GIS 2011, docs/references.md,
 // and their Bi-level LSH report) on the CPU with OpenMP: the twin of
 // faiss_ext::gpu::GpuIndexBiLevelLSH and its test oracle. Both give every
 // vector the same group and bucket and every query the same candidates

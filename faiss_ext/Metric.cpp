@@ -1,5 +1,5 @@
 // Metrics of the exact flat index: names, FAISS mapping and host-side vector
-// preparation (Komarov et al., papers/komarov-quick-multi-select.txt,
+// preparation (Komarov et al., quick multi-select, 2014, docs/references.md,
 // "Distance calculation").
 #include "faiss_ext/Metric.h"
 

@@ -1,7 +1,7 @@
 // Metrics of the exact flat index.
 //
 // L2 and inner product are FAISS's own. Cosine and Pearson follow Komarov et
-// al. (papers/komarov-quick-multi-select.txt, "Distance calculation"): cosine
+// al. (quick multi-select, 2014, docs/references.md, "Distance calculation"): cosine
 // is the inner product of L2-normalised vectors, Pearson the cosine of vectors
 // centred on their own mean. Both are reported as similarities (larger is
 // closer, FAISS's METRIC_INNER_PRODUCT convention), so results merge with

@@ -1,4 +1,4 @@
-// CPU stage of Matsumoto & Yiu's TH-heap (papers/matsumoto-th-heap-cpu-gpu.txt,
+// CPU stage of Matsumoto & Yiu's TH-heap (ICDM 2015, docs/references.md,
 // sections III.B and III.C, Algorithms 4-7): a fixed-capacity min-max heap
 // (Atkinson, Sack, Santoro & Strothotte 1986) that keeps the k smallest keys
 // offered to it, plus batched OpenMP entry points over CSR rows.

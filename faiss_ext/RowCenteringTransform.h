@@ -1,6 +1,6 @@
 // Per-vector centring: x -> x - mean(x). With faiss::NormalizationTransform
 // after it, this is the Pearson preparation of Komarov et al.
-// (papers/komarov-quick-multi-select.txt, "Distance calculation"). Saved by
+// (quick multi-select, 2014, docs/references.md, "Distance calculation"). Saved by
 // faiss_ext::write_index under its own fourcc.
 #pragma once
 

@@ -1,5 +1,5 @@
 // k-NN graphs of vector files larger than GPU memory, and builds on several
-// GPUs, by the paper's section 5 (papers/wang-gnnd-gpu-nn-descent.txt): the
+// GPUs, by the paper's section 5 (Wang, Zhao & Zeng, GNND, 2021; docs/references.md): the
 // file is cut into shards that fit a device; GNND builds each shard's graph;
 // GGM merges every pair of shards once, so each list ends with the top-k of
 // the whole set. Only the shards being merged are on a device. Between

@@ -1,5 +1,5 @@
 // GPU cuckoo hash table (Alcantara et al., "Real-time parallel hashing on
-// the GPU", the table of section 5.2 of papers/pan-bilevel-lsh-gpu.txt):
+// the GPU", the table of section 5.2 of Pan & Manocha 2011; docs/references.md):
 // f sub-tables, one thread per key inserting in parallel with atomic
 // exchanges; an evicted key moves on to the next sub-table; when any chain
 // exceeds CuckooHashTable::maxChain(n) the build restarts with fresh seeds

@@ -1,5 +1,5 @@
 // GpuIndexBiLevelLSH: approximate k-NN on the GPU by Bi-level LSH (Pan &
-// Manocha, papers/pan-bilevel-lsh-gpu.txt).
+// Manocha, "Fast GPU-based LSH for k-NN", GIS 2011; docs/references.md).
 //
 // Level one (train): a random projection tree built on the GPU level by
 // level (Algorithm 2) with the clustered primitives of section 4.2: clustered

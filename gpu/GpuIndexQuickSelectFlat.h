@@ -1,7 +1,7 @@
 // GpuIndexQuickSelectFlat: exact brute-force k-NN on the GPU.
 //
 // Distances by cuBLAS SGEMM plus norms, and k-selection by the quick
-// multi-select of Komarov, Dashti & D'Souza (papers/komarov-quick-multi-select.txt,
+// multi-select of Komarov, Dashti & D'Souza (PLoS ONE 2014, docs/references.md,
 // "GPU-based quick multi-select"): partitions with __ballot_sync / __popc,
 // one read per pass, one warp per query when queries are many and one block
 // per query when they are few, and a stack of partition references instead

@@ -1,5 +1,5 @@
 // GpuKnnGraphGNND: approximate k-NN graphs on the GPU by GNND, the GPU
-// NN-Descent of Wang, Zhao & Zeng (papers/wang-gnnd-gpu-nn-descent.txt), and
+// NN-Descent of Wang, Zhao & Zeng (CIKM 2021, arXiv 2103.15386; docs/references.md), and
 // GGM, their merge of two graphs, for incremental adds.
 //
 // add(n, x) builds the k-NN graph of everything added (Algorithm 1): random

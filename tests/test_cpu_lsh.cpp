@@ -1,4 +1,4 @@
-// Bi-level LSH on the CPU (papers/pan-bilevel-lsh-gpu.txt; the twin
+// Bi-level LSH on the CPU (Pan & Manocha 2011, docs/references.md; the twin
 // faiss_ext::IndexBiLevelLSH and the host faiss_ext::CuckooHashTable):
 //   CpuLshCuckoo        every inserted key found with its index and 100k
 //                       random other keys not found, at loads 0.5 / 0.8 / 0.9

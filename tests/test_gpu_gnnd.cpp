@@ -1,4 +1,4 @@
-// GpuKnnGraphGNND (GNND and GGM, papers/wang-gnnd-gpu-nn-descent.txt) and
+// GpuKnnGraphGNND (GNND and GGM, Wang, Zhao & Zeng 2021, docs/references.md) and
 // gnndBuildFromFile (its section 5): recall@10 against exact brute force
 // (faiss::IndexFlat on the CPU, or the data sets' stored exact graphs) on
 // real and generated data; the structure of the graph; metrics; degrees;

@@ -1,4 +1,4 @@
-// GpuIndexBiLevelLSH and GpuCuckooHashTable (papers/pan-bilevel-lsh-gpu.txt)
+// GpuIndexBiLevelLSH and GpuCuckooHashTable (Pan & Manocha 2011, docs/references.md)
 // against the CPU twin faiss_ext::IndexBiLevelLSH and the host
 // faiss_ext::CuckooHashTable, the oracles:
 //   GpuLshCuckoo     GPU cuckoo tables at loads up to 0.9: every key found

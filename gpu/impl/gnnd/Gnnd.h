@@ -1,4 +1,4 @@
-// Device-level GNND and GGM (papers/wang-gnnd-gpu-nn-descent.txt) on raw
+// Device-level GNND and GGM (Wang, Zhao & Zeng 2021; docs/references.md) on raw
 // device buffers, shared by GpuKnnGraphGNND and the out-of-core / multi-GPU
 // builder.
 //

@@ -1,4 +1,4 @@
-// Search of Bi-level LSH on the GPU (papers/pan-bilevel-lsh-gpu.txt, section
+// Search of Bi-level LSH on the GPU (Pan & Manocha 2011, docs/references.md, section
 // 5.3): per query its groups (best-first RP-tree descent), its codes, the
 // candidate intervals of every (group, table) (multi-probe and Morton
 // widening, BiLevelLSHCommon.h), then the short-list search:

@@ -1,4 +1,4 @@
-// Level two of Bi-level LSH on the GPU (papers/pan-bilevel-lsh-gpu.txt,
+// Level two of Bi-level LSH on the GPU (Pan & Manocha 2011, docs/references.md,
 // section 5.2): canonical projections of all vectors, p-stable codes per
 // group and table, per table a stable radix sort by (table, group, Morton
 // code, id) (two passes: by code, then by table and group), the buckets (runs

@@ -1,4 +1,4 @@
-// Level one of Bi-level LSH on the GPU (papers/pan-bilevel-lsh-gpu.txt,
+// Level one of Bi-level LSH on the GPU (Pan & Manocha 2011, docs/references.md,
 // section 5.1): the RP-tree, level by level (Algorithm 2), all groups of a
 // level at once. Primitives of section 4.2:
 //   clustered mean / sum: per-chunk double sums (kClusteredChunk positions,

@@ -1,5 +1,5 @@
 // Tang et al.'s k-selection on the GPU: Merge Queue, Buffered Search and
-// Hierarchical Partition (papers/tang-k-selection-merge-queue.txt).
+// Hierarchical Partition (Tang et al., IPDPS 2015; docs/references.md).
 //
 // One warp per row. The queue holds K = max(64, 2^ceil(log2 k)) keys in
 // levels of 32, 32, 64, 128, ... (m = 32: one element per lane), each sorted

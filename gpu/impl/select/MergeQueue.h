@@ -1,4 +1,4 @@
-// Host entry points of Tang et al.'s k-selection (papers/tang-k-selection-merge-queue.txt):
+// Host entry points of Tang et al.'s k-selection (IPDPS 2015; docs/references.md):
 // the Merge Queue (levels m, m, 2m, 4m, ... sorted decreasing, level heads
 // decreasing, lazy update, reverse bitonic merge), Buffered Search
 // (candidate buffering through intra-warp ballots, local sort of the

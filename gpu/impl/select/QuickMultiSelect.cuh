@@ -1,5 +1,5 @@
 // Quick multi-select (Komarov, Dashti & D'Souza,
-// papers/komarov-quick-multi-select.txt, "GPU-based quick multi-select").
+// PLoS ONE 2014, docs/references.md, "GPU-based quick multi-select").
 //
 // Each row is handled by a group: one warp (W = 1, many rows) or one block
 // of W warps (few rows). A pass partitions the row's current segment around

@@ -1,5 +1,5 @@
 // Host entry points of the quick multi-select k-selection (Komarov et al.,
-// papers/komarov-quick-multi-select.txt, "GPU-based quick multi-select").
+// PLoS ONE 2014, docs/references.md, "GPU-based quick multi-select").
 // All pointers are device pointers; all work is ordered on `stream`.
 #pragma once
 

@@ -1,4 +1,4 @@
-// GPU side of Matsumoto & Yiu's TH-heap (papers/matsumoto-th-heap-cpu-gpu.txt):
+// GPU side of Matsumoto & Yiu's TH-heap (ICDM 2015; docs/references.md):
 // a per-row threshold from the k-th smallest of a sample of the row, and
 // the compaction of the entries at or below it into CSR rows of keys that
 // go to the host, where min-max heaps finish the selection
