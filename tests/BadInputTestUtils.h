@@ -104,7 +104,7 @@ inline void expectRefused(const faiss::Index& idx, const std::vector<float>& q, 
     std::_Exit(0);
 }
 
-/// FAISS_EXT_TEST_IN_PROCESS set (scripts/device-sanitize.sh sets it):
+/// FAISS_EXT_TEST_IN_PROCESS set (scripts/device/device-sanitize.sh sets it):
 /// EXPECT_REFUSED_IN_CHILD runs in this process. compute-sanitizer does not
 /// follow gtest's re-executed death-test children (they hang there), and a
 /// crash still fails the test, only with the whole process.

@@ -27,7 +27,7 @@ bool haveGpu();
 /// How many GPUs this process sees (0 without one).
 int gpuCount();
 
-/// Sanitizer-sized tests: FAISS_EXT_TEST_SMALL=1 (scripts/device-sanitize.sh
+/// Sanitizer-sized tests: FAISS_EXT_TEST_SMALL=1 (scripts/device/device-sanitize.sh
 /// sets it for racecheck, whose cost grows with every shared-memory access)
 /// makes the heavy GPU tests run on smaller inputs that take the same code
 /// paths: the same modes, metrics, k values, data kinds and dimensions, and
@@ -44,7 +44,7 @@ T sized(T full, T small) {
 }
 
 /// One part of a test, for parallel sanitizer runs: FAISS_EXT_TEST_PART=P/N
-/// (scripts/device-sanitize.sh sets it for a list entry "Name parts=N", one
+/// (scripts/device/device-sanitize.sh sets it for a list entry "Name parts=N", one
 /// process per part) makes the tests that support it run only their units
 /// (a mode, a metric, a data kind, an injection point...) numbered u with
 /// u % N == P; the N processes together run the whole test. Unset: one part

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Which GPU tests ran to the end under each compute-sanitizer tool, from the
-logs kept in docs/logs (README, "Sanitizers").
+sanitizer logs that scripts/device/device-sanitize.sh wrote (docs/validation.md).
+The logs are not kept in the repository: fetch them from the device run into
+a folder (logs/ by default, git-ignored) and point this script at it.
 
-Usage: scripts/sanitize-coverage.py TESTS [LOG_DIR (docs/logs)]
+Usage: scripts/device/sanitize-coverage.py TESTS [LOG_DIR (logs)]
 TESTS: the full test names, one a line, e.g.
   build/tests/gpu_tests --gtest_list_tests | awk '/^[^ ]/ {s = $1} /^  / {print s $1}' >tests.txt
 
@@ -17,7 +19,7 @@ formats the scripts wrote over time:
   one process running several tests: its "[ OK ]" tests, when the file
                            holds exactly one tool summary and it is clean.
 A log that keeps only a printed summary (no per-test output) is not read:
-the README names those tests by hand. Prints, per tool, the tests not
+docs/validation.md names those tests by hand. Prints, per tool, the tests not
 covered. Exit status 0.
 """
 import collections
@@ -55,7 +57,7 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     tests = [t.strip() for t in open(sys.argv[1]) if t.strip()]
-    logdir = sys.argv[2] if len(sys.argv) > 2 else "docs/logs"
+    logdir = sys.argv[2] if len(sys.argv) > 2 else "logs"
     unsafe = {t.replace("/", "_"): t for t in tests}  # names as file-safe strings
     for tool, clean in TOOLS.items():
         parts = collections.defaultdict(lambda: collections.defaultdict(set))

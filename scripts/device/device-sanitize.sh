@@ -3,9 +3,9 @@
 # racecheck or synccheck) on the GPU machine: every test of gpu_tests as its
 # own process under the tool, JOBS processes at a time on the one GPU (the
 # tools are slow and partly CPU bound), the longest tests first so that the
-# pool ends together. Stage first with scripts/device-stage-tests.sh; then,
+# pool ends together. Stage first with scripts/device/device-stage-tests.sh; then,
 # on the device with carry [".device"]:
-#   bash scripts/device-sanitize.sh $OUT memcheck [JOBS (16)] [FILTER (*)] [SECONDS (540)] [-- TOOL ARGS]
+#   bash scripts/device/device-sanitize.sh $OUT memcheck [JOBS (16)] [FILTER (*)] [SECONDS (540)] [-- TOOL ARGS]
 # TOOL ARGS go to compute-sanitizer as they are (for instance a kernel filter).
 # On a machine with several GPUs the processes are spread over them (each
 # sees one GPU through CUDA_VISIBLE_DEVICES, by xargs' process slot; the
@@ -28,7 +28,7 @@
 # when every test ran to the end, passed (or skipped) and the tool reported
 # zero errors for every process.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=${1:?output directory}
 tool=${2:?memcheck, racecheck or synccheck}
 jobs=${3:-16}

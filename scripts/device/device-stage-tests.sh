@@ -9,7 +9,7 @@
 #   source .device/env.sh; export FAISS_EXT_DATA_DIR=$PWD/.device/extra
 #   .device/bin/tests/gpu_tests --gtest_brief=1
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 build=${1:-build-gpu}
 data=${FAISS_EXT_SHARED_DATA:-../shared/data}
 ../shared/tools/device-stage "$build" >/dev/null

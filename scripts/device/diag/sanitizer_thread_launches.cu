@@ -5,7 +5,7 @@
 // StandardGpuResources, and each launches, in a loop, a kernel with a
 // shared-memory reduction, an SGEMM, stream-ordered allocations and events.
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 -o sanitizer_thread_launches \
-//          scripts/diag/sanitizer_thread_launches.cu -lcublas
+//          scripts/device/diag/sanitizer_thread_launches.cu -lcublas
 // Run:   compute-sanitizer --tool racecheck ./sanitizer_thread_launches [THREADS (6)] [ROUNDS (40)]
 // Prints the threads' sums and "ok" when every sum is as expected.
 #include <cublas_v2.h>

@@ -14,7 +14,7 @@
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #       --implementation cp --platform manylinux_2_28_x86_64 -d .whl faiss-cpu pytest pluggy iniconfig packaging
 # There (device run, carry [".pyd", ".whl"]):
-#   bash scripts/device-python-tests.sh
+#   bash scripts/device/device-python-tests.sh
 set -euo pipefail
 python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
 mkdir -p /tmp/lib /tmp/pkg/faiss_ext
