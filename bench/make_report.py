@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make_report.py: bench/results/*.jsonl -> docs/benchmarks.md (+ PNG plots in docs/).
 
-Reads every suite's JSON lines (DESIGN.md, "Benchmarks"), keeps the latest line
+Reads every suite's JSON lines (keys: docs/benchmarks.md, "What each suite measures"), keeps the latest line
 for each (suite, dataset, method, nb, d, nq, k), and writes Markdown tables
 (queries/s, seconds, recall, ratios to the anchors; for `select` also which of
 our algorithms is fastest per shape, the crossovers behind SelectAlgo::Auto;
