@@ -7,6 +7,7 @@
 
 #include "faiss_ext/CpuConvertible.h"
 #include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/IndexOptions.h"
 
 #include <faiss/Index.h>
 
@@ -51,12 +52,6 @@ private:
     uint64_t next_ = 0, serving_ = 0;
     std::thread::id owner_;
     int depth_ = 0;
-};
-
-/// Options common to every GPU index.
-struct GpuIndexConfig {
-    /// GPU on which the index lives.
-    int device = 0;
 };
 
 /// A faiss::Index whose data lives on one GPU.

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "faiss_ext/Metric.h"
+#include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuIndex.h"
 #include "faiss_ext/gpu/GpuSelect.h"
 
@@ -25,18 +26,6 @@
 
 namespace faiss_ext {
 namespace gpu {
-
-/// Where GpuIndexQuickSelectFlat keeps its vectors.
-enum class VectorStorage : int {
-    /// On the device while they fit (GpuResources::getDeviceMemoryLimit and
-    /// free memory after the temporary budget), else in pinned host memory.
-    Auto = 0,
-    Device = 1,  ///< always on the device (adds fail when they do not fit)
-    Host = 2,    ///< pinned host memory, streamed through the GPU per search
-};
-
-/// "auto", "device", "host".
-const char* vectorStorageName(VectorStorage s);
 
 /// Options of GpuIndexQuickSelectFlat.
 struct GpuIndexQuickSelectFlatConfig : GpuIndexConfig {

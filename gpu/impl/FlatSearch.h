@@ -5,7 +5,7 @@
 #pragma once
 
 #include "faiss_ext/Metric.h"
-#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
 
 #include <cstdint>

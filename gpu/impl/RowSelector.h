@@ -10,7 +10,7 @@
 
 #include "faiss_ext/MinMaxHeap.h"
 #include "faiss_ext/gpu/GpuResources.h"
-#include "faiss_ext/gpu/GpuSelect.h"
+#include "faiss_ext/gpu/SelectOptions.h"
 
 #include <cstdint>
 #include <memory>

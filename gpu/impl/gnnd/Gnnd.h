@@ -7,7 +7,7 @@
 // int32 global ids, empty entries (id -1, distance +inf) last.
 #pragma once
 
-#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/GnndOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
 
 #include <cuda_runtime_api.h>

@@ -1,0 +1,53 @@
+// Options and reports of the GNND graph builds: the build configuration of
+// GpuKnnGraphGNND (and of gnndBuildFromFile), per-iteration statistics and
+// the memory estimate, in a header of their own so that the engine
+// (impl/gnnd/Gnnd.h) needs no public index header.
+#pragma once
+
+#include "faiss_ext/gpu/IndexOptions.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace faiss_ext {
+namespace gpu {
+
+/// Build options of GpuKnnGraphGNND (the paper's parameters).
+struct GpuKnnGraphGNNDConfig : GpuIndexConfig {
+    /// Samples per list and kind, p (1..32): p NEW and p OLD samples per list
+    /// and iteration, plus up to p reverse samples of each kind.
+    int samples = 32;
+    /// Maximum number of iterations (>= 1).
+    int maxIterations = 20;
+    /// Stop when fewer than terminationThreshold * n * K list entries changed
+    /// in an iteration (NN-Descent's delta), in [0, 1).
+    float terminationThreshold = 0.001f;
+    /// Length of the lists while building: 0 = the graph degree rounded up to
+    /// a multiple of 32 (at least 32); else a multiple of 32 >= the degree.
+    /// Longer lists give better recall at the head of each list.
+    int buildDegree = 0;
+    /// Seed of the random initial graph and of GGM's random samples.
+    uint64_t seed = 1234;
+    /// Candidate pool size of search() (0: max(k, 128, 2 * graph degree)).
+    /// copyTo writes the resolved value into the twin's nndescent.search_L.
+    int searchL = 0;
+};
+
+/// Statistics of one GNND / GGM iteration (see getBuildLog()).
+struct GnndIterationStats {
+    int iteration = 0;       ///< 1-based
+    int64_t updates = 0;     ///< list entries replaced in this iteration
+    double seconds = 0;      ///< wall time of this iteration
+    bool merge = false;      ///< part of a GGM merge (else a GNND build)
+};
+
+/// Bytes a build needs, from GpuKnnGraphGNND::estimateMemory.
+struct GnndMemoryEstimate {
+    size_t vectors = 0;     ///< resident vectors and norms
+    size_t graph = 0;       ///< resident graph (ids and distances)
+    size_t buildTemp = 0;   ///< temporary memory of the build / merge
+    size_t total() const { return vectors + graph + buildTemp; }
+};
+
+}  // namespace gpu
+}  // namespace faiss_ext
