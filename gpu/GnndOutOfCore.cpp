@@ -1,9 +1,9 @@
 #include "faiss_ext/gpu/GnndOutOfCore.h"
 
 #include "faiss_ext/gpu/impl/VectorPrep.h"
-#include "faiss_ext/gpu/impl/gnnd/DeviceVec.h"
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <faiss/impl/FaissAssert.h>
 
@@ -375,8 +375,8 @@ private:
         int device;
         GpuResources* res;
         cudaStream_t stream = nullptr;
-        gnnd::DeviceVec<float> x, norms, dists, headDists;
-        gnnd::DeviceVec<int> ids, headIds;
+        DeviceVector<float> x, norms, dists, headDists;
+        DeviceVector<int> ids, headIds;
         ~Worker() {
             if (stream) {
                 DeviceScope scope(device);
@@ -526,8 +526,8 @@ private:
             xs.push_back(c.x.data());
             norms.push_back(c.norms.data());
         }
-        gnnd::DeviceVec<int> ids;
-        gnnd::DeviceVec<float> dists;
+        DeviceVector<int> ids;
+        DeviceVector<float> dists;
         {
             DeviceScope scope(distinct[0]);
             ids.allocate(size_t(s.n) * K_, "gnndBuildFromFile", "graph ids");

@@ -81,7 +81,7 @@ void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     checkFinite_(n, x, "GpuIndexBiLevelLSH::train: vector");
-    lsh_impl::DeviceVec<float> copy;
+    DeviceVector<float> copy;
     const float* dX = x;
     if (!onThisDevice_(x, "GpuIndexBiLevelLSH::train: x")) {
         copy.allocate(size_t(n) * d, who, "training vectors");
@@ -201,7 +201,7 @@ void GpuIndexBiLevelLSH::getCandidates(idx_t n, const float* x, idx_t k, std::ve
     checkUsable_();
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    lsh_impl::DeviceVec<float> dq;
+    DeviceVector<float> dq;
     dq.allocate(size_t(n) * d, who, "queries");
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dq.data(), x, size_t(n) * d * sizeof(float),
                                          cudaMemcpyHostToDevice, stream));

@@ -2,9 +2,9 @@
 
 #include "faiss_ext/RowCenteringTransform.h"
 #include "faiss_ext/gpu/impl/VectorPrep.h"
-#include "faiss_ext/gpu/impl/gnnd/DeviceVec.h"
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexPreTransform.h>
@@ -25,10 +25,10 @@ namespace gnnd {
 class GraphState {
 public:
     int64_t n = 0;
-    DeviceVec<float> x;
-    DeviceVec<float> norms;
-    DeviceVec<int> ids;
-    DeviceVec<float> dists;
+    DeviceVector<float> x;
+    DeviceVector<float> norms;
+    DeviceVector<int> ids;
+    DeviceVector<float> dists;
 };
 
 }  // namespace gnnd
@@ -239,7 +239,7 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
         gnnd::enablePeerAccess(devs);
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
         const size_t G = devs.size();
-        std::vector<gnnd::DeviceVec<float>> xs(G - 1), ns(G - 1);
+        std::vector<DeviceVector<float>> xs(G - 1), ns(G - 1);
         std::vector<GpuResources*> rs{res};
         std::vector<cudaStream_t> streams{stream};
         std::vector<const float*> xp{xNew}, np{next.norms.data() + old};

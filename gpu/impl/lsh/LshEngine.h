@@ -9,8 +9,8 @@
 
 #include "faiss_ext/IndexBiLevelLSH.h"
 #include "faiss_ext/gpu/GpuCuckooHashTable.h"
-#include "faiss_ext/gpu/impl/gnnd/DeviceVec.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <cuda_runtime.h>
 
@@ -22,15 +22,12 @@ namespace faiss_ext {
 namespace gpu {
 namespace lsh_impl {
 
-template <typename T>
-using DeviceVec = gnnd::DeviceVec<T>;
-
 /// Blocks of `threads` threads covering n items.
 inline unsigned blocksFor(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
-/// Copies host data into a DeviceVec (allocating it).
+/// Copies host data into a DeviceVector (allocating it).
 template <typename T>
-void upload(DeviceVec<T>* dst, const std::vector<T>& src, cudaStream_t stream, const char* what) {
+void upload(DeviceVector<T>* dst, const std::vector<T>& src, cudaStream_t stream, const char* what) {
     dst->allocate(src.size(), "GpuIndexBiLevelLSH", what);
     if (!src.empty())
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dst->data(), src.data(), src.size() * sizeof(T),
@@ -39,25 +36,25 @@ void upload(DeviceVec<T>* dst, const std::vector<T>& src, cudaStream_t stream, c
 
 /// The trained model on the device.
 struct DeviceModel {
-    DeviceVec<uint8_t> nodeRule;
-    DeviceVec<float> nodeVec;
-    DeviceVec<float> nodeThreshold;
-    DeviceVec<float> leafWidth;
-    DeviceVec<float> leafOffset;
-    DeviceVec<float> proj;
-    DeviceVec<float> projBias;
+    DeviceVector<uint8_t> nodeRule;
+    DeviceVector<float> nodeVec;
+    DeviceVector<float> nodeThreshold;
+    DeviceVector<float> leafWidth;
+    DeviceVector<float> leafOffset;
+    DeviceVector<float> proj;
+    DeviceVector<float> projBias;
     void upload(const BiLevelLSHModel& m, cudaStream_t stream);
 };
 
 /// Vectors and hash tables of a GpuIndexBiLevelLSH.
 struct DeviceState {
     int64_t n = 0;
-    DeviceVec<float> vectors;  ///< n x d
+    DeviceVector<float> vectors;  ///< n x d
     DeviceModel model;
-    DeviceVec<int32_t> sortedIds;    ///< L x n
-    DeviceVec<uint64_t> sortedCodes; ///< L x n
-    DeviceVec<int64_t> groupStart;   ///< groups + 1
-    DeviceVec<lsh::BucketRange> ranges;
+    DeviceVector<int32_t> sortedIds;    ///< L x n
+    DeviceVector<uint64_t> sortedCodes; ///< L x n
+    DeviceVector<int64_t> groupStart;   ///< groups + 1
+    DeviceVector<lsh::BucketRange> ranges;
     GpuCuckooHashTable cuckoo;
     uint64_t keySalt = 0;
     size_t numKeys = 0;
@@ -85,8 +82,8 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
 /// Candidate intervals of nq queries (device): per query
 /// groupProbes x tables x (nprobe + 1) slots, counts in dCount.
 struct QueryIntervals {
-    DeviceVec<lsh::Interval> intervals;
-    DeviceVec<int32_t> counts;  ///< per (query, group probe, table)
+    DeviceVector<lsh::Interval> intervals;
+    DeviceVector<int32_t> counts;  ///< per (query, group probe, table)
     int slots = 0;              ///< intervals per (query, group probe, table)
     int perQuery = 0;           ///< groupProbes x tables
 };

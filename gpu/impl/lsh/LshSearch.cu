@@ -11,7 +11,7 @@
 //     entries of each query compacted out.
 #include "faiss_ext/gpu/impl/lsh/LshEngine.h"
 
-#include "faiss_ext/gpu/impl/gnnd/GnndCommon.cuh"
+#include "faiss_ext/gpu/utils/WarpSort.cuh"
 
 #include <faiss/impl/FaissAssert.h>
 
@@ -280,7 +280,7 @@ __global__ void heapShortListKernel(const float* __restrict__ vectors, int d,
             batchD[lane] = cand ? dist : INFINITY;
             batchI[lane] = cand ? uint32_t(id) : 0xffffffffu;
             __syncwarp();
-            gnnd::warpBitonicSortBy(batchD, batchI, 32, lane, PairBefore());
+            warpBitonicSortBy(batchD, batchI, 32, lane, PairBefore());
             const float myD = batchD[lane];
             const uint32_t myI = batchI[lane];
             bool keep = myI != 0xffffffffu &&
@@ -476,13 +476,13 @@ void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
                     QueryIntervals* out, cudaStream_t stream) {
     const char* who = "GpuIndexBiLevelLSH::search";
     const int d = model.d, LM = model.nTables * model.nProjections;
-    DeviceVec<int32_t> groups;
+    DeviceVector<int32_t> groups;
     groups.allocate(size_t(nq) * s.groupProbes, who, "query groups");
     queryGroupsKernel<<<blocksFor(nq, 64), 64, 0, stream>>>(
         st.model.nodeRule.data(), st.model.nodeVec.data(), st.model.nodeThreshold.data(),
         model.depth, d, dQ, nq, s.groupProbes, groups.data());
     FAISS_EXT_CUDA_CHECK_LAUNCH();
-    DeviceVec<float> qProj;
+    DeviceVector<float> qProj;
     qProj.allocate(size_t(nq) * LM, who, "query projections");
     projectRows(dQ, nq, d, st.model.proj.data(), LM, qProj.data(), stream);
     out->slots = s.nprobe + 1;
@@ -524,7 +524,7 @@ void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
     QueryIntervals qi;
     queryIntervals(st, model, s, nq, dQ, &qi, stream);
     const bool vec4 = d % 4 == 0;
-    DeviceVec<int64_t> counts, offsets;
+    DeviceVector<int64_t> counts, offsets;
     counts.allocate(nq, who, "candidate counts");
     candidateCountKernel<<<blocksFor(nq, 128), 128, 0, stream>>>(qi.intervals.data(),
                                                                  qi.counts.data(), qi.slots,
@@ -562,9 +562,9 @@ void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
     const size_t bytesPerEntry = 4 + 4 + 8 + 8 + 4 + 4 + 16;  // ids, owner, keys x2, values x2, sort
     const int64_t budget = std::max<int64_t>(1, int64_t(workQueueBytes / bytesPerEntry));
     int64_t q0 = 0;
-    DeviceVec<int32_t> ids, idsAlt, owner;
-    DeviceVec<uint64_t> keys, keysAlt;
-    DeviceVec<char> temp;
+    DeviceVector<int32_t> ids, idsAlt, owner;
+    DeviceVector<uint64_t> keys, keysAlt;
+    DeviceVector<char> temp;
     while (q0 < nq) {
         int64_t q1 = q0 + 1;
         while (q1 < nq && off[q1 + 1] - off[q0] <= budget && q1 - q0 < (int64_t(1) << 30)) ++q1;

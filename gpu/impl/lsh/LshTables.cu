@@ -176,18 +176,18 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     FAISS_THROW_IF_NOT_FMT(total < (int64_t(1) << 31) - 1,
                            "%s: L x ntotal must be < 2^31 (L = %d, ntotal = %lld)", who, L,
                            (long long)n);
-    DeviceVec<int32_t> group;
+    DeviceVector<int32_t> group;
     group.allocate(n, who, "groups");
     leafOfRows(st->model, model, st->vectors.data(), n, group.data(), stream);
 
-    DeviceVec<uint64_t> codes, codesAlt;
-    DeviceVec<int32_t> vals, valsAlt;
+    DeviceVector<uint64_t> codes, codesAlt;
+    DeviceVector<int32_t> vals, valsAlt;
     codes.allocate(total, who, "codes");
     codesAlt.allocate(total, who, "codes");
     vals.allocate(total, who, "sort values");
     valsAlt.allocate(total, who, "sort values");
     {
-        DeviceVec<float> projOut;
+        DeviceVector<float> projOut;
         projOut.allocate(size_t(n) * LM, who, "projections");
         projectRows(st->vectors.data(), n, d, st->model.proj.data(), LM, projOut.data(), stream);
         codesKernel<<<blocksFor(total, 256), 256, 0, stream>>>(
@@ -197,7 +197,7 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
     // pass 1: by Morton code (stable: ties keep (table, id) order); codes stay
-    DeviceVec<char> temp;
+    DeviceVector<char> temp;
     {
         size_t bytes = 0;
         FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, codes.data(),
@@ -214,7 +214,7 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     codesAlt.release();
     // pass 2: by (table, group), stable; the order ends in vals
     {
-        DeviceVec<uint32_t> k2, k2Alt;
+        DeviceVector<uint32_t> k2, k2Alt;
         k2.allocate(total, who, "sort keys");
         k2Alt.allocate(total, who, "sort keys");
         tableGroupKeysKernel<<<blocksFor(total, 256), 256, 0, stream>>>(valsAlt.data(), total, n,
@@ -234,8 +234,8 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
                                                              stream));
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
-    DeviceVec<int32_t> sortedIds;
-    DeviceVec<uint64_t> sortedCodes;
+    DeviceVector<int32_t> sortedIds;
+    DeviceVector<uint64_t> sortedCodes;
     sortedIds.allocate(total, who, "sorted ids");
     sortedCodes.allocate(total, who, "sorted codes");
     finishSortKernel<<<blocksFor(total, 256), 256, 0, stream>>>(vals.data(), total, n, codes.data(),
@@ -248,7 +248,7 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     // group offsets
     std::vector<int64_t> groupStart(G + 1, 0);
     {
-        DeviceVec<unsigned long long> cnt;
+        DeviceVector<unsigned long long> cnt;
         cnt.allocate(G, who, "group counts");
         FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(cnt.data(), 0, G * sizeof(unsigned long long), stream));
         groupCountKernel<<<blocksFor(n, 256), 256, 0, stream>>>(group.data(), n, cnt.data());
@@ -261,9 +261,9 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     }
 
     // buckets: runs of equal (group, code) in each table
-    DeviceVec<uint8_t> flags;
-    DeviceVec<int32_t> runStart;
-    DeviceVec<int> numRuns;
+    DeviceVector<uint8_t> flags;
+    DeviceVector<int32_t> runStart;
+    DeviceVector<int> numRuns;
     flags.allocate(total, who, "bucket flags");
     runStart.allocate(total, who, "buckets");
     numRuns.allocate(1, who, "buckets");
@@ -288,8 +288,8 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     flags.release();
     temp.release();
-    DeviceVec<uint64_t> keys;
-    DeviceVec<lsh::BucketRange> ranges;
+    DeviceVector<uint64_t> keys;
+    DeviceVector<lsh::BucketRange> ranges;
     keys.allocate(runs, who, "bucket keys");
     ranges.allocate(runs, who, "bucket ranges");
     uint64_t salt = 0;
@@ -305,7 +305,7 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     GpuCuckooHashTable cuckoo;
     cuckoo.build(keys.data(), size_t(runs), config.cuckooSubTables, config.cuckooMaxLoad,
                  config.seed ^ 0x637563ULL, stream);
-    DeviceVec<int64_t> dGroupStart;
+    DeviceVector<int64_t> dGroupStart;
     lsh_impl::upload(&dGroupStart, groupStart, stream, "group offsets");
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 

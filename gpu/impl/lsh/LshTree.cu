@@ -178,14 +178,14 @@ void trainTreeGpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_
     const int maxG = 1 << depth;
     FAISS_THROW_IF_NOT_FMT(n < (int64_t(1) << 31) - 1, "%s: at most 2^31 - 2 training vectors",
                            who);
-    DeviceVec<int32_t> perm, permAlt, posGroup;
-    DeviceVec<uint64_t> keys, keysAlt, gathered;
-    DeviceVec<float> sqd, mean, P, Q, ratio, levelVec;
-    DeviceVec<double> partial, avg;
-    DeviceVec<int64_t> dStarts, chunkBegin, chunkEnd, pos;
-    DeviceVec<int32_t> chunkOff;
-    DeviceVec<uint8_t> active, levelRule;
-    DeviceVec<unsigned long long> amax;
+    DeviceVector<int32_t> perm, permAlt, posGroup;
+    DeviceVector<uint64_t> keys, keysAlt, gathered;
+    DeviceVector<float> sqd, mean, P, Q, ratio, levelVec;
+    DeviceVector<double> partial, avg;
+    DeviceVector<int64_t> dStarts, chunkBegin, chunkEnd, pos;
+    DeviceVector<int32_t> chunkOff;
+    DeviceVector<uint8_t> active, levelRule;
+    DeviceVector<unsigned long long> amax;
     perm.allocate(n, who, "permutation");
     permAlt.allocate(n, who, "permutation");
     posGroup.allocate(n, who, "groups");
@@ -216,7 +216,7 @@ void trainTreeGpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_
         FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sortBytes, kb, vb, int(n), 0,
                                                              64, stream));
     }
-    DeviceVec<char> sortTemp;
+    DeviceVector<char> sortTemp;
     sortTemp.allocate(std::max<size_t>(sortBytes, 1), who, "sort");
 
     iotaKernel<<<blocksFor(n, 256), 256, 0, stream>>>(perm.data(), n);
