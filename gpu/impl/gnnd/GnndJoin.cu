@@ -132,38 +132,82 @@ __device__ __forceinline__ void warpArgMin(float& d, int& id) {
     id = __shfl_sync(kFull, id, 0);
 }
 
-__global__ void __launch_bounds__(kThreads, 4) joinKernel(
-        const float* __restrict__ x, const float* __restrict__ norms, int64_t n, int d, int K,
-        int p, bool ip, int64_t crossBoundary, const int* __restrict__ newList,
-        const int* __restrict__ oldList, const int* __restrict__ counts, uint32_t* gIds,
-        float* gDists, int* locks, unsigned long long* updates, int64_t nodeBegin) {
-    __shared__ JoinShared sh;
-    int64_t s = nodeBegin + int64_t(blockIdx.x);
-    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    int nNew = counts[s];
-    if (nNew == 0) return;
-    int nOld = counts[n + s];
-    bool cross = crossBoundary >= 0;
-    if (tid == 0) sh.updates = 0;
-    for (int r = tid; r < kRowsTotal; r += kThreads) {
+/// One block's join: its node's samples in shared memory and the constants
+/// every step needs.
+struct JoinBlock {
+    JoinShared& sh;
+    const float* __restrict__ x;
+    int d;
+    bool ip;
+    bool cross;             ///< GGM: only pairs on different sides of crossBoundary
+    int64_t crossBoundary;
+    int nNew, nOld;         ///< samples of each kind
+    int rowsNew, rowsOld;   ///< rows in use: the sample counts rounded up to tiles of 16
+    int tid, warp, lane;
+
+    /// Whether row r (NEW rows 0.., OLD rows kMaxNew..) lies in a used tile.
+    __device__ __forceinline__ bool rowUsed(int r) const {
+        return r < kMaxNew ? r < rowsNew : (r - kMaxNew) < rowsOld;
+    }
+    /// Whether the pair of rows r, c does not count (empty, the same node,
+    /// or in GGM mode both on one side).
+    __device__ __forceinline__ bool masked(int r, int c) const {
+        int a = sh.ids[r], b = sh.ids[c];
+        return a < 0 || b < 0 || a == b ||
+               (cross && ((a < crossBoundary) == (b < crossBoundary)));
+    }
+    /// FP32 distance of rows r, c from the chunk in shared memory (d <= kChunk).
+    __device__ __forceinline__ float directDistance(int r, int c) const {
+        if (masked(r, c)) return infty();
+        float acc = 0.f;
+        for (int j = 0; j < d; ++j) {
+            float u = sh.u.xs[r][j], v = sh.u.xs[c][j];
+            if (ip) acc = fmaf(u, v, acc);
+            else acc = fmaf(u - v, u - v, acc);
+        }
+        return ip ? -acc : acc;
+    }
+    /// Distance of rows r, c from their product g (tensor-core path).
+    __device__ __forceinline__ float productDistance(int r, int c, float g) const {
+        if (masked(r, c)) return infty();
+        if (ip) return -g;
+        return fmaxf(sh.norms[r] + sh.norms[c] - 2.f * g, 0.f);
+    }
+    /// NEW x OLD distance of NEW row r and OLD sample o.
+    __device__ __forceinline__ float newOld(bool direct, int r, int o) const {
+        return direct ? directDistance(r, kMaxNew + o) : sh.u.gram[r][kMaxNew + o];
+    }
+};
+
+/// Rows of node s: ids (and |x|^2 for L2) of its NEW samples in rows
+/// 0..nNew, of its OLD samples in rows kMaxNew..kMaxNew + nOld; -1 elsewhere.
+__device__ __forceinline__ void loadSampleRows(JoinBlock& b, const float* __restrict__ norms,
+                                               const int* __restrict__ newList,
+                                               const int* __restrict__ oldList, int64_t s,
+                                               int p) {
+    for (int r = b.tid; r < kRowsTotal; r += kThreads) {
         int id = -1;
         if (r < kMaxNew) {
-            if (r < nNew) id = newList[s * 2 * p + r];
-        } else if (r - kMaxNew < nOld) {
+            if (r < b.nNew) id = newList[s * 2 * p + r];
+        } else if (r - kMaxNew < b.nOld) {
             id = oldList[s * 2 * p + (r - kMaxNew)];
         }
-        sh.ids[r] = id;
-        sh.norms[r] = (id >= 0 && !ip) ? norms[id] : 0.f;
+        b.sh.ids[r] = id;
+        b.sh.norms[r] = (id >= 0 && !b.ip) ? norms[id] : 0.f;
     }
-    __syncthreads();
+}
 
-    int rt = (nNew + 15) / 16, ot = (nOld + 15) / 16;
-    int nnTasks = cross ? 0 : rt * (rt + 1) / 2;
+/// The 16 x 16 product tiles warp `warp` computes: NEW x NEW tiles on and
+/// above the diagonal (none in GGM mode), then NEW x OLD tiles, dealt out
+/// round robin. Tile i has rows taskRow[i].. and column rows taskCol[i]..
+/// (< kMaxNew: NEW, else OLD). Returns the number of tiles.
+__device__ __forceinline__ int planProductTiles(const JoinBlock& b, int rt, int ot,
+                                                int (&taskRow)[kMaxTasksPerWarp],
+                                                int (&taskCol)[kMaxTasksPerWarp]) {
+    int nnTasks = b.cross ? 0 : rt * (rt + 1) / 2;
     int nTasks = nnTasks + rt * ot;
-    // task t -> (row tile, column row offset); column rows < 64 are NEW, >= 64 OLD
-    int taskRow[kMaxTasksPerWarp], taskCol[kMaxTasksPerWarp];
     int myTasks = 0;
-    for (int t = warp; t < nTasks && myTasks < kMaxTasksPerWarp; t += kJoinWarps) {
+    for (int t = b.warp; t < nTasks && myTasks < kMaxTasksPerWarp; t += kJoinWarps) {
         int ri, cr;
         if (t < nnTasks) {
             int q = t;
@@ -182,131 +226,119 @@ __global__ void __launch_bounds__(kThreads, 4) joinKernel(
         taskCol[myTasks] = cr;
         ++myTasks;
     }
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[kMaxTasksPerWarp];
-#pragma unroll
-    for (int i = 0; i < kMaxTasksPerWarp; ++i) wmma::fill_fragment(acc[i], 0.f);
+    return myTasks;
+}
 
-    int rowsNew = rt * 16, rowsOld = ot * 16;
-    // Row r = warp + 8 i of the chunk goes through register pre[i]: the next
-    // chunk's loads are in flight while the tensor cores work on this one.
-    float pre[kRowsPerWarp];
-    auto rowUsed = [&](int r) {
-        return r < kMaxNew ? r < rowsNew : (r - kMaxNew) < rowsOld;
-    };
-    auto loadChunk = [&](int c0) {
+/// Starts the loads of dimensions c0..c0 + 31 of this warp's rows (row
+/// warp + 8 i into pre[i]), so they are in flight while the tensor cores
+/// work on the previous chunk.
+__device__ __forceinline__ void loadChunk(const JoinBlock& b, float (&pre)[kRowsPerWarp], int c0) {
 #pragma unroll
-        for (int i = 0; i < kRowsPerWarp; ++i) {
-            int r = warp + kJoinWarps * i;
-            int id = sh.ids[r];
-            int j = c0 + lane;
-            pre[i] = (rowUsed(r) && id >= 0 && j < d) ? __ldg(x + int64_t(id) * d + j) : 0.f;
-        }
-    };
-    loadChunk(0);
-    // d <= 32: the vectors fit one chunk and the distances come from FP32
-    // differences on CUDA cores (norms - 2 products in TF32 cancel badly for
-    // low-dimensional data far from the origin, e.g. point clouds).
-    const bool direct = d <= kChunk;
-    auto masked = [&](int r, int c) {
-        int a = sh.ids[r], b = sh.ids[c];
-        return a < 0 || b < 0 || a == b ||
-               (cross && ((a < crossBoundary) == (b < crossBoundary)));
-    };
-    auto directDistance = [&](int r, int c) -> float {
-        if (masked(r, c)) return infty();
-        float acc = 0.f;
-        for (int j = 0; j < d; ++j) {
-            float u = sh.u.xs[r][j], v = sh.u.xs[c][j];
-            if (ip) acc = fmaf(u, v, acc);
-            else acc = fmaf(u - v, u - v, acc);
-        }
-        return ip ? -acc : acc;
-    };
-    // NEW x OLD distance of NEW row r and OLD sample o
-    auto newOld = [&](int r, int o) -> float {
-        return direct ? directDistance(r, kMaxNew + o) : sh.u.gram[r][kMaxNew + o];
-    };
-    int nTri = cross ? 0 : nNew * (nNew - 1) / 2;
-    if (direct) {
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+        int r = b.warp + kJoinWarps * i;
+        int id = b.sh.ids[r];
+        int j = c0 + b.lane;
+        pre[i] = (b.rowUsed(r) && id >= 0 && j < b.d) ? __ldg(b.x + int64_t(id) * b.d + j) : 0.f;
+    }
+}
+
+/// Writes the loaded chunk of this warp's rows into shared memory.
+__device__ __forceinline__ void storeChunk(JoinBlock& b, const float (&pre)[kRowsPerWarp]) {
 #pragma unroll
-        for (int i = 0; i < kRowsPerWarp; ++i) {
-            int r = warp + kJoinWarps * i;
-            if (rowUsed(r)) sh.u.xs[r][lane] = pre[i];
-        }
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+        int r = b.warp + kJoinWarps * i;
+        if (b.rowUsed(r)) b.sh.u.xs[r][b.lane] = pre[i];
+    }
+}
+
+/// d <= 32: the vectors fit one chunk and the NEW-NEW distances come from
+/// FP32 differences on CUDA cores (norms - 2 products in TF32 cancel badly
+/// for low-dimensional data far from the origin, e.g. point clouds); the
+/// NEW x OLD ones are computed where the selective update reads them.
+__device__ __forceinline__ void directDistances(JoinBlock& b, const float (&pre)[kRowsPerWarp],
+                                                int nTri) {
+    storeChunk(b, pre);
+    __syncthreads();
+    for (int t = b.tid; t < nTri; t += kThreads) {
+        int uu, vv;
+        trianglePair(t, &uu, &vv);
+        b.sh.dnn[t] = b.directDistance(uu, vv);
+    }
+    __syncthreads();
+}
+
+using ProductFragment = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+
+/// The products of this warp's tiles on tensor cores (TF32 in, FP32 out),
+/// chunk by chunk of the dimension, stored into gram[row][column row].
+__device__ __forceinline__ void tensorCoreProducts(JoinBlock& b, float (&pre)[kRowsPerWarp],
+                                                   ProductFragment (&acc)[kMaxTasksPerWarp],
+                                                   const int (&taskRow)[kMaxTasksPerWarp],
+                                                   const int (&taskCol)[kMaxTasksPerWarp],
+                                                   int myTasks) {
+    for (int c0 = 0; c0 < b.d; c0 += kChunk) {
+        __syncthreads();  // the previous chunk is no longer read
+        storeChunk(b, pre);
         __syncthreads();
-        for (int t = tid; t < nTri; t += kThreads) {
-            int uu, vv;
-            trianglePair(t, &uu, &vv);
-            sh.dnn[t] = directDistance(uu, vv);
-        }
-        __syncthreads();
-    } else {
-        for (int c0 = 0; c0 < d; c0 += kChunk) {
-            __syncthreads();  // the previous chunk is no longer read
+        if (c0 + kChunk < b.d) loadChunk(b, pre, c0 + kChunk);
 #pragma unroll
-            for (int i = 0; i < kRowsPerWarp; ++i) {
-                int r = warp + kJoinWarps * i;
-                if (rowUsed(r)) sh.u.xs[r][lane] = pre[i];
-            }
-            __syncthreads();
-            if (c0 + kChunk < d) loadChunk(c0 + kChunk);
+        for (int kk = 0; kk < kChunk; kk += 8) {
 #pragma unroll
-            for (int kk = 0; kk < kChunk; kk += 8) {
+            for (int i = 0; i < kMaxTasksPerWarp; ++i) {
+                if (i < myTasks) {
+                    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32,
+                                   wmma::row_major> a;
+                    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32,
+                                   wmma::col_major> bm;
+                    wmma::load_matrix_sync(a, &b.sh.u.xs[taskRow[i]][kk], kLdx);
+                    wmma::load_matrix_sync(bm, &b.sh.u.xs[taskCol[i]][kk], kLdx);
 #pragma unroll
-                for (int i = 0; i < kMaxTasksPerWarp; ++i) {
-                    if (i < myTasks) {
-                        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32,
-                                       wmma::row_major> a;
-                        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32,
-                                       wmma::col_major> b;
-                        wmma::load_matrix_sync(a, &sh.u.xs[taskRow[i]][kk], kLdx);
-                        wmma::load_matrix_sync(b, &sh.u.xs[taskCol[i]][kk], kLdx);
+                    for (int e = 0; e < a.num_elements; ++e) a.x[e] = wmma::__float_to_tf32(a.x[e]);
 #pragma unroll
-                        for (int e = 0; e < a.num_elements; ++e) a.x[e] = wmma::__float_to_tf32(a.x[e]);
-#pragma unroll
-                        for (int e = 0; e < b.num_elements; ++e) b.x[e] = wmma::__float_to_tf32(b.x[e]);
-                        wmma::mma_sync(acc[i], a, b, acc[i]);
-                    }
+                    for (int e = 0; e < bm.num_elements; ++e)
+                        bm.x[e] = wmma::__float_to_tf32(bm.x[e]);
+                    wmma::mma_sync(acc[i], a, bm, acc[i]);
                 }
             }
         }
-        __syncthreads();
-        // products into gram[row][column row]
-#pragma unroll
-        for (int i = 0; i < kMaxTasksPerWarp; ++i) {
-            if (i < myTasks) {
-                wmma::store_matrix_sync(&sh.u.gram[taskRow[i]][taskCol[i]], acc[i], kLdg,
-                                        wmma::mem_row_major);
-            }
-        }
-        __syncthreads();
-        auto pairDistance = [&](int r, int c, float g) -> float {
-            if (masked(r, c)) return infty();
-            if (ip) return -g;
-            return fmaxf(sh.norms[r] + sh.norms[c] - 2.f * g, 0.f);
-        };
-        // NEW-NEW triangle, thread t -> (u, v) by eq. 1-2
-        for (int t = tid; t < nTri; t += kThreads) {
-            int uu, vv;
-            trianglePair(t, &uu, &vv);
-            sh.dnn[t] = pairDistance(uu, vv, sh.u.gram[vv][uu]);
-        }
-        // NEW-OLD distances in place
-        for (int t = tid; t < nNew * nOld; t += kThreads) {
-            int r = t / nOld, o = t % nOld;
-            sh.u.gram[r][kMaxNew + o] = pairDistance(r, kMaxNew + o, sh.u.gram[r][kMaxNew + o]);
-        }
-        __syncthreads();
     }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kMaxTasksPerWarp; ++i) {
+        if (i < myTasks) {
+            wmma::store_matrix_sync(&b.sh.u.gram[taskRow[i]][taskCol[i]], acc[i], kLdg,
+                                    wmma::mem_row_major);
+        }
+    }
+    __syncthreads();
+}
 
-    // selective update (Algorithm 2): NEW sample t -> candidates 2t (nearest
-    // NEW) and 2t + 1 (nearest OLD); OLD sample o -> candidate 2 nNew + o
-    int nCand = 2 * nNew + nOld;
-    for (int t = warp; t < nNew + nOld; t += kJoinWarps) {
+/// Distances from the products: the NEW-NEW triangle (thread t -> pair (u, v)
+/// by eq. 1-2) into dnn, the NEW x OLD ones in place in gram.
+__device__ __forceinline__ void productDistances(JoinBlock& b, int nTri) {
+    for (int t = b.tid; t < nTri; t += kThreads) {
+        int uu, vv;
+        trianglePair(t, &uu, &vv);
+        b.sh.dnn[t] = b.productDistance(uu, vv, b.sh.u.gram[vv][uu]);
+    }
+    for (int t = b.tid; t < b.nNew * b.nOld; t += kThreads) {
+        int r = t / b.nOld, o = t % b.nOld;
+        b.sh.u.gram[r][kMaxNew + o] = b.productDistance(r, kMaxNew + o, b.sh.u.gram[r][kMaxNew + o]);
+    }
+    __syncthreads();
+}
+
+/// Selective update (Algorithm 2): NEW sample t -> candidates 2t (its
+/// nearest NEW sample) and 2t + 1 (its nearest OLD sample); OLD sample o ->
+/// candidate 2 nNew + o (its nearest NEW sample). One warp per sample.
+__device__ __forceinline__ void selectiveUpdate(JoinBlock& b, bool direct) {
+    JoinShared& sh = b.sh;
+    const int nNew = b.nNew, nOld = b.nOld, lane = b.lane;
+    for (int t = b.warp; t < nNew + nOld; t += kJoinWarps) {
         if (t < nNew) {
             float bd = infty();
             int bi = -1;
-            if (!cross) {
+            if (!b.cross) {
                 for (int v = lane; v < nNew; v += 32) {
                     if (v == t) continue;
                     float dv = sh.dnn[triIndex(t, v)];
@@ -321,7 +353,7 @@ __global__ void __launch_bounds__(kThreads, 4) joinKernel(
             float bo = infty();
             int io = -1;
             for (int o = lane; o < nOld; o += 32) {
-                float dv = newOld(t, o);
+                float dv = b.newOld(direct, t, o);
                 int iv = sh.ids[kMaxNew + o];
                 if (dv < bo || (dv == bo && uint32_t(iv) < uint32_t(io))) {
                     bo = dv;
@@ -342,7 +374,7 @@ __global__ void __launch_bounds__(kThreads, 4) joinKernel(
             float bd = infty();
             int bi = -1;
             for (int r = lane; r < nNew; r += 32) {
-                float dv = newOld(r, o);
+                float dv = b.newOld(direct, r, o);
                 int iv = sh.ids[r];
                 if (dv < bd || (dv == bd && uint32_t(iv) < uint32_t(bi))) {
                     bd = dv;
@@ -357,11 +389,18 @@ __global__ void __launch_bounds__(kThreads, 4) joinKernel(
             }
         }
     }
+}
+
+/// Bulk pre-check without locks: keeps the candidates closer than the last
+/// entry of their target segment (all loads in flight at once), compacted
+/// to the front of the candidate arrays. Returns their number.
+__device__ __forceinline__ int keepCloserCandidates(JoinBlock& b, const float* gDists, int K,
+                                                    int nseg) {
+    JoinShared& sh = b.sh;
+    const int tid = b.tid;
+    const int nCand = 2 * b.nNew + b.nOld;
     if (tid == 0) sh.nSurvivors = 0;
     __syncthreads();
-    // bulk pre-check without locks: keep candidates closer than the last
-    // entry of their target segment (all loads in flight at once)
-    int nseg = K / kSegment;
     int keepT = -1, keepV = -1;
     float keepD = 0.f;
     if (tid < nCand && sh.candDist[tid] < infty()) {
@@ -382,15 +421,66 @@ __global__ void __launch_bounds__(kThreads, 4) joinKernel(
         sh.candDist[pos] = keepD;
     }
     __syncthreads();
-    int nSurv = sh.nSurvivors;
+    return sh.nSurvivors;
+}
+
+/// Inserts the nSurv kept candidates (one warp per insertion) and adds the
+/// block's accepted insertions to *updates.
+__device__ __forceinline__ void insertCandidates(JoinBlock& b, int nSurv, uint32_t* gIds,
+                                                 float* gDists, int* locks, int K, int nseg,
+                                                 unsigned long long* updates) {
+    JoinShared& sh = b.sh;
     int mine = 0;
-    for (int c = warp; c < nSurv; c += kJoinWarps) {
+    for (int c = b.warp; c < nSurv; c += kJoinWarps) {
         mine += insertIntoList(gIds, gDists, locks, K, nseg, sh.candTarget[c], sh.candId[c],
-                               sh.candDist[c], lane);
+                               sh.candDist[c], b.lane);
     }
-    if (lane == 0 && mine) atomicAdd(&sh.updates, (unsigned long long)mine);
+    if (b.lane == 0 && mine) atomicAdd(&sh.updates, (unsigned long long)mine);
     __syncthreads();
-    if (tid == 0 && sh.updates) atomicAdd(updates, sh.updates);
+    if (b.tid == 0 && sh.updates) atomicAdd(updates, sh.updates);
+}
+
+/// The join of node s = nodeBegin + blockIdx.x (see the top of this file).
+__global__ void __launch_bounds__(kThreads, 4) joinKernel(
+        const float* __restrict__ x, const float* __restrict__ norms, int64_t n, int d, int K,
+        int p, bool ip, int64_t crossBoundary, const int* __restrict__ newList,
+        const int* __restrict__ oldList, const int* __restrict__ counts, uint32_t* gIds,
+        float* gDists, int* locks, unsigned long long* updates, int64_t nodeBegin) {
+    __shared__ JoinShared sh;
+    int64_t s = nodeBegin + int64_t(blockIdx.x);
+    int tid = threadIdx.x;
+    int nNew = counts[s];
+    if (nNew == 0) return;
+    int nOld = counts[n + s];
+    int rt = (nNew + 15) / 16, ot = (nOld + 15) / 16;
+    JoinBlock b{sh,        x,       d,       ip,      crossBoundary >= 0, crossBoundary,
+                nNew,      nOld,    rt * 16, ot * 16, tid,                tid >> 5,
+                tid & 31};
+    if (tid == 0) sh.updates = 0;
+    loadSampleRows(b, norms, newList, oldList, s, p);
+    __syncthreads();
+
+    int taskRow[kMaxTasksPerWarp], taskCol[kMaxTasksPerWarp];
+    int myTasks = planProductTiles(b, rt, ot, taskRow, taskCol);
+    ProductFragment acc[kMaxTasksPerWarp];
+#pragma unroll
+    for (int i = 0; i < kMaxTasksPerWarp; ++i) wmma::fill_fragment(acc[i], 0.f);
+
+    float pre[kRowsPerWarp];
+    loadChunk(b, pre, 0);
+    const bool direct = d <= kChunk;
+    int nTri = b.cross ? 0 : nNew * (nNew - 1) / 2;
+    if (direct) {
+        directDistances(b, pre, nTri);
+    } else {
+        tensorCoreProducts(b, pre, acc, taskRow, taskCol, myTasks);
+        productDistances(b, nTri);
+    }
+
+    selectiveUpdate(b, direct);
+    int nseg = K / kSegment;
+    int nSurv = keepCloserCandidates(b, gDists, K, nseg);
+    insertCandidates(b, nSurv, gIds, gDists, locks, K, nseg, updates);
 }
 
 }  // namespace
