@@ -168,16 +168,9 @@ void download(std::vector<T>* dst, const T* src, size_t n, cudaStream_t stream) 
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-}  // namespace
-
-void trainTreeGpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_t n,
-                  const float* dX, cudaStream_t stream, bool verbose) {
-    const char* who = "GpuIndexBiLevelLSH::train";
-    const int d = model->d;
-    const int depth = model->depth;
-    const int maxG = 1 << depth;
-    FAISS_THROW_IF_NOT_FMT(n < (int64_t(1) << 31) - 1, "%s: at most 2^31 - 2 training vectors",
-                           who);
+/// Device buffers of the tree training: n training vectors of dimension d,
+/// at most maxG groups per level.
+struct TreeBuffers {
     DeviceVector<int32_t> perm, permAlt, posGroup;
     DeviceVector<uint64_t> keys, keysAlt, gathered;
     DeviceVector<float> sqd, mean, P, Q, ratio, levelVec;
@@ -186,230 +179,300 @@ void trainTreeGpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_
     DeviceVector<int32_t> chunkOff;
     DeviceVector<uint8_t> active, levelRule;
     DeviceVector<unsigned long long> amax;
-    perm.allocate(n, who, "permutation");
-    permAlt.allocate(n, who, "permutation");
-    posGroup.allocate(n, who, "groups");
-    keys.allocate(n, who, "split keys");
-    keysAlt.allocate(n, who, "split keys");
-    sqd.allocate(n, who, "distances");
-    const int64_t maxChunks = n / kClusteredChunk + maxG + 1;
-    partial.allocate(size_t(maxChunks) * d, who, "clustered sums");
-    mean.allocate(size_t(maxG) * d, who, "means");
-    P.allocate(size_t(maxG) * d, who, "diameter points");
-    Q.allocate(size_t(maxG) * d, who, "diameter points");
-    levelVec.allocate(size_t(maxG) * d, who, "split vectors");
-    ratio.allocate(maxG, who, "ratios");
-    avg.allocate(maxG, who, "averages");
-    amax.allocate(maxG, who, "farthest");
-    active.allocate(maxG, who, "flags");
-    levelRule.allocate(maxG, who, "rules");
-    pos.allocate(2 * maxG, who, "positions");
-    gathered.allocate(2 * maxG, who, "keys");
-    dStarts.allocate(maxG + 1, who, "groups");
-    chunkOff.allocate(maxG + 1, who, "chunks");
-    chunkBegin.allocate(maxChunks, who, "chunks");
-    chunkEnd.allocate(maxChunks, who, "chunks");
-    size_t sortBytes = 0;
-    {
-        cub::DoubleBuffer<uint64_t> kb(keys.data(), keysAlt.data());
-        cub::DoubleBuffer<int32_t> vb(perm.data(), permAlt.data());
-        FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sortBytes, kb, vb, int(n), 0,
-                                                             64, stream));
-    }
     DeviceVector<char> sortTemp;
-    sortTemp.allocate(std::max<size_t>(sortBytes, 1), who, "sort");
 
-    iotaKernel<<<blocksFor(n, 256), 256, 0, stream>>>(perm.data(), n);
+    void allocate(int64_t n, int d, int maxG, cudaStream_t stream, const char* who) {
+        perm.allocate(n, who, "permutation");
+        permAlt.allocate(n, who, "permutation");
+        posGroup.allocate(n, who, "groups");
+        keys.allocate(n, who, "split keys");
+        keysAlt.allocate(n, who, "split keys");
+        sqd.allocate(n, who, "distances");
+        const int64_t maxChunks = n / kClusteredChunk + maxG + 1;
+        partial.allocate(size_t(maxChunks) * d, who, "clustered sums");
+        mean.allocate(size_t(maxG) * d, who, "means");
+        P.allocate(size_t(maxG) * d, who, "diameter points");
+        Q.allocate(size_t(maxG) * d, who, "diameter points");
+        levelVec.allocate(size_t(maxG) * d, who, "split vectors");
+        ratio.allocate(maxG, who, "ratios");
+        avg.allocate(maxG, who, "averages");
+        amax.allocate(maxG, who, "farthest");
+        active.allocate(maxG, who, "flags");
+        levelRule.allocate(maxG, who, "rules");
+        pos.allocate(2 * maxG, who, "positions");
+        gathered.allocate(2 * maxG, who, "keys");
+        dStarts.allocate(maxG + 1, who, "groups");
+        chunkOff.allocate(maxG + 1, who, "chunks");
+        chunkBegin.allocate(maxChunks, who, "chunks");
+        chunkEnd.allocate(maxChunks, who, "chunks");
+        size_t sortBytes = 0;
+        {
+            cub::DoubleBuffer<uint64_t> kb(keys.data(), keysAlt.data());
+            cub::DoubleBuffer<int32_t> vb(perm.data(), permAlt.data());
+            FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sortBytes, kb, vb, int(n),
+                                                                 0, 64, stream));
+        }
+        sortTemp.allocate(std::max<size_t>(sortBytes, 1), who, "sort");
+    }
+};
+
+/// The G groups of a level (group g: positions starts[g] .. starts[g + 1] of
+/// the permutation) on the device, cut into chunks of kClusteredChunk
+/// positions, and every position's group. Returns the number of chunks.
+int uploadGroups(TreeBuffers& b, const std::vector<int64_t>& starts, int G, int64_t n,
+                 cudaStream_t stream) {
+    std::vector<int64_t> cb, ce;
+    std::vector<int32_t> coff(G + 1, 0);
+    for (int g = 0; g < G; ++g) {
+        coff[g] = int32_t(cb.size());
+        for (int64_t c0 = starts[g]; c0 < starts[g + 1]; c0 += kClusteredChunk) {
+            cb.push_back(c0);
+            ce.push_back(std::min<int64_t>(starts[g + 1], c0 + kClusteredChunk));
+        }
+    }
+    coff[G] = int32_t(cb.size());
+    const int nChunks = int(cb.size());
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.dStarts.data(), starts.data(), (G + 1) * sizeof(int64_t),
+                                         cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.chunkOff.data(), coff.data(), (G + 1) * sizeof(int32_t),
+                                         cudaMemcpyHostToDevice, stream));
+    if (nChunks > 0) {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.chunkBegin.data(), cb.data(),
+                                             nChunks * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                             stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.chunkEnd.data(), ce.data(),
+                                             nChunks * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                             stream));
+    }
+    posGroupKernel<<<blocksFor(n, 256), 256, 0, stream>>>(b.dStarts.data(), G, n, b.posGroup.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    return nChunks;
+}
+
+/// Clustered mean of every group (into b.mean), each vector's squared
+/// distance to its group's mean (b.sqd), and their clustered average per
+/// group, returned.
+std::vector<double> groupMeansAndSpread(TreeBuffers& b, const float* dX, int d, int64_t n, int G,
+                                        int nChunks, cudaStream_t stream) {
+    if (nChunks > 0) {
+        chunkSumsKernel<<<nChunks, 128, 0, stream>>>(dX, d, b.perm.data(), b.chunkBegin.data(),
+                                                     b.chunkEnd.data(), b.partial.data());
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    }
+    groupMeansKernel<<<blocksFor(int64_t(G) * d, 256), 256, 0, stream>>>(
+        b.partial.data(), b.chunkOff.data(), b.dStarts.data(), G, d, b.mean.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    sqdKernel<<<blocksFor(n, 128), 128, 0, stream>>>(dX, d, b.perm.data(), b.posGroup.data(),
+                                                     b.mean.data(), n, b.sqd.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    // clustered average of the squared distances to the mean
+    if (nChunks > 0) {
+        chunkScalarSumsKernel<<<blocksFor(nChunks, 128), 128, 0, stream>>>(
+            b.sqd.data(), b.chunkBegin.data(), b.chunkEnd.data(), nChunks, b.partial.data());
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    }
+    groupAverageKernel<<<blocksFor(G, 128), 128, 0, stream>>>(b.partial.data(), b.chunkOff.data(),
+                                                              b.dStarts.data(), G, b.avg.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    std::vector<double> avgSq;
+    download(&avgSq, b.avg.data(), G, stream);
+    return avgSq;
+}
+
+/// Approximate diameter of every group with >= 2 vectors (Algorithm 1):
+/// returns each group's best diameter estimate (0 for the others).
+std::vector<float> approximateDiameters(TreeBuffers& b, const BiLevelLSHConfig& config,
+                                        const float* dX, int d, int64_t n, int level, int G,
+                                        const std::vector<int64_t>& starts,
+                                        const std::vector<int64_t>& counts, cudaStream_t stream) {
+    std::vector<uint8_t> act(G, 0);
+    std::vector<int64_t> startPos(2 * G, 0);
+    for (int g = 0; g < G; ++g) {
+        act[g] = counts[g] >= 2;
+        startPos[g] = starts[g] + BiLevelLSHModel::diameterStart(config.seed, level, g, counts[g]);
+    }
+    std::vector<float> best(G, 0.f), ratioHost(G, 0.f), psi(G, 0.f);
+    auto anyActive = [&]() {
+        for (uint8_t a : act)
+            if (a) return true;
+        return false;
+    };
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.active.data(), act.data(), G, cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.pos.data(), startPos.data(), G * sizeof(int64_t),
+                                         cudaMemcpyHostToDevice, stream));
+    gatherRowsKernel<<<G, 128, 0, stream>>>(dX, d, b.perm.data(), b.pos.data(), b.active.data(),
+                                            b.P.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    std::vector<unsigned long long> am;
+    for (int it = 0; it < config.diameterIterations && anyActive(); ++it) {
+        // farthest from P
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(b.amax.data(), 0, G * sizeof(unsigned long long), stream));
+        farthestKernel<<<blocksFor(n, 128), 128, 0, stream>>>(
+            dX, d, b.perm.data(), b.posGroup.data(), n, b.P.data(), b.active.data(), b.amax.data());
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        download(&am, b.amax.data(), G, stream);
+        for (int g = 0; g < G; ++g) {
+            if (!act[g]) continue;
+            psi[g] = sqrtRn(floatFromOrderedBits(uint32_t(am[g] >> 32)));
+            startPos[g] = int64_t(0xffffffffu - uint32_t(am[g] & 0xffffffffu));
+        }
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.pos.data(), startPos.data(), G * sizeof(int64_t),
+                                             cudaMemcpyHostToDevice, stream));
+        gatherRowsKernel<<<G, 128, 0, stream>>>(dX, d, b.perm.data(), b.pos.data(), b.active.data(),
+                                                b.Q.data());
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        // farthest from Q
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(b.amax.data(), 0, G * sizeof(unsigned long long), stream));
+        farthestKernel<<<blocksFor(n, 128), 128, 0, stream>>>(
+            dX, d, b.perm.data(), b.posGroup.data(), n, b.Q.data(), b.active.data(), b.amax.data());
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        download(&am, b.amax.data(), G, stream);
+        for (int g = 0; g < G; ++g) {
+            if (!act[g]) continue;
+            const float psi2 = sqrtRn(floatFromOrderedBits(uint32_t(am[g] >> 32)));
+            if (!(psi2 > best[g])) {
+                act[g] = 0;
+                continue;
+            }
+            best[g] = psi2;
+            ratioHost[g] = divRn(psi[g], psi2);
+        }
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.active.data(), act.data(), G, cudaMemcpyHostToDevice, stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.ratio.data(), ratioHost.data(), G * sizeof(float),
+                                             cudaMemcpyHostToDevice, stream));
+        updatePointKernel<<<G, 128, 0, stream>>>(b.P.data(), b.Q.data(), b.ratio.data(),
+                                                 b.active.data(), d);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    }
+    return best;
+}
+
+/// The RP-tree mean rule: each group's split rule (projection or distance
+/// to the mean) and split vector into the model's nodes of this level and
+/// onto the device (b.levelRule, b.levelVec). Returns the number of
+/// projection splits.
+int chooseSplitRules(BiLevelLSHModel* model, TreeBuffers& b, const BiLevelLSHConfig& config,
+                     int d, int G, const std::vector<int64_t>& counts,
+                     const std::vector<float>& best, const std::vector<double>& avgSq,
+                     cudaStream_t stream) {
+    std::vector<uint8_t> rules(G, kRuleProjection);
+    int projectionSplits = 0;
+    bool anyDistance = false;
+    for (int g = 0; g < G; ++g) {
+        const int node = G - 1 + g;
+        if (counts[g] < 2) {
+            model->nodeRule[node] = kRuleProjection;
+            model->nodeThreshold[node] = std::numeric_limits<float>::infinity();
+            continue;
+        }
+        rules[g] = BiLevelLSHModel::splitRule(best[g], avgSq[g], config.meanRuleC);
+        model->nodeRule[node] = rules[g];
+        if (rules[g] == kRuleProjection) ++projectionSplits; else anyDistance = true;
+    }
+    if (anyDistance) {
+        std::vector<float> meansHost;
+        download(&meansHost, b.mean.data(), size_t(G) * d, stream);
+        for (int g = 0; g < G; ++g)
+            if (counts[g] >= 2 && rules[g] == kRuleDistance)
+                std::copy(meansHost.begin() + size_t(g) * d, meansHost.begin() + size_t(g + 1) * d,
+                          model->nodeVec.begin() + size_t(G - 1 + g) * d);
+    }
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.levelRule.data(), rules.data(), G, cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.levelVec.data(), model->nodeVec.data() + size_t(G - 1) * d,
+                                         size_t(G) * d * sizeof(float), cudaMemcpyHostToDevice,
+                                         stream));
+    return projectionSplits;
+}
+
+/// Each vector's split key under its group's rule, then the clustered sort:
+/// the permutation ordered by (group, key), stable.
+void sortBySplitKeys(TreeBuffers& b, const float* dX, int d, int64_t n, int G,
+                     cudaStream_t stream) {
+    splitKeysKernel<<<blocksFor(n, 128), 128, 0, stream>>>(dX, d, b.perm.data(), b.posGroup.data(), n,
+                                                           b.levelRule.data(), b.levelVec.data(),
+                                                           b.sqd.data(), b.keys.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    int groupBits = 0;
+    while ((1 << groupBits) < G) ++groupBits;
+    cub::DoubleBuffer<uint64_t> kb(b.keys.data(), b.keysAlt.data());
+    cub::DoubleBuffer<int32_t> vb(b.perm.data(), b.permAlt.data());
+    size_t bytes = b.sortTemp.size();
+    FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(b.sortTemp.data(), bytes, kb, vb, int(n),
+                                                         0, 32 + groupBits, stream));
+    if (kb.Current() != b.keys.data()) b.keys.swap(b.keysAlt);
+    if (vb.Current() != b.perm.data()) b.perm.swap(b.permAlt);
+}
+
+/// Splits every sorted group with >= 2 vectors at its median: the
+/// thresholds into the model's nodes of this level; returns the 2 G groups
+/// of the next level (their starts, n last).
+std::vector<int64_t> splitAtMedians(BiLevelLSHModel* model, TreeBuffers& b, int64_t n, int G,
+                                    const std::vector<int64_t>& starts,
+                                    const std::vector<int64_t>& counts, cudaStream_t stream) {
+    std::vector<int64_t> midPos(2 * G, -1);
+    for (int g = 0; g < G; ++g) {
+        if (counts[g] < 2) continue;
+        const int64_t mid = counts[g] / 2;
+        midPos[2 * g] = starts[g] + mid - 1;
+        midPos[2 * g + 1] = starts[g] + mid;
+    }
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(b.pos.data(), midPos.data(), 2 * G * sizeof(int64_t),
+                                         cudaMemcpyHostToDevice, stream));
+    gatherKeysKernel<<<blocksFor(2 * G, 128), 128, 0, stream>>>(b.keys.data(), b.pos.data(), 2 * G,
+                                                                b.gathered.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    std::vector<uint64_t> mids;
+    download(&mids, b.gathered.data(), 2 * G, stream);
+    std::vector<int64_t> next(2 * G + 1);
+    for (int g = 0; g < G; ++g) {
+        next[2 * g] = starts[g];
+        if (counts[g] < 2) {
+            next[2 * g + 1] = starts[g + 1];
+            continue;
+        }
+        const float a = floatFromOrderedBits(uint32_t(mids[2 * g] & 0xffffffffu));
+        const float c = floatFromOrderedBits(uint32_t(mids[2 * g + 1] & 0xffffffffu));
+        model->nodeThreshold[G - 1 + g] = splitThreshold(a, c);
+        next[2 * g + 1] = starts[g] + counts[g] / 2;
+    }
+    next[2 * G] = n;
+    return next;
+}
+
+}  // namespace
+
+void trainTreeGpu(BiLevelLSHModel* model, const BiLevelLSHConfig& config, int64_t n,
+                  const float* dX, cudaStream_t stream, bool verbose) {
+    const char* who = "GpuIndexBiLevelLSH::train";
+    const int d = model->d;
+    const int depth = model->depth;
+    FAISS_THROW_IF_NOT_FMT(n < (int64_t(1) << 31) - 1, "%s: at most 2^31 - 2 training vectors",
+                           who);
+    TreeBuffers b;
+    b.allocate(n, d, 1 << depth, stream, who);
+
+    iotaKernel<<<blocksFor(n, 256), 256, 0, stream>>>(b.perm.data(), n);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     std::vector<int64_t> starts = {0, n};
     for (int level = 0; level <= depth; ++level) {
         const double t0 = lshWallSeconds();
         const int G = 1 << level;
-        // chunks of each group
-        std::vector<int64_t> cb, ce;
-        std::vector<int32_t> coff(G + 1, 0);
-        for (int g = 0; g < G; ++g) {
-            coff[g] = int32_t(cb.size());
-            for (int64_t c0 = starts[g]; c0 < starts[g + 1]; c0 += kClusteredChunk) {
-                cb.push_back(c0);
-                ce.push_back(std::min<int64_t>(starts[g + 1], c0 + kClusteredChunk));
-            }
-        }
-        coff[G] = int32_t(cb.size());
-        const int nChunks = int(cb.size());
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dStarts.data(), starts.data(), (G + 1) * sizeof(int64_t),
-                                             cudaMemcpyHostToDevice, stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(chunkOff.data(), coff.data(), (G + 1) * sizeof(int32_t),
-                                             cudaMemcpyHostToDevice, stream));
-        if (nChunks > 0) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(chunkBegin.data(), cb.data(),
-                                                 nChunks * sizeof(int64_t), cudaMemcpyHostToDevice,
-                                                 stream));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(chunkEnd.data(), ce.data(),
-                                                 nChunks * sizeof(int64_t), cudaMemcpyHostToDevice,
-                                                 stream));
-        }
-        posGroupKernel<<<blocksFor(n, 256), 256, 0, stream>>>(dStarts.data(), G, n, posGroup.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        // clustered mean
-        if (nChunks > 0) {
-            chunkSumsKernel<<<nChunks, 128, 0, stream>>>(dX, d, perm.data(), chunkBegin.data(),
-                                                         chunkEnd.data(), partial.data());
-            FAISS_EXT_CUDA_CHECK_LAUNCH();
-        }
-        groupMeansKernel<<<blocksFor(int64_t(G) * d, 256), 256, 0, stream>>>(
-            partial.data(), chunkOff.data(), dStarts.data(), G, d, mean.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        sqdKernel<<<blocksFor(n, 128), 128, 0, stream>>>(dX, d, perm.data(), posGroup.data(),
-                                                         mean.data(), n, sqd.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        // clustered average of the squared distances to the mean
-        if (nChunks > 0) {
-            chunkScalarSumsKernel<<<blocksFor(nChunks, 128), 128, 0, stream>>>(
-                sqd.data(), chunkBegin.data(), chunkEnd.data(), nChunks, partial.data());
-            FAISS_EXT_CUDA_CHECK_LAUNCH();
-        }
-        groupAverageKernel<<<blocksFor(G, 128), 128, 0, stream>>>(partial.data(), chunkOff.data(),
-                                                                  dStarts.data(), G, avg.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        std::vector<double> avgSq;
-        download(&avgSq, avg.data(), G, stream);
+        const int nChunks = uploadGroups(b, starts, G, n, stream);
+        std::vector<double> avgSq = groupMeansAndSpread(b, dX, d, n, G, nChunks, stream);
         std::vector<int64_t> counts(G);
         for (int g = 0; g < G; ++g) counts[g] = starts[g + 1] - starts[g];
-        std::vector<float> meansHost;
         if (level == depth) {
-            download(&meansHost, mean.data(), size_t(G) * d, stream);
+            std::vector<float> meansHost;
+            download(&meansHost, b.mean.data(), size_t(G) * d, stream);
             model->setLeaves(meansHost, avgSq, counts, config.bucketWidth);
             break;
         }
-
-        // approximate diameter of every group (Algorithm 1)
-        std::vector<uint8_t> act(G, 0);
-        std::vector<int64_t> startPos(2 * G, 0);
-        for (int g = 0; g < G; ++g) {
-            act[g] = counts[g] >= 2;
-            startPos[g] = starts[g] + BiLevelLSHModel::diameterStart(config.seed, level, g, counts[g]);
-        }
-        std::vector<float> best(G, 0.f), ratioHost(G, 0.f), psi(G, 0.f);
-        auto anyActive = [&]() {
-            for (uint8_t a : act)
-                if (a) return true;
-            return false;
-        };
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(active.data(), act.data(), G, cudaMemcpyHostToDevice, stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(pos.data(), startPos.data(), G * sizeof(int64_t),
-                                             cudaMemcpyHostToDevice, stream));
-        gatherRowsKernel<<<G, 128, 0, stream>>>(dX, d, perm.data(), pos.data(), active.data(), P.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        std::vector<unsigned long long> am;
-        for (int it = 0; it < config.diameterIterations && anyActive(); ++it) {
-            // farthest from P
-            FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(amax.data(), 0, G * sizeof(unsigned long long), stream));
-            farthestKernel<<<blocksFor(n, 128), 128, 0, stream>>>(dX, d, perm.data(), posGroup.data(),
-                                                                  n, P.data(), active.data(), amax.data());
-            FAISS_EXT_CUDA_CHECK_LAUNCH();
-            download(&am, amax.data(), G, stream);
-            for (int g = 0; g < G; ++g) {
-                if (!act[g]) continue;
-                psi[g] = sqrtRn(floatFromOrderedBits(uint32_t(am[g] >> 32)));
-                startPos[g] = int64_t(0xffffffffu - uint32_t(am[g] & 0xffffffffu));
-            }
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(pos.data(), startPos.data(), G * sizeof(int64_t),
-                                                 cudaMemcpyHostToDevice, stream));
-            gatherRowsKernel<<<G, 128, 0, stream>>>(dX, d, perm.data(), pos.data(), active.data(), Q.data());
-            FAISS_EXT_CUDA_CHECK_LAUNCH();
-            // farthest from Q
-            FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(amax.data(), 0, G * sizeof(unsigned long long), stream));
-            farthestKernel<<<blocksFor(n, 128), 128, 0, stream>>>(dX, d, perm.data(), posGroup.data(),
-                                                                  n, Q.data(), active.data(), amax.data());
-            FAISS_EXT_CUDA_CHECK_LAUNCH();
-            download(&am, amax.data(), G, stream);
-            for (int g = 0; g < G; ++g) {
-                if (!act[g]) continue;
-                const float psi2 = sqrtRn(floatFromOrderedBits(uint32_t(am[g] >> 32)));
-                if (!(psi2 > best[g])) {
-                    act[g] = 0;
-                    continue;
-                }
-                best[g] = psi2;
-                ratioHost[g] = divRn(psi[g], psi2);
-            }
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(active.data(), act.data(), G, cudaMemcpyHostToDevice, stream));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(ratio.data(), ratioHost.data(), G * sizeof(float),
-                                                 cudaMemcpyHostToDevice, stream));
-            updatePointKernel<<<G, 128, 0, stream>>>(P.data(), Q.data(), ratio.data(), active.data(), d);
-            FAISS_EXT_CUDA_CHECK_LAUNCH();
-        }
-
-        // the RP-tree mean rule, split vectors
-        std::vector<uint8_t> rules(G, kRuleProjection);
-        int projectionSplits = 0;
-        bool anyDistance = false;
-        for (int g = 0; g < G; ++g) {
-            const int node = G - 1 + g;
-            if (counts[g] < 2) {
-                model->nodeRule[node] = kRuleProjection;
-                model->nodeThreshold[node] = std::numeric_limits<float>::infinity();
-                continue;
-            }
-            rules[g] = BiLevelLSHModel::splitRule(best[g], avgSq[g], config.meanRuleC);
-            model->nodeRule[node] = rules[g];
-            if (rules[g] == kRuleProjection) ++projectionSplits; else anyDistance = true;
-        }
-        if (anyDistance) {
-            download(&meansHost, mean.data(), size_t(G) * d, stream);
-            for (int g = 0; g < G; ++g)
-                if (counts[g] >= 2 && rules[g] == kRuleDistance)
-                    std::copy(meansHost.begin() + size_t(g) * d, meansHost.begin() + size_t(g + 1) * d,
-                              model->nodeVec.begin() + size_t(G - 1 + g) * d);
-        }
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(levelRule.data(), rules.data(), G, cudaMemcpyHostToDevice, stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(levelVec.data(), model->nodeVec.data() + size_t(G - 1) * d,
-                                             size_t(G) * d * sizeof(float), cudaMemcpyHostToDevice,
-                                             stream));
-        splitKeysKernel<<<blocksFor(n, 128), 128, 0, stream>>>(dX, d, perm.data(), posGroup.data(), n,
-                                                               levelRule.data(), levelVec.data(),
-                                                               sqd.data(), keys.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        // clustered sort: (group, key), stable
-        int groupBits = 0;
-        while ((1 << groupBits) < G) ++groupBits;
-        cub::DoubleBuffer<uint64_t> kb(keys.data(), keysAlt.data());
-        cub::DoubleBuffer<int32_t> vb(perm.data(), permAlt.data());
-        size_t bytes = sortTemp.size();
-        FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sortTemp.data(), bytes, kb, vb, int(n),
-                                                             0, 32 + groupBits, stream));
-        if (kb.Current() != keys.data()) keys.swap(keysAlt);
-        if (vb.Current() != perm.data()) perm.swap(permAlt);
-        // medians: the split thresholds
-        std::vector<int64_t> midPos(2 * G, -1);
-        for (int g = 0; g < G; ++g) {
-            if (counts[g] < 2) continue;
-            const int64_t mid = counts[g] / 2;
-            midPos[2 * g] = starts[g] + mid - 1;
-            midPos[2 * g + 1] = starts[g] + mid;
-        }
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(pos.data(), midPos.data(), 2 * G * sizeof(int64_t),
-                                             cudaMemcpyHostToDevice, stream));
-        gatherKeysKernel<<<blocksFor(2 * G, 128), 128, 0, stream>>>(keys.data(), pos.data(), 2 * G,
-                                                                    gathered.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        std::vector<uint64_t> mids;
-        download(&mids, gathered.data(), 2 * G, stream);
-        std::vector<int64_t> next(2 * G + 1);
-        for (int g = 0; g < G; ++g) {
-            next[2 * g] = starts[g];
-            if (counts[g] < 2) {
-                next[2 * g + 1] = starts[g + 1];
-                continue;
-            }
-            const float a = floatFromOrderedBits(uint32_t(mids[2 * g] & 0xffffffffu));
-            const float b = floatFromOrderedBits(uint32_t(mids[2 * g + 1] & 0xffffffffu));
-            model->nodeThreshold[G - 1 + g] = splitThreshold(a, b);
-            next[2 * g + 1] = starts[g] + counts[g] / 2;
-        }
-        next[2 * G] = n;
-        starts.swap(next);
+        std::vector<float> best =
+                approximateDiameters(b, config, dX, d, n, level, G, starts, counts, stream);
+        const int projectionSplits =
+                chooseSplitRules(model, b, config, d, G, counts, best, avgSq, stream);
+        sortBySplitKeys(b, dX, d, n, G, stream);
+        starts = splitAtMedians(model, b, n, G, starts, counts, stream);
         if (verbose)
             std::printf("GpuIndexBiLevelLSH train: level %d: %d groups split (%d by projection, %d "
                         "by distance to the mean) in %.3f s\n",
