@@ -228,6 +228,246 @@ bool enablePeerAccess(const std::vector<int>& devices) {
     return all;
 }
 
+namespace {
+
+/// The data-parallel build of buildSplit (Gnnd.h): G >= 2 devices, each
+/// with a full copy of the raw lists. Device g owns rows [rowBegin(g),
+/// rowBegin(g + 1)) of the exchange: it merges those rows of every other
+/// copy into its own, then every device copies the merged rows of the others
+/// (both directions of each link at once, the merges split G ways).
+class SplitBuild {
+public:
+    /// Checks nothing (buildSplit did); allocates every device's buffers.
+    SplitBuild(const std::vector<GpuResources*>& res, const std::vector<int>& devices,
+               const std::vector<cudaStream_t>& streams, const std::vector<const float*>& x,
+               const std::vector<const float*>& norms, int64_t n, int d, const Params& params)
+            : devices_(devices), streams_(streams), x_(x), norms_(norms), n_(n), d_(d),
+              params_(params), G_(devices.size()), nseg_(params.K / kSegment),
+              // with peer access everywhere the merges read the other copies in place
+              direct_(enablePeerAccess(devices)), dev_(G_) {
+        for (size_t g = 0; g < G_; ++g) maxRows_ = std::max(maxRows_, rowBegin(g + 1) - rowBegin(g));
+        for (size_t g = 0; g < G_; ++g) allocate_(g, res[g]);
+    }
+
+    /// Random initial lists, iterations until the termination test, the
+    /// canonical lists of devices[0] into ids / dists. Runs with devices[0]
+    /// current.
+    void run(int64_t idOffset, int* ids, float* dists, const IterationCallback& cb) {
+        auto t0 = std::chrono::steady_clock::now();
+        initialLists_();
+        if (params_.verbose) {
+            std::printf("GNND split build of %lld vectors over %zu devices (K = %d, p = %d): "
+                        "random initial graph %.3f s\n",
+                        (long long)n_, G_, params_.K, params_.p,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                                .count());
+        }
+        const double threshold = double(params_.delta) * double(n_) * double(params_.K);
+        for (int it = 1; it <= params_.maxIter; ++it) {
+            auto ti = std::chrono::steady_clock::now();
+            sampleAndJoin_();
+            double secJoin = 0;
+            if (params_.verbose) {
+                syncAll_();
+                secJoin = std::chrono::duration<double>(std::chrono::steady_clock::now() - ti)
+                                  .count();
+            }
+            exchange_();
+            const unsigned long long total = countUpdates_();
+            GnndIterationStats st;
+            st.iteration = it;
+            st.updates = int64_t(total);
+            st.seconds =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - ti).count();
+            st.merge = false;
+            if (params_.verbose) {
+                std::printf("GNND split build iteration %d: %llu updates (%.4f of n*K), %.3f s "
+                            "(sampling and local join %.3f s, exchange %.3f s)\n",
+                            it, total, double(total) / (double(n_) * params_.K), st.seconds,
+                            secJoin, st.seconds - secJoin);
+                std::fflush(stdout);
+            }
+            if (cb) cb(st);
+            if (double(total) < threshold) break;
+        }
+        DeviceScope scope(devices_[0]);
+        launchFinalize(streams_[0], x_[0], norms_[0], n_, d_, params_.K, params_.innerProduct,
+                       dev_[0].gIds->data(), n_, idOffset, idOffset, ids, dists, false);
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
+    }
+
+private:
+    /// One device's lists, work buffers and events.
+    struct Dev {
+        std::unique_ptr<TempBuffer<uint32_t>> gIds, oIds;
+        std::unique_ptr<TempBuffer<float>> gDists, oDists;
+        std::unique_ptr<TempBuffer<int>> newList, oldList, counts, locks;
+        std::unique_ptr<TempBuffer<unsigned long long>> updates;
+        cudaEvent_t joined = nullptr, merged = nullptr;
+        int device = 0;
+        ~Dev() {
+            DeviceScope scope(device);
+            if (joined) cudaEventDestroy(joined);
+            if (merged) cudaEventDestroy(merged);
+        }
+    };
+
+    int64_t rowBegin(size_t g) const { return int64_t(g) * n_ / int64_t(G_); }
+
+    void allocate_(size_t g, GpuResources* r) {
+        DeviceScope scope(devices_[g]);
+        Dev& v = dev_[g];
+        v.device = devices_[g];
+        const cudaStream_t st = streams_[g];
+        const size_t nK = size_t(n_) * params_.K;
+        const size_t own = size_t(maxRows_) * params_.K;
+        v.gIds.reset(new TempBuffer<uint32_t>(r, devices_[g], nK, st));
+        v.gDists.reset(new TempBuffer<float>(r, devices_[g], nK, st));
+        if (!direct_) {
+            v.oIds.reset(new TempBuffer<uint32_t>(r, devices_[g], own, st));
+            v.oDists.reset(new TempBuffer<float>(r, devices_[g], own, st));
+        }
+        v.newList.reset(new TempBuffer<int>(r, devices_[g], size_t(n_) * 2 * params_.p, st));
+        v.oldList.reset(new TempBuffer<int>(r, devices_[g], size_t(n_) * 2 * params_.p, st));
+        v.counts.reset(new TempBuffer<int>(r, devices_[g], size_t(n_) * 4, st));
+        v.locks.reset(new TempBuffer<int>(r, devices_[g], size_t(n_) * nseg_, st));
+        v.updates.reset(new TempBuffer<unsigned long long>(r, devices_[g], 1, st));
+        FAISS_EXT_CUDA_CHECK(
+                cudaMemsetAsync(v.locks->data(), 0, sizeof(int) * size_t(n_) * nseg_, st));
+        FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&v.joined, cudaEventDisableTiming));
+        FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&v.merged, cudaEventDisableTiming));
+    }
+
+    void syncAll_() {
+        for (size_t g = 0; g < G_; ++g) {
+            DeviceScope scope(devices_[g]);
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(streams_[g]));
+        }
+    }
+
+    /// Rows [b, b + rows) of device h's lists into device g's buffers.
+    void copyRows_(size_t g, uint32_t* dIds, float* dDists, size_t h, int64_t b, int64_t rows) {
+        const size_t off = size_t(b) * params_.K, cnt = size_t(rows) * params_.K;
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(dIds, devices_[g], dev_[h].gIds->data() + off,
+                                                 devices_[h], sizeof(uint32_t) * cnt, streams_[g]));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(dDists, devices_[g], dev_[h].gDists->data() + off,
+                                                 devices_[h], sizeof(float) * cnt, streams_[g]));
+    }
+
+    /// Every device's rows of the others' lists, after their events.
+    void gatherOwnedRows_(cudaEvent_t Dev::*ready) {
+        for (size_t g = 0; g < G_; ++g) {
+            DeviceScope scope(devices_[g]);
+            FAISS_EXT_CUDA_CHECK(cudaEventRecord(dev_[g].*ready, streams_[g]));
+        }
+        for (size_t g = 0; g < G_; ++g) {
+            DeviceScope scope(devices_[g]);
+            for (size_t h = 0; h < G_; ++h) {
+                if (h == g) continue;
+                FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams_[g], dev_[h].*ready, 0));
+                const int64_t b = rowBegin(h), rows = rowBegin(h + 1) - b;
+                const size_t off = size_t(b) * params_.K;
+                copyRows_(g, dev_[g].gIds->data() + off, dev_[g].gDists->data() + off, h, b, rows);
+            }
+        }
+        syncAll_();
+    }
+
+    /// The same random initial lists on every device.
+    void initialLists_() {
+        {
+            DeviceScope scope(devices_[0]);
+            launchRandomInit(streams_[0], x_[0], norms_[0], n_, d_, params_.K,
+                             params_.innerProduct, params_.seed, dev_[0].gIds->data(),
+                             dev_[0].gDists->data());
+            FAISS_EXT_CUDA_CHECK(cudaEventRecord(dev_[0].merged, streams_[0]));
+        }
+        for (size_t g = 1; g < G_; ++g) {
+            DeviceScope scope(devices_[g]);
+            FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams_[g], dev_[0].merged, 0));
+            copyRows_(g, dev_[g].gIds->data(), dev_[g].gDists->data(), 0, 0, n_);
+        }
+        syncAll_();
+    }
+
+    /// Every device samples its copy and joins its own nodes into it.
+    void sampleAndJoin_() {
+        for (size_t g = 0; g < G_; ++g) {
+            DeviceScope scope(devices_[g]);
+            Dev& v = dev_[g];
+            FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(v.updates->data(), 0,
+                                                 sizeof(unsigned long long), streams_[g]));
+            launchSample(streams_[g], n_, params_.K, params_.p, v.gIds->data(),
+                         v.newList->data(), v.oldList->data(), v.counts->data());
+            launchJoin(streams_[g], x_[g], norms_[g], n_, d_, params_.K, params_.p,
+                       params_.innerProduct, -1, v.newList->data(), v.oldList->data(),
+                       v.counts->data(), v.gIds->data(), v.gDists->data(), v.locks->data(),
+                       v.updates->data(), rowBegin(g), rowBegin(g + 1));
+            FAISS_EXT_CUDA_CHECK(cudaEventRecord(v.joined, streams_[g]));
+        }
+    }
+
+    /// Device g folds its rows of every other copy into its own (in place
+    /// over peer access: with two devices the same kernel writes the merged
+    /// rows back into the other copy); then every device has the merged rows
+    /// of the others, all streams idle, the counters final.
+    void exchange_() {
+        const bool writeBack = direct_ && G_ == 2;
+        for (size_t g = 0; g < G_; ++g) {
+            DeviceScope scope(devices_[g]);
+            Dev& v = dev_[g];
+            const int64_t b = rowBegin(g), rows = rowBegin(g + 1) - b;
+            const size_t off = size_t(b) * params_.K;
+            for (size_t h = 0; h < G_; ++h) {
+                if (h == g) continue;
+                FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams_[g], dev_[h].joined, 0));
+                if (direct_) {
+                    launchMergeCopies(streams_[g], rows, params_.K, v.gIds->data() + off,
+                                      v.gDists->data() + off, dev_[h].gIds->data() + off,
+                                      dev_[h].gDists->data() + off, writeBack);
+                } else {
+                    copyRows_(g, v.oIds->data(), v.oDists->data(), h, b, rows);
+                    launchMergeCopies(streams_[g], rows, params_.K, v.gIds->data() + off,
+                                      v.gDists->data() + off, v.oIds->data(), v.oDists->data());
+                }
+            }
+        }
+        if (writeBack) {
+            syncAll_();
+        } else {
+            gatherOwnedRows_(&Dev::merged);
+        }
+    }
+
+    /// The list updates of all devices in this iteration.
+    unsigned long long countUpdates_() {
+        unsigned long long total = 0;
+        for (size_t g = 0; g < G_; ++g) {
+            DeviceScope scope(devices_[g]);
+            unsigned long long upd = 0;
+            FAISS_EXT_CUDA_CHECK(cudaMemcpy(&upd, dev_[g].updates->data(),
+                                            sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+            total += upd;
+        }
+        return total;
+    }
+
+    const std::vector<int>& devices_;
+    const std::vector<cudaStream_t>& streams_;
+    const std::vector<const float*>& x_;
+    const std::vector<const float*>& norms_;
+    const int64_t n_;
+    const int d_;
+    const Params params_;
+    const size_t G_;
+    const int nseg_;
+    const bool direct_;
+    int64_t maxRows_ = 0;
+    std::vector<Dev> dev_;
+};
+
+}  // namespace
+
 void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& devices,
                 const std::vector<cudaStream_t>& streams, const std::vector<const float*>& x,
                 const std::vector<const float*>& norms, int64_t n, int d, const Params& params,
@@ -246,187 +486,9 @@ void buildSplit(const std::vector<GpuResources*>& res, const std::vector<int>& d
         build(res[0], devices[0], streams[0], x[0], norms[0], n, d, params, idOffset, ids, dists, cb);
         return;
     }
-    const size_t nK = size_t(n) * params.K;
-    const int nseg = params.K / kSegment;
-    // with peer access everywhere the merges read the other copies in place
-    const bool direct = enablePeerAccess(devices);
-    // device g owns rows [rowBegin(g), rowBegin(g + 1)) of the exchange: it
-    // merges those rows of every other copy into its own, then every device
-    // copies the merged rows of the others (both directions of each link at
-    // once, the merges split G ways)
-    auto rowBegin = [&](size_t g) { return int64_t(g) * n / int64_t(G); };
-    int64_t maxRows = 0;
-    for (size_t g = 0; g < G; ++g) maxRows = std::max(maxRows, rowBegin(g + 1) - rowBegin(g));
-    struct Dev {
-        std::unique_ptr<TempBuffer<uint32_t>> gIds, oIds;
-        std::unique_ptr<TempBuffer<float>> gDists, oDists;
-        std::unique_ptr<TempBuffer<int>> newList, oldList, counts, locks;
-        std::unique_ptr<TempBuffer<unsigned long long>> updates;
-        cudaEvent_t joined = nullptr, merged = nullptr;
-        int device = 0;
-        ~Dev() {
-            DeviceScope scope(device);
-            if (joined) cudaEventDestroy(joined);
-            if (merged) cudaEventDestroy(merged);
-        }
-    };
-    std::vector<Dev> dev(G);
-    for (size_t g = 0; g < G; ++g) {
-        DeviceScope scope(devices[g]);
-        Dev& v = dev[g];
-        v.device = devices[g];
-        GpuResources* r = res[g];
-        const cudaStream_t st = streams[g];
-        const size_t own = size_t(maxRows) * params.K;
-        v.gIds.reset(new TempBuffer<uint32_t>(r, devices[g], nK, st));
-        v.gDists.reset(new TempBuffer<float>(r, devices[g], nK, st));
-        if (!direct) {
-            v.oIds.reset(new TempBuffer<uint32_t>(r, devices[g], own, st));
-            v.oDists.reset(new TempBuffer<float>(r, devices[g], own, st));
-        }
-        v.newList.reset(new TempBuffer<int>(r, devices[g], size_t(n) * 2 * params.p, st));
-        v.oldList.reset(new TempBuffer<int>(r, devices[g], size_t(n) * 2 * params.p, st));
-        v.counts.reset(new TempBuffer<int>(r, devices[g], size_t(n) * 4, st));
-        v.locks.reset(new TempBuffer<int>(r, devices[g], size_t(n) * nseg, st));
-        v.updates.reset(new TempBuffer<unsigned long long>(r, devices[g], 1, st));
-        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(v.locks->data(), 0, sizeof(int) * size_t(n) * nseg, st));
-        FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&v.joined, cudaEventDisableTiming));
-        FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&v.merged, cudaEventDisableTiming));
-    }
+    SplitBuild split(res, devices, streams, x, norms, n, d, params);
     DeviceScope scope0(devices[0]);
-
-    auto syncAll = [&] {
-        for (size_t g = 0; g < G; ++g) {
-            DeviceScope scope(devices[g]);
-            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(streams[g]));
-        }
-    };
-    // rows [b, b + rows) of device h's lists into device g's buffers
-    auto copyRows = [&](size_t g, uint32_t* dIds, float* dDists, size_t h, int64_t b, int64_t rows) {
-        const size_t off = size_t(b) * params.K, cnt = size_t(rows) * params.K;
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(dIds, devices[g], dev[h].gIds->data() + off,
-                                                 devices[h], sizeof(uint32_t) * cnt, streams[g]));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(dDists, devices[g], dev[h].gDists->data() + off,
-                                                 devices[h], sizeof(float) * cnt, streams[g]));
-    };
-    // every device's rows of the others' lists, after their events
-    auto gatherOwnedRows = [&](cudaEvent_t Dev::*ready) {
-        for (size_t g = 0; g < G; ++g) {
-            DeviceScope scope(devices[g]);
-            FAISS_EXT_CUDA_CHECK(cudaEventRecord(dev[g].*ready, streams[g]));
-        }
-        for (size_t g = 0; g < G; ++g) {
-            DeviceScope scope(devices[g]);
-            for (size_t h = 0; h < G; ++h) {
-                if (h == g) continue;
-                FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams[g], dev[h].*ready, 0));
-                const int64_t b = rowBegin(h), rows = rowBegin(h + 1) - b;
-                const size_t off = size_t(b) * params.K;
-                copyRows(g, dev[g].gIds->data() + off, dev[g].gDists->data() + off, h, b, rows);
-            }
-        }
-        syncAll();
-    };
-
-    auto t0 = std::chrono::steady_clock::now();
-    {
-        DeviceScope scope(devices[0]);
-        launchRandomInit(streams[0], x[0], norms[0], n, d, params.K, params.innerProduct,
-                         params.seed, dev[0].gIds->data(), dev[0].gDists->data());
-        FAISS_EXT_CUDA_CHECK(cudaEventRecord(dev[0].merged, streams[0]));
-    }
-    for (size_t g = 1; g < G; ++g) {  // the same initial lists on every device
-        DeviceScope scope(devices[g]);
-        FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams[g], dev[0].merged, 0));
-        copyRows(g, dev[g].gIds->data(), dev[g].gDists->data(), 0, 0, n);
-    }
-    syncAll();
-    if (params.verbose) {
-        std::printf("GNND split build of %lld vectors over %zu devices (K = %d, p = %d): random "
-                    "initial graph %.3f s\n",
-                    (long long)n, G, params.K, params.p,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    const double threshold = double(params.delta) * double(n) * double(params.K);
-    std::vector<unsigned long long> upd(G, 0);
-    for (int it = 1; it <= params.maxIter; ++it) {
-        auto ti = std::chrono::steady_clock::now();
-        for (size_t g = 0; g < G; ++g) {
-            DeviceScope scope(devices[g]);
-            Dev& v = dev[g];
-            FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(v.updates->data(), 0, sizeof(unsigned long long),
-                                                 streams[g]));
-            launchSample(streams[g], n, params.K, params.p, v.gIds->data(), v.newList->data(),
-                         v.oldList->data(), v.counts->data());
-            launchJoin(streams[g], x[g], norms[g], n, d, params.K, params.p, params.innerProduct, -1,
-                       v.newList->data(), v.oldList->data(), v.counts->data(), v.gIds->data(),
-                       v.gDists->data(), v.locks->data(), v.updates->data(), rowBegin(g),
-                       rowBegin(g + 1));
-            FAISS_EXT_CUDA_CHECK(cudaEventRecord(v.joined, streams[g]));
-        }
-        double secJoin = 0;
-        if (params.verbose) {
-            syncAll();
-            secJoin = std::chrono::duration<double>(std::chrono::steady_clock::now() - ti).count();
-        }
-        // merge: device g folds its rows of every other copy into its own
-        // (in place over peer access: with two devices the same kernel
-        // writes the merged rows back into the other copy)
-        const bool writeBack = direct && G == 2;
-        for (size_t g = 0; g < G; ++g) {
-            DeviceScope scope(devices[g]);
-            Dev& v = dev[g];
-            const int64_t b = rowBegin(g), rows = rowBegin(g + 1) - b;
-            const size_t off = size_t(b) * params.K;
-            for (size_t h = 0; h < G; ++h) {
-                if (h == g) continue;
-                FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(streams[g], dev[h].joined, 0));
-                if (direct) {
-                    launchMergeCopies(streams[g], rows, params.K, v.gIds->data() + off,
-                                      v.gDists->data() + off, dev[h].gIds->data() + off,
-                                      dev[h].gDists->data() + off, writeBack);
-                } else {
-                    copyRows(g, v.oIds->data(), v.oDists->data(), h, b, rows);
-                    launchMergeCopies(streams[g], rows, params.K, v.gIds->data() + off,
-                                      v.gDists->data() + off, v.oIds->data(), v.oDists->data());
-                }
-            }
-        }
-        // then every device has the merged rows of the others; all streams
-        // idle after it, the counters final
-        if (writeBack) {
-            syncAll();
-        } else {
-            gatherOwnedRows(&Dev::merged);
-        }
-        unsigned long long total = 0;
-        for (size_t g = 0; g < G; ++g) {
-            DeviceScope scope(devices[g]);
-            FAISS_EXT_CUDA_CHECK(cudaMemcpy(&upd[g], dev[g].updates->data(),
-                                            sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-            total += upd[g];
-        }
-        GnndIterationStats st;
-        st.iteration = it;
-        st.updates = int64_t(total);
-        st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ti).count();
-        st.merge = false;
-        if (params.verbose) {
-            std::printf("GNND split build iteration %d: %llu updates (%.4f of n*K), %.3f s "
-                        "(sampling and local join %.3f s, exchange %.3f s)\n",
-                        it, total, double(total) / (double(n) * params.K), st.seconds, secJoin,
-                        st.seconds - secJoin);
-            std::fflush(stdout);
-        }
-        if (cb) cb(st);
-        if (double(total) < threshold) break;
-    }
-    {
-        DeviceScope scope(devices[0]);
-        launchFinalize(streams[0], x[0], norms[0], n, d, params.K, params.innerProduct,
-                       dev[0].gIds->data(), n, idOffset, idOffset, ids, dists, false);
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(streams[0]));
-    }
+    split.run(idOffset, ids, dists, cb);
 }
 
 void merge(GpuResources* res, int device, cudaStream_t stream, const float* x,
