@@ -13,6 +13,7 @@
 
 #include "faiss_ext/CpuConvertible.h"
 #include "faiss_ext/IndexBiLevelLSH.h"
+#include "faiss_ext/IndexNNDescentFlatChecked.h"
 #include "faiss_ext/RowCenteringTransform.h"
 
 namespace faiss_ext {
@@ -64,7 +65,7 @@ ThreadedT* cloneThreaded(const ThreadedT* src, std::unique_ptr<ThreadedT> out,
 faiss::IndexNNDescentFlat* cloneNNDescentFlat(const faiss::IndexNNDescentFlat* src) {
     FAISS_THROW_IF_NOT_MSG(src->storage, "cloneIndexTree: IndexNNDescentFlat with no storage");
     std::unique_ptr<faiss::Index> storage(faiss::clone_index(src->storage));
-    auto out = std::make_unique<faiss::IndexNNDescentFlat>();
+    auto out = std::make_unique<IndexNNDescentFlatChecked>();
     if (out->own_fields) delete out->storage;
     copyIndexFields(src, out.get());
     out->nndescent = src->nndescent;
@@ -137,7 +138,7 @@ faiss::Index* cloneIndexTree(const faiss::Index* index, const IndexNodeConverter
     if (auto lsh = dynamic_cast<const IndexBiLevelLSH*>(index)) {
         // ours: FAISS's Cloner does not know it; a value copy (model,
         // vectors, tables)
-        return new IndexBiLevelLSH(*lsh);
+        return lsh->readLocked([&] { return new IndexBiLevelLSH(*lsh); });
     }
     return faiss::clone_index(index);
 }

@@ -345,6 +345,17 @@ void IndexBiLevelLSH::reconstruct(int64_t key, float* recons) const {
     std::memcpy(recons, vectors_.data() + size_t(key) * d, sizeof(float) * d);
 }
 
+void IndexBiLevelLSH::reconstruct_n(int64_t i0, int64_t ni, float* recons) const {
+    auto lock = readLock_();
+    FAISS_THROW_IF_NOT_FMT(i0 >= 0 && ni >= 0 && ni <= ntotal - i0,
+                           "IndexBiLevelLSH::reconstruct_n: range [%lld, %lld + %lld) out of "
+                           "[0, %lld)",
+                           (long long)i0, (long long)i0, (long long)ni, (long long)ntotal);
+    if (ni == 0) return;
+    FAISS_THROW_IF_NOT_MSG(recons, "IndexBiLevelLSH::reconstruct_n: recons is null");
+    std::memcpy(recons, vectors_.data() + size_t(i0) * d, sizeof(float) * size_t(ni) * d);
+}
+
 void IndexBiLevelLSH::checkQueryArgs_(const char* name, int64_t n, const float* x,
                                       int64_t k) const {
     FAISS_THROW_IF_NOT_FMT(n >= 0, "%s: n must be >= 0, got %lld", name, (long long)n);

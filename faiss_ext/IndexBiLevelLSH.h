@@ -90,6 +90,11 @@ public:
     /// Copies vector `key` into recons.
     void reconstruct(int64_t key, float* recons) const override;
 
+    /// Copies vectors [i0, i0 + ni) into recons; throws when the range is
+    /// not inside [0, ntotal) (FAISS's default threw inside an OpenMP loop:
+    /// std::terminate).
+    void reconstruct_n(int64_t i0, int64_t ni, float* recons) const override;
+
     /// The candidate sets search() would rank: query i's distinct candidate
     /// ids, ascending, are ids[lims[i] .. lims[i + 1]). k resolves
     /// minCandidates = 0.
@@ -99,6 +104,23 @@ public:
 
     /// Vectors added per group (the tree's split of the data).
     std::vector<int64_t> groupSizes() const;
+
+    /// Runs f() holding the index's reader lock and returns what it returns:
+    /// what f reads through getConfig / getModel / getVectors / getTables
+    /// (and ntotal) stays consistent while other threads train, add, reset
+    /// (they wait). The getters alone take no lock. f must not call the
+    /// index's own locking methods (search, add, reconstruct, ...).
+    template <typename F>
+    decltype(auto) readLocked(F&& f) const {
+        auto lock = readLock_();
+        return f();
+    }
+
+    /// A copy of the stored vectors (ntotal x d floats) taken under the
+    /// reader lock.
+    std::vector<float> copyVectors() const {
+        return readLocked([&] { return vectors_; });
+    }
 
     const BiLevelLSHConfig& getConfig() const { return config_; }
     const BiLevelLSHModel& getModel() const { return model_; }

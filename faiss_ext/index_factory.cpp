@@ -16,14 +16,17 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "faiss_ext/BiLevelLSHCommon.h"
 #include "faiss_ext/IndexBiLevelLSH.h"
+#include "faiss_ext/IndexNNDescentFlatChecked.h"
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/RowCenteringTransform.h"
+#include "faiss_ext/index_io.h"
 
 namespace faiss_ext {
 
@@ -245,7 +248,7 @@ faiss::Index* makeFlatLeaf(int d, FlatMetric metric) {
 /// The CPU twin of GpuKnnGraphGNND: FAISS's NN-Descent index over a flat
 /// storage, with our build parameters.
 faiss::Index* makeGnndLeaf(int d, const LeafSpec& spec, FlatMetric metric) {
-    auto idx = std::make_unique<faiss::IndexNNDescentFlat>(d, spec.k, toFaissMetric(metric));
+    auto idx = std::make_unique<IndexNNDescentFlatChecked>(d, spec.k, toFaissMetric(metric));
     idx->nndescent.S = spec.samples;
     idx->nndescent.iter = spec.iterations;
     idx->nndescent.random_seed = kGnndDefaultSeed;
@@ -290,12 +293,50 @@ bool syncIsTrained(faiss::Index* index) {
     return index->is_trained;
 }
 
+/// Throws unless every dimension in the tree is > 0: FAISS's "PCA0"
+/// (any transform to 0 dimensions) built an index of dimension 0 whose every
+/// search answered ids 0, 1, 2 ... at distance 0.
+void checkPositiveDimensions(const faiss::Index* index, const char* description) {
+    FAISS_THROW_IF_NOT_FMT(index->d > 0,
+                           "index_factory: '%s' makes an index of dimension %d (it must be > 0)",
+                           description, int(index->d));
+    if (auto m = dynamic_cast<const faiss::IndexIDMap*>(index)) {
+        checkPositiveDimensions(m->index, description);
+    } else if (auto pt = dynamic_cast<const faiss::IndexPreTransform*>(index)) {
+        for (const faiss::VectorTransform* vt : pt->chain)
+            FAISS_THROW_IF_NOT_FMT(vt->d_out > 0,
+                                   "index_factory: '%s' has a transform from %d to %d dimensions "
+                                   "(it must give > 0)",
+                                   description, vt->d_in, vt->d_out);
+        checkPositiveDimensions(pt->index, description);
+    }
+}
+
+/// What index_factory returns, after the checks every result passes: its
+/// dimensions are > 0 and its nesting is one read_index accepts.
+faiss::Index* checkedResult(std::unique_ptr<faiss::Index> index, const char* description) {
+    FAISS_THROW_IF_NOT_FMT(index, "index_factory: '%s' built no index", description);
+    checkPositiveDimensions(index.get(), description);
+    const int depth = index_nesting_depth(index.get());
+    FAISS_THROW_IF_NOT_FMT(depth <= kMaxIndexNesting,
+                           "index_factory: '%s' nests %d levels deep; read_index accepts at most "
+                           "%d",
+                           description, depth, kMaxIndexNesting);
+    return index.release();
+}
+
 }  // namespace
 
 faiss::Index* index_factory(int d, const char* description, faiss::MetricType metric) {
     FAISS_THROW_IF_NOT_MSG(description, "index_factory: null description");
     FAISS_THROW_IF_NOT_FMT(d > 0, "index_factory: d = %d must be > 0 (description '%s')", d,
                            description);
+    // FAISS 1.7.3 matches components with std::regex, which recurses per
+    // character: a 30,000-character component overflowed the stack
+    const size_t length = std::strlen(description);
+    FAISS_THROW_IF_NOT_FMT(length <= size_t(kMaxDescriptionLength),
+                           "index_factory: the description has %zu characters (at most %d)",
+                           length, kMaxDescriptionLength);
     const std::string desc(description);
     const size_t comma = desc.rfind(',');
     const std::string last = comma == std::string::npos ? desc : desc.substr(comma + 1);
@@ -303,7 +344,9 @@ faiss::Index* index_factory(int d, const char* description, faiss::MetricType me
     LeafSpec spec;
     if (!parseOurLeaf(last, description, &spec)) {
         // not ours: FAISS's string, unchanged
-        return faiss::index_factory(d, description, metric);
+        return checkedResult(std::unique_ptr<faiss::Index>(
+                                     faiss::index_factory(d, description, metric)),
+                             description);
     }
     FAISS_THROW_IF_NOT_FMT(spec.kind != LeafSpec::Kind::BiLevelLSH || metric == faiss::METRIC_L2,
                            "index_factory: '%s' supports only METRIC_L2, not metric %d (Bi-level "
@@ -318,7 +361,9 @@ faiss::Index* index_factory(int d, const char* description, faiss::MetricType me
             : "cosine and Pearson are chosen by name: QSFlatCosine, QSFlatPearson");
     const FlatMetric leafMetric = spec.metricByName ? spec.metric : fromFaissMetric(metric);
 
-    if (comma == std::string::npos) return makeLeaf(d, spec, leafMetric);
+    if (comma == std::string::npos)
+        return checkedResult(std::unique_ptr<faiss::Index>(makeLeaf(d, spec, leafMetric)),
+                             description);
 
     // the FAISS prefix, built over a placeholder Flat leaf
     const std::string prefix = desc.substr(0, comma);
@@ -343,13 +388,17 @@ faiss::Index* index_factory(int d, const char* description, faiss::MetricType me
                            "such as IDMap, IDMap2 and vector transforms can precede it)",
                            last.c_str(), prefix.c_str());
 
+    FAISS_THROW_IF_NOT_FMT(flat->d > 0,
+                           "index_factory: the prefix '%s' of '%s' leaves %d dimensions for '%s' "
+                           "(it must leave > 0)",
+                           prefix.c_str(), description, int(flat->d), last.c_str());
     std::unique_ptr<faiss::Index> leaf(makeLeaf(int(flat->d), spec, leafMetric));
     faiss::Index** slot = innerSlot(parent);
     delete *slot;  // the placeholder: nothing else refers to it
     *slot = leaf.release();
     setOwnsInner(parent);
     syncIsTrained(root.get());
-    return root.release();
+    return checkedResult(std::move(root), description);
 }
 
 }  // namespace faiss_ext

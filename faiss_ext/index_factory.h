@@ -15,6 +15,9 @@ constexpr int kGnndMaxSamples = 32;
 constexpr int kGnndDefaultSamples = 32;
 /// Iterations when "_it" is not given (GpuKnnGraphGNNDConfig::maxIterations' default).
 constexpr int kGnndDefaultIterations = 20;
+/// Longest description index_factory accepts (FAISS 1.7.3's regex
+/// matching recurses per character and overflowed the stack at 30,000).
+constexpr int kMaxDescriptionLength = 1024;
 /// Seed the "GNND" twin gets (GpuKnnGraphGNNDConfig::seed's default), so that
 /// a twin moved to a GPU builds as a GpuKnnGraphGNND made there directly.
 constexpr int kGnndDefaultSeed = 1234;
@@ -57,7 +60,13 @@ constexpr int kGnndDefaultSeed = 1234;
 /// (e.g. "GNND0", "GNND64_p33", "GNND64_x", "BiLSH0x8", "BiLSH10x8_t15",
 /// "BiLSH10x8_w0", "BiLSH10x8_t4_t5") and unsupported metrics for our
 /// components (other than L2 / IP; other than L2 for BiLSH) throw
-/// faiss::FaissException naming the problem.
+/// faiss::FaissException naming the problem. So do, for any string (FAISS's
+/// too): a description longer than kMaxDescriptionLength or holding no
+/// index, a result of dimension 0 anywhere (e.g. "PCA0,QSFlat"), and one
+/// nested deeper than read_index accepts (kMaxIndexNesting in index_io.h,
+/// e.g. "IDMap," x 33 + "QSFlat"). "GNND<k>" gives a
+/// faiss_ext::IndexNNDescentFlatChecked (a faiss::IndexNNDescentFlat whose
+/// search refuses what FAISS 1.7.3 cannot answer).
 faiss::Index* index_factory(int d, const char* description,
                             faiss::MetricType metric = faiss::METRIC_L2);
 

@@ -37,9 +37,11 @@
 #include <faiss/VectorTransform.h>
 #include <faiss/impl/FaissAssert.h>
 #include <faiss/index_io.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -54,6 +56,7 @@
 #include "faiss_ext/CpuConvertible.h"
 #include "faiss_ext/CpuTwin.h"
 #include "faiss_ext/IndexBiLevelLSH.h"
+#include "faiss_ext/IndexNNDescentFlatChecked.h"
 #include "faiss_ext/RowCenteringTransform.h"
 
 namespace faiss_ext {
@@ -68,8 +71,16 @@ constexpr int kMaxDim = 1 << 20;
 constexpr int64_t kMaxNtotal = int64_t(1) << 40;
 /// Longest IndexPreTransform chain accepted from a file.
 constexpr int kMaxChainLength = 64;
-/// Deepest nesting of wrappers accepted from a file (guards the stack).
-constexpr int kMaxDepth = 32;
+/// Deepest nesting of wrappers accepted from a file (guards the stack); the
+/// writer and the factory refuse deeper trees (index_io.h).
+constexpr int kMaxDepth = kMaxIndexNesting;
+/// Most stack a read may use below read_index's frame. FAISS's own readers
+/// (IndexRefine, IVF quantizers, ...) recurse on their own, past our depth
+/// count: 100,000 nested "IxRF" overflowed an 8 MB stack. Every read of the
+/// input goes through StreamReader, which throws past this budget (or when
+/// less than kStackReserve bytes of the thread's stack would be left).
+constexpr size_t kMaxReaderStackBytes = size_t(1) << 20;
+constexpr size_t kStackReserve = size_t(64) << 10;
 /// Arrays are read in chunks of this many bytes, so memory grows only as
 /// data actually arrives (a truncated file cannot make us allocate its
 /// claimed size).
@@ -209,6 +220,41 @@ void writeBiLevelLSH(faiss::IOWriter* w, const IndexBiLevelLSH* idx) {
     writeVector(w, vectors);
 }
 
+/// A file writer that reports every failure, closing included: FAISS
+/// 1.7.3's FileIOWriter only prints a failed fclose to stderr, so a full
+/// disk (or /dev/full) went unnoticed: the data sits in stdio's buffer until
+/// the close.
+class CheckedFileWriter : public faiss::IOWriter {
+  public:
+    explicit CheckedFileWriter(const char* fname) {
+        name = fname;
+        f_ = std::fopen(fname, "wb");
+        FAISS_THROW_IF_NOT_FMT(f_, "write_index: could not open '%s' for writing: %s", fname,
+                               std::strerror(errno));
+    }
+    ~CheckedFileWriter() override {
+        if (f_) std::fclose(f_);
+    }
+    size_t operator()(const void* ptr, size_t size, size_t nitems) override {
+        return std::fwrite(ptr, size, nitems, f_);
+    }
+    int fileno() override { return ::fileno(f_); }
+    /// Flushes and closes the file; throws on any error.
+    void close() {
+        errno = 0;
+        const bool flushed = std::fflush(f_) == 0 && !std::ferror(f_);
+        const int flushErr = errno;
+        errno = 0;
+        const int rc = std::fclose(f_);
+        f_ = nullptr;
+        FAISS_THROW_IF_NOT_FMT(flushed && rc == 0, "write_index: writing '%s' failed: %s",
+                               name.c_str(), std::strerror(flushErr ? flushErr : errno));
+    }
+
+  private:
+    FILE* f_ = nullptr;
+};
+
 void writeIndexRec(const faiss::Index* idx, faiss::IOWriter* w) {
     FAISS_THROW_IF_NOT_MSG(idx, "write_index: null index");
 
@@ -220,7 +266,8 @@ void writeIndexRec(const faiss::Index* idx, faiss::IOWriter* w) {
         return;
     }
     if (auto lsh = dynamic_cast<const IndexBiLevelLSH*>(idx)) {
-        writeBiLevelLSH(w, lsh);
+        // under its reader lock: an add in another thread waits
+        lsh->readLocked([&] { writeBiLevelLSH(w, lsh); });
         return;
     }
     if (auto m = dynamic_cast<const faiss::IndexIDMap*>(idx)) {
@@ -251,6 +298,41 @@ void writeIndexRec(const faiss::Index* idx, faiss::IOWriter* w) {
 
 // ---------------------------------------------------------------- reading
 
+/// The address of the caller's frame (stacks grow down on every platform
+/// this builds for).
+__attribute__((noinline)) uintptr_t stackPosition() {
+    return reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+}
+
+/// The lowest usable address of this thread's stack, or 0 when unknown
+/// (looked up once per thread: pthread_getattr_np reads /proc for the main
+/// thread).
+uintptr_t threadStackLow() {
+    static thread_local uintptr_t low = 1;
+    if (low == 1) {
+        low = 0;
+#if defined(__linux__) && defined(__GLIBC__)
+        pthread_attr_t attr;
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            void* addr = nullptr;
+            size_t size = 0;
+            if (pthread_attr_getstack(&attr, &addr, &size) == 0) low = uintptr_t(addr);
+            pthread_attr_destroy(&attr);
+        }
+#endif
+    }
+    return low;
+}
+
+/// How far below `sp` a read may go: kMaxReaderStackBytes, less when the
+/// thread's stack ends sooner (kStackReserve kept for unwinding).
+size_t readerStackBudget(uintptr_t sp) {
+    size_t budget = kMaxReaderStackBytes;
+    const uintptr_t low = threadStackLow();
+    if (low != 0) budget = sp > low + kStackReserve ? std::min(budget, sp - low - kStackReserve) : 0;
+    return budget;
+}
+
 /// An IOReader over another one that counts bytes, knows how many remain when
 /// the source tells (bytes in memory, a regular file), can push bytes back,
 /// and throws on short reads in its own helpers.
@@ -258,6 +340,8 @@ class StreamReader : public faiss::IOReader {
   public:
     explicit StreamReader(faiss::IOReader* inner) : inner_(inner) {
         name = inner->name;
+        stackTop_ = stackPosition();
+        stackBudget_ = readerStackBudget(stackTop_);
         if (auto v = dynamic_cast<faiss::VectorIOReader*>(inner)) {
             known_ = true;
             limit_ = v->rp <= v->data.size() ? v->data.size() - v->rp : 0;
@@ -273,6 +357,11 @@ class StreamReader : public faiss::IOReader {
 
     /// fread semantics: bytes pushed back first, then the wrapped reader.
     size_t operator()(void* ptr, size_t size, size_t nitems) override {
+        const uintptr_t sp = stackPosition();
+        FAISS_THROW_IF_NOT_FMT(sp >= stackTop_ || stackTop_ - sp <= stackBudget_,
+                               "corrupt input '%s': indexes nested too deep (reading at byte %zu "
+                               "needed more than %zu bytes of stack)",
+                               name.c_str(), offset_, stackBudget_);
         if (size == 0 || nitems == 0) return 0;
         FAISS_THROW_IF_NOT_FMT(nitems <= std::numeric_limits<size_t>::max() / size,
                                "read of %zu items of %zu bytes overflows", nitems, size);
@@ -366,6 +455,8 @@ class StreamReader : public faiss::IOReader {
     size_t fromInner_ = 0;
     bool known_ = false;
     size_t limit_ = 0;
+    uintptr_t stackTop_ = 0;
+    size_t stackBudget_ = 0;
 };
 
 /// The faiss::Index fields of FAISS's header.
@@ -607,7 +698,7 @@ faiss::Index* readPreTransform(StreamReader& r, int ioFlags, int depth) {
 faiss::Index* readNNDescentFlat(StreamReader& r, int ioFlags, int depth) {
     const char* cls = "IndexNNDescentFlat";
     IndexHeader hd = readHeader(r, cls);
-    auto idx = std::make_unique<faiss::IndexNNDescentFlat>();
+    auto idx = std::make_unique<IndexNNDescentFlatChecked>();
     idx->own_fields = true;  // the destructor frees the storage read below
     hd.applyTo(idx.get());
     faiss::NNDescent& nn = idx->nndescent;
@@ -847,17 +938,39 @@ faiss::Index* readIndexRec(StreamReader& r, int ioFlags, int depth) {
 
 // ---------------------------------------------------------------- public API
 
+int index_nesting_depth(const faiss::Index* index) {
+    if (!index) return 0;
+    if (dynamic_cast<const CpuConvertible*>(index)) return 1;  // its twin: at most 1
+    if (auto m = dynamic_cast<const faiss::IndexIDMap*>(index))
+        return 1 + index_nesting_depth(m->index);
+    if (auto pt = dynamic_cast<const faiss::IndexPreTransform*>(index))
+        return 1 + index_nesting_depth(pt->index);
+    if (dynamic_cast<const faiss::IndexNNDescentFlat*>(index)) return 1;  // and its storage
+    return 0;
+}
+
 void write_index(const faiss::Index* idx, faiss::IOWriter* writer) {
     FAISS_THROW_IF_NOT_MSG(idx, "write_index: null index");
     FAISS_THROW_IF_NOT_MSG(writer, "write_index: null writer");
+    const int depth = index_nesting_depth(idx);
+    FAISS_THROW_IF_NOT_FMT(depth <= kMaxIndexNesting,
+                           "write_index: the index nests %d levels deep; read_index accepts at "
+                           "most %d (nothing was written)",
+                           depth, kMaxIndexNesting);
     writeIndexRec(idx, writer);
 }
 
 void write_index(const faiss::Index* idx, const char* fname) {
     FAISS_THROW_IF_NOT_MSG(idx, "write_index: null index");
     FAISS_THROW_IF_NOT_MSG(fname, "write_index: null file name");
-    faiss::FileIOWriter writer(fname);
-    faiss_ext::write_index(idx, &writer);
+    const int depth = index_nesting_depth(idx);
+    FAISS_THROW_IF_NOT_FMT(depth <= kMaxIndexNesting,
+                           "write_index: the index nests %d levels deep; read_index accepts at "
+                           "most %d ('%s' was not opened)",
+                           depth, kMaxIndexNesting, fname);
+    CheckedFileWriter writer(fname);
+    writeIndexRec(idx, &writer);
+    writer.close();
 }
 
 std::vector<uint8_t> serialize_index(const faiss::Index* idx) {
@@ -876,6 +989,9 @@ faiss::Index* read_index(faiss::IOReader* reader, int io_flags) {
 
 faiss::Index* read_index(const char* fname, int io_flags) {
     FAISS_THROW_IF_NOT_MSG(fname, "read_index: null file name");
+    struct stat st;
+    FAISS_THROW_IF_NOT_FMT(::stat(fname, &st) != 0 || !S_ISDIR(st.st_mode),
+                           "read_index: '%s' is a directory, not an index file", fname);
     faiss::FileIOReader reader(fname);
     return faiss_ext::read_index(&reader, io_flags);
 }

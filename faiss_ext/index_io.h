@@ -26,7 +26,21 @@ namespace faiss_ext {
 /// or crash: docs/fuzzing.md). A bit FAISS's own IO_FLAG_* values leave free.
 constexpr int IO_FLAG_CHECKED_ONLY = 0x01000000;
 
-/// Writes idx to a file.
+/// Deepest nesting read_index accepts: wrappers it parses itself
+/// (IndexIDMap / IndexIDMap2, IndexPreTransform, and IndexNNDescentFlat over
+/// its storage) around the innermost index. write_index and index_factory
+/// refuse deeper trees, so whatever they make reads back. (FAISS's own
+/// nesting types, such as IndexRefine, are bounded by the reader's stack
+/// budget instead: about a thousand levels.)
+constexpr int kMaxIndexNesting = 32;
+
+/// The nesting depth of idx as kMaxIndexNesting counts it (0 for a leaf; a
+/// GPU index counts as its CPU twin, at most 1).
+int index_nesting_depth(const faiss::Index* idx);
+
+/// Writes idx to a file. Throws faiss::FaissException when the file cannot
+/// be opened or written (a full disk included: the close is checked), and,
+/// before opening the file, when idx nests deeper than kMaxIndexNesting.
 void write_index(const faiss::Index* idx, const char* fname);
 /// Writes idx to a FAISS IOWriter.
 void write_index(const faiss::Index* idx, faiss::IOWriter* writer);

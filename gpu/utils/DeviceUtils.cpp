@@ -31,7 +31,13 @@ void checkDevice(int device) {
 
 int getCurrentDevice() {
     int dev = -1;
-    FAISS_EXT_CUDA_CHECK(cudaGetDevice(&dev));
+    const cudaError_t err = cudaGetDevice(&dev);
+    // without a GPU (or a driver) cudaGetDevice fails with
+    // cudaErrorInsufficientDriver / NoDevice: say what that means
+    if (err != cudaSuccess && getNumDevices() == 0) {
+        FAISS_THROW_MSG("no CUDA GPU is available (asked for the current device)");
+    }
+    FAISS_EXT_CUDA_CHECK(err);
     return dev;
 }
 

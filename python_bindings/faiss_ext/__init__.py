@@ -173,19 +173,154 @@ def to_faiss(index):
     """
     if isinstance(index, faiss.Index):
         return index
-    return faiss.deserialize_index(_C._serialize_index(from_faiss(index)))
+    return _guard(faiss.deserialize_index(_C._serialize_index(from_faiss(index))))
 
 
 def _faiss_or_native(native, data=None):
     """``native`` as a faiss Python object when python3-faiss can read it
-    (``data``: its serialised form, if already at hand), else ``native``."""
+    (``data``: its serialised form, if already at hand), else ``native``.
+    The faiss object is guarded (_guard)."""
     if data is None:
         data = _C._serialize_index(native)
     try:
-        return faiss.deserialize_index(data)
+        return _guard(faiss.deserialize_index(data))
     except RuntimeError:
         # A faiss_ext type python3-faiss does not know: keep our wrapper.
         return native
+
+
+# ---- guards for FAISS 1.7.3's unchecked calls on the objects we return ----
+#
+# The faiss Python objects our functions return are python3-faiss's own
+# classes, so their calls run FAISS 1.7.3's code, which crashes the process
+# on some arguments: IndexFlat (and the other flat-code indexes) reconstruct
+# any key, in range or not (SIGSEGV for 10**6, garbage for -1); the
+# NN-Descent search of the "GNND<k>" twin divides by zero when
+# max(search_L, k) == ntotal, reads out of range when it is larger or the
+# graph holds -1 entries, and aborts (an exception inside OpenMP) when the
+# graph is not built. _guard gives each returned object a subclass of its own
+# class (same object, same FAISS methods, isinstance unchanged) whose search,
+# reconstruct and reconstruct_n check first and raise instead. The C++ side
+# guards the same calls in faiss_ext::IndexNNDescentFlatChecked.
+
+def _wrapped_chain(index):
+    """The indexes from ``index`` down through IndexIDMap / IndexIDMap2 /
+    IndexPreTransform to the innermost one (downcast SWIG proxies)."""
+    chain = [index]
+    while True:
+        node = chain[-1]
+        if isinstance(node, (faiss.IndexIDMap, faiss.IndexIDMap2, faiss.IndexPreTransform)):
+            inner = faiss.downcast_index(node.index)
+            if inner is None:
+                return chain
+            chain.append(inner)
+        else:
+            return chain
+
+
+def _nndescent_search_problem(nnd, k):
+    """Why FAISS 1.7.3's search of the faiss.IndexNNDescent ``nnd`` for ``k``
+    neighbours would crash, or None when it is safe."""
+    nd = nnd.nndescent
+    ntotal = nnd.ntotal
+    if ntotal == 0:
+        return ("the index is empty (add more than 100 vectors first: FAISS's NN-Descent builds "
+                "the graph when they are added)")
+    if not nd.has_built or nd.ntotal != ntotal:
+        return ("the graph of the %d vectors is not built (FAISS's NN-Descent builds graphs of "
+                "more than 100 vectors)" % ntotal)
+    pool = max(int(nd.search_L), int(k))
+    if pool >= ntotal:
+        return ("the candidate pool max(search_L = %d, k = %d) must be smaller than ntotal = %d "
+                "(FAISS 1.7.3's NN-Descent search cannot draw it; for an exact search of all "
+                "vectors use the storage index)" % (nd.search_L, k, ntotal))
+    size = nd.final_graph.size()
+    if nd.K <= 0 or size != ntotal * nd.K:
+        return "the graph has %d entries for ntotal %d x K %d" % (size, ntotal, nd.K)
+    graph = faiss.rev_swig_ptr(nd.final_graph.data(), size)
+    if graph.min() < 0 or graph.max() >= ntotal:
+        return ("the graph holds entries outside [0, ntotal = %d) (-1 pads the lists of a graph "
+                "with fewer than K + 1 = %d nodes), which FAISS's NN-Descent search follows "
+                "unchecked" % (ntotal, nd.K + 1))
+    return None
+
+
+def _guarded_search(self, x, k, *args, **kwargs):
+    if int(k) <= 0:
+        raise ValueError("k must be > 0, got k=%d" % int(k))
+    n = len(x) if hasattr(x, "__len__") else 1
+    if n > 0:
+        for node in _wrapped_chain(self):
+            if isinstance(node, faiss.IndexNNDescent):
+                problem = _nndescent_search_problem(node, int(k))
+                if problem is not None:
+                    raise RuntimeError("%s.search: %s" % (type(node).__name__, problem))
+    return type(self)._faiss_ext_base.search(self, x, k, *args, **kwargs)
+
+
+def _guarded_add_plain(self, x, *args, **kwargs):
+    return _guarded_add_impl(self, "add", x, *args, **kwargs)
+
+
+def _guarded_add_with_ids(self, x, *args, **kwargs):
+    return _guarded_add_impl(self, "add_with_ids", x, *args, **kwargs)
+
+
+def _guarded_add_impl(self, name, x, *args, **kwargs):
+    n = len(x) if hasattr(x, "__len__") else 0
+    for node in _wrapped_chain(self):
+        if isinstance(node, faiss.IndexNNDescent) and n > 0 and node.ntotal + n <= 100:
+            raise RuntimeError(
+                "%s.add: FAISS's NN-Descent builds graphs of more than 100 vectors (it divides "
+                "by zero at 100); %d + %d is too few (nothing was added)"
+                % (type(node).__name__, node.ntotal, n))
+    return getattr(type(self)._faiss_ext_base, name)(self, x, *args, **kwargs)
+
+
+def _positional_keys(index):
+    """Whether reconstruct keys of ``index`` are positions in [0, ntotal)
+    (no id map on the way to the innermost index)."""
+    return not any(isinstance(node, (faiss.IndexIDMap, faiss.IndexIDMap2))
+                   for node in _wrapped_chain(index))
+
+
+def _guarded_reconstruct(self, key, *args, **kwargs):
+    if _positional_keys(self) and not 0 <= int(key) < self.ntotal:
+        raise IndexError("key %d out of range (ntotal %d)" % (int(key), self.ntotal))
+    return type(self)._faiss_ext_base.reconstruct(self, key, *args, **kwargs)
+
+
+def _guarded_reconstruct_n(self, n0, ni, *args, **kwargs):
+    n0, ni = int(n0), int(ni)
+    if _positional_keys(self) and (n0 < 0 or ni < 0 or n0 + ni > self.ntotal):
+        raise IndexError("range [%d, %d) out of range (ntotal %d)" % (n0, n0 + ni, self.ntotal))
+    return type(self)._faiss_ext_base.reconstruct_n(self, n0, ni, *args, **kwargs)
+
+
+_GUARDED_CLASSES = {}
+
+
+def _guard(index):
+    """``index`` (a faiss Python index) with its class replaced by a guarded
+    subclass (see above); returned for chaining. Other objects unchanged."""
+    cls = type(index)
+    if not isinstance(index, faiss.Index) or getattr(cls, "_faiss_ext_base", None) is not None:
+        return index
+    guarded = _GUARDED_CLASSES.get(cls)
+    if guarded is None:
+        guarded = type(cls.__name__, (cls,), {
+            "__module__": cls.__module__,
+            "__doc__": cls.__doc__,
+            "_faiss_ext_base": cls,
+            "search": _guarded_search,
+            "add": _guarded_add_plain,
+            "add_with_ids": _guarded_add_with_ids,
+            "reconstruct": _guarded_reconstruct,
+            "reconstruct_n": _guarded_reconstruct_n,
+        })
+        _GUARDED_CLASSES[cls] = guarded
+    index.__class__ = guarded
+    return index
 
 
 def _faiss_metric(metric):
@@ -285,7 +420,7 @@ def index_gpu_to_cpu(index, native=False):
     the CPU: a clone of it is returned.
     """
     if isinstance(index, faiss.Index):
-        return faiss.clone_index(index)
+        return _guard(faiss.clone_index(index))
     cpu = _C._index_gpu_to_cpu(from_faiss(index))
     return cpu if native else _faiss_or_native(cpu)
 
@@ -326,15 +461,20 @@ def index_factory(d, description, metric=faiss.METRIC_L2, native=False):
 def write_index(index, fname):
     """Writes ``index`` to the file ``fname``.
 
-    A faiss Python index is written by faiss.write_index (byte for byte what
-    faiss_ext's writer produces for FAISS types); a ``faiss_ext.Index`` by
-    faiss_ext's writer (GPU indexes are written as their CPU twin). This is
-    the way to save a faiss_ext.IndexBiLevelLSH (fourcc "IxBL"), which
-    faiss.write_index cannot take.
+    A faiss Python index is serialised by faiss.serialize_index (byte for
+    byte what faiss_ext's writer produces for FAISS types) and written with
+    Python's file I/O; a ``faiss_ext.Index`` by faiss_ext's writer (GPU
+    indexes are written as their CPU twin). This is the way to save a
+    faiss_ext.IndexBiLevelLSH (fourcc "IxBL"), which faiss.write_index cannot
+    take. A failed write raises, a full disk included (OSError for a faiss
+    object, RuntimeError for ours; faiss.write_index itself only prints a
+    failed close to stderr); the file is then incomplete.
     """
     fname = os.fspath(fname)
     if isinstance(index, faiss.Index):
-        faiss.write_index(index, fname)
+        data = faiss.serialize_index(index)
+        with open(fname, "wb") as f:
+            f.write(memoryview(data))
     else:
         _C._write_index(from_faiss(index), fname)
 
@@ -397,7 +537,7 @@ def _copy_to(self, index=None):
     """
     flat = faiss.deserialize_index(self._copy_to_bytes())
     if index is None:
-        return flat
+        return _guard(flat)
     if not isinstance(index, faiss.IndexFlat):
         raise TypeError("copy_to needs a faiss.IndexFlat, got %s" % type(index).__name__)
     index.reset()
@@ -461,7 +601,7 @@ def _gnnd_copy_to(self, index=None):
     """
     twin = _nndescent(faiss.deserialize_index(self._copy_to_bytes()))
     if index is None:
-        return twin
+        return _guard(twin)
     index = _nndescent(index)
     if index.d != twin.d or index.metric_type != twin.metric_type:
         raise ValueError(
@@ -544,9 +684,10 @@ def _lsh_to_index_flat(self):
     re-ranking. The LSH structure itself has no FAISS counterpart: save the
     index with faiss_ext.write_index."""
     flat = faiss.IndexFlatL2(self.d)
-    if self.ntotal > 0:
-        flat.add(self.get_vectors())
-    return flat
+    vectors = self.get_vectors()  # one consistent copy, also while other threads add
+    if len(vectors) > 0:
+        flat.add(vectors)
+    return _guard(flat)
 
 
 IndexBiLevelLSH.to_index_flat = _lsh_to_index_flat

@@ -20,12 +20,45 @@ std::string shapeString(const py::array& a) {
     return s + ")";
 }
 
+void raiseIfOutOfMemory(const py::handle& x, const char* what, size_t itemBytes) {
+    // pybind11's ensure() clears numpy's error: convert again with numpy to
+    // learn whether it was a MemoryError
+    PyErr_Clear();
+    try {
+        py::module_::import("numpy").attr("ascontiguousarray")(x, itemBytes == 4 ? "float32"
+                                                                                   : "int64");
+        return;
+    } catch (py::error_already_set& e) {
+        if (!e.matches(PyExc_MemoryError)) return;
+    }
+    std::string shape = "?";
+    double bytes = double(itemBytes);
+    py::object s = py::getattr(x, "shape", py::none());
+    if (py::isinstance<py::tuple>(s)) {
+        shape = std::string(py::str(s));
+        for (const py::handle& dim : s) bytes *= py::cast<double>(dim);
+    }
+    PyErr_Format(PyExc_MemoryError,
+                 "%s: out of memory making the array of shape %s a contiguous %s array "
+                 "(%.4g bytes)",
+                 what, shape.c_str(), itemBytes == 4 ? "float32" : "int64", bytes);
+    throw py::error_already_set();
+}
+
+void checkNoNul(const std::string& s, const char* what) {
+    if (s.find('\0') != std::string::npos) {
+        throw py::value_error(std::string(what) + " holds a NUL character at position " +
+                              std::to_string(s.find('\0')));
+    }
+}
+
 FloatArray toFloatMatrix(const py::handle& x, int64_t d, const char* what) {
     if (x.is_none()) {
         throw py::value_error(std::string(what) + " must be a 2-D float32 array, got None");
     }
     FloatArray a = FloatArray::ensure(x);
     if (!a) {
+        raiseIfOutOfMemory(x, what, sizeof(float));
         PyErr_Clear();
         throw py::value_error(std::string(what) +
                               " must be convertible to a 2-D float32 array, got " +
@@ -46,6 +79,7 @@ FloatArray toFloatMatrix(const py::handle& x, int64_t d, const char* what) {
 IdArray toIdVector(const py::handle& ids, int64_t n, const char* what) {
     IdArray a = ids.is_none() ? IdArray() : IdArray::ensure(ids);
     if (!a) {
+        if (!ids.is_none()) raiseIfOutOfMemory(ids, what, sizeof(int64_t));
         PyErr_Clear();
         throw py::value_error(std::string(what) + " must be a 1-D int64 array");
     }

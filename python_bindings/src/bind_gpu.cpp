@@ -193,6 +193,7 @@ py::tuple selectK(gpu::GpuResourcesProvider* res, const py::handle& values, int6
     }
     FloatArray v = FloatArray::ensure(values);
     if (!v) {
+        raiseIfOutOfMemory(values, "values", sizeof(float));
         PyErr_Clear();
         throw py::value_error("values must be convertible to a 2-D float32 array, got " +
                               typeName(values));

@@ -31,6 +31,7 @@ void bindIo(py::module_& m) {
     m.def(
         "_index_factory",
         [](int d, const std::string& description, int metric) {
+            checkNoNul(description, "description");
             return std::unique_ptr<faiss::Index>(faiss_ext::index_factory(
                 d, description.c_str(), static_cast<faiss::MetricType>(metric)));
         },
@@ -40,6 +41,7 @@ void bindIo(py::module_& m) {
     m.def(
         "_write_index",
         [](const faiss::Index& index, const std::string& fname) {
+            checkNoNul(fname, "fname");
             py::gil_scoped_release release;
             faiss_ext::write_index(&index, fname.c_str());
         },
@@ -48,6 +50,7 @@ void bindIo(py::module_& m) {
     m.def(
         "_read_index",
         [](const std::string& fname, int ioFlags) {
+            checkNoNul(fname, "fname");
             py::gil_scoped_release release;
             return std::unique_ptr<faiss::Index>(faiss_ext::read_index(fname.c_str(), ioFlags));
         },

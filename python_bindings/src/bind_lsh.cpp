@@ -415,13 +415,26 @@ gives the stored vectors as a faiss.IndexFlatL2 (exact search, same ids).
         .def(
             "get_vectors",
             [](const IndexBiLevelLSH& self) {
-                return vectorToNumpy(
-                    std::vector<float>(self.getVectors()),
-                    {static_cast<py::ssize_t>(self.ntotal), static_cast<py::ssize_t>(self.d)});
+                // a copy under the index's reader lock (an add in another
+                // thread changed the vectors while they were copied: heap
+                // corruption); the shape from what was copied
+                std::vector<float> v;
+                {
+                    py::gil_scoped_release release;
+                    v = self.copyVectors();
+                }
+                const auto d = static_cast<py::ssize_t>(self.d);
+                const auto rows = static_cast<py::ssize_t>(d > 0 ? v.size() / size_t(d) : 0);
+                return vectorToNumpy(std::move(v), {rows, d});
             },
-            "The stored vectors, an (ntotal, d) float32 array (a copy).")
+            "The stored vectors, an (ntotal, d) float32 array (a consistent copy, also while "
+            "other threads add).")
         .def(
-            "get_model", [](const IndexBiLevelLSH& self) { return modelToDict(self.getModel()); },
+            "get_model",
+            [](const IndexBiLevelLSH& self) {
+                BiLevelLSHModel m = self.readLocked([&] { return self.getModel(); });
+                return modelToDict(m);
+            },
             kModelDoc)
         .def_property_readonly(
             "num_bucket_keys",
@@ -612,8 +625,9 @@ returns it; None: a new IndexBiLevelLSH.
                     py::gil_scoped_release release;
                     v = self.getVectorsHost();
                 }
-                return vectorToNumpy(std::move(v), {static_cast<py::ssize_t>(self.ntotal),
-                                                    static_cast<py::ssize_t>(self.d)});
+                const auto d = static_cast<py::ssize_t>(self.d);
+                const auto rows = static_cast<py::ssize_t>(d > 0 ? v.size() / size_t(d) : 0);
+                return vectorToNumpy(std::move(v), {rows, d});
             },
             "The stored vectors copied to the host, an (ntotal, d) float32 array.")
         .def(

@@ -30,6 +30,16 @@ std::string shapeString(const py::array& a);
 /// argument in the ValueError raised otherwise.
 FloatArray toFloatMatrix(const py::handle& x, int64_t d, const char* what);
 
+/// After a failed array conversion of x: when numpy runs out of memory
+/// converting it (e.g. a strided view of 2^40 rows made contiguous), raises
+/// MemoryError naming `what`, its shape and the bytes asked for; otherwise
+/// returns (no Python error set).
+void raiseIfOutOfMemory(const py::handle& x, const char* what, size_t itemBytes);
+
+/// Throws ValueError when s holds a NUL character (a C string would end
+/// there: "QSFlat\0junk" was read as "QSFlat"); `what` names the argument.
+void checkNoNul(const std::string& s, const char* what);
+
 /// Converts ids to a C-contiguous int64 vector of n elements (ValueError
 /// otherwise).
 IdArray toIdVector(const py::handle& ids, int64_t n, const char* what);

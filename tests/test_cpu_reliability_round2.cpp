@@ -1,0 +1,307 @@
+// The crashes and silent wrong results of the second bad-input sweep (issue
+// 21), on the C++ side; docs/bad-inputs.md lists the behaviour each test
+// pins. The Python side (FAISS objects our functions return, bindings) is in
+// python_bindings/tests/test_cpu_bad_inputs_round2.py.
+#include "BadInputTestUtils.h"
+#include "TestUtils.h"
+
+#include "faiss_ext/IndexBiLevelLSH.h"
+#include "faiss_ext/IndexNNDescentFlatChecked.h"
+#include "faiss_ext/index_factory.h"
+#include "faiss_ext/index_io.h"
+
+#include <faiss/IndexIDMap.h>
+#include <faiss/impl/FaissException.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace faiss_ext {
+namespace {
+
+using idx_t = int64_t;
+using Bytes = std::vector<uint8_t>;
+
+/// The message of the FaissException f throws, or "" (and a failure) when it
+/// throws nothing or something else.
+std::string thrownMessage(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const faiss::FaissException& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << "not a FaissException: " << e.what();
+        return "";
+    }
+    ADD_FAILURE() << "nothing thrown";
+    return "";
+}
+
+#define EXPECT_THROW_WITH(stmt, needle)                                         \
+    do {                                                                        \
+        const std::string msg_ = thrownMessage([&] { stmt; });                  \
+        EXPECT_NE(msg_.find(needle), std::string::npos) << "message: " << msg_; \
+    } while (0)
+
+// R2: reconstruct_n past ntotal threw inside FAISS's OpenMP loop
+// (std::terminate).
+TEST(CpuReliabilityRound2, LshReconstructNOutOfRangeThrows) {
+    std::unique_ptr<faiss::Index> idx(index_factory(8, "BiLSH4x4_t2"));
+    auto x = test::clusteredVectors(200, 8, 4, test::kSeed);
+    idx->train(200, x.data());
+    idx->add(200, x.data());
+    std::vector<float> out(500 * 8);
+    EXPECT_THROW_WITH(idx->reconstruct_n(0, 500, out.data()), "out of");
+    EXPECT_THROW_WITH(idx->reconstruct_n(-1, 2, out.data()), "out of");
+    EXPECT_THROW_WITH(idx->reconstruct_n(199, 2, out.data()), "out of");
+    idx->reconstruct_n(190, 10, out.data());
+    EXPECT_EQ(0, std::memcmp(out.data(), x.data() + 190 * 8, 10 * 8 * sizeof(float)));
+}
+
+// R1: copies of the vectors (and files) made while another thread adds and
+// resets are consistent snapshots (under ThreadSanitizer or ASan a race
+// shows; here sizes and contents are checked).
+TEST(CpuReliabilityRound2, LshVectorsCopiedWhileAddingAreConsistent) {
+    IndexBiLevelLSH idx(16, [] {
+        BiLevelLSHConfig c;
+        c.treeDepth = 3;
+        return c;
+    }());
+    auto x = test::clusteredVectors(2000, 16, 8, test::kSeed);
+    idx.train(2000, x.data());
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+        for (int round = 0; round < 6; ++round) {
+            idx.reset();
+            for (int b = 0; b < 4; ++b) idx.add(500, x.data() + size_t(b) * 500 * 16);
+        }
+        stop = true;
+    });
+    int copies = 0;
+    while (!stop) {
+        std::vector<float> v = idx.copyVectors();
+        ASSERT_EQ(v.size() % (500 * 16), 0u);
+        ASSERT_EQ(0, std::memcmp(v.data(), x.data(), v.size() * sizeof(float)));
+        Bytes b = serialize_index(&idx);
+        std::unique_ptr<faiss::Index> back(deserialize_index(b));
+        ASSERT_EQ(back->ntotal % 500, 0);
+        ++copies;
+    }
+    writer.join();
+    EXPECT_GT(copies, 0);
+}
+
+// R3: FAISS's regex recursion overflowed the stack on a 30,000-character
+// component.
+TEST(CpuReliabilityRound2, OverlongDescriptionIsRefused) {
+    const std::string longest(kMaxDescriptionLength, 'A');
+    EXPECT_THROW_WITH(delete index_factory(8, std::string(30000, 'A').c_str()), "characters");
+    EXPECT_THROW_WITH(delete index_factory(8, (longest + "A").c_str()), "characters");
+    // at the limit FAISS's own parser answers (an unknown string)
+    EXPECT_THROW(delete index_factory(8, longest.c_str()), faiss::FaissException);
+}
+
+/// n nested IndexRefine ("IxRF") headers, FAISS's own recursive format.
+Bytes nestedRefine(int n) {
+    Bytes out;
+    auto put = [&](const void* p, size_t k) {
+        const auto* b = static_cast<const uint8_t*>(p);
+        out.insert(out.end(), b, b + k);
+    };
+    for (int i = 0; i < n; ++i) {
+        put("IxRF", 4);
+        const int32_t d = 8, metric = 1;
+        const int64_t ntotal = 0, dummy = int64_t(1) << 20;
+        const uint8_t trained = 1;
+        put(&d, 4);
+        put(&ntotal, 8);
+        put(&dummy, 8);
+        put(&dummy, 8);
+        put(&trained, 1);
+        put(&metric, 4);
+    }
+    return out;
+}
+
+// R4: 100,000 nested IndexRefine overflowed the stack in FAISS's reader.
+TEST(CpuReliabilityRound2, DeeplyNestedFaissWrappersAreRefused) {
+    const Bytes b = nestedRefine(100000);
+    EXPECT_THROW_WITH(delete deserialize_index(b), "nested too deep");
+    // from a file, and on a thread with a small (512 KB) stack too
+    test::TempFile tmp("nested_refine");
+    {
+        std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(tmp.path.c_str(), "wb"), &std::fclose);
+        ASSERT_TRUE(f);
+        ASSERT_EQ(std::fwrite(b.data(), 1, b.size(), f.get()), b.size());
+    }
+    EXPECT_THROW_WITH(delete read_index(tmp.path.c_str()), "nested too deep");
+    std::string msg;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 512 << 10);
+    pthread_t th;
+    struct Arg {
+        const Bytes* b;
+        std::string* msg;
+    } arg{&b, &msg};
+    ASSERT_EQ(0, pthread_create(
+                         &th, &attr,
+                         [](void* p) -> void* {
+                             auto* a = static_cast<Arg*>(p);
+                             try {
+                                 delete deserialize_index(*a->b);
+                             } catch (const faiss::FaissException& e) {
+                                 *a->msg = e.what();
+                             }
+                             return nullptr;
+                         },
+                         &arg));
+    pthread_join(th, nullptr);
+    pthread_attr_destroy(&attr);
+    EXPECT_NE(msg.find("nested too deep"), std::string::npos) << msg;
+}
+
+/// A "GNND8" twin holding n clustered rows of dimension 8.
+std::unique_ptr<faiss::Index> gnndTwin(int n, const char* desc = "GNND8_it3") {
+    std::unique_ptr<faiss::Index> idx(index_factory(8, desc));
+    auto x = test::clusteredVectors(n, 8, 4, test::kSeed);
+    if (auto m = dynamic_cast<faiss::IndexIDMap*>(idx.get())) {
+        std::vector<idx_t> ids(n);
+        for (int i = 0; i < n; ++i) ids[i] = 10 + i;
+        m->add_with_ids(n, x.data(), ids.data());
+    } else {
+        idx->add(n, x.data());
+    }
+    return idx;
+}
+
+// R6: the GNND twin's search: SIGFPE at k == ntotal, out-of-range reads past
+// it, std::terminate before the graph is built.
+TEST(CpuReliabilityRound2, GnndTwinRefusesSearchesFaissCannotAnswer) {
+    std::unique_ptr<faiss::Index> empty(index_factory(8, "GNND8"));
+    ASSERT_NE(dynamic_cast<IndexNNDescentFlatChecked*>(empty.get()), nullptr);
+    std::vector<float> q(8 * 2, 0.5f);
+    std::vector<float> D(2 * 201);
+    std::vector<idx_t> I(2 * 201);
+    EXPECT_THROW_WITH(empty->search(2, q.data(), 5, D.data(), I.data()), "empty");
+
+    auto idx = gnndTwin(200);
+    EXPECT_THROW_WITH(idx->search(2, q.data(), 200, D.data(), I.data()), "candidate pool");
+    EXPECT_THROW_WITH(idx->search(2, q.data(), 201, D.data(), I.data()), "candidate pool");
+    idx->search(2, q.data(), 10, D.data(), I.data());
+    for (int i = 0; i < 20; ++i) EXPECT_TRUE(I[i] >= 0 && I[i] < 200) << I[i];
+    std::vector<float> r(8 * 3);
+    EXPECT_THROW_WITH(idx->reconstruct(200, r.data()), "out of");
+    EXPECT_THROW_WITH(idx->reconstruct(-1, r.data()), "out of");
+    EXPECT_THROW_WITH(idx->reconstruct_n(199, 2, r.data()), "out of");
+    idx->reset();
+    EXPECT_THROW_WITH(idx->search(2, q.data(), 5, D.data(), I.data()), "empty");
+
+    // 100 rows or fewer: FAISS's build divided by zero (SIGFPE at 100);
+    // refused with nothing stored
+    std::unique_ptr<faiss::Index> small(index_factory(8, "GNND8"));
+    auto x = test::clusteredVectors(101, 8, 4, test::kSeed);
+    for (int n : {40, 100}) {
+        EXPECT_THROW_WITH(small->add(n, x.data()), "more than 100");
+        EXPECT_EQ(small->ntotal, 0);
+    }
+    EXPECT_THROW_WITH(small->search(2, q.data(), 5, D.data(), I.data()), "empty");
+    small->add(101, x.data());
+    EXPECT_EQ(small->ntotal, 101);
+    // a graph that is not built (FAISS's state after a failed build)
+    auto* unbuilt = dynamic_cast<IndexNNDescentFlatChecked*>(small.get());
+    unbuilt->nndescent.has_built = false;
+    EXPECT_THROW_WITH(small->search(2, q.data(), 5, D.data(), I.data()), "not built");
+
+    // under an id map the same checks run
+    auto mapped = gnndTwin(200, "IDMap,GNND8_it3");
+    EXPECT_THROW_WITH(mapped->search(2, q.data(), 200, D.data(), I.data()), "candidate pool");
+}
+
+// R5: a file whose search_L was raised past ntotal read, then crashed the
+// first search; it still reads (our writers write such files for small
+// graphs), and the search is refused.
+TEST(CpuReliabilityRound2, GnndFileWithPoolPastNtotalReadsAndRefusesSearch) {
+    auto idx = gnndTwin(200);
+    Bytes b = serialize_index(idx.get());
+    // INNf: fourcc, header (33 bytes for L2), ntotal, d, K, S, R, L, iter, search_L
+    const size_t at = 4 + 33 + 7 * 4;
+    int32_t searchL = 0;
+    std::memcpy(&searchL, b.data() + at, 4);
+    for (int32_t v : {200, 201, 1 << 19}) {
+        Bytes bumped = b;
+        std::memcpy(bumped.data() + at, &v, 4);
+        std::unique_ptr<faiss::Index> back(deserialize_index(bumped));
+        auto* nnd = dynamic_cast<IndexNNDescentFlatChecked*>(back.get());
+        ASSERT_NE(nnd, nullptr);
+        ASSERT_EQ(nnd->nndescent.search_L, v);
+        std::vector<float> q(8, 0.5f), D(5);
+        std::vector<idx_t> I(5);
+        EXPECT_THROW_WITH(back->search(1, q.data(), 5, D.data(), I.data()), "candidate pool");
+    }
+    // a graph entry of -1 (a list of a graph with fewer than K + 1 nodes)
+    Bytes padded = b;
+    const size_t graphAt = at + 4 + 4 + 1 + 8;  // random_seed, has_built, vector size
+    const int32_t minusOne = -1;
+    std::memcpy(padded.data() + graphAt, &minusOne, 4);
+    std::unique_ptr<faiss::Index> back(deserialize_index(padded));
+    std::vector<float> q(8, 0.5f), D(5);
+    std::vector<idx_t> I(5);
+    EXPECT_THROW_WITH(back->search(1, q.data(), 5, D.data(), I.data()), "outside");
+}
+
+// S1: a failed write (here a full device) returned normally.
+TEST(CpuReliabilityRound2, FailedWriteThrows) {
+    std::unique_ptr<faiss::Index> idx(index_factory(4, "QSFlat"));
+    std::vector<float> x(4 * 10, 1.f);
+    idx->add(10, x.data());
+    if (std::filesystem::exists("/dev/full")) {
+        EXPECT_THROW_WITH(write_index(idx.get(), "/dev/full"), "/dev/full");
+    }
+    EXPECT_THROW_WITH(write_index(idx.get(), "/nonexistent-dir/x.index"), "could not open");
+    // a directory: open fails
+    EXPECT_THROW_WITH(write_index(idx.get(), "/tmp"), "/tmp");
+}
+
+// S2: a transform to 0 dimensions made a 0-dimensional index answering ids
+// 0, 1, 2 at distance 0.
+TEST(CpuReliabilityRound2, ZeroDimensionsAreRefused) {
+    EXPECT_THROW_WITH(delete index_factory(4, "PCA0,QSFlat"), "dimension");
+    EXPECT_THROW_WITH(delete index_factory(4, "PCA0,Flat"), "dimension");
+    EXPECT_THROW_WITH(delete index_factory(4, "IDMap,PCA0,GNND8"), "dimension");
+    delete index_factory(4, "PCA2,QSFlat");
+}
+
+// S3: "IDMap," x 33 + "QSFlat" was built and written, and its file refused.
+TEST(CpuReliabilityRound2, FactoryWriterAndReaderAgreeOnNesting) {
+    std::string ok;
+    for (int i = 0; i < kMaxIndexNesting; ++i) ok += "IDMap,";
+    std::unique_ptr<faiss::Index> deepest(index_factory(4, (ok + "QSFlat").c_str()));
+    EXPECT_EQ(index_nesting_depth(deepest.get()), kMaxIndexNesting);
+    std::unique_ptr<faiss::Index> back(deserialize_index(serialize_index(deepest.get())));
+    EXPECT_EQ(index_nesting_depth(back.get()), kMaxIndexNesting);
+    EXPECT_THROW_WITH(delete index_factory(4, (ok + "IDMap,QSFlat").c_str()), "nests 33");
+    EXPECT_THROW_WITH(delete index_factory(4, (ok + "QSFlatCosine").c_str()), "nests 33");
+    // a tree built by hand one level deeper: the writer refuses it, writing nothing
+    auto* top = new faiss::IndexIDMap(deepest.release());
+    top->own_fields = true;
+    std::unique_ptr<faiss::Index> deeper(top);
+    faiss::VectorIOWriter w;
+    EXPECT_THROW_WITH(write_index(deeper.get(), &w), "nests 33");
+    EXPECT_TRUE(w.data.empty());
+    test::TempFile tmp("too_deep");
+    EXPECT_THROW_WITH(write_index(deeper.get(), tmp.path.c_str()), "was not opened");
+}
+
+// Messages: a directory read was "truncated input".
+TEST(CpuReliabilityRound2, DirectoryIsReportedAsADirectory) {
+    EXPECT_THROW_WITH(delete read_index("/tmp"), "is a directory");
+}
+
+}  // namespace
+}  // namespace faiss_ext
