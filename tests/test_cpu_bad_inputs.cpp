@@ -326,6 +326,33 @@ TEST(CpuBadInputIo, EveryTruncationOfEveryFormatThrows) {
     EXPECT_EQ(test::refusalProblem([] { delete deserialize_index(nullptr, 8); }, {}), "");
 }
 
+// Every single-bit flip of every small file: the reader throws
+// FaissException or reads an index whose search answers or throws
+// FaissException (a crash fails the run). A flip in a GNND file's search_L
+// reads and then makes FAISS 1.7.3's search crash unless the twin checks it
+// (issue 21, R5).
+TEST(CpuBadInputIo, EveryBitFlipOfEveryFormatThrowsOrReads) {
+    for (const auto& [name, full] : smallFiles()) {
+        size_t read = 0, refused = 0, searchRefused = 0;
+        for (size_t bit = 0; bit < full.size() * 8; ++bit) {
+            Bytes flipped = full;
+            flipped[bit / 8] ^= uint8_t(1u << (bit % 8));
+            const std::string got = tryRead(flipped);
+            if (got == "ok") {
+                ++read;
+            } else if (got == "FaissException") {
+                ++refused;
+            } else if (got.rfind("read, but search failed", 0) == 0) {
+                ++searchRefused;
+            } else {
+                ADD_FAILURE() << name << " bit " << bit << ": " << got;
+            }
+        }
+        std::printf("[bit flips] %s: %zu bits, %zu read, %zu refused, %zu searches refused\n",
+                    name.c_str(), full.size() * 8, read, refused, searchRefused);
+    }
+}
+
 TEST(CpuBadInputIo, TruncatedFilesOnDiskThrow) {
     for (const auto& [name, full] : smallFiles()) {
         for (size_t len : {size_t(0), size_t(3), full.size() / 2, full.size() - 1}) {
