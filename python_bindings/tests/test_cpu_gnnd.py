@@ -133,7 +133,8 @@ def test_twin_built_by_faiss_round_trips(rng, tmp_path):
     for back in (faiss_ext.read_index(path), faiss.read_index(str(path)),
                  faiss_ext.read_index(path, native=True)):
         if isinstance(back, faiss_ext.Index):
-            assert back.type_name == "faiss::IndexNNDescentFlat"
+            # our reader's checked subclass of faiss::IndexNNDescentFlat
+            assert back.type_name == "faiss_ext::IndexNNDescentFlatChecked"
             back = faiss_ext.to_faiss(back)
         back = _nnd(back)
         np.testing.assert_array_equal(_graph(back), graph)
