@@ -1,0 +1,239 @@
+// bench_ann: approximate search (suite "ann") on the four kinds of data the
+// benchmarks use (DESIGN.md): the easy clustered generator, the hard
+// generator, Fashion-MNIST and a real-derived set of augmented Fashion-MNIST
+// images (784-d, or 128-d by PCA). Per data set, in one run: our exact index
+// (throughput and the ground truth), then GpuIndexSearchGraph (build time,
+// recall@k against q/s over a sweep of itopk, search width and entry
+// points, and single-query latency). --write-dir writes the data and ground
+// truth for the FAISS anchors (bench/anchor_ann.py), run in their own process.
+#include "AnnData.h"
+#include "BenchData.h"
+#include "BenchUtil.h"
+
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+using namespace faiss_ext;
+using namespace faiss_ext::bench;
+
+namespace {
+
+const char* kUsage =
+        "bench_ann --data clustered|hard|fmnist|fmnist-aug|fmnist-aug-pca [options]\n"
+        "  --nb N            base rows of generated / augmented sets (default 1M)\n"
+        "  --nq N            queries (default 10000)\n"
+        "  --k K             neighbours (default 10)\n"
+        "  --fmnist-dir DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
+        "  --graph-degree R  search graph degree (default 32)\n"
+        "  --knn-degree K    GNND k-NN graph degree (default 64)\n"
+        "  --itopk LIST      candidate buffers (default 32,64,128,256)\n"
+        "  --width LIST      search widths (default 1,2,4)\n"
+        "  --entry-seeds LIST  sampled entry points per query (default 0,8)\n"
+        "  --runs N          timed runs, median reported (default 3)\n"
+        "  --latency N       single-query searches for the latency (default 200)\n"
+        "  --write-dir DIR   write base.fbin, query.fbin, gt.ivecs for the anchors\n";
+
+struct Data {
+    std::string name;
+    Matrix base, queries;
+};
+
+Data loadData(const Args& a) {
+    Data out;
+    std::string kind = a.get("data");
+    int64_t nb = a.getInt("nb", 1000000), nq = a.getInt("nq", 10000);
+    std::string dir = a.get("fmnist-dir", "/usr/share/datasets/fashion-mnist");
+    if (kind == "clustered") {
+        ClusteredSpec s;
+        s.clusters = defaultClusters(nb);
+        out.base = generateClustered(s, nb, 0);
+        out.queries = generateClustered(s, nq, 1);
+    } else if (kind == "hard") {
+        HardSpec s;
+        out.base = generateHard(s, nb, 0);
+        out.queries = generateHard(s, nq, 1);
+    } else if (kind == "fmnist" || kind == "fmnist-aug" || kind == "fmnist-aug-pca") {
+        Matrix train = readVectors(dir + "/train-images-idx3-ubyte.gz");
+        Matrix test = readVectors(dir + "/t10k-images-idx3-ubyte.gz", nq);
+        if (kind == "fmnist") {
+            out.base = std::move(train);
+            out.queries = std::move(test);
+        } else {
+            out.base = augmentImages(train, nb, 11);
+            out.queries = augmentImages(test, nq, 12);
+            if (kind == "fmnist-aug-pca") reducePca(out.base, out.queries, 128, 200000);
+        }
+    } else {
+        throw std::invalid_argument("--data must be clustered, hard, fmnist, fmnist-aug or "
+                                    "fmnist-aug-pca");
+    }
+    out.name = kind;
+    return out;
+}
+
+std::string deviceName() {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "no GPU";
+    return p.name;
+}
+
+/// Median seconds of `runs` calls of f after one warm-up call.
+template <typename F>
+double timeMedian(int runs, F f) {
+    f();
+    std::vector<double> t;
+    for (int r = 0; r < runs; ++r) {
+        double t0 = nowSeconds();
+        f();
+        t.push_back(nowSeconds() - t0);
+    }
+    return median(t);
+}
+
+struct Context {
+    Data data;
+    int k = 10;
+    int runs = 3;
+    int latencyQueries = 200;
+    std::string device, git;
+    std::vector<int64_t> gt;  // nq x k exact ids
+};
+
+JsonLine line(const Context& c, const std::string& method) {
+    JsonLine j;
+    j.str("suite", "ann").str("method", method).str("device", c.device)
+            .str("dataset", c.data.name).integer("nb", c.data.base.n).integer("d", c.data.base.d)
+            .integer("nq", c.data.queries.n).integer("k", c.k);
+    return j;
+}
+
+double recallOf(const Context& c, const std::vector<int64_t>& I) {
+    const Matrix& b = c.data.base;
+    const Matrix& q = c.data.queries;
+    auto l2 = [&](int64_t qi, int64_t id) {
+        double s = 0;
+        for (int j = 0; j < b.d; ++j) {
+            double t = double(q.x[size_t(qi) * q.d + j]) - b.x[size_t(id) * b.d + j];
+            s += t * t;
+        }
+        return s;
+    };
+    return recallAtK(q.n, c.k, I.data(), c.k, c.gt.data(), c.k, l2, false);
+}
+
+/// Median single-query latency (seconds) over the first queries.
+template <typename Index>
+double latency(const Context& c, const Index& index, const faiss::SearchParameters* params) {
+    int64_t m = std::min<int64_t>(c.latencyQueries, c.data.queries.n);
+    std::vector<float> D(c.k);
+    std::vector<int64_t> I(c.k);
+    std::vector<double> t;
+    for (int64_t i = 0; i < m; ++i) {
+        double t0 = nowSeconds();
+        index.search(1, c.data.queries.x.data() + size_t(i) * c.data.queries.d, c.k, D.data(),
+                     I.data(), params);
+        t.push_back(nowSeconds() - t0);
+    }
+    return median(t);
+}
+
+void runExact(Context& c, gpu::StandardGpuResources& res) {
+    const Matrix& b = c.data.base;
+    const Matrix& q = c.data.queries;
+    gpu::GpuIndexQuickSelectFlat exact(&res, b.d);
+    exact.add(b.n, b.x.data());
+    std::vector<float> D(size_t(q.n) * c.k);
+    c.gt.assign(size_t(q.n) * c.k, -1);
+    double s = timeMedian(c.runs, [&] { exact.search(q.n, q.x.data(), c.k, D.data(), c.gt.data()); });
+    double lat = latency(c, exact, nullptr);
+    std::printf("%s\n", line(c, "ours:exact").num("seconds", s).num("qps", q.n / s)
+                                .num("recall", 1.0).num("latency_ms_nq1", lat * 1e3)
+                                .str("git", c.git).text().c_str());
+    std::fflush(stdout);
+}
+
+void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a) {
+    const Matrix& b = c.data.base;
+    const Matrix& q = c.data.queries;
+    gpu::GpuIndexSearchGraphConfig cfg;
+    cfg.graphDegree = int(a.getInt("graph-degree", 32));
+    cfg.knnDegree = int(a.getInt("knn-degree", 64));
+    gpu::GpuIndexSearchGraph index(&res, b.d, FlatMetric::L2, cfg);
+    double t0 = nowSeconds();
+    index.add(b.n, b.x.data());
+    double build = nowSeconds() - t0;
+    JsonLine bp;
+    bp.integer("graph_degree", cfg.graphDegree).integer("knn_degree", cfg.knnDegree)
+            .num("knn_seconds", index.getKnnBuildSeconds())
+            .num("optimize_seconds", index.getOptimizeSeconds());
+    std::printf("%s\n", line(c, "ours:graph-build").raw("params", bp.text()).num("seconds", build)
+                                .str("git", c.git).text().c_str());
+    std::fflush(stdout);
+    std::vector<float> D(size_t(q.n) * c.k);
+    std::vector<int64_t> I(size_t(q.n) * c.k);
+    for (int64_t es : parseIntList(a.get("entry-seeds", "0,8")))
+        for (int64_t w : parseIntList(a.get("width", "1,2,4")))
+            for (int64_t itopk : parseIntList(a.get("itopk", "32,64,128,256"))) {
+                gpu::SearchParametersSearchGraph sp;
+                sp.itopk = int(itopk);
+                sp.searchWidth = int(w);
+                sp.entrySeeds = int(es);
+                double s = timeMedian(c.runs, [&] {
+                    index.search(q.n, q.x.data(), c.k, D.data(), I.data(), &sp);
+                });
+                double r = recallOf(c, I);
+                double lat = latency(c, index, &sp);
+                JsonLine p;
+                p.integer("itopk", itopk).integer("search_width", w).integer("entry_seeds", es)
+                        .integer("graph_degree", cfg.graphDegree);
+                std::printf("%s\n", line(c, "ours:graph").raw("params", p.text()).num("seconds", s)
+                                            .num("qps", q.n / s).num("recall", r)
+                                            .num("latency_ms_nq1", lat * 1e3)
+                                            .str("git", c.git).text().c_str());
+                std::fflush(stdout);
+            }
+}
+
+void writeForAnchors(const Context& c, const std::string& dir) {
+    writeFbin(dir + "/base.fbin", c.data.base);
+    writeFbin(dir + "/query.fbin", c.data.queries);
+    std::vector<int32_t> gt(c.gt.begin(), c.gt.end());
+    writeIvecs(dir + "/gt.ivecs", c.data.queries.n, c.k, gt.data());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        Args a(argc, argv, {"help", "git"});
+        if (a.printedHelpOrGit(kUsage)) return 0;
+        a.checkKnown({"data", "nb", "nq", "k", "fmnist-dir", "graph-degree", "knn-degree", "itopk",
+                      "width", "entry-seeds", "runs", "latency", "write-dir", "help", "git"});
+        Context c;
+        double t0 = nowSeconds();
+        c.data = loadData(a);
+        std::fprintf(stderr, "[bench_ann] %s: nb %lld, nq %lld, d %d (%.1f s to make)\n",
+                     c.data.name.c_str(), (long long)c.data.base.n, (long long)c.data.queries.n,
+                     c.data.base.d, nowSeconds() - t0);
+        c.k = int(a.getInt("k", 10));
+        c.runs = int(a.getInt("runs", 3));
+        c.latencyQueries = int(a.getInt("latency", 200));
+        c.device = deviceName();
+        c.git = gitCommit();
+        gpu::StandardGpuResources res;
+        runExact(c, res);
+        if (a.has("write-dir")) writeForAnchors(c, a.get("write-dir"));
+        runGraph(c, res, a);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_ann: %s\n", e.what());
+        return 2;
+    }
+}

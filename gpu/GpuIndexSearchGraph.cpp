@@ -1,0 +1,404 @@
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
+
+#include "faiss_ext/RowCenteringTransform.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexPreTransform.h>
+#include <faiss/VectorTransform.h>
+#include <faiss/impl/FaissAssert.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+namespace faiss_ext {
+namespace gpu {
+
+/// The search graph (ntotal x graphDegree ids) on the device.
+struct GpuIndexSearchGraph::SearchGraphState {
+    DeviceVector<int> ids;
+    DeviceVector<int> entryIds;  ///< the entry-point sample (node ids)
+};
+
+namespace {
+
+const char* kWho = "GpuIndexSearchGraph";
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int nextPow2(int v) {
+    int p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+
+bool isPow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/// Row of x (n x d) nearest to the mean of the rows: the twin's entry point.
+int64_t nearestToMean(const float* x, int64_t n, int d) {
+    std::vector<double> mean(d, 0.0);
+    for (int64_t i = 0; i < n; ++i)
+        for (int j = 0; j < d; ++j) mean[j] += x[i * d + j];
+    for (int j = 0; j < d; ++j) mean[j] /= double(n);
+    int64_t best = 0;
+    double bestD = std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < n; ++i) {
+        double s = 0;
+        for (int j = 0; j < d; ++j) s += (x[i * d + j] - mean[j]) * (x[i * d + j] - mean[j]);
+        if (s < bestD) {
+            bestD = s;
+            best = i;
+        }
+    }
+    return best;
+}
+
+GpuKnnGraphGNNDConfig knnConfigOf(const GpuIndexSearchGraphConfig& c) {
+    GpuKnnGraphGNNDConfig g = c.knnBuild;
+    g.device = c.device;
+    return g;
+}
+
+const faiss::IndexNSGFlat* checkedTwin(const faiss::IndexNSGFlat* index) {
+    FAISS_THROW_IF_NOT_MSG(index, "GpuIndexSearchGraph: null faiss::IndexNSGFlat");
+    return index;
+}
+
+GpuIndexSearchGraphConfig withDegree(GpuIndexSearchGraphConfig c, int R) {
+    c.graphDegree = R;
+    c.knnDegree = std::max(c.knnDegree, R);
+    return c;
+}
+
+}  // namespace
+
+GpuIndexSearchGraph::GpuIndexSearchGraph(GpuResourcesProvider* provider, int dims,
+                                         FlatMetric metric, GpuIndexSearchGraphConfig config)
+        : GpuIndex(provider, dims, toFaissMetric(metric), config),
+          flatMetric_(metric),
+          sConfig_(config),
+          graph_(new SearchGraphState()) {
+    checkConfig_(config);
+    GpuResourcesProviderFromInstance same(resources_);
+    knn_.reset(new GpuKnnGraphGNND(&same, dims, config.knnDegree, metric, knnConfigOf(config)));
+    is_trained = true;
+}
+
+GpuIndexSearchGraph::GpuIndexSearchGraph(GpuResourcesProvider* provider,
+                                         const faiss::IndexNSGFlat* index,
+                                         GpuIndexSearchGraphConfig config)
+        : GpuIndexSearchGraph(provider, checkedTwin(index)->d, fromFaissMetric(index->metric_type),
+                              withDegree(config, index->nsg.R)) {
+    copyFrom(index);
+}
+
+GpuIndexSearchGraph::~GpuIndexSearchGraph() = default;
+
+void GpuIndexSearchGraph::checkConfig_(const GpuIndexSearchGraphConfig& c) const {
+    FAISS_THROW_IF_NOT_FMT(c.graphDegree >= 1 && c.graphDegree <= graph::kMaxSearchDegree,
+                           "%s: graphDegree = %d must be in [1, %d]", kWho, c.graphDegree,
+                           graph::kMaxSearchDegree);
+    FAISS_THROW_IF_NOT_FMT(c.knnDegree >= c.graphDegree && c.knnDegree <= graph::kMaxKnnDegree,
+                           "%s: knnDegree = %d must be in [graphDegree = %d, %d]", kWho,
+                           c.knnDegree, c.graphDegree, graph::kMaxKnnDegree);
+    FAISS_THROW_IF_NOT_FMT(isPow2(c.itopk) && c.itopk >= 32 && c.itopk <= graph::kMaxItopk,
+                           "%s: itopk = %d must be a power of two in [32, %d]", kWho, c.itopk,
+                           graph::kMaxItopk);
+    FAISS_THROW_IF_NOT_FMT(c.searchWidth >= 1 && c.searchWidth <= graph::kMaxSearchWidth &&
+                                   c.searchWidth * c.graphDegree <= 1024,
+                           "%s: searchWidth = %d must be in [1, %d] with searchWidth x "
+                           "graphDegree (%d) <= 1024",
+                           kWho, c.searchWidth, graph::kMaxSearchWidth, c.graphDegree);
+    FAISS_THROW_IF_NOT_FMT(c.entryPoints >= 0 && c.entrySeeds >= 0 && c.entrySeeds <= 128,
+                           "%s: entryPoints = %d must be >= 0 and entrySeeds = %d in [0, 128]",
+                           kWho, c.entryPoints, c.entrySeeds);
+    FAISS_THROW_IF_NOT_FMT(c.maxIterations >= 0 && c.seedRounds >= 1,
+                           "%s: maxIterations = %d must be >= 0 and seedRounds = %d >= 1", kWho,
+                           c.maxIterations, c.seedRounds);
+}
+
+void GpuIndexSearchGraph::checkAddCount_(idx_t n) const {
+    FAISS_THROW_IF_NOT_FMT(ntotal + n > sConfig_.knnDegree,
+                           "%s: the k-NN graph of degree knnDegree = %d needs more than %d "
+                           "vectors (the index would hold %lld); add more at once or lower "
+                           "knnDegree",
+                           kWho, sConfig_.knnDegree, sConfig_.knnDegree,
+                           (long long)(ntotal + n));
+    FAISS_THROW_IF_NOT_FMT(ntotal + n <= int64_t(std::numeric_limits<int>::max()) - 1,
+                           "%s: at most 2^31 - 2 vectors (the index would hold %lld)", kWho,
+                           (long long)(ntotal + n));
+}
+
+void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
+    int64_t total = ntotal + n;
+    int degree = sConfig_.graphDegree, K = sConfig_.knnDegree;
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    // Every buffer of the optimisation is allocated before the k-NN graph
+    // changes, so running out of memory leaves the index as it was.
+    DeviceVector<int> next, knn32, scratch;
+    DeviceVector<int64_t> knn64;
+    next.allocate(size_t(total) * degree, kWho, "search graph");
+    knn32.allocate(size_t(total) * K, kWho, "k-NN graph ids");
+    knn64.allocate(size_t(total) * K, kWho, "k-NN graph ids (64-bit)");
+    scratch.allocate(graph::optimizeScratchInts(total, degree), kWho, "optimisation scratch");
+    auto t0 = std::chrono::steady_clock::now();
+    knn_->add(n, x);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    knnSeconds_ = secondsSince(t0);
+    auto t1 = std::chrono::steady_clock::now();
+    knn_->getGraph(knn64.data());
+    graph::narrowIds(stream, knn64.data(), size_t(total) * K, knn32.data());
+    graph::optimizeGraph(stream, knn32.data(), total, K, degree, next.data(), scratch.data());
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    optimizeSeconds_ = secondsSince(t1);
+    std::swap(graph_->ids, next);
+    ntotal = total;
+    rebuildEntryPoints_();
+}
+
+void GpuIndexSearchGraph::rebuildEntryPoints_() {
+    entries_.reset();
+    graph_->entryIds.release();
+    if (sConfig_.entryPoints == 0 || ntotal == 0) return;
+    std::vector<int> ids = graph::sampleEntryPoints(ntotal, sConfig_.entryPoints, sConfig_.seed);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    DeviceVector<int> entryIds;
+    entryIds.allocate(ids.size(), kWho, "entry-point ids");
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(entryIds.data(), ids.data(), sizeof(int) * ids.size(),
+                                         cudaMemcpyHostToDevice, stream));
+    TempBuffer<float> rows(resources_.get(), config_.device, ids.size() * d, stream);
+    graph::gatherRows(stream, knn_->getVectorsDevice(), d, entryIds.data(), int(ids.size()),
+                      rows.data());
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    // the stored vectors are prepared already: plain L2 or inner product
+    GpuResourcesProviderFromInstance same(resources_);
+    GpuIndexQuickSelectFlatConfig fc;
+    fc.device = config_.device;
+    entries_.reset(new GpuIndexQuickSelectFlat(&same, d, metric_type, fc));
+    entries_->add(int64_t(ids.size()), rows.data());
+    std::swap(graph_->entryIds, entryIds);
+}
+
+void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
+                                      idx_t* labels, const faiss::SearchParameters* params) const {
+    graph::BeamSearchParams p;
+    int perQuery = sConfig_.entrySeeds;
+    p.itopk = sConfig_.itopk;
+    p.searchWidth = sConfig_.searchWidth;
+    p.maxIterations = sConfig_.maxIterations;
+    p.seedRounds = sConfig_.seedRounds;
+    p.seed = sConfig_.seed;
+    if (params) {
+        auto sp = dynamic_cast<const SearchParametersSearchGraph*>(params);
+        FAISS_THROW_IF_NOT_FMT(sp, "%s::search: params must be SearchParametersSearchGraph", kWho);
+        FAISS_THROW_IF_NOT_FMT(sp->itopk >= 0 && sp->itopk <= graph::kMaxItopk &&
+                                       sp->searchWidth >= 0 &&
+                                       sp->searchWidth <= graph::kMaxSearchWidth &&
+                                       sp->searchWidth * sConfig_.graphDegree <= 1024 &&
+                                       sp->maxIterations >= 0 && sp->minIterations >= 0 &&
+                                       sp->seedRounds >= 0,
+                               "%s::search: itopk %d (<= %d), searchWidth %d (<= %d, x degree "
+                               "<= 1024), maxIterations %d, minIterations %d, seedRounds %d must "
+                               "be >= 0",
+                               kWho, sp->itopk, graph::kMaxItopk, sp->searchWidth,
+                               graph::kMaxSearchWidth, sp->maxIterations, sp->minIterations,
+                               sp->seedRounds);
+        if (sp->itopk) p.itopk = sp->itopk;
+        if (sp->searchWidth) p.searchWidth = sp->searchWidth;
+        if (sp->maxIterations) p.maxIterations = sp->maxIterations;
+        if (sp->seedRounds) p.seedRounds = sp->seedRounds;
+        FAISS_THROW_IF_NOT_FMT(sp->entrySeeds >= -1 && sp->entrySeeds <= 128,
+                               "%s::search: entrySeeds = %d must be in [-1, 128]", kWho,
+                               sp->entrySeeds);
+        if (sp->entrySeeds >= 0) perQuery = sp->entrySeeds;
+        p.minIterations = sp->minIterations;
+    }
+    FAISS_THROW_IF_NOT_FMT(k <= graph::kMaxItopk, "%s::search: k = %lld must be <= %d", kWho,
+                           (long long)k, graph::kMaxItopk);
+    p.itopk = nextPow2(std::max<int>({p.itopk, int(k), 32}));
+    if (p.maxIterations == 0) p.maxIterations = p.itopk / p.searchWidth + 16;
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
+    if (ntotal == 0) {
+        float pad = ip ? -std::numeric_limits<float>::infinity()
+                       : std::numeric_limits<float>::infinity();
+        std::vector<float> d0(size_t(n) * k, pad);
+        std::vector<idx_t> l0(size_t(n) * k, -1);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(distances, d0.data(), sizeof(float) * d0.size(),
+                                             cudaMemcpyDefault, stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(labels, l0.data(), sizeof(idx_t) * l0.size(),
+                                             cudaMemcpyDefault, stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        return;
+    }
+    const float* q = x;
+    std::unique_ptr<TempBuffer<float>> prepared;
+    if (isPreparedMetric(flatMetric_)) {
+        prepared.reset(new TempBuffer<float>(resources_.get(), config_.device, size_t(n) * d,
+                                             stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(prepared->data(), x, sizeof(float) * size_t(n) * d,
+                                             cudaMemcpyDeviceToDevice, stream));
+        prepareVectorsDevice(flatMetric_, prepared->data(), n, d, stream);
+        q = prepared->data();
+    }
+    graph::EntrySeeds seeds;
+    std::unique_ptr<TempBuffer<float>> seedD;
+    std::unique_ptr<TempBuffer<int64_t>> seedI;
+    perQuery = entries_ ? std::min<int64_t>(perQuery, entries_->ntotal) : 0;
+    perQuery = std::min(perQuery, std::max(32, p.searchWidth * sConfig_.graphDegree));
+    if (perQuery > 0) {
+        seedD.reset(new TempBuffer<float>(resources_.get(), config_.device, size_t(n) * perQuery,
+                                          stream));
+        seedI.reset(new TempBuffer<int64_t>(resources_.get(), config_.device,
+                                            size_t(n) * perQuery, stream));
+        entries_->search(n, q, perQuery, seedD->data(), seedI->data());
+        seeds.entryIds = graph_->entryIds.data();
+        seeds.rank = seedI->data();
+        seeds.perQuery = perQuery;
+    }
+    graph::beamSearch(stream, knn_->getVectorsDevice(), ntotal, d, graph_->ids.data(),
+                      sConfig_.graphDegree, ip, q, n, int(k), p, seeds, distances, labels);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+std::vector<int> GpuIndexSearchGraph::getSearchGraph() const {
+    auto lock = lockOps_();
+    std::vector<int> out(size_t(ntotal) * sConfig_.graphDegree);
+    if (out.empty()) return out;
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(out.data(), graph_->ids.data(), sizeof(int) * out.size(),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return out;
+}
+
+std::vector<int> GpuIndexSearchGraph::getKnnGraph() const {
+    auto lock = lockOps_();
+    return knn_->getGraphInt();
+}
+
+void GpuIndexSearchGraph::reset() {
+    auto lock = lockOps_();
+    knn_->reset();
+    graph_->ids.release();
+    graph_->entryIds.release();
+    entries_.reset();
+    ntotal = 0;
+}
+
+void GpuIndexSearchGraph::reconstruct(idx_t key, float* recons) const {
+    auto lock = lockOps_();
+    knn_->reconstruct(key, recons);
+}
+
+void GpuIndexSearchGraph::copyTo(faiss::IndexNSGFlat* index) const {
+    auto lock = lockOps_();
+    FAISS_THROW_IF_NOT_FMT(index, "%s::copyTo: null index", kWho);
+    FAISS_THROW_IF_NOT_FMT(index->d == d && index->metric_type == metric_type,
+                           "%s::copyTo: the twin has d %d / metric %d, we have d %d / metric %d",
+                           kWho, index->d, int(index->metric_type), d, int(metric_type));
+    FAISS_THROW_IF_NOT_FMT(index->nsg.R == sConfig_.graphDegree,
+                           "%s::copyTo: the twin's R = %d must equal graphDegree = %d", kWho,
+                           index->nsg.R, sConfig_.graphDegree);
+    auto flat = dynamic_cast<faiss::IndexFlat*>(index->storage);
+    FAISS_THROW_IF_NOT_FMT(flat, "%s::copyTo: the twin's storage must be an IndexFlat", kWho);
+    std::vector<float> xs(size_t(ntotal) * d);
+    std::vector<int> g = getSearchGraph();
+    if (ntotal > 0) {
+        DeviceScope scope(config_.device);
+        cudaStream_t stream = resources_->getDefaultStream(config_.device);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(xs.data(), knn_->getVectorsDevice(),
+                                             sizeof(float) * xs.size(), cudaMemcpyDeviceToHost,
+                                             stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    index->reset();
+    flat->add(ntotal, xs.data());
+    index->ntotal = ntotal;
+    if (ntotal == 0) return;
+    auto graph = std::make_shared<faiss::nsg::Graph<int>>(int(ntotal), sConfig_.graphDegree);
+    std::copy(g.begin(), g.end(), graph->data);
+    index->nsg.final_graph = graph;
+    index->nsg.ntotal = int(ntotal);
+    index->nsg.search_L = sConfig_.itopk;
+    index->nsg.enterpoint = int(nearestToMean(xs.data(), ntotal, d));
+    index->nsg.is_built = true;
+    index->is_built = true;
+}
+
+faiss::Index* GpuIndexSearchGraph::copyToCpuIndex() const {
+    auto lock = lockOps_();
+    auto twin = new faiss::IndexNSGFlat(d, sConfig_.graphDegree, metric_type);
+    try {
+        copyTo(twin);
+    } catch (...) {
+        delete twin;
+        throw;
+    }
+    if (!isPreparedMetric(flatMetric_)) return twin;
+    auto pt = new faiss::IndexPreTransform(twin);
+    pt->own_fields = true;
+    // chain: [RowCenteringTransform (Pearson),] NormalizationTransform
+    pt->prepend_transform(new faiss::NormalizationTransform(d, 2.0f));
+    if (flatMetric_ == FlatMetric::Pearson) pt->prepend_transform(new RowCenteringTransform(d));
+    pt->ntotal = twin->ntotal;
+    return pt;
+}
+
+void GpuIndexSearchGraph::copyFrom(const faiss::IndexNSGFlat* index) {
+    auto lock = lockOps_();
+    checkedTwin(index);
+    FAISS_THROW_IF_NOT_FMT(index->d == d && index->metric_type == metric_type,
+                           "%s::copyFrom: the twin has d %d / metric %d, we have d %d / metric %d",
+                           kWho, index->d, int(index->metric_type), d, int(metric_type));
+    FAISS_THROW_IF_NOT_FMT(index->nsg.R == sConfig_.graphDegree,
+                           "%s::copyFrom: the twin's R = %d must equal graphDegree = %d", kWho,
+                           index->nsg.R, sConfig_.graphDegree);
+    auto flat = dynamic_cast<const faiss::IndexFlat*>(index->storage);
+    FAISS_THROW_IF_NOT_FMT(flat, "%s::copyFrom: the twin's storage must be an IndexFlat", kWho);
+    int64_t n = flat->ntotal;
+    FAISS_THROW_IF_NOT_FMT(index->ntotal == n, "%s::copyFrom: the twin holds %lld vectors but "
+                           "its storage %lld", kWho, (long long)index->ntotal, (long long)n);
+    if (n == 0) {
+        reset();
+        return;
+    }
+    FAISS_THROW_IF_NOT_FMT(index->is_built && index->nsg.is_built && index->nsg.final_graph &&
+                                   index->nsg.final_graph->N == n &&
+                                   index->nsg.final_graph->K == index->nsg.R,
+                           "%s::copyFrom: the twin's graph is not built for its %lld vectors",
+                           kWho, (long long)n);
+    const int* g = index->nsg.final_graph->data;
+    for (int64_t i = 0; i < n * index->nsg.R; ++i)
+        FAISS_THROW_IF_NOT_FMT(g[i] >= -1 && g[i] < n,
+                               "%s::copyFrom: the twin's graph has node id %d outside [0, %lld)",
+                               kWho, g[i], (long long)n);
+    // Rebuild the k-NN graph in a fresh index; ours changes only at the end.
+    GpuResourcesProviderFromInstance same(resources_);
+    std::unique_ptr<GpuKnnGraphGNND> knn(
+            new GpuKnnGraphGNND(&same, d, sConfig_.knnDegree, flatMetric_, knnConfigOf(sConfig_)));
+    knn->add(n, flat->get_xb());
+    DeviceVector<int> ids;
+    ids.allocate(size_t(n) * sConfig_.graphDegree, kWho, "search graph");
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(ids.data(), g, sizeof(int) * ids.size(),
+                                         cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::swap(knn_, knn);
+    std::swap(graph_->ids, ids);
+    ntotal = n;
+    rebuildEntryPoints_();
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,161 @@
+// GpuIndexSearchGraph: approximate k-NN search over a graph, all on the GPU.
+//
+// add() builds the k-NN graph of the vectors with GNND (GpuKnnGraphGNND, at
+// degree knnDegree), then turns it into a search graph of degree
+// graphDegree by CAGRA's optimisation: rank-based detour pruning and
+// reverse edges (Ootomo et al., "CAGRA: Highly Parallel Graph Construction
+// and Approximate Nearest Neighbor Search for GPUs", ICDE 2024,
+// arXiv 2308.15136; docs/references.md). search() is a beam search, one
+// thread block per query: a sorted candidate buffer of itopk entries,
+// searchWidth parents expanded per iteration, a visited hash table per query,
+// random entry points. A later add() merges the new vectors into the k-NN
+// graph (GGM) and rebuilds the search graph.
+//
+// The CPU twin is a faiss::IndexNSGFlat holding the same search graph (R =
+// graphDegree, search_L = itopk), so faiss::write_index and FAISS's own CPU
+// search work on it. copyFrom a twin rebuilds the k-NN graph from its
+// vectors on the GPU and keeps the twin's search graph.
+//
+// Usage:
+//   faiss_ext::gpu::StandardGpuResources res;
+//   faiss_ext::gpu::GpuIndexSearchGraph index(&res, 128);   // d = 128
+//   index.add(n, x);                                        // builds both graphs
+//   index.search(nq, q, 10, D, I);
+#pragma once
+
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/gpu/GnndOptions.h"
+#include "faiss_ext/gpu/GpuIndex.h"
+
+#include <faiss/IndexNSG.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace faiss_ext {
+namespace gpu {
+
+class GpuKnnGraphGNND;
+class GpuIndexQuickSelectFlat;
+
+/// Build options and search defaults of GpuIndexSearchGraph.
+struct GpuIndexSearchGraphConfig : GpuIndexConfig {
+    /// Out-degree of the search graph (1..128; <= knnDegree).
+    int graphDegree = 32;
+    /// Degree of the GNND k-NN graph it is pruned from (graphDegree..256).
+    /// CAGRA prunes from twice the final degree.
+    int knnDegree = 64;
+    /// Build parameters of the k-NN graph (samples, iterations, seed, ...);
+    /// its device is ignored (this config's device is used).
+    GpuKnnGraphGNNDConfig knnBuild;
+    /// Default candidate buffer of search(): a power of two in [32, 512]
+    /// (raised to a power of two >= k at search time).
+    int itopk = 64;
+    /// Default parents expanded per iteration (1..31; searchWidth x
+    /// graphDegree <= 1024).
+    int searchWidth = 1;
+    /// Default iteration limit (0: itopk / searchWidth + 16).
+    int maxIterations = 0;
+    /// Rounds of random entry points (each scores as many random nodes as
+    /// one iteration scores neighbours).
+    int seedRounds = 1;
+    /// Seed of the random entry points and of the entry-point sample.
+    uint64_t seed = 1234;
+    /// Size of the entry-point sample (0: random entry points only). An
+    /// exact search over the sampled vectors gives each query its nearest
+    /// sampled nodes as starting points, which keeps the search out of the
+    /// wrong cluster on data of many separated clusters.
+    int entryPoints = 4096;
+    /// Sampled nodes each query starts from (0..128; 0: random only).
+    int entrySeeds = 8;
+};
+
+/// Per-search knobs of GpuIndexSearchGraph (0: the index's default).
+struct SearchParametersSearchGraph : faiss::SearchParameters {
+    int itopk = 0;          ///< candidate buffer (raised to a power of two >= max(32, k))
+    int searchWidth = 0;    ///< parents per iteration
+    int maxIterations = 0;  ///< iteration limit
+    int minIterations = 0;  ///< iterations before stopping when nothing is left to expand
+    int seedRounds = 0;     ///< rounds of random entry points
+    int entrySeeds = -1;    ///< sampled entry points per query (-1: the index's; 0: none)
+};
+
+/// Graph-based approximate k-NN index (GNND k-NN graph, CAGRA-style search
+/// graph, GPU beam search).
+class GpuIndexSearchGraph : public GpuIndex {
+public:
+    /// An empty index of dimension dims (> 0). metric: L2, InnerProduct,
+    /// Cosine or Pearson (the last two store prepared vectors, as
+    /// GpuKnnGraphGNND does).
+    GpuIndexSearchGraph(GpuResourcesProvider* provider, int dims,
+                        FlatMetric metric = FlatMetric::L2, GpuIndexSearchGraphConfig config = {});
+
+    /// A copy of a faiss::IndexNSGFlat (see copyFrom).
+    GpuIndexSearchGraph(GpuResourcesProvider* provider, const faiss::IndexNSGFlat* index,
+                        GpuIndexSearchGraphConfig config = {});
+
+    ~GpuIndexSearchGraph() override;
+
+    /// The configuration.
+    const GpuIndexSearchGraphConfig& getConfig() const { return sConfig_; }
+    /// The flat metric.
+    FlatMetric getFlatMetric() const { return flatMetric_; }
+    /// Out-degree of the search graph.
+    int getGraphDegree() const { return sConfig_.graphDegree; }
+
+    /// The search graph: ntotal x graphDegree ids on the host (-1: empty
+    /// slot, only when ntotal <= graphDegree).
+    std::vector<int> getSearchGraph() const;
+
+    /// The GNND k-NN graph under the search graph (ntotal x knnDegree ids,
+    /// sorted nearest first).
+    std::vector<int> getKnnGraph() const;
+
+    /// Seconds the last add() spent in the k-NN graph build and in the
+    /// search-graph optimisation.
+    double getKnnBuildSeconds() const { return knnSeconds_; }
+    double getOptimizeSeconds() const { return optimizeSeconds_; }
+
+    /// Replaces the contents with a faiss::IndexNSGFlat's vectors and graph
+    /// (its R becomes graphDegree; the k-NN graph is rebuilt by GNND). The
+    /// twin must be built, with an IndexFlat storage of our d and metric.
+    /// Throws with this index unchanged on anything else.
+    void copyFrom(const faiss::IndexNSGFlat* index);
+
+    /// Writes vectors (prepared) and search graph into a faiss::IndexNSGFlat
+    /// (R = graphDegree, search_L = itopk, enterpoint = the vector nearest to
+    /// the mean). The index must have our d and metric and R = graphDegree.
+    void copyTo(faiss::IndexNSGFlat* index) const;
+
+    /// The CPU twin (a faiss::IndexNSGFlat; Cosine / Pearson wrapped in an
+    /// IndexPreTransform that prepares the queries).
+    faiss::Index* copyToCpuIndex() const override;
+
+    /// Removes all vectors and both graphs.
+    void reset() override;
+
+    /// Copies stored (prepared) vector `key` to recons.
+    void reconstruct(idx_t key, float* recons) const override;
+
+protected:
+    void checkAddCount_(idx_t n) const override;
+    void addImpl_(idx_t n, const float* x) override;
+    bool addImplAcceptsHost_() const override { return true; }
+    void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
+                     const faiss::SearchParameters* params) const override;
+
+private:
+    struct SearchGraphState;
+    void checkConfig_(const GpuIndexSearchGraphConfig& c) const;
+    void rebuildEntryPoints_();
+
+    FlatMetric flatMetric_;
+    GpuIndexSearchGraphConfig sConfig_;
+    std::unique_ptr<GpuKnnGraphGNND> knn_;
+    std::unique_ptr<SearchGraphState> graph_;
+    std::unique_ptr<GpuIndexQuickSelectFlat> entries_;  ///< the entry-point sample's vectors
+    double knnSeconds_ = 0, optimizeSeconds_ = 0;
+};
+
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,208 @@
+// CAGRA's graph optimisation (Ootomo et al., ICDE 2024, arXiv 2308.15136,
+// section IV-B): rank-based detour pruning, then reverse-edge addition.
+// See SearchGraph.h for the contract.
+#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
+#include <faiss/impl/FaissAssert.h>
+
+#include <algorithm>
+#include <climits>
+
+namespace faiss_ext {
+namespace gpu {
+namespace graph {
+
+namespace {
+
+constexpr int kPruneWarps = 4;
+
+__host__ __device__ int hashSlotsFor(int K) {
+    int s = 64;
+    while (s < 2 * K) s <<= 1;
+    return s;
+}
+
+__device__ __forceinline__ uint32_t slotOf(int id, int slots) {
+    return (uint32_t(id) * 0x9E3779B1u) & uint32_t(slots - 1);
+}
+
+/// Position of id's first occurrence in the node's list, or -1.
+__device__ int listPosition(const int* keys, const int* vals, int slots, int id) {
+    uint32_t h = slotOf(id, slots);
+    for (int probe = 0; probe < slots; ++probe) {
+        int k = keys[h];
+        if (k == id) return vals[h];
+        if (k == -1) return -1;
+        h = (h + 1) & uint32_t(slots - 1);
+    }
+    return -1;
+}
+
+/// Records id at list position j unless it is already there (one lane).
+__device__ void listInsert(int* keys, int* vals, int slots, int id, int j) {
+    uint32_t h = slotOf(id, slots);
+    for (;;) {
+        int old = atomicCAS(&keys[h], -1, id);
+        if (old == -1) {
+            atomicMin(&vals[h], j);
+            return;
+        }
+        if (old == id) {
+            atomicMin(&vals[h], j);
+            return;
+        }
+        h = (h + 1) & uint32_t(slots - 1);
+    }
+}
+
+/// One warp per node: loads its list into a position table, counts the
+/// detours of each edge, keeps the `degree` edges with fewest detours.
+__global__ void detourPruneKernel(const int* knn, int64_t n, int K, int degree, int* pruned) {
+    extern __shared__ int smem[];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t node = int64_t(blockIdx.x) * kPruneWarps + warp;
+    if (node >= n) return;
+    int slots = hashSlotsFor(K);
+    int* ids = smem + size_t(warp) * (2 * K + 2 * slots);
+    int* detours = ids + K;
+    int* keys = detours + K;
+    int* vals = keys + slots;
+    for (int s = lane; s < slots; s += 32) {
+        keys[s] = -1;
+        vals[s] = K;
+    }
+    __syncwarp();
+    const int* row = knn + node * K;
+    for (int j = lane; j < K; j += 32) {
+        int id = row[j];
+        ids[j] = id;
+        detours[j] = 0;
+        if (id >= 0 && id != node) listInsert(keys, vals, slots, id, j);
+    }
+    __syncwarp();
+    // Edge X -> A_j has a detour through A_i when A_j is in A_i's list at a
+    // rank r with max(i, r) < j.
+    for (int i = 0; i + 1 < K; ++i) {
+        int a = ids[i];
+        if (a < 0 || a == node) continue;
+        const int* arow = knn + int64_t(a) * K;
+        for (int r = lane; r + 1 < K; r += 32) {
+            int b = arow[r];
+            if (b < 0) continue;
+            int j = listPosition(keys, vals, slots, b);
+            if (j > max(i, r)) atomicAdd(&detours[j], 1);
+        }
+    }
+    __syncwarp();
+    // Empty, self and repeated entries rank after every real edge.
+    int kept = 0;
+    for (int j = lane; j < K; j += 32) {
+        int id = ids[j];
+        bool valid = id >= 0 && id != node && listPosition(keys, vals, slots, id) == j;
+        if (!valid) detours[j] = INT_MAX;
+        kept += valid;
+    }
+    for (int o = 16; o > 0; o >>= 1) kept += __shfl_xor_sync(0xFFFFFFFFu, kept, o);
+    __syncwarp();
+    for (int j = lane; j < K; j += 32) {
+        int dj = detours[j];
+        if (dj == INT_MAX) continue;
+        int rank = 0;
+        for (int t = 0; t < K; ++t) rank += detours[t] < dj || (detours[t] == dj && t < j);
+        if (rank < degree) pruned[node * degree + rank] = ids[j];
+    }
+    for (int r = kept + lane; r < degree; r += 32) pruned[node * degree + r] = -1;
+}
+
+/// Appends X to the reverse list of its rank-`rank` neighbour. Launched once
+/// per rank, lowest first, so reverse lists fill with the strongest edges.
+__global__ void reverseEdgesKernel(const int* pruned, int64_t n, int degree, int rank,
+                                   int* reverse, int* reverseCount) {
+    int64_t node = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (node >= n) return;
+    int y = pruned[node * degree + rank];
+    if (y < 0) return;
+    int pos = atomicAdd(&reverseCount[y], 1);
+    if (pos < degree) reverse[int64_t(y) * degree + pos] = int(node);
+}
+
+__device__ bool contains(const int* row, int m, int id) {
+    for (int t = 0; t < m; ++t)
+        if (row[t] == id) return true;
+    return false;
+}
+
+/// Final list: the first half of the pruned list, then reverse edges, then
+/// the rest of the pruned list, without repeats, -1 padded.
+__global__ void mergeReverseKernel(const int* pruned, const int* reverse,
+                                   const int* reverseCount, int64_t n, int degree, int* out) {
+    int64_t node = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (node >= n) return;
+    const int* p = pruned + node * degree;
+    const int* rv = reverse + node * degree;
+    int* o = out + node * degree;
+    int m = 0;
+    int half = degree / 2;
+    for (int r = 0; r < half; ++r)
+        if (p[r] >= 0) o[m++] = p[r];
+    int nr = min(reverseCount[node], degree);
+    for (int t = 0; t < nr && m < degree; ++t)
+        if (rv[t] != node && !contains(o, m, rv[t])) o[m++] = rv[t];
+    for (int r = half; r < degree && m < degree; ++r)
+        if (p[r] >= 0 && !contains(o, m, p[r])) o[m++] = p[r];
+    for (; m < degree; ++m) o[m] = -1;
+}
+
+unsigned blocksFor(int64_t items, int perBlock) {
+    return unsigned((items + perBlock - 1) / perBlock);
+}
+
+}  // namespace
+
+size_t optimizeScratchInts(int64_t n, int degree) {
+    return size_t(n) * (2 * size_t(degree) + 1);
+}
+
+void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int K, int degree,
+                   int* out, int* scratch) {
+    FAISS_THROW_IF_NOT_FMT(K >= 1 && K <= kMaxKnnDegree, "optimizeGraph: K = %d not in [1, %d]",
+                           K, kMaxKnnDegree);
+    FAISS_THROW_IF_NOT_FMT(degree >= 1 && degree <= std::min(K, kMaxSearchDegree),
+                           "optimizeGraph: degree %d not in [1, min(K = %d, %d)]", degree, K,
+                           kMaxSearchDegree);
+    if (n == 0) return;
+    int* pruned = scratch;
+    int* reverse = pruned + size_t(n) * degree;
+    int* reverseCount = reverse + size_t(n) * degree;
+    size_t smem = size_t(kPruneWarps) * (2 * K + 2 * hashSlotsFor(K)) * sizeof(int);
+    detourPruneKernel<<<blocksFor(n, kPruneWarps), 32 * kPruneWarps, smem, stream>>>(
+            knn, n, K, degree, pruned);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(reverseCount, 0, sizeof(int) * n, stream));
+    for (int rank = 0; rank < degree; ++rank) {
+        reverseEdgesKernel<<<blocksFor(n, 256), 256, 0, stream>>>(pruned, n, degree, rank,
+                                                                   reverse, reverseCount);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    }
+    mergeReverseKernel<<<blocksFor(n, 128), 128, 0, stream>>>(pruned, reverse, reverseCount, n,
+                                                               degree, out);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+namespace {
+__global__ void narrowIdsKernel(const int64_t* in, size_t count, int* out) {
+    size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < count) out[i] = in[i] < 0 ? -1 : int(in[i]);
+}
+}  // namespace
+
+void narrowIds(cudaStream_t stream, const int64_t* in, size_t count, int* out) {
+    if (count == 0) return;
+    narrowIdsKernel<<<blocksFor(int64_t(count), 256), 256, 0, stream>>>(in, count, out);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace graph
+}  // namespace gpu
+}  // namespace faiss_ext

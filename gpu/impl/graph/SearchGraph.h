@@ -1,0 +1,95 @@
+// Search graphs on the GPU: a k-NN graph (from GNND) turned into a graph
+// that a beam search can navigate, and the beam search over it. The design
+// follows CAGRA (Ootomo et al., "CAGRA: Highly Parallel Graph Construction
+// and Approximate Nearest Neighbor Search for GPUs", ICDE 2024,
+// arXiv 2308.15136; docs/references.md): rank-based detour pruning, reverse
+// edges, and a single-block beam search with a fixed-size candidate buffer
+// ("itopk") and a visited hash table per query.
+//
+// Graphs here are n x degree int32 node ids, row major, on the device; -1
+// marks an empty slot (only when n <= degree).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace faiss_ext {
+namespace gpu {
+namespace graph {
+
+/// Largest k-NN list length optimizeGraph takes.
+constexpr int kMaxKnnDegree = 256;
+/// Largest search graph degree.
+constexpr int kMaxSearchDegree = 128;
+/// Largest number of parents expanded per beam-search iteration.
+constexpr int kMaxSearchWidth = 31;
+/// Largest candidate buffer (itopk) of the beam search.
+constexpr int kMaxItopk = 512;
+
+/// Scratch ints optimizeGraph needs for n nodes at degree `degree`.
+size_t optimizeScratchInts(int64_t n, int degree);
+
+/// Search graph of degree `degree` (<= K) from a k-NN graph (knn: n x K
+/// device ids, each list sorted nearest first, -1 padded). Per node, every
+/// edge X -> A_j is ranked by its number of detours X -> A_i -> A_j with
+/// max(i, rank of A_j in A_i's list) < j (CAGRA, section IV-B "rank-based
+/// reordering"); the `degree` edges with fewest detours (ties: nearer first)
+/// are kept. Then reverse edges are added: each node keeps the first half
+/// of its pruned list and fills the rest with nodes that point to it (lowest
+/// ranks first), then with the rest of its pruned list. No self loops, no
+/// duplicates. out: n x degree device; scratch: optimizeScratchInts device
+/// ints. Allocates nothing, so it cannot run out of memory.
+void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int K, int degree,
+                   int* out, int* scratch);
+
+/// out[i] = int(in[i]) for count ids (device), -1 stays -1.
+void narrowIds(cudaStream_t stream, const int64_t* in, size_t count, int* out);
+
+/// `count` distinct node ids of [0, n) (all when count >= n), sorted, from
+/// a seeded generator: the entry-point sample.
+std::vector<int> sampleEntryPoints(int64_t n, int count, uint64_t seed);
+
+/// out (count x d device) = rows `rows` (count device ids) of x (n x d).
+void gatherRows(cudaStream_t stream, const float* x, int d, const int* rows, int count,
+                float* out);
+
+/// Per-query entry points for beamSearch: for query i, the nodes
+/// entryIds[rank[i * perQuery + j]], j < perQuery (rank < 0 is skipped).
+struct EntrySeeds {
+    const int* entryIds = nullptr;  ///< the entry-point sample (device)
+    const int64_t* rank = nullptr;  ///< nq x perQuery positions in it (device)
+    int perQuery = 0;
+};
+
+/// Knobs of one beam search (all resolved: no zeros).
+struct BeamSearchParams {
+    int itopk = 64;          ///< candidate buffer: multiple of 32, >= k, <= kMaxItopk
+    int searchWidth = 1;     ///< parents expanded per iteration (>= 1)
+    int minIterations = 0;   ///< iterations before the "no parent left" stop
+    int maxIterations = 64;  ///< hard stop (>= 1)
+    int seedRounds = 1;      ///< rounds of random entry points (each fills the buffer)
+    uint64_t seed = 1234;    ///< random entry points
+};
+
+/// Visited-table slots the beam search uses for these parameters.
+int beamHashSlots(const BeamSearchParams& p, int degree);
+
+/// Bytes of shared memory one query's block needs.
+size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d);
+
+/// Beam search of nq queries (q: nq x d device) over the graph (n x degree
+/// device) of vectors x (n x d device), starting from the entry points
+/// `seeds` (if any) and random nodes. Distances: squared L2, or the
+/// negated inner product when innerProduct. outD / outI: nq x k device,
+/// sorted nearest first (inner product: products, largest first), -1 and
+/// +inf (inner product: -inf) padded when fewer than k nodes were reached.
+void beamSearch(cudaStream_t stream, const float* x, int64_t n, int d, const int* graph,
+                int degree, bool innerProduct, const float* q, int64_t nq, int k,
+                const BeamSearchParams& p, const EntrySeeds& seeds, float* outD,
+                int64_t* outI);
+
+}  // namespace graph
+}  // namespace gpu
+}  // namespace faiss_ext

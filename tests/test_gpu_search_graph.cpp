@@ -1,0 +1,274 @@
+// GpuIndexSearchGraph: the search graph (degree, no self loops or repeats,
+// reachable from the entry points), the beam search (sorted, padded, recall
+// against exact search), the CPU twin (faiss::IndexNSGFlat searching the same
+// graph), serialization through FAISS, and bad input.
+#include "TestUtils.h"
+
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexNSG.h>
+#include <faiss/impl/AuxIndexStructures.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/index_io.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <set>
+
+using namespace faiss_ext;
+using namespace faiss_ext::gpu;
+
+namespace {
+
+struct Built {
+    int64_t n;
+    int d;
+    std::vector<float> x, q;
+    std::unique_ptr<GpuIndexSearchGraph> index;
+};
+
+Built buildClustered(StandardGpuResources& res, int64_t n, int d, int64_t nq,
+                     FlatMetric metric = FlatMetric::L2, GpuIndexSearchGraphConfig cfg = {}) {
+    Built b;
+    b.n = n;
+    b.d = d;
+    b.x = test::clusteredVectors(n, d, 64, 17);
+    b.q = test::clusteredVectors(nq, d, 64, 18);
+    b.index.reset(new GpuIndexSearchGraph(&res, d, metric, cfg));
+    b.index->add(n, b.x.data());
+    return b;
+}
+
+/// Recall@k of I against the exact search of the same queries.
+double recallVsExact(StandardGpuResources& res, const Built& b, FlatMetric metric, int64_t nq,
+                     int k, const std::vector<int64_t>& I) {
+    GpuIndexQuickSelectFlat exact(&res, b.d, metric);
+    exact.add(b.n, b.x.data());
+    std::vector<float> D(nq * k);
+    std::vector<int64_t> ref(nq * k);
+    exact.search(nq, b.q.data(), k, D.data(), ref.data());
+    int64_t hits = 0;
+    for (int64_t i = 0; i < nq; ++i) {
+        std::set<int64_t> truth(ref.begin() + i * k, ref.begin() + (i + 1) * k);
+        for (int j = 0; j < k; ++j) hits += truth.count(I[i * k + j]);
+    }
+    return double(hits) / double(nq * k);
+}
+
+}  // namespace
+
+TEST(GpuSearchGraph, GraphHasDegreeNoSelfLoopsNoRepeats) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    GpuIndexSearchGraphConfig cfg;
+    cfg.graphDegree = 24;
+    cfg.knnDegree = 48;
+    Built b = buildClustered(res, test::sized<int64_t>(20000, 3000), 32, 10, FlatMetric::L2, cfg);
+    std::vector<int> g = b.index->getSearchGraph();
+    ASSERT_EQ(g.size(), size_t(b.n) * 24);
+    for (int64_t i = 0; i < b.n; ++i) {
+        std::set<int> row;
+        for (int j = 0; j < 24; ++j) {
+            int v = g[i * 24 + j];
+            ASSERT_GE(v, 0) << "node " << i << " slot " << j << " empty";
+            ASSERT_LT(v, b.n);
+            ASSERT_NE(v, i) << "self loop at node " << i;
+            ASSERT_TRUE(row.insert(v).second) << "node " << i << " repeats " << v;
+        }
+    }
+    std::vector<int> knn = b.index->getKnnGraph();
+    EXPECT_EQ(knn.size(), size_t(b.n) * 48);
+}
+
+TEST(GpuSearchGraph, EveryNodeReachableFromTheEntryPoints) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    // many small separated clusters: a pure k-NN graph falls apart here
+    int64_t n = test::sized<int64_t>(30000, 4000);
+    int d = 16;
+    std::vector<float> x = test::clusteredVectors(n, d, 300, 5);
+    GpuIndexSearchGraph index(&res, d);
+    index.add(n, x.data());
+    std::vector<int> g = index.getSearchGraph();
+    int R = index.getGraphDegree();
+    // breadth-first search from one node: every node must be reached
+    std::vector<char> seen(n, 0);
+    std::deque<int> todo{0};
+    seen[0] = 1;
+    int64_t reached = 1;
+    while (!todo.empty()) {
+        int u = todo.front();
+        todo.pop_front();
+        for (int j = 0; j < R; ++j) {
+            int v = g[int64_t(u) * R + j];
+            if (v >= 0 && !seen[v]) {
+                seen[v] = 1;
+                ++reached;
+                todo.push_back(v);
+            }
+        }
+    }
+    EXPECT_EQ(reached, n) << "nodes reachable from node 0 over the search graph";
+}
+
+TEST(GpuSearchGraph, RecallOnClusteredDataL2AndInnerProduct) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    for (FlatMetric m : {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine}) {
+        int64_t nq = 500;
+        int k = 10;
+        Built b = buildClustered(res, test::sized<int64_t>(50000, 5000), 64, nq, m);
+        std::vector<float> D(nq * k);
+        std::vector<int64_t> I(nq * k);
+        SearchParametersSearchGraph sp;
+        sp.itopk = 128;
+        b.index->search(nq, b.q.data(), k, D.data(), I.data(), &sp);
+        double r = recallVsExact(res, b, m, nq, k, I);
+        std::printf("[search graph] %s recall@10 %.4f (itopk 128)\n", flatMetricName(m), r);
+        EXPECT_GE(r, 0.95) << flatMetricName(m);
+        for (int64_t i = 0; i < nq; ++i)
+            for (int j = 1; j < k; ++j) {
+                bool larger = m != FlatMetric::L2;
+                float a = D[i * k + j - 1], c = D[i * k + j];
+                ASSERT_TRUE(larger ? a >= c : a <= c) << "row " << i << " not sorted";
+            }
+    }
+}
+
+TEST(GpuSearchGraph, PadsWithMinusOneWhenFewerThanKAreFound) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    GpuIndexSearchGraphConfig cfg;
+    cfg.graphDegree = 8;
+    cfg.knnDegree = 16;
+    int64_t n = 40;
+    std::vector<float> x = test::randomVectors(n, 8, 3);
+    GpuIndexSearchGraph index(&res, 8, FlatMetric::L2, cfg);
+    index.add(n, x.data());
+    int k = 64;
+    std::vector<float> D(k);
+    std::vector<int64_t> I(k);
+    index.search(1, x.data(), k, D.data(), I.data());
+    int valid = 0;
+    for (int j = 0; j < k; ++j) {
+        if (I[j] >= 0) {
+            ASSERT_EQ(valid, j) << "a real result after a -1";
+            ++valid;
+        } else {
+            EXPECT_TRUE(std::isinf(D[j]));
+        }
+        if (j > 0 && I[j] >= 0) ASSERT_LE(D[j - 1], D[j]);
+    }
+    EXPECT_EQ(valid, n) << "all 40 vectors are reachable and fit in k = 64";
+    EXPECT_EQ(I[0], 0);
+    std::set<int64_t> distinct(I.begin(), I.begin() + valid);
+    EXPECT_EQ(int(distinct.size()), valid);
+}
+
+TEST(GpuSearchGraph, CpuTwinSearchesTheSameGraph) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    int64_t nq = 300;
+    int k = 10;
+    Built b = buildClustered(res, test::sized<int64_t>(30000, 4000), 32, nq);
+    std::unique_ptr<faiss::Index> twin(b.index->copyToCpuIndex());
+    auto nsg = dynamic_cast<faiss::IndexNSGFlat*>(twin.get());
+    ASSERT_TRUE(nsg);
+    ASSERT_EQ(nsg->ntotal, b.n);
+    std::vector<int> g = b.index->getSearchGraph();
+    ASSERT_TRUE(std::equal(g.begin(), g.end(), nsg->nsg.final_graph->data));
+    std::vector<float> D(nq * k), Dc(nq * k);
+    std::vector<int64_t> I(nq * k), Ic(nq * k);
+    b.index->search(nq, b.q.data(), k, D.data(), I.data());
+    twin->search(nq, b.q.data(), k, Dc.data(), Ic.data());
+    double rg = recallVsExact(res, b, FlatMetric::L2, nq, k, I);
+    double rc = recallVsExact(res, b, FlatMetric::L2, nq, k, Ic);
+    std::printf("[search graph] GPU recall %.4f, CPU twin (IndexNSGFlat) %.4f\n", rg, rc);
+    EXPECT_NEAR(rg, rc, 0.05);
+
+    // through FAISS's own serialization and back
+    test::TempFile f("sgraph");
+    faiss::write_index(twin.get(), f.path.c_str());
+    std::unique_ptr<faiss::Index> back(faiss::read_index(f.path.c_str()));
+    auto nsgBack = dynamic_cast<faiss::IndexNSGFlat*>(back.get());
+    ASSERT_TRUE(nsgBack);
+    GpuIndexSearchGraph copy(&res, nsgBack);
+    EXPECT_EQ(copy.ntotal, b.n);
+    EXPECT_EQ(copy.getSearchGraph(), g);
+    std::vector<float> D2(nq * k);
+    std::vector<int64_t> I2(nq * k);
+    copy.search(nq, b.q.data(), k, D2.data(), I2.data());
+    double r2 = recallVsExact(res, b, FlatMetric::L2, nq, k, I2);
+    EXPECT_NEAR(r2, rg, 0.02) << "the copy searches the same graph (entry sample aside)";
+}
+
+TEST(GpuSearchGraph, BadInputIsRefusedWithTheIndexUnchanged) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    GpuIndexSearchGraphConfig bad;
+    bad.graphDegree = 0;
+    EXPECT_THROW(GpuIndexSearchGraph(&res, 8, FlatMetric::L2, bad), faiss::FaissException);
+    bad = {};
+    bad.itopk = 48;
+    EXPECT_THROW(GpuIndexSearchGraph(&res, 8, FlatMetric::L2, bad), faiss::FaissException);
+    bad = {};
+    bad.knnDegree = 16;  // below graphDegree 32
+    EXPECT_THROW(GpuIndexSearchGraph(&res, 8, FlatMetric::L2, bad), faiss::FaissException);
+
+    Built b = buildClustered(res, 2000, 16, 4);
+    std::vector<int> before = b.index->getSearchGraph();
+    std::vector<float> D(4 * 600);
+    std::vector<int64_t> I(4 * 600);
+    EXPECT_THROW(b.index->search(4, b.q.data(), 600, D.data(), I.data()), faiss::FaissException);
+    SearchParametersSearchGraph sp;
+    sp.searchWidth = 100;
+    EXPECT_THROW(b.index->search(4, b.q.data(), 10, D.data(), I.data(), &sp),
+                 faiss::FaissException);
+    faiss::SearchParameters other;
+    EXPECT_THROW(b.index->search(4, b.q.data(), 10, D.data(), I.data(), &other),
+                 faiss::FaissException);
+    std::vector<float> nan(16 * 100, std::nanf(""));
+    EXPECT_THROW(b.index->add(100, nan.data()), faiss::FaissException);
+    EXPECT_THROW(b.index->add(10, nullptr), faiss::FaissException);
+    EXPECT_EQ(b.index->ntotal, 2000);
+    EXPECT_EQ(b.index->getSearchGraph(), before);
+
+    // fewer vectors than the k-NN graph needs
+    GpuIndexSearchGraph small(&res, 16);
+    EXPECT_THROW(small.add(10, b.x.data()), faiss::FaissException);
+    EXPECT_EQ(small.ntotal, 0);
+    // an empty index answers with padding
+    small.search(1, b.q.data(), 5, D.data(), I.data());
+    EXPECT_EQ(I[0], -1);
+}
+
+TEST(GpuSearchGraph, SecondAddMergesAndRebuilds) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    int64_t n = test::sized<int64_t>(20000, 3000), nq = 200;
+    int d = 32, k = 10;
+    Built b;
+    b.n = n;
+    b.d = d;
+    b.x = test::clusteredVectors(n, d, 64, 21);
+    b.q = test::clusteredVectors(nq, d, 64, 22);
+    b.index.reset(new GpuIndexSearchGraph(&res, d));
+    b.index->add(n / 2, b.x.data());
+    b.index->add(n - n / 2, b.x.data() + size_t(n / 2) * d);
+    EXPECT_EQ(b.index->ntotal, n);
+    std::vector<float> D(nq * k);
+    std::vector<int64_t> I(nq * k);
+    SearchParametersSearchGraph sp;
+    sp.itopk = 128;
+    b.index->search(nq, b.q.data(), k, D.data(), I.data(), &sp);
+    double r = recallVsExact(res, b, FlatMetric::L2, nq, k, I);
+    std::printf("[search graph] two adds: recall@10 %.4f\n", r);
+    EXPECT_GE(r, 0.95);
+}
