@@ -27,26 +27,9 @@ namespace {
 using idx_t = int64_t;
 using Bytes = std::vector<uint8_t>;
 
-/// The message of the FaissException f throws, or "" (and a failure) when it
-/// throws nothing or something else.
-std::string thrownMessage(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const faiss::FaissException& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "not a FaissException: " << e.what();
-        return "";
-    }
-    ADD_FAILURE() << "nothing thrown";
-    return "";
-}
-
-#define EXPECT_THROW_WITH(stmt, needle)                                         \
-    do {                                                                        \
-        const std::string msg_ = thrownMessage([&] { stmt; });                  \
-        EXPECT_NE(msg_.find(needle), std::string::npos) << "message: " << msg_; \
-    } while (0)
+/// Expects stmt to throw a faiss::FaissException whose message holds needle.
+#define EXPECT_THROW_WITH(stmt, needle) \
+    EXPECT_EQ("", ::faiss_ext::test::refusalProblem([&] { stmt; }, {needle}))
 
 // R2: reconstruct_n past ntotal threw inside FAISS's OpenMP loop
 // (std::terminate).

@@ -41,6 +41,15 @@ py::array_t<T> vectorToNumpy(std::vector<T>&& v) {
     return vectorToNumpy(std::move(v), {n});
 }
 
+/// Stored vectors v (a whole number of rows of d floats) as an (n, d) array
+/// that takes over v; the row count comes from v, not from an ntotal read
+/// apart from the copy (another thread may have added since).
+py::array_t<float> rowsToNumpy(std::vector<float>&& v, int d) {
+    const auto cols = static_cast<py::ssize_t>(d);
+    const auto rows = static_cast<py::ssize_t>(d > 0 ? v.size() / size_t(d) : 0);
+    return vectorToNumpy(std::move(v), {rows, cols});
+}
+
 template <typename T>
 py::array_t<T> copyToNumpy(const std::vector<T>& v) {
     return vectorToNumpy(std::vector<T>(v));
@@ -423,9 +432,7 @@ gives the stored vectors as a faiss.IndexFlatL2 (exact search, same ids).
                     py::gil_scoped_release release;
                     v = self.copyVectors();
                 }
-                const auto d = static_cast<py::ssize_t>(self.d);
-                const auto rows = static_cast<py::ssize_t>(d > 0 ? v.size() / size_t(d) : 0);
-                return vectorToNumpy(std::move(v), {rows, d});
+                return rowsToNumpy(std::move(v), self.d);
             },
             "The stored vectors, an (ntotal, d) float32 array (a consistent copy, also while "
             "other threads add).")
@@ -625,9 +632,7 @@ returns it; None: a new IndexBiLevelLSH.
                     py::gil_scoped_release release;
                     v = self.getVectorsHost();
                 }
-                const auto d = static_cast<py::ssize_t>(self.d);
-                const auto rows = static_cast<py::ssize_t>(d > 0 ? v.size() / size_t(d) : 0);
-                return vectorToNumpy(std::move(v), {rows, d});
+                return rowsToNumpy(std::move(v), self.d);
             },
             "The stored vectors copied to the host, an (ntotal, d) float32 array.")
         .def(
