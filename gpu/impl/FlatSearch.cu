@@ -71,6 +71,131 @@ struct Event {
     Event& operator=(const Event&) = delete;
 };
 
+/// The tile plan of a search of nq queries over nb vectors (kk = min(k, nb)
+/// kept per row) within `budget` bytes of temporary memory: halves the tile
+/// width until row blocks are as tall as wanted; throws when not even one
+/// query fits.
+TilePlan planSearch(size_t budget, int64_t nb, int64_t nq, int64_t k, int64_t kk, int d,
+                    bool onHost, bool l2, const FlatSearchOptions& opt) {
+    const int64_t wantRows = std::min(nq, onHost ? kTargetTileRowsHost : kTargetTileRows);
+    TilePlan best;
+    int64_t bestRows = 0;
+    for (int64_t cols = nb;; cols = (cols + 1) / 2) {
+        TilePlan p = planFor(nb, kk, cols, d, onHost, l2, opt);
+        int64_t rows = budget > p.fixedBytes ? int64_t((budget - p.fixedBytes) / p.bytesPerRow) : 0;
+        rows = std::min<int64_t>(rows, nq);
+        rows = std::min<int64_t>(rows, (int64_t(1) << 31) / std::max<int64_t>(p.cols, 1));
+        if (rows > bestRows) {
+            best = p;
+            bestRows = rows;
+        }
+        if (rows >= wantRows || p.cols <= kMinTileCols) break;
+    }
+    if (bestRows < 1) {
+        const TilePlan least = planFor(nb, kk, std::min(nb, kMinTileCols), d, onHost, l2, opt);
+        FAISS_THROW_FMT("GPU temporary memory too small for a search with k = %lld over %lld "
+                        "vectors: %zu bytes available, at least %zu needed for one query tile "
+                        "(raise StandardGpuResources::setTempMemory)",
+                        (long long)k, (long long)nb, budget, least.bytesPerRow + least.fixedBytes);
+    }
+    best.rows = bestRows;
+    return best;
+}
+
+/// Queries as the metric compares them, in temporary memory where they had
+/// to be prepared, and their squared norms for L2.
+struct PreparedQueries {
+    const float* q = nullptr;                      ///< the prepared queries
+    std::unique_ptr<TempBuffer<float>> prepared;   ///< when prepared here
+    std::unique_ptr<TempBuffer<float>> norms;      ///< |q|^2, L2 only
+
+    PreparedQueries(GpuResources* res, int device, FlatMetric metric, int d,
+                    const float* queries, int64_t nq, bool alreadyPrepared,
+                    cudaStream_t stream) {
+        q = queries;
+        if (isPreparedMetric(metric) && !alreadyPrepared) {
+            prepared.reset(new TempBuffer<float>(res, device, size_t(nq) * d, stream));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(prepared->data(), queries,
+                                                 sizeof(float) * size_t(nq) * d,
+                                                 cudaMemcpyDeviceToDevice, stream));
+            prepareVectorsDevice(metric, prepared->data(), nq, d, stream);
+            q = prepared->data();
+        }
+        if (metric == FlatMetric::L2) {
+            norms.reset(new TempBuffer<float>(res, device, size_t(nq), stream));
+            rowSquaredNorms(q, nq, d, norms->data(), stream);
+        }
+    }
+};
+
+/// Vectors kept on the host, streamed through the GPU: two staging tiles,
+/// filled on a copy stream one tile ahead of the compute stream. Tile t is
+/// column tile t % colTiles of the (row block, column tile) sequence.
+class HostTileStream {
+public:
+    /// Creates the copy stream on first use; the staging memory is allocated
+    /// in `stream`'s order.
+    HostTileStream(GpuResources* res, int device, cudaStream_t stream, cudaStream_t& copyStream,
+                   const float* vectors, const float* norms, int64_t nb, int d,
+                   const TilePlan& p, bool l2)
+            : stream_(stream), vectors_(vectors), norms_(norms), nb_(nb), d_(d), p_(p), l2_(l2) {
+        if (!copyStream) {
+            FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking));
+        }
+        copy_ = copyStream;
+        for (int s = 0; s < 2; ++s) {
+            stage_[s].reset(new TempBuffer<float>(res, device, size_t(p.cols) * d, stream));
+            stageNorms_[s].reset(new TempBuffer<float>(res, device, l2 ? size_t(p.cols) : 0, stream));
+            copied_[s].reset(new Event());
+            used_[s].reset(new Event());
+        }
+        FAISS_EXT_CUDA_CHECK(cudaEventRecord(used_[0]->e, stream));
+        FAISS_EXT_CUDA_CHECK(cudaEventRecord(used_[1]->e, stream));
+        copyGuard_.s = copy_;
+    }
+
+    /// Starts the copy of tile t once its staging buffer is free.
+    void issueCopy(int64_t t) {
+        const int64_t c0 = (t % p_.colTiles) * p_.cols;
+        const int64_t w = std::min(p_.cols, nb_ - c0);
+        const int s = int(t & 1);
+        FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(copy_, used_[s]->e, 0));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(stage_[s]->data(), vectors_ + size_t(c0) * d_,
+                                             sizeof(float) * size_t(w) * d_,
+                                             cudaMemcpyHostToDevice, copy_));
+        if (l2_) {
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(stageNorms_[s]->data(), norms_ + c0,
+                                                 sizeof(float) * w, cudaMemcpyHostToDevice,
+                                                 copy_));
+        }
+        FAISS_EXT_CUDA_CHECK(cudaEventRecord(copied_[s]->e, copy_));
+    }
+
+    /// Makes the compute stream wait for tile t; its vectors and norms.
+    void await(int64_t t, const float** xb, const float** xn) {
+        const int s = int(t & 1);
+        FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_[s]->e, 0));
+        *xb = stage_[s]->data();
+        *xn = l2_ ? stageNorms_[s]->data() : nullptr;
+    }
+
+    /// Tile t's staging buffer is free once the compute stream gets here.
+    void release(int64_t t) { FAISS_EXT_CUDA_CHECK(cudaEventRecord(used_[t & 1]->e, stream_)); }
+
+private:
+    cudaStream_t stream_;
+    cudaStream_t copy_ = nullptr;
+    const float* vectors_;
+    const float* norms_;
+    int64_t nb_;
+    int d_;
+    TilePlan p_;
+    bool l2_;
+    std::unique_ptr<TempBuffer<float>> stage_[2], stageNorms_[2];
+    std::unique_ptr<Event> copied_[2], used_[2];
+    StreamSyncGuard copyGuard_{nullptr};  ///< last: synchronises before the buffers go
+};
+
 size_t bytesOf(int64_t n, int d, bool l2) {
     return sizeof(float) * size_t(n) * d + (l2 ? sizeof(float) * size_t(n) : 0);
 }
@@ -247,48 +372,12 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
         return;
     }
 
-    // Queries prepared like the stored vectors, and their norms for L2.
-    const float* q = queries;
-    std::unique_ptr<TempBuffer<float>> qPrepared;
-    if (isPreparedMetric(metric_) && !opt.queriesPrepared) {
-        qPrepared.reset(new TempBuffer<float>(res_, device_, size_t(nq) * d_, stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(qPrepared->data(), queries,
-                                             sizeof(float) * size_t(nq) * d_,
-                                             cudaMemcpyDeviceToDevice, stream));
-        prepareVectorsDevice(metric_, qPrepared->data(), nq, d_, stream);
-        q = qPrepared->data();
-    }
-    std::unique_ptr<TempBuffer<float>> qNorms;
-    if (l2) {
-        qNorms.reset(new TempBuffer<float>(res_, device_, size_t(nq), stream));
-        rowSquaredNorms(q, nq, d_, qNorms->data(), stream);
-    }
+    const PreparedQueries pq(res_, device_, metric_, d_, queries, nq, opt.queriesPrepared, stream);
+    const float* q = pq.q;
 
     // Tile plan from the temporary memory budget (90% of what is left).
     const size_t budget = res_->getTempMemoryAvailable(device_) / 10 * 9;
-    const int64_t wantRows = std::min(nq, onHost_ ? kTargetTileRowsHost : kTargetTileRows);
-    TilePlan best;
-    int64_t bestRows = 0;
-    for (int64_t cols = nb;; cols = (cols + 1) / 2) {
-        TilePlan p = planFor(nb, kk, cols, d_, onHost_, l2, opt);
-        int64_t rows = budget > p.fixedBytes ? int64_t((budget - p.fixedBytes) / p.bytesPerRow) : 0;
-        rows = std::min<int64_t>(rows, nq);
-        rows = std::min<int64_t>(rows, (int64_t(1) << 31) / std::max<int64_t>(p.cols, 1));
-        if (rows > bestRows) {
-            best = p;
-            bestRows = rows;
-        }
-        if (rows >= wantRows || p.cols <= kMinTileCols) break;
-    }
-    if (bestRows < 1) {
-        const TilePlan least = planFor(nb, kk, std::min(nb, kMinTileCols), d_, onHost_, l2, opt);
-        FAISS_THROW_FMT("GPU temporary memory too small for a search with k = %lld over %lld "
-                        "vectors: %zu bytes available, at least %zu needed for one query tile "
-                        "(raise StandardGpuResources::setTempMemory)",
-                        (long long)k, (long long)nb, budget, least.bytesPerRow + least.fixedBytes);
-    }
-    best.rows = bestRows;
-    const TilePlan& p = best;
+    const TilePlan p = planSearch(budget, nb, nq, k, kk, d_, onHost_, l2, opt);
 
     // One distance tile: GEMM and selection both fill the GPU, so a second
     // tile for overlapping them bought nothing when measured (H100), while
@@ -300,44 +389,14 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     const float alpha = l2 ? -2.f : -1.f;
     cublasHandle_t blas = res_->getBlasHandle(device_);
 
-    // Vectors on the host: two staging tiles, filled on a copy stream one
-    // tile ahead of the compute stream.
-    std::unique_ptr<TempBuffer<float>> stage[2], stageNorms[2];
-    std::unique_ptr<Event> copied[2], used[2];
+    std::unique_ptr<HostTileStream> host;
     if (onHost_) {
-        if (!copyStream_) {
-            FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&copyStream_,
-                                                           cudaStreamNonBlocking));
-        }
-        for (int s = 0; s < 2; ++s) {
-            stage[s].reset(new TempBuffer<float>(res_, device_, size_t(p.cols) * d_, stream));
-            stageNorms[s].reset(new TempBuffer<float>(res_, device_, l2 ? size_t(p.cols) : 0, stream));
-            copied[s].reset(new Event());
-            used[s].reset(new Event());
-        }
-        // The staging memory is allocated in `stream`'s order.
-        FAISS_EXT_CUDA_CHECK(cudaEventRecord(used[0]->e, stream));
-        FAISS_EXT_CUDA_CHECK(cudaEventRecord(used[1]->e, stream));
+        host.reset(new HostTileStream(res_, device_, stream, copyStream_, vectors_, norms_, nb, d_,
+                                      p, l2));
     }
-    StreamSyncGuard copyGuard{onHost_ ? copyStream_ : nullptr};
-    auto issueCopy = [&](int64_t t) {  // tile t of the whole (row block, column tile) sequence
-        const int64_t c0 = (t % p.colTiles) * p.cols;
-        const int64_t w = std::min(p.cols, nb - c0);
-        const int s = int(t & 1);
-        FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(copyStream_, used[s]->e, 0));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(stage[s]->data(), vectors_ + size_t(c0) * d_,
-                                             sizeof(float) * size_t(w) * d_,
-                                             cudaMemcpyHostToDevice, copyStream_));
-        if (l2) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(stageNorms[s]->data(), norms_ + c0,
-                                                 sizeof(float) * w, cudaMemcpyHostToDevice,
-                                                 copyStream_));
-        }
-        FAISS_EXT_CUDA_CHECK(cudaEventRecord(copied[s]->e, copyStream_));
-    };
     const int64_t rowBlocks = (nq + p.rows - 1) / p.rows;
     const int64_t totalTiles = rowBlocks * p.colTiles;
-    if (onHost_) issueCopy(0);
+    if (host) host->issueCopy(0);
 
     int64_t t = 0;
     for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
@@ -348,22 +407,19 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
             const int64_t ld = (w + 3) / 4 * 4;
             const float* xb = vectors_ + size_t(c0) * d_;
             const float* xn = l2 ? norms_ + c0 : nullptr;
-            if (onHost_) {
-                if (t + 1 < totalTiles) issueCopy(t + 1);
-                const int s = int(t & 1);
-                FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(stream, copied[s]->e, 0));
-                xb = stage[s]->data();
-                xn = l2 ? stageNorms[s]->data() : nullptr;
+            if (host) {
+                if (t + 1 < totalTiles) host->issueCopy(t + 1);
+                host->await(t, &xb, &xn);
             }
             gemmDotProducts(blas, q + size_t(q0) * d_, rows, xb, w, d_, alpha, dist.data(), ld);
             if (opt.selfBase >= 0) {
                 maskSelfPairs(dist.data(), ld, rows, w, opt.selfBase + q0, c0, stream);
             }
             sel.addTile(dist.data(), ld, xn, uint32_t(c0), w);
-            if (onHost_) FAISS_EXT_CUDA_CHECK(cudaEventRecord(used[t & 1]->e, stream));
+            if (host) host->release(t);
         }
         const uint64_t* keys = sel.finish();
-        select::decodeKeys(keys, rows, kk, k, decode, l2 ? qNorms->data() + q0 : nullptr,
+        select::decodeKeys(keys, rows, kk, k, decode, l2 ? pq.norms->data() + q0 : nullptr,
                            distances + size_t(q0) * k, labels + size_t(q0) * k, stream);
     }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
