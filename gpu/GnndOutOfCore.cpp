@@ -161,6 +161,223 @@ struct ShardData {
     std::vector<float> headDists;
 };
 
+/// Where the shards live between the build and the merges: in host memory
+/// when they fit the budget, else in files of the work directory (the
+/// global lists, and the shard's own graph after its build). Shards in
+/// flight are disjoint (each merge round is a set of disjoint pairs), so a
+/// shard has one owner at a time.
+class ShardStore {
+public:
+    /// nShards shards of shardSize rows (the last one shorter) of `file`,
+    /// lists of length K.
+    ShardStore(const VectorFile& file, int64_t shardSize, int nShards, int K, bool inRam,
+               const std::string& workDir)
+            : file_(file), S_(shardSize), n_(file.n()), d_(file.d()), nShards_(nShards), K_(K),
+              inRam_(inRam), workDir_(workDir) {
+        if (inRam_) store_.resize(nShards_);
+    }
+
+    /// Whether the shards are kept in host memory (else in files).
+    bool inRam() const { return inRam_; }
+    /// First row of shard i.
+    int64_t begin(int i) const { return int64_t(i) * S_; }
+    /// Rows of shard i.
+    int64_t rows(int i) const { return std::min(S_, n_ - begin(i)); }
+
+    /// A shard's data: taken from the host store once it holds the shard,
+    /// else read from the files (the vectors from the input file).
+    void load(int i, ShardData& s, bool withGraph) {
+        if (inRam_ && store_[i].n > 0) {
+            s = std::move(store_[i]);
+            store_[i] = ShardData();
+            return;
+        }
+        s.index = i;
+        s.n = rows(i);
+        s.x.resize(size_t(s.n) * d_);
+        file_.read(begin(i), s.n, s.x.data());
+        if (!withGraph) return;
+        readLists_(path_(i), size_t(s.n) * K_, s.ids, s.dists);
+        readLists_(path_(i, "head"), size_t(s.n) * K_, s.headIds, s.headDists);
+    }
+
+    /// Writes the global lists (and the shard's own graph after its build),
+    /// or gives the shard back to the host store.
+    void save(ShardData& s, bool withHead) {
+        if (inRam_) {
+            if (withHead) {
+                s.headIds = s.ids;
+                s.headDists = s.dists;
+            }
+            const int i = s.index;
+            store_[i] = std::move(s);
+            return;
+        }
+        writeLists_(path_(s.index), s.ids, s.dists);
+        if (withHead) writeLists_(path_(s.index, "head"), s.ids, s.dists);
+    }
+
+    /// The final lists of shard i: in the host store, or read from its file
+    /// into `fromFile`.
+    const ShardData& finalLists(int i, ShardData& fromFile) const {
+        if (!inRam_) {
+            fromFile.index = i;
+            fromFile.n = rows(i);
+            readLists_(path_(i), size_t(fromFile.n) * K_, fromFile.ids, fromFile.dists);
+        }
+        return inRam_ ? store_[i] : fromFile;
+    }
+
+    /// Removes the shard files (those that exist).
+    void removeFiles() const {
+        for (int i = 0; i < nShards_; ++i) {
+            std::remove(path_(i).c_str());
+            std::remove(path_(i, "head").c_str());
+        }
+    }
+
+private:
+    std::string path_(int i, const char* kind = "graph") const {
+        char name[112];
+        std::snprintf(name, sizeof(name), "/.gnnd_shard_%p_%d.%s", (const void*)this, i, kind);
+        return workDir_ + name;
+    }
+
+    void readLists_(const std::string& path, size_t count, std::vector<int>& ids,
+                    std::vector<float>& dists) const {
+        ids.resize(count);
+        dists.resize(count);
+        File f = openFile(path, "rb");
+        bool ok = std::fread(ids.data(), sizeof(int), count, f.get()) == count &&
+                  std::fread(dists.data(), sizeof(float), count, f.get()) == count;
+        FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: short read of '%s'", path.c_str());
+    }
+
+    void writeLists_(const std::string& path, const std::vector<int>& ids,
+                     const std::vector<float>& dists) const {
+        File f = openFile(path, "wb");
+        bool ok = std::fwrite(ids.data(), sizeof(int), ids.size(), f.get()) == ids.size() &&
+                  std::fwrite(dists.data(), sizeof(float), dists.size(), f.get()) == dists.size();
+        FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: cannot write '%s' (disk full?)",
+                               path.c_str());
+    }
+
+    const VectorFile& file_;
+    const int64_t S_;
+    const int64_t n_;
+    const int d_;
+    const int nShards_;
+    const int K_;
+    const bool inRam_;
+    const std::string workDir_;
+    /// The shards between merges when they are kept in host memory.
+    std::vector<ShardData> store_;
+};
+
+/// One worker's device buffers for two shards, and its own stream (so that
+/// workers sharing a device overlap).
+struct ShardWorker {
+    int device;
+    GpuResources* res;
+    cudaStream_t stream = nullptr;
+    int d = 0;  ///< dimension
+    int K = 0;  ///< list length
+    DeviceVector<float> x, norms, dists, headDists;
+    DeviceVector<int> ids, headIds;
+    ~ShardWorker() {
+        if (stream) {
+            DeviceScope scope(device);
+            cudaStreamSynchronize(stream);
+            cudaStreamDestroy(stream);
+        }
+    }
+
+    /// A worker on `device` with room for `rows` vectors and, with `lists`,
+    /// for the lists and own graphs of listRows rows.
+    static std::unique_ptr<ShardWorker> make(int device, GpuResources* res, int d, int K,
+                                             int64_t rows, int64_t listRows, bool lists) {
+        std::unique_ptr<ShardWorker> wk(new ShardWorker());
+        wk->device = device;
+        wk->res = res;
+        wk->d = d;
+        wk->K = K;
+        DeviceScope scope(wk->device);
+        FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&wk->stream, cudaStreamNonBlocking));
+        wk->x.allocate(size_t(rows) * d, "gnndBuildFromFile", "vectors");
+        wk->norms.allocate(size_t(rows), "gnndBuildFromFile", "norms");
+        if (!lists) return wk;
+        wk->ids.allocate(size_t(listRows) * K, "gnndBuildFromFile", "graph ids");
+        wk->dists.allocate(size_t(listRows) * K, "gnndBuildFromFile", "graph distances");
+        wk->headIds.allocate(size_t(listRows) * K, "gnndBuildFromFile", "shard graph ids");
+        wk->headDists.allocate(size_t(listRows) * K, "gnndBuildFromFile",
+                               "shard graph distances");
+        return wk;
+    }
+
+    /// Shard s's vectors (prepared for the metric, with their norms) and,
+    /// withGraph, its lists and own graph, to rows row0.. of the buffers.
+    void upload(const ShardData& s, int64_t row0, bool withGraph, FlatMetric metric) {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(x.data() + size_t(row0) * d, s.x.data(),
+                                             sizeof(float) * s.x.size(), cudaMemcpyHostToDevice,
+                                             stream));
+        prepareVectorsDevice(metric, x.data() + size_t(row0) * d, s.n, d, stream);
+        rowSquaredNorms(x.data() + size_t(row0) * d, s.n, d, norms.data() + row0, stream);
+        if (withGraph) {
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(ids.data() + size_t(row0) * K, s.ids.data(),
+                                                 sizeof(int) * s.ids.size(),
+                                                 cudaMemcpyHostToDevice, stream));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dists.data() + size_t(row0) * K, s.dists.data(),
+                                                 sizeof(float) * s.dists.size(),
+                                                 cudaMemcpyHostToDevice, stream));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(headIds.data() + size_t(row0) * K,
+                                                 s.headIds.data(), sizeof(int) * s.headIds.size(),
+                                                 cudaMemcpyHostToDevice, stream));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(headDists.data() + size_t(row0) * K,
+                                                 s.headDists.data(),
+                                                 sizeof(float) * s.headDists.size(),
+                                                 cudaMemcpyHostToDevice, stream));
+        }
+    }
+
+    /// The lists of rows row0.. back into shard s (waits for them).
+    void download(ShardData& s, int64_t row0) {
+        s.ids.resize(size_t(s.n) * K);
+        s.dists.resize(size_t(s.n) * K);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), ids.data() + size_t(row0) * K,
+                                             sizeof(int) * s.ids.size(), cudaMemcpyDeviceToHost,
+                                             stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.dists.data(), dists.data() + size_t(row0) * K,
+                                             sizeof(float) * s.dists.size(),
+                                             cudaMemcpyDeviceToHost, stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+};
+
+/// Round-robin tournament (circle method) of nShards shards: each round is
+/// a set of disjoint pairs; every pair of shards meets once.
+std::vector<std::vector<std::pair<int, int>>> mergeRounds(int nShards) {
+    int m = nShards + (nShards % 2);
+    std::vector<int> ring(m);
+    for (int i = 0; i < m; ++i) ring[i] = i;
+    std::vector<std::vector<std::pair<int, int>>> out;
+    for (int r = 0; r < m - 1; ++r) {
+        std::vector<std::pair<int, int>> pairs;
+        for (int i = 0; i < m / 2; ++i) {
+            int a = ring[i], b = ring[m - 1 - i];
+            if (a < nShards && b < nShards) pairs.emplace_back(std::min(a, b), std::max(a, b));
+        }
+        out.push_back(pairs);
+        // rotate all but the first
+        int last = ring[m - 1];
+        for (int i = m - 1; i > 1; --i) ring[i] = ring[i - 1];
+        ring[1] = last;
+    }
+    return out;
+}
+
+/// gnndBuildFromFile (GnndOutOfCore.h): GNND builds of the shards, then GGM
+/// merges of every pair of shards, round by round, on one thread per
+/// device entry; the shards in a ShardStore between the steps.
 class Builder {
 public:
     Builder(const std::vector<GpuResourcesProvider*>& providers, const VectorFile& file, int k,
@@ -198,8 +415,7 @@ public:
         const size_t need = size_t(n_) * (sizeof(float) * d_ + 2 * (sizeof(int) + sizeof(float)) * K_);
         const size_t budget = opt.hostMemoryBytes < 0 ? availableHostBytes() / 2
                                                       : size_t(opt.hostMemoryBytes);
-        inRam_ = need <= budget;
-        if (inRam_) store_.resize(nShards_);
+        shards_.reset(new ShardStore(file, S_, nShards_, K_, need <= budget, workDir_));
     }
 
     GnndFileBuildReport run() {
@@ -209,12 +425,12 @@ public:
         rep.d = d_;
         rep.shardSize = S_;
         rep.shards = nShards_;
-        rep.inHostMemory = inRam_;
+        rep.inHostMemory = shards_->inRam();
         // probe the output's directory (and the work directory when shard
         // files are used) before any GPU work; the output itself is not
         // touched before the graph is complete
         probeDir_(outDir_);
-        if (!inRam_ && workDir_ != outDir_) probeDir_(workDir_);
+        if (!shards_->inRam() && workDir_ != outDir_) probeDir_(workDir_);
         try {
             auto tb = Clock::now();
             std::vector<int> distinct;
@@ -233,16 +449,16 @@ public:
             rep.mergeSeconds = since(tm);
             writeOutput_();
         } catch (...) {
-            cleanup_();
+            shards_->removeFiles();
             throw;
         }
-        cleanup_();
+        shards_->removeFiles();
         rep.totalSeconds = since(t0);
         if (opt_.verbose) {
             std::printf("gnndBuildFromFile: %lld x %d, %d shards of %lld (%s), %d merges: build "
                         "%.2f s, merges %.2f s, total %.2f s\n",
                         (long long)n_, d_, nShards_, (long long)S_,
-                        inRam_ ? "kept in host memory" : "shard files", rep.merges,
+                        shards_->inRam() ? "kept in host memory" : "shard files", rep.merges,
                         rep.buildSeconds, rep.mergeSeconds, rep.totalSeconds);
             std::fflush(stdout);
         }
@@ -308,136 +524,11 @@ private:
         std::remove(probe.c_str());
     }
 
-    int64_t shardBegin_(int i) const { return int64_t(i) * S_; }
-    int64_t shardRows_(int i) const { return std::min(S_, n_ - shardBegin_(i)); }
-    std::string shardPath_(int i, const char* kind = "graph") const {
-        char name[112];
-        std::snprintf(name, sizeof(name), "/.gnnd_shard_%p_%d.%s", (const void*)this, i, kind);
-        return workDir_ + name;
-    }
-
-    void readLists_(const std::string& path, size_t count, std::vector<int>& ids,
-                    std::vector<float>& dists) const {
-        ids.resize(count);
-        dists.resize(count);
-        File f = openFile(path, "rb");
-        bool ok = std::fread(ids.data(), sizeof(int), count, f.get()) == count &&
-                  std::fread(dists.data(), sizeof(float), count, f.get()) == count;
-        FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: short read of '%s'", path.c_str());
-    }
-
-    void writeLists_(const std::string& path, const std::vector<int>& ids,
-                     const std::vector<float>& dists) const {
-        File f = openFile(path, "wb");
-        bool ok = std::fwrite(ids.data(), sizeof(int), ids.size(), f.get()) == ids.size() &&
-                  std::fwrite(dists.data(), sizeof(float), dists.size(), f.get()) == dists.size();
-        FAISS_THROW_IF_NOT_FMT(ok, "gnndBuildFromFile: cannot write '%s' (disk full?)",
-                               path.c_str());
-    }
-
-    /// A shard's data: taken from the host store once it holds the shard,
-    /// else read from the files. Shards in flight are disjoint (each round
-    /// is a set of disjoint pairs), so a shard has one owner at a time.
-    void loadShard_(int i, ShardData& s, bool withGraph) {
-        if (inRam_ && store_[i].n > 0) {
-            s = std::move(store_[i]);
-            store_[i] = ShardData();
-            return;
-        }
-        s.index = i;
-        s.n = shardRows_(i);
-        s.x.resize(size_t(s.n) * d_);
-        file_.read(shardBegin_(i), s.n, s.x.data());
-        if (!withGraph) return;
-        readLists_(shardPath_(i), size_t(s.n) * K_, s.ids, s.dists);
-        readLists_(shardPath_(i, "head"), size_t(s.n) * K_, s.headIds, s.headDists);
-    }
-
-    /// Writes the global lists (and the shard's own graph after its build),
-    /// or gives the shard back to the host store.
-    void saveShard_(ShardData& s, bool withHead) {
-        if (inRam_) {
-            if (withHead) {
-                s.headIds = s.ids;
-                s.headDists = s.dists;
-            }
-            const int i = s.index;
-            store_[i] = std::move(s);
-            return;
-        }
-        writeLists_(shardPath_(s.index), s.ids, s.dists);
-        if (withHead) writeLists_(shardPath_(s.index, "head"), s.ids, s.dists);
-    }
-
-    /// Per-worker device buffers for two shards, and its own stream (so
-    /// that workers sharing a device overlap).
-    struct Worker {
-        int device;
-        GpuResources* res;
-        cudaStream_t stream = nullptr;
-        DeviceVector<float> x, norms, dists, headDists;
-        DeviceVector<int> ids, headIds;
-        ~Worker() {
-            if (stream) {
-                DeviceScope scope(device);
-                cudaStreamSynchronize(stream);
-                cudaStreamDestroy(stream);
-            }
-        }
-    };
-
     /// A worker for entry w of devices_ with room for `rows` vectors (-1: a
     /// pair of shards) and, with `lists`, their lists and own graphs.
-    std::unique_ptr<Worker> makeWorker_(size_t w, int64_t rows = -1, bool lists = true) const {
-        if (rows < 0) rows = 2 * S_;
-        std::unique_ptr<Worker> wk(new Worker());
-        wk->device = devices_[w];
-        wk->res = res_[w].get();
-        DeviceScope scope(wk->device);
-        FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&wk->stream, cudaStreamNonBlocking));
-        wk->x.allocate(size_t(rows) * d_, "gnndBuildFromFile", "vectors");
-        wk->norms.allocate(size_t(rows), "gnndBuildFromFile", "norms");
-        if (!lists) return wk;
-        wk->ids.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "graph ids");
-        wk->dists.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "graph distances");
-        wk->headIds.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "shard graph ids");
-        wk->headDists.allocate(size_t(2 * S_) * K_, "gnndBuildFromFile", "shard graph distances");
-        return wk;
-    }
-
-    void upload_(Worker& wk, const ShardData& s, int64_t row0, bool withGraph) const {
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.x.data() + size_t(row0) * d_, s.x.data(),
-                                             sizeof(float) * s.x.size(), cudaMemcpyHostToDevice,
-                                             wk.stream));
-        prepareVectorsDevice(metric_, wk.x.data() + size_t(row0) * d_, s.n, d_, wk.stream);
-        rowSquaredNorms(wk.x.data() + size_t(row0) * d_, s.n, d_, wk.norms.data() + row0, wk.stream);
-        if (withGraph) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.ids.data() + size_t(row0) * K_, s.ids.data(),
-                                                 sizeof(int) * s.ids.size(),
-                                                 cudaMemcpyHostToDevice, wk.stream));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.dists.data() + size_t(row0) * K_, s.dists.data(),
-                                                 sizeof(float) * s.dists.size(),
-                                                 cudaMemcpyHostToDevice, wk.stream));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.headIds.data() + size_t(row0) * K_,
-                                                 s.headIds.data(), sizeof(int) * s.headIds.size(),
-                                                 cudaMemcpyHostToDevice, wk.stream));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(wk.headDists.data() + size_t(row0) * K_,
-                                                 s.headDists.data(),
-                                                 sizeof(float) * s.headDists.size(),
-                                                 cudaMemcpyHostToDevice, wk.stream));
-        }
-    }
-
-    void download_(Worker& wk, ShardData& s, int64_t row0) const {
-        s.ids.resize(size_t(s.n) * K_);
-        s.dists.resize(size_t(s.n) * K_);
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.ids.data(), wk.ids.data() + size_t(row0) * K_,
-                                             sizeof(int) * s.ids.size(), cudaMemcpyDeviceToHost,
-                                             wk.stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.dists.data(), wk.dists.data() + size_t(row0) * K_,
-                                             sizeof(float) * s.dists.size(),
-                                             cudaMemcpyDeviceToHost, wk.stream));
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(wk.stream));
+    std::unique_ptr<ShardWorker> makeWorker_(size_t w, int64_t rows = -1, bool lists = true) const {
+        return ShardWorker::make(devices_[w], res_[w].get(), d_, K_, rows < 0 ? 2 * S_ : rows,
+                                 2 * S_, lists);
     }
 
     /// Runs fn(worker index) on one thread per device; rethrows the first error.
@@ -470,7 +561,7 @@ private:
             int i = next++;
             std::future<ShardData> pre;
             if (i < nShards_) {
-                loadShard_(i, cur, false);
+                shards_->load(i, cur, false);
             }
             std::future<void> writing;
             while (i < nShards_ && !failed_) {
@@ -478,23 +569,23 @@ private:
                 if (j < nShards_) {
                     pre = std::async(std::launch::async, [this, j] {
                         ShardData s;
-                        loadShard_(j, s, false);
+                        shards_->load(j, s, false);
                         return s;
                     });
                 }
                 auto t = Clock::now();
-                upload_(*wk, cur, 0, false);
+                wk->upload(cur, 0, false, metric_);
                 gnnd::build(wk->res, wk->device, wk->stream, wk->x.data(), wk->norms.data(), cur.n, d_,
-                            params_, shardBegin_(i), wk->ids.data(), wk->dists.data(), nullptr);
-                download_(*wk, cur, 0);
+                            params_, shards_->begin(i), wk->ids.data(), wk->dists.data(), nullptr);
+                wk->download(cur, 0);
                 if (writing.valid()) writing.get();
-                if (!inRam_) cur.x.clear();
+                if (!shards_->inRam()) cur.x.clear();
                 writing = std::async(std::launch::async,
-                                     [this, s = std::move(cur)]() mutable { saveShard_(s, true); });
+                                     [this, s = std::move(cur)]() mutable { shards_->save(s, true); });
                 if (opt_.verbose) {
                     std::printf("gnndBuildFromFile: GPU %d built shard %d/%d (%lld vectors) in "
                                 "%.2f s\n",
-                                wk->device, i + 1, nShards_, (long long)shardRows_(i), since(t));
+                                wk->device, i + 1, nShards_, (long long)shards_->rows(i), since(t));
                     std::fflush(stdout);
                 }
                 i = j;
@@ -509,18 +600,18 @@ private:
     /// back from the first.
     void buildSplit_(const std::vector<int>& distinct) {
         ShardData s;
-        loadShard_(0, s, false);
+        shards_->load(0, s, false);
         const size_t G = distinct.size();
-        std::vector<std::unique_ptr<Worker>> copies;
+        std::vector<std::unique_ptr<ShardWorker>> copies;
         std::vector<GpuResources*> res;
         std::vector<cudaStream_t> streams;
         std::vector<const float*> xs, norms;
         for (int dv : distinct) {
             const size_t w = size_t(std::find(devices_.begin(), devices_.end(), dv) - devices_.begin());
             copies.push_back(makeWorker_(w, s.n, false));
-            Worker& c = *copies.back();
+            ShardWorker& c = *copies.back();
             DeviceScope scope(dv);
-            upload_(c, s, 0, false);
+            c.upload(s, 0, false, metric_);
             res.push_back(c.res);
             streams.push_back(c.stream);
             xs.push_back(c.x.data());
@@ -553,49 +644,27 @@ private:
                         (long long)s.n, G, since(t));
             std::fflush(stdout);
         }
-        if (!inRam_) s.x.clear();
-        saveShard_(s, false);
-    }
-
-    /// Round-robin tournament (circle method): each round is a set of
-    /// disjoint pairs; every pair of shards meets once.
-    std::vector<std::vector<std::pair<int, int>>> rounds_() const {
-        int m = nShards_ + (nShards_ % 2);
-        std::vector<int> ring(m);
-        for (int i = 0; i < m; ++i) ring[i] = i;
-        std::vector<std::vector<std::pair<int, int>>> out;
-        for (int r = 0; r < m - 1; ++r) {
-            std::vector<std::pair<int, int>> pairs;
-            for (int i = 0; i < m / 2; ++i) {
-                int a = ring[i], b = ring[m - 1 - i];
-                if (a < nShards_ && b < nShards_) pairs.emplace_back(std::min(a, b), std::max(a, b));
-            }
-            out.push_back(pairs);
-            // rotate all but the first
-            int last = ring[m - 1];
-            for (int i = m - 1; i > 1; --i) ring[i] = ring[i - 1];
-            ring[1] = last;
-        }
-        return out;
+        if (!shards_->inRam()) s.x.clear();
+        shards_->save(s, false);
     }
 
     int mergeAll_() {
         if (nShards_ < 2) return 0;
-        auto rounds = rounds_();
+        auto rounds = mergeRounds(nShards_);
         std::atomic<int> done(0);
         int total = nShards_ * (nShards_ - 1) / 2;
         size_t W = devices_.size();
-        std::vector<std::unique_ptr<Worker>> workers(W);
+        std::vector<std::unique_ptr<ShardWorker>> workers(W);
         for (auto& pairs : rounds) {
             onWorkers_([&](size_t w) {
                 if (!workers[w]) workers[w] = makeWorker_(w);
-                Worker& wk = *workers[w];
+                ShardWorker& wk = *workers[w];
                 std::vector<std::pair<int, int>> mine;
                 for (size_t t = w; t < pairs.size(); t += W) mine.push_back(pairs[t]);
                 auto loadPair = [this](std::pair<int, int> pr) {
                     std::pair<ShardData, ShardData> d;
-                    loadShard_(pr.first, d.first, true);
-                    loadShard_(pr.second, d.second, true);
+                    shards_->load(pr.first, d.first, true);
+                    shards_->load(pr.second, d.second, true);
                     return d;
                 };
                 std::future<std::pair<ShardData, ShardData>> pre;
@@ -609,27 +678,27 @@ private:
                     auto tm = Clock::now();
                     ShardData& a = data.first;
                     ShardData& b = data.second;
-                    upload_(wk, a, 0, true);
-                    upload_(wk, b, a.n, true);
+                    wk.upload(a, 0, true, metric_);
+                    wk.upload(b, a.n, true, metric_);
                     gnnd::merge(wk.res, wk.device, wk.stream, wk.x.data(), wk.norms.data(), a.n, b.n, d_,
-                                shardBegin_(a.index), shardBegin_(b.index), params_, wk.ids.data(),
+                                shards_->begin(a.index), shards_->begin(b.index), params_, wk.ids.data(),
                                 wk.dists.data(), nullptr, wk.headIds.data(), wk.headDists.data());
                     // the next pair may start loading while this one is written
-                    if (!inRam_) {
+                    if (!shards_->inRam()) {
                         a.headIds.clear();
                         b.headIds.clear();
                     }
-                    download_(wk, a, 0);
-                    download_(wk, b, a.n);
-                    if (!inRam_) {
+                    wk.download(a, 0);
+                    wk.download(b, a.n);
+                    if (!shards_->inRam()) {
                         a.x.clear();
                         b.x.clear();
                     }
                     writes.push_back(std::async(std::launch::async, [this, s = std::move(a)]() mutable {
-                        saveShard_(s, false);
+                        shards_->save(s, false);
                     }));
                     writes.push_back(std::async(std::launch::async, [this, s = std::move(b)]() mutable {
-                        saveShard_(s, false);
+                        shards_->save(s, false);
                     }));
                     int dn = ++done;
                     if (opt_.verbose) {
@@ -655,13 +724,8 @@ private:
         int32_t kk = k_;
         for (int i = 0; i < nShards_; ++i) {
             ShardData fromFile;
-            if (!inRam_) {
-                fromFile.index = i;
-                fromFile.n = shardRows_(i);
-                readLists_(shardPath_(i), size_t(fromFile.n) * K_, fromFile.ids, fromFile.dists);
-            }
-            const ShardData& s = inRam_ ? store_[i] : fromFile;
-            FAISS_THROW_IF_NOT_FMT(s.n == shardRows_(i) && s.ids.size() == size_t(s.n) * K_,
+            const ShardData& s = shards_->finalLists(i, fromFile);
+            FAISS_THROW_IF_NOT_FMT(s.n == shards_->rows(i) && s.ids.size() == size_t(s.n) * K_,
                                    "gnndBuildFromFile: internal error: shard %d is incomplete", i);
             for (int64_t r = 0; r < s.n; ++r) {
                 std::memcpy(row.data(), &kk, 4);
@@ -683,13 +747,6 @@ private:
         }
     }
 
-    void cleanup_() {
-        for (int i = 0; i < nShards_; ++i) {
-            std::remove(shardPath_(i).c_str());
-            std::remove(shardPath_(i, "head").c_str());
-        }
-    }
-
     const VectorFile& file_;
     int k_;
     FlatMetric metric_;
@@ -705,9 +762,7 @@ private:
     int nShards_ = 0;
     std::string workDir_;
     std::string outDir_;
-    bool inRam_ = false;
-    /// The shards between merges when they are kept in host memory.
-    std::vector<ShardData> store_;
+    std::unique_ptr<ShardStore> shards_;
     std::atomic<bool> failed_{false};
 };
 
