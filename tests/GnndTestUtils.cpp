@@ -59,6 +59,18 @@ bool withinThreshold(double got, double thr, bool ip) {
     return ip ? got >= thr - tol : got <= thr + tol;
 }
 
+/// A faiss::IndexFlat (L2 or IP) holding x (n x d).
+std::unique_ptr<faiss::IndexFlat> flatIndex(const float* x, int64_t n, int d, bool ip) {
+    std::unique_ptr<faiss::IndexFlat> index;
+    if (ip) {
+        index.reset(new faiss::IndexFlatIP(d));
+    } else {
+        index.reset(new faiss::IndexFlatL2(d));
+    }
+    index->add(n, x);
+    return index;
+}
+
 }  // namespace
 
 bool similarity(FlatMetric m) {
@@ -110,13 +122,7 @@ std::vector<int64_t> exactGraph(const float* x, int64_t n, int d, int k, bool ip
         flat.knnGraph(k, true, nullptr, out.data());
         return out;
     }
-    std::unique_ptr<faiss::IndexFlat> index;
-    if (ip) {
-        index.reset(new faiss::IndexFlatIP(d));
-    } else {
-        index.reset(new faiss::IndexFlatL2(d));
-    }
-    index->add(n, x);
+    std::unique_ptr<faiss::IndexFlat> index = flatIndex(x, n, d, ip);
     std::vector<int64_t> out(size_t(n) * k);
     const int64_t chunk = 8192;
     std::vector<float> D(size_t(chunk) * (k + 1));
@@ -144,13 +150,7 @@ std::vector<int64_t> referenceGraph(const float* x, int64_t n, int d, int k, boo
 /// Exact k-NN of queries q (nq x d) among x (n x d), both prepared; k <= n.
 std::vector<int64_t> exactSearch(const float* x, int64_t n, const float* q, int64_t nq, int d, int k,
                                  bool ip) {
-    std::unique_ptr<faiss::IndexFlat> index;
-    if (ip) {
-        index.reset(new faiss::IndexFlatIP(d));
-    } else {
-        index.reset(new faiss::IndexFlatL2(d));
-    }
-    index->add(n, x);
+    std::unique_ptr<faiss::IndexFlat> index = flatIndex(x, n, d, ip);
     std::vector<float> D(size_t(nq) * k);
     std::vector<int64_t> I(size_t(nq) * k);
     index->search(nq, q, k, D.data(), I.data());

@@ -304,13 +304,17 @@ std::vector<float> approximateDiameters(TreeBuffers& b, const BiLevelLSHConfig& 
                                             b.P.data());
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     std::vector<unsigned long long> am;
-    for (int it = 0; it < config.diameterIterations && anyActive(); ++it) {
-        // farthest from P
+    // per active group, the packed (distance, position) of its vector
+    // farthest from its row of `from`, into am
+    auto farthestFrom = [&](const float* from) {
         FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(b.amax.data(), 0, G * sizeof(unsigned long long), stream));
         farthestKernel<<<blocksFor(n, 128), 128, 0, stream>>>(
-            dX, d, b.perm.data(), b.posGroup.data(), n, b.P.data(), b.active.data(), b.amax.data());
+            dX, d, b.perm.data(), b.posGroup.data(), n, from, b.active.data(), b.amax.data());
         FAISS_EXT_CUDA_CHECK_LAUNCH();
         download(&am, b.amax.data(), G, stream);
+    };
+    for (int it = 0; it < config.diameterIterations && anyActive(); ++it) {
+        farthestFrom(b.P.data());
         for (int g = 0; g < G; ++g) {
             if (!act[g]) continue;
             psi[g] = sqrtRn(floatFromOrderedBits(uint32_t(am[g] >> 32)));
@@ -321,12 +325,7 @@ std::vector<float> approximateDiameters(TreeBuffers& b, const BiLevelLSHConfig& 
         gatherRowsKernel<<<G, 128, 0, stream>>>(dX, d, b.perm.data(), b.pos.data(), b.active.data(),
                                                 b.Q.data());
         FAISS_EXT_CUDA_CHECK_LAUNCH();
-        // farthest from Q
-        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(b.amax.data(), 0, G * sizeof(unsigned long long), stream));
-        farthestKernel<<<blocksFor(n, 128), 128, 0, stream>>>(
-            dX, d, b.perm.data(), b.posGroup.data(), n, b.Q.data(), b.active.data(), b.amax.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        download(&am, b.amax.data(), G, stream);
+        farthestFrom(b.Q.data());
         for (int g = 0; g < G; ++g) {
             if (!act[g]) continue;
             const float psi2 = sqrtRn(floatFromOrderedBits(uint32_t(am[g] >> 32)));
