@@ -31,12 +31,12 @@ const char* kUsage =
         "  --nq N            queries (default 10000)\n"
         "  --k K             neighbours (default 10)\n"
         "  --fmnist-dir DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
-        "  --graph-degree R  search graph degree (default 32)\n"
-        "  --knn-degree K    GNND k-NN graph degree (default 64)\n"
+        "  --degrees LIST    search graph : k-NN graph degrees, one build each (default 32:64)\n"
+        "  --fp16 LIST       1: FP16 traversal, 0: FP32 (default 1)\n"
         "  --itopk LIST      candidate buffers (default 32,64,128,256)\n"
-        "  --width LIST      search widths (default 1,2,4)\n"
-        "  --entry-seeds LIST  sampled entry points per query (default 0,8)\n"
-        "  --runs N          timed runs, median reported (default 3)\n"
+        "  --width LIST      search widths (default 1)\n"
+        "  --entry-seeds LIST  sampled entry points per query (default 8)\n"
+        "  --runs N          timed runs, median reported (default 7)\n"
         "  --latency N       single-query searches for the latency (default 200)\n"
         "  --write-dir DIR   write base.fbin, query.fbin, gt.ivecs for the anchors\n";
 
@@ -100,7 +100,7 @@ double timeMedian(int runs, F f) {
 struct Context {
     Data data;
     int k = 10;
-    int runs = 3;
+    int runs = 7;
     int latencyQueries = 200;
     std::string device, git;
     std::vector<int64_t> gt;  // nq x k exact ids
@@ -159,12 +159,12 @@ void runExact(Context& c, gpu::StandardGpuResources& res) {
     std::fflush(stdout);
 }
 
-void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a) {
+void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int degree, int knnDegree) {
     const Matrix& b = c.data.base;
     const Matrix& q = c.data.queries;
     gpu::GpuIndexSearchGraphConfig cfg;
-    cfg.graphDegree = int(a.getInt("graph-degree", 32));
-    cfg.knnDegree = int(a.getInt("knn-degree", 64));
+    cfg.graphDegree = degree;
+    cfg.knnDegree = knnDegree;
     gpu::GpuIndexSearchGraph index(&res, b.d, FlatMetric::L2, cfg);
     double t0 = nowSeconds();
     index.add(b.n, b.x.data());
@@ -178,27 +178,31 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a) {
     std::fflush(stdout);
     std::vector<float> D(size_t(q.n) * c.k);
     std::vector<int64_t> I(size_t(q.n) * c.k);
-    for (int64_t es : parseIntList(a.get("entry-seeds", "0,8")))
-        for (int64_t w : parseIntList(a.get("width", "1,2,4")))
-            for (int64_t itopk : parseIntList(a.get("itopk", "32,64,128,256"))) {
-                gpu::SearchParametersSearchGraph sp;
-                sp.itopk = int(itopk);
-                sp.searchWidth = int(w);
-                sp.entrySeeds = int(es);
-                double s = timeMedian(c.runs, [&] {
-                    index.search(q.n, q.x.data(), c.k, D.data(), I.data(), &sp);
-                });
-                double r = recallOf(c, I);
-                double lat = latency(c, index, &sp);
-                JsonLine p;
-                p.integer("itopk", itopk).integer("search_width", w).integer("entry_seeds", es)
-                        .integer("graph_degree", cfg.graphDegree);
-                std::printf("%s\n", line(c, "ours:graph").raw("params", p.text()).num("seconds", s)
-                                            .num("qps", q.n / s).num("recall", r)
-                                            .num("latency_ms_nq1", lat * 1e3)
-                                            .str("git", c.git).text().c_str());
-                std::fflush(stdout);
-            }
+    for (int64_t half : parseIntList(a.get("fp16", "1")))
+        for (int64_t es : parseIntList(a.get("entry-seeds", "8")))
+            for (int64_t w : parseIntList(a.get("width", "1")))
+                for (int64_t itopk : parseIntList(a.get("itopk", "32,64,128,256"))) {
+                    gpu::SearchParametersSearchGraph sp;
+                    sp.itopk = int(itopk);
+                    sp.searchWidth = int(w);
+                    sp.entrySeeds = int(es);
+                    sp.fp16 = int(half);
+                    double s = timeMedian(c.runs, [&] {
+                        index.search(q.n, q.x.data(), c.k, D.data(), I.data(), &sp);
+                    });
+                    double r = recallOf(c, I);
+                    double lat = latency(c, index, &sp);
+                    JsonLine p;
+                    p.integer("itopk", itopk).integer("search_width", w)
+                            .integer("entry_seeds", es).integer("fp16", half)
+                            .integer("graph_degree", cfg.graphDegree)
+                            .integer("knn_degree", cfg.knnDegree);
+                    std::printf("%s\n", line(c, "ours:graph").raw("params", p.text())
+                                                .num("seconds", s).num("qps", q.n / s)
+                                                .num("recall", r).num("latency_ms_nq1", lat * 1e3)
+                                                .str("git", c.git).text().c_str());
+                    std::fflush(stdout);
+                }
 }
 
 void writeForAnchors(const Context& c, const std::string& dir) {
@@ -214,7 +218,7 @@ int main(int argc, char** argv) {
     try {
         Args a(argc, argv, {"help", "git"});
         if (a.printedHelpOrGit(kUsage)) return 0;
-        a.checkKnown({"data", "nb", "nq", "k", "fmnist-dir", "graph-degree", "knn-degree", "itopk",
+        a.checkKnown({"data", "nb", "nq", "k", "fmnist-dir", "degrees", "fp16", "itopk",
                       "width", "entry-seeds", "runs", "latency", "write-dir", "help", "git"});
         Context c;
         double t0 = nowSeconds();
@@ -223,14 +227,19 @@ int main(int argc, char** argv) {
                      c.data.name.c_str(), (long long)c.data.base.n, (long long)c.data.queries.n,
                      c.data.base.d, nowSeconds() - t0);
         c.k = int(a.getInt("k", 10));
-        c.runs = int(a.getInt("runs", 3));
+        c.runs = int(a.getInt("runs", 7));
         c.latencyQueries = int(a.getInt("latency", 200));
         c.device = deviceName();
         c.git = gitCommit();
         gpu::StandardGpuResources res;
         runExact(c, res);
         if (a.has("write-dir")) writeForAnchors(c, a.get("write-dir"));
-        runGraph(c, res, a);
+        for (const std::string& pair : parseList(a.get("degrees", "32:64"))) {
+            size_t colon = pair.find(':');
+            if (colon == std::string::npos)
+                throw std::invalid_argument("--degrees takes GRAPH:KNN pairs, e.g. 32:64");
+            runGraph(c, res, a, std::stoi(pair.substr(0, colon)), std::stoi(pair.substr(colon + 1)));
+        }
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_ann: %s\n", e.what());

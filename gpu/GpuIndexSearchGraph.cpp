@@ -9,6 +9,7 @@
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <faiss/IndexFlat.h>
+#include <faiss/IndexHNSW.h>
 #include <faiss/IndexPreTransform.h>
 #include <faiss/VectorTransform.h>
 #include <faiss/impl/FaissAssert.h>
@@ -24,6 +25,8 @@ namespace gpu {
 struct GpuIndexSearchGraph::SearchGraphState {
     DeviceVector<int> ids;
     DeviceVector<int> entryIds;  ///< the entry-point sample (node ids)
+    DeviceVector<uint16_t> x16;  ///< FP16 copy of the vectors times scale16 (fp16Traversal)
+    float scale16 = 1.f;
 };
 
 namespace {
@@ -42,23 +45,70 @@ int nextPow2(int v) {
 
 bool isPow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
-/// Row of x (n x d) nearest to the mean of the rows: the twin's entry point.
-int64_t nearestToMean(const float* x, int64_t n, int d) {
-    std::vector<double> mean(d, 0.0);
+/// Out-degree of level 0 of an HNSW graph.
+int levelZeroDegree(const faiss::HNSW& h) {
+    return h.cum_nneighbor_per_level[1] - h.cum_nneighbor_per_level[0];
+}
+
+/// Nodes of the twin's upper level (a complete graph over them, so that
+/// FAISS's greedy descent starts level 0 from the one nearest the query).
+constexpr int kTwinUpperNodes = 1024;
+
+/// Writes a two-level HNSW: level 0 = our search graph (degree R, -1
+/// padded), level 1 = a complete graph over a seeded sample of nodes.
+void fillHnswLevels(faiss::HNSW& h, const std::vector<int>& g, int64_t n, int R, uint64_t seed) {
+    h.levels.clear();
+    h.offsets.assign(1, 0);
+    h.neighbors.clear();
+    h.entry_point = -1;
+    h.max_level = -1;
+    if (n == 0) return;
+    std::vector<int> upper = graph::sampleEntryPoints(n, kTwinUpperNodes, seed ^ 0x5EEDull);
+    int u = int(upper.size()), R1 = std::max(1, u - 1);
+    h.cum_nneighbor_per_level = {0, R, R + R1};
+    double p1 = double(u) / double(n);
+    h.assign_probas = {1.0 - p1, p1};
+    h.levels.assign(n, 1);
+    for (int v : upper) h.levels[v] = 2;
+    h.offsets.resize(n + 1);
     for (int64_t i = 0; i < n; ++i)
-        for (int j = 0; j < d; ++j) mean[j] += x[i * d + j];
-    for (int j = 0; j < d; ++j) mean[j] /= double(n);
-    int64_t best = 0;
-    double bestD = std::numeric_limits<double>::infinity();
+        h.offsets[i + 1] = h.offsets[i] + h.cum_nneighbor_per_level[h.levels[i]];
+    h.neighbors.assign(h.offsets[n], -1);
+    for (int64_t i = 0; i < n; ++i)
+        std::copy(g.begin() + i * R, g.begin() + (i + 1) * R, h.neighbors.begin() + h.offsets[i]);
+    for (int v : upper) {
+        size_t at = h.offsets[v] + R;
+        for (int w : upper)
+            if (w != v) h.neighbors[at++] = w;
+    }
+    h.entry_point = upper[0];
+    h.max_level = u > 1 ? 1 : 0;
+    h.upper_beam = 1;
+}
+
+/// Level 0 of an HNSW as an n x R graph (-1 padded); throws on ids out of
+/// range or a degree past R.
+std::vector<int> levelZeroGraph(const faiss::HNSW& h, int64_t n, int R) {
+    FAISS_THROW_IF_NOT_FMT(h.levels.size() == size_t(n) && h.offsets.size() == size_t(n) + 1 &&
+                                   levelZeroDegree(h) == R &&
+                                   h.offsets[n] <= h.neighbors.size(),
+                           "%s::copyFrom: the twin's HNSW graph is not built for its %lld "
+                           "vectors at level-0 degree %d",
+                           kWho, (long long)n, R);
+    std::vector<int> g(size_t(n) * R, -1);
     for (int64_t i = 0; i < n; ++i) {
-        double s = 0;
-        for (int j = 0; j < d; ++j) s += (x[i * d + j] - mean[j]) * (x[i * d + j] - mean[j]);
-        if (s < bestD) {
-            bestD = s;
-            best = i;
+        FAISS_THROW_IF_NOT_FMT(h.offsets[i] + R <= h.offsets[i + 1],
+                               "%s::copyFrom: node %lld has no level-0 list", kWho, (long long)i);
+        for (int j = 0; j < R; ++j) {
+            int v = h.neighbors[h.offsets[i] + j];
+            FAISS_THROW_IF_NOT_FMT(v >= -1 && v < n,
+                                   "%s::copyFrom: the twin's graph has node id %d outside [0, "
+                                   "%lld)",
+                                   kWho, v, (long long)n);
+            g[size_t(i) * R + j] = v;
         }
     }
-    return best;
+    return g;
 }
 
 GpuKnnGraphGNNDConfig knnConfigOf(const GpuIndexSearchGraphConfig& c) {
@@ -67,10 +117,13 @@ GpuKnnGraphGNNDConfig knnConfigOf(const GpuIndexSearchGraphConfig& c) {
     return g;
 }
 
-const faiss::IndexNSGFlat* checkedTwin(const faiss::IndexNSGFlat* index) {
-    FAISS_THROW_IF_NOT_MSG(index, "GpuIndexSearchGraph: null faiss::IndexNSGFlat");
+const faiss::IndexHNSWFlat* checkedTwin(const faiss::IndexHNSWFlat* index) {
+    FAISS_THROW_IF_NOT_MSG(index, "GpuIndexSearchGraph: null faiss::IndexHNSWFlat");
+    FAISS_THROW_IF_NOT_FMT(index->hnsw.cum_nneighbor_per_level.size() >= 2,
+                           "%s: the twin's HNSW has no level 0", kWho);
     return index;
 }
+
 
 GpuIndexSearchGraphConfig withDegree(GpuIndexSearchGraphConfig c, int R) {
     c.graphDegree = R;
@@ -93,10 +146,10 @@ GpuIndexSearchGraph::GpuIndexSearchGraph(GpuResourcesProvider* provider, int dim
 }
 
 GpuIndexSearchGraph::GpuIndexSearchGraph(GpuResourcesProvider* provider,
-                                         const faiss::IndexNSGFlat* index,
+                                         const faiss::IndexHNSWFlat* index,
                                          GpuIndexSearchGraphConfig config)
         : GpuIndexSearchGraph(provider, checkedTwin(index)->d, fromFaissMetric(index->metric_type),
-                              withDegree(config, index->nsg.R)) {
+                              withDegree(config, levelZeroDegree(index->hnsw))) {
     copyFrom(index);
 }
 
@@ -143,25 +196,36 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     // Every buffer of the optimisation is allocated before the k-NN graph
     // changes, so running out of memory leaves the index as it was.
-    DeviceVector<int> next, knn32, scratch;
-    DeviceVector<int64_t> knn64;
+    DeviceVector<int> next, scratch;
     next.allocate(size_t(total) * degree, kWho, "search graph");
-    knn32.allocate(size_t(total) * K, kWho, "k-NN graph ids");
-    knn64.allocate(size_t(total) * K, kWho, "k-NN graph ids (64-bit)");
     scratch.allocate(graph::optimizeScratchInts(total, degree), kWho, "optimisation scratch");
+    DeviceVector<uint16_t> x16;
+    if (sConfig_.fp16Traversal) x16.allocate(size_t(total) * d, kWho, "FP16 copy of the vectors");
     auto t0 = std::chrono::steady_clock::now();
     knn_->add(n, x);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     knnSeconds_ = secondsSince(t0);
     auto t1 = std::chrono::steady_clock::now();
-    knn_->getGraph(knn64.data());
-    graph::narrowIds(stream, knn64.data(), size_t(total) * K, knn32.data());
-    graph::optimizeGraph(stream, knn32.data(), total, K, degree, next.data(), scratch.data());
+    graph::optimizeGraph(stream, knn_->getGraphIdsDevice(), total, knn_->getBuildDegree(), K,
+                         degree, next.data(), scratch.data());
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     optimizeSeconds_ = secondsSince(t1);
     std::swap(graph_->ids, next);
+    std::swap(graph_->x16, x16);
     ntotal = total;
+    fillHalfCopy_();
     rebuildEntryPoints_();
+}
+
+void GpuIndexSearchGraph::fillHalfCopy_() {
+    if (!sConfig_.fp16Traversal || ntotal == 0) return;
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    if (graph_->x16.size() != size_t(ntotal) * d)
+        graph_->x16.allocate(size_t(ntotal) * d, kWho, "FP16 copy of the vectors");
+    size_t count = size_t(ntotal) * d;
+    graph_->scale16 = graph::halfScaleFor(stream, knn_->getVectorsDevice(), count);
+    graph::toHalf(stream, knn_->getVectorsDevice(), count, graph_->scale16, graph_->x16.data());
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void GpuIndexSearchGraph::rebuildEntryPoints_() {
@@ -191,6 +255,7 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
                                       idx_t* labels, const faiss::SearchParameters* params) const {
     graph::BeamSearchParams p;
     int perQuery = sConfig_.entrySeeds;
+    bool useHalf = sConfig_.fp16Traversal;
     p.itopk = sConfig_.itopk;
     p.searchWidth = sConfig_.searchWidth;
     p.maxIterations = sConfig_.maxIterations;
@@ -219,6 +284,12 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
                                "%s::search: entrySeeds = %d must be in [-1, 128]", kWho,
                                sp->entrySeeds);
         if (sp->entrySeeds >= 0) perQuery = sp->entrySeeds;
+        FAISS_THROW_IF_NOT_FMT(sp->fp16 >= -1 && sp->fp16 <= 1 &&
+                                       (sp->fp16 != 1 || sConfig_.fp16Traversal),
+                               "%s::search: fp16 = %d must be -1, 0 or 1 (1 needs an index "
+                               "built with fp16Traversal)",
+                               kWho, sp->fp16);
+        if (sp->fp16 >= 0) useHalf = sp->fp16 == 1;
         p.minIterations = sp->minIterations;
     }
     FAISS_THROW_IF_NOT_FMT(k <= graph::kMaxItopk, "%s::search: k = %lld must be <= %d", kWho,
@@ -264,8 +335,14 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
         seeds.rank = seedI->data();
         seeds.perQuery = perQuery;
     }
-    graph::beamSearch(stream, knn_->getVectorsDevice(), ntotal, d, graph_->ids.data(),
-                      sConfig_.graphDegree, ip, q, n, int(k), p, seeds, distances, labels);
+    graph::SearchVectors vectors;
+    vectors.x = knn_->getVectorsDevice();
+    if (useHalf) {
+        vectors.x16 = graph_->x16.data();
+        vectors.scale16 = graph_->scale16;
+    }
+    graph::beamSearch(stream, vectors, ntotal, d, graph_->ids.data(), sConfig_.graphDegree, ip, q,
+                      n, int(k), p, seeds, distances, labels);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -281,6 +358,18 @@ std::vector<int> GpuIndexSearchGraph::getSearchGraph() const {
     return out;
 }
 
+std::vector<int> GpuIndexSearchGraph::getEntryPoints() const {
+    auto lock = lockOps_();
+    std::vector<int> out(graph_->entryIds.size());
+    if (out.empty()) return out;
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(out.data(), graph_->entryIds.data(),
+                                         sizeof(int) * out.size(), cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return out;
+}
+
 std::vector<int> GpuIndexSearchGraph::getKnnGraph() const {
     auto lock = lockOps_();
     return knn_->getGraphInt();
@@ -291,6 +380,7 @@ void GpuIndexSearchGraph::reset() {
     knn_->reset();
     graph_->ids.release();
     graph_->entryIds.release();
+    graph_->x16.release();
     entries_.reset();
     ntotal = 0;
 }
@@ -300,15 +390,12 @@ void GpuIndexSearchGraph::reconstruct(idx_t key, float* recons) const {
     knn_->reconstruct(key, recons);
 }
 
-void GpuIndexSearchGraph::copyTo(faiss::IndexNSGFlat* index) const {
+void GpuIndexSearchGraph::copyTo(faiss::IndexHNSWFlat* index) const {
     auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(index, "%s::copyTo: null index", kWho);
     FAISS_THROW_IF_NOT_FMT(index->d == d && index->metric_type == metric_type,
                            "%s::copyTo: the twin has d %d / metric %d, we have d %d / metric %d",
                            kWho, index->d, int(index->metric_type), d, int(metric_type));
-    FAISS_THROW_IF_NOT_FMT(index->nsg.R == sConfig_.graphDegree,
-                           "%s::copyTo: the twin's R = %d must equal graphDegree = %d", kWho,
-                           index->nsg.R, sConfig_.graphDegree);
     auto flat = dynamic_cast<faiss::IndexFlat*>(index->storage);
     FAISS_THROW_IF_NOT_FMT(flat, "%s::copyTo: the twin's storage must be an IndexFlat", kWho);
     std::vector<float> xs(size_t(ntotal) * d);
@@ -323,21 +410,14 @@ void GpuIndexSearchGraph::copyTo(faiss::IndexNSGFlat* index) const {
     }
     index->reset();
     flat->add(ntotal, xs.data());
+    fillHnswLevels(index->hnsw, g, ntotal, sConfig_.graphDegree, sConfig_.seed);
+    index->hnsw.efSearch = sConfig_.itopk;
     index->ntotal = ntotal;
-    if (ntotal == 0) return;
-    auto graph = std::make_shared<faiss::nsg::Graph<int>>(int(ntotal), sConfig_.graphDegree);
-    std::copy(g.begin(), g.end(), graph->data);
-    index->nsg.final_graph = graph;
-    index->nsg.ntotal = int(ntotal);
-    index->nsg.search_L = sConfig_.itopk;
-    index->nsg.enterpoint = int(nearestToMean(xs.data(), ntotal, d));
-    index->nsg.is_built = true;
-    index->is_built = true;
 }
 
 faiss::Index* GpuIndexSearchGraph::copyToCpuIndex() const {
     auto lock = lockOps_();
-    auto twin = new faiss::IndexNSGFlat(d, sConfig_.graphDegree, metric_type);
+    auto twin = new faiss::IndexHNSWFlat(d, std::max(1, sConfig_.graphDegree / 2), metric_type);
     try {
         copyTo(twin);
     } catch (...) {
@@ -354,15 +434,12 @@ faiss::Index* GpuIndexSearchGraph::copyToCpuIndex() const {
     return pt;
 }
 
-void GpuIndexSearchGraph::copyFrom(const faiss::IndexNSGFlat* index) {
+void GpuIndexSearchGraph::copyFrom(const faiss::IndexHNSWFlat* index) {
     auto lock = lockOps_();
     checkedTwin(index);
     FAISS_THROW_IF_NOT_FMT(index->d == d && index->metric_type == metric_type,
                            "%s::copyFrom: the twin has d %d / metric %d, we have d %d / metric %d",
                            kWho, index->d, int(index->metric_type), d, int(metric_type));
-    FAISS_THROW_IF_NOT_FMT(index->nsg.R == sConfig_.graphDegree,
-                           "%s::copyFrom: the twin's R = %d must equal graphDegree = %d", kWho,
-                           index->nsg.R, sConfig_.graphDegree);
     auto flat = dynamic_cast<const faiss::IndexFlat*>(index->storage);
     FAISS_THROW_IF_NOT_FMT(flat, "%s::copyFrom: the twin's storage must be an IndexFlat", kWho);
     int64_t n = flat->ntotal;
@@ -372,31 +449,23 @@ void GpuIndexSearchGraph::copyFrom(const faiss::IndexNSGFlat* index) {
         reset();
         return;
     }
-    FAISS_THROW_IF_NOT_FMT(index->is_built && index->nsg.is_built && index->nsg.final_graph &&
-                                   index->nsg.final_graph->N == n &&
-                                   index->nsg.final_graph->K == index->nsg.R,
-                           "%s::copyFrom: the twin's graph is not built for its %lld vectors",
-                           kWho, (long long)n);
-    const int* g = index->nsg.final_graph->data;
-    for (int64_t i = 0; i < n * index->nsg.R; ++i)
-        FAISS_THROW_IF_NOT_FMT(g[i] >= -1 && g[i] < n,
-                               "%s::copyFrom: the twin's graph has node id %d outside [0, %lld)",
-                               kWho, g[i], (long long)n);
+    std::vector<int> g = levelZeroGraph(index->hnsw, n, sConfig_.graphDegree);
     // Rebuild the k-NN graph in a fresh index; ours changes only at the end.
     GpuResourcesProviderFromInstance same(resources_);
     std::unique_ptr<GpuKnnGraphGNND> knn(
             new GpuKnnGraphGNND(&same, d, sConfig_.knnDegree, flatMetric_, knnConfigOf(sConfig_)));
     knn->add(n, flat->get_xb());
     DeviceVector<int> ids;
-    ids.allocate(size_t(n) * sConfig_.graphDegree, kWho, "search graph");
+    ids.allocate(g.size(), kWho, "search graph");
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(ids.data(), g, sizeof(int) * ids.size(),
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(ids.data(), g.data(), sizeof(int) * g.size(),
                                          cudaMemcpyHostToDevice, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::swap(knn_, knn);
     std::swap(graph_->ids, ids);
     ntotal = n;
+    fillHalfCopy_();
     rebuildEntryPoints_();
 }
 

@@ -11,10 +11,12 @@
 // random entry points. A later add() merges the new vectors into the k-NN
 // graph (GGM) and rebuilds the search graph.
 //
-// The CPU twin is a faiss::IndexNSGFlat holding the same search graph (R =
-// graphDegree, search_L = itopk), so faiss::write_index and FAISS's own CPU
-// search work on it. copyFrom a twin rebuilds the k-NN graph from its
-// vectors on the GPU and keeps the twin's search graph.
+// The CPU twin is a faiss::IndexHNSWFlat whose level 0 is the same search
+// graph (efSearch = itopk) and whose level 1 is a complete graph over 1,024
+// sampled nodes, so that FAISS's own greedy descent picks the entry point:
+// faiss::write_index and FAISS's CPU search work on it, without a GPU.
+// copyFrom any IndexHNSWFlat (ours or FAISS's) takes its level-0 graph as
+// the search graph and rebuilds the k-NN graph from the vectors on the GPU.
 //
 // Usage:
 //   faiss_ext::gpu::StandardGpuResources res;
@@ -27,7 +29,7 @@
 #include "faiss_ext/gpu/GnndOptions.h"
 #include "faiss_ext/gpu/GpuIndex.h"
 
-#include <faiss/IndexNSG.h>
+#include <faiss/IndexHNSW.h>
 
 #include <cstdint>
 #include <memory>
@@ -68,6 +70,11 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     int entryPoints = 4096;
     /// Sampled nodes each query starts from (0..128; 0: random only).
     int entrySeeds = 8;
+    /// Score candidates on an FP16 copy of the vectors while searching
+    /// (half the memory traffic; n x d x 2 more bytes on the device), then
+    /// re-score the final candidate buffer in FP32: returned distances are
+    /// exact FP32 values either way.
+    bool fp16Traversal = true;
 };
 
 /// Per-search knobs of GpuIndexSearchGraph (0: the index's default).
@@ -78,6 +85,8 @@ struct SearchParametersSearchGraph : faiss::SearchParameters {
     int minIterations = 0;  ///< iterations before stopping when nothing is left to expand
     int seedRounds = 0;     ///< rounds of random entry points
     int entrySeeds = -1;    ///< sampled entry points per query (-1: the index's; 0: none)
+    int fp16 = -1;          ///< 0: score on FP32 vectors; 1: on the FP16 copy (needs
+                            ///< fp16Traversal); -1: the index's setting
 };
 
 /// Graph-based approximate k-NN index (GNND k-NN graph, CAGRA-style search
@@ -90,8 +99,9 @@ public:
     GpuIndexSearchGraph(GpuResourcesProvider* provider, int dims,
                         FlatMetric metric = FlatMetric::L2, GpuIndexSearchGraphConfig config = {});
 
-    /// A copy of a faiss::IndexNSGFlat (see copyFrom).
-    GpuIndexSearchGraph(GpuResourcesProvider* provider, const faiss::IndexNSGFlat* index,
+    /// A copy of a faiss::IndexHNSWFlat (see copyFrom); graphDegree becomes
+    /// its level-0 degree.
+    GpuIndexSearchGraph(GpuResourcesProvider* provider, const faiss::IndexHNSWFlat* index,
                         GpuIndexSearchGraphConfig config = {});
 
     ~GpuIndexSearchGraph() override;
@@ -107,6 +117,9 @@ public:
     /// slot, only when ntotal <= graphDegree).
     std::vector<int> getSearchGraph() const;
 
+    /// The entry-point sample (sorted node ids; empty when entryPoints is 0).
+    std::vector<int> getEntryPoints() const;
+
     /// The GNND k-NN graph under the search graph (ntotal x knnDegree ids,
     /// sorted nearest first).
     std::vector<int> getKnnGraph() const;
@@ -116,18 +129,20 @@ public:
     double getKnnBuildSeconds() const { return knnSeconds_; }
     double getOptimizeSeconds() const { return optimizeSeconds_; }
 
-    /// Replaces the contents with a faiss::IndexNSGFlat's vectors and graph
-    /// (its R becomes graphDegree; the k-NN graph is rebuilt by GNND). The
-    /// twin must be built, with an IndexFlat storage of our d and metric.
-    /// Throws with this index unchanged on anything else.
-    void copyFrom(const faiss::IndexNSGFlat* index);
+    /// Replaces the contents with a faiss::IndexHNSWFlat's vectors and its
+    /// level-0 graph, whose degree must be graphDegree (the k-NN graph is
+    /// rebuilt by GNND). The twin needs an IndexFlat storage of our d and
+    /// metric. Throws with this index unchanged on anything else.
+    void copyFrom(const faiss::IndexHNSWFlat* index);
 
-    /// Writes vectors (prepared) and search graph into a faiss::IndexNSGFlat
-    /// (R = graphDegree, search_L = itopk, enterpoint = the vector nearest to
-    /// the mean). The index must have our d and metric and R = graphDegree.
-    void copyTo(faiss::IndexNSGFlat* index) const;
+    /// Writes vectors (prepared) and the search graph into a
+    /// faiss::IndexHNSWFlat (level 0: the search graph; level 1: a complete
+    /// graph over 1,024 sampled nodes; efSearch = itopk). The index must
+    /// have our d and metric and an IndexFlat storage; its contents are
+    /// replaced.
+    void copyTo(faiss::IndexHNSWFlat* index) const;
 
-    /// The CPU twin (a faiss::IndexNSGFlat; Cosine / Pearson wrapped in an
+    /// The CPU twin (a faiss::IndexHNSWFlat; Cosine / Pearson wrapped in an
     /// IndexPreTransform that prepares the queries).
     faiss::Index* copyToCpuIndex() const override;
 
@@ -148,6 +163,7 @@ private:
     struct SearchGraphState;
     void checkConfig_(const GpuIndexSearchGraphConfig& c) const;
     void rebuildEntryPoints_();
+    void fillHalfCopy_();
 
     FlatMetric flatMetric_;
     GpuIndexSearchGraphConfig sConfig_;

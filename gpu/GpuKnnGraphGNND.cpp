@@ -574,5 +574,7 @@ void GpuKnnGraphGNND::reconstruct(idx_t key, float* recons) const {
 
 const float* GpuKnnGraphGNND::getVectorsDevice() const { return state_->x.data(); }
 
+const int* GpuKnnGraphGNND::getGraphIdsDevice() const { return state_->ids.data(); }
+
 }  // namespace gpu
 }  // namespace faiss_ext

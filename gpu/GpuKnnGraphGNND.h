@@ -145,6 +145,12 @@ public:
     /// Device pointer to the stored (prepared) vectors, ntotal x d.
     const float* getVectorsDevice() const;
 
+    /// Device pointer to the graph as the build keeps it: ntotal lists of
+    /// getBuildDegree() int32 ids each, sorted nearest first, -1 padded; the
+    /// first getGraphDegree() of each list are the graph. Valid until the
+    /// next add / reset / copyFrom.
+    const int* getGraphIdsDevice() const;
+
     /// Memory a build of n vectors of dimension d at degree k needs on one
     /// device (resident plus temporary), with these parameters.
     static GnndMemoryEstimate estimateMemory(int64_t n, int d, int k,

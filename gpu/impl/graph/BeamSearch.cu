@@ -11,11 +11,20 @@
 //      elementwise minimum of itopk and the reversed candidates holds the
 //      itopk best of both and is bitonic, so one bitonic merge sorts it.
 // It stops when no entry is left to expand (after minIterations) or after
-// maxIterations. See SearchGraph.h for the contract.
+// maxIterations. With an FP16 copy of the vectors (SearchVectors::x16) the
+// candidates are scored on it (half the memory traffic of the search, which
+// is bound by it), and the final buffer is re-scored in FP32 and sorted
+// again, so returned distances are exact FP32 values. The visited table is
+// small; when it is half full it is cleared and refilled with the buffer's
+// nodes (CAGRA's "forgettable" hash), so a node can be scored again only
+// after it has left the buffer, and then cannot re-enter it: the buffer
+// never holds a node twice. See SearchGraph.h for the contract.
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
+
+#include <cuda_fp16.h>
 
 #include <algorithm>
 
@@ -29,7 +38,7 @@ constexpr int kBlockThreads = 128;
 constexpr uint32_t kExpanded = 0x80000000u;
 constexpr uint32_t kIdMask = 0x7FFFFFFFu;
 constexpr uint32_t kNoId = 0x7FFFFFFFu;
-constexpr int kMaxHashSlots = 16384;
+constexpr int kMaxHashSlots = 4096;
 
 __device__ __forceinline__ float infinity() { return __int_as_float(0x7f800000); }
 
@@ -57,7 +66,9 @@ int teamSize(int d) { return d <= 128 ? 8 : d <= 512 ? 16 : 32; }
 struct Layout {
     int itopk, cand, slots, d4;
     size_t bytes() const {
-        return size_t(d4) * 16 + size_t(itopk + cand) * 8 + size_t(slots) * 4 + 128;
+        // + parents (kMaxSearchWidth + 1 ints) and the table's entry count
+        return size_t(d4) * 32 + size_t(itopk + cand) * 8 + size_t(slots) * 4 +
+               size_t(kMaxSearchWidth + 2) * 4;
     }
 };
 
@@ -85,16 +96,64 @@ __device__ __forceinline__ void compareSwap(float* key, uint32_t* id, int i, int
     }
 }
 
-/// Bitonic sort of n (a power of two) pairs, ascending, by the whole block.
+/// One compare-exchange of a bitonic network between lanes `stride` apart,
+/// in registers: the lower lane keeps the first of the pair when `up`.
+__device__ __forceinline__ void shuffleCompareSwap(float& k, uint32_t& v, int lane, int stride,
+                                                   bool up) {
+    float ok = __shfl_xor_sync(0xFFFFFFFFu, k, stride);
+    uint32_t ov = __shfl_xor_sync(0xFFFFFFFFu, v, stride);
+    bool lower = (lane & stride) == 0;
+    bool take = lower == up ? pairBefore(ok, ov, k, v) : pairBefore(k, v, ok, ov);
+    if (take) {
+        k = ok;
+        v = ov;
+    }
+}
+
+/// The stages of strides 16 .. 1 of bitonic step `size` (size 0: a whole
+/// sort of each 32-element chunk) over n pairs, each warp taking chunks of
+/// 32 in registers; `ascending` forces every chunk upwards (a merge).
+__device__ void registerStages(float* key, uint32_t* id, int n, int size, bool ascending) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    for (int c = warp; c < n / 32; c += warps) {
+        int i = c * 32 + lane;
+        float k = key[i];
+        uint32_t v = id[i];
+        if (size == 0) {
+            for (int sz = 2; sz <= 32; sz <<= 1)
+                for (int stride = sz >> 1; stride > 0; stride >>= 1)
+                    shuffleCompareSwap(k, v, lane, stride, ascending || (i & sz) == 0);
+        } else {
+            for (int stride = 16; stride > 0; stride >>= 1)
+                shuffleCompareSwap(k, v, lane, stride, ascending || (i & size) == 0);
+        }
+        key[i] = k;
+        id[i] = v;
+    }
+}
+
+/// The stage of stride `stride` (>= 32) of bitonic step `size` in shared
+/// memory (size 0: ascending everywhere, a merge).
+__device__ void sharedStage(float* key, uint32_t* id, int n, int size, int stride) {
+    for (int t = threadIdx.x; t < n / 2; t += blockDim.x) {
+        int i = 2 * t - (t & (stride - 1));
+        compareSwap(key, id, i, i + stride, size == 0 || (i & size) == 0);
+    }
+}
+
+/// Bitonic sort of n (a power of two, >= 32) pairs, ascending, by the whole
+/// block: strides below 32 in registers (warp shuffles, no barrier), the
+/// others in shared memory.
 __device__ void blockBitonicSort(float* key, uint32_t* id, int n) {
-    for (int size = 2; size <= n; size <<= 1) {
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            for (int t = threadIdx.x; t < n / 2; t += blockDim.x) {
-                int i = 2 * t - (t & (stride - 1));
-                compareSwap(key, id, i, i + stride, (i & size) == 0);
-            }
+    registerStages(key, id, n, 0, false);
+    __syncthreads();
+    for (int size = 64; size <= n; size <<= 1) {
+        for (int stride = size >> 1; stride >= 32; stride >>= 1) {
+            sharedStage(key, id, n, size, stride);
             __syncthreads();
         }
+        registerStages(key, id, n, size, false);
+        __syncthreads();
     }
 }
 
@@ -112,22 +171,26 @@ __device__ void mergeIntoTop(float* topK, uint32_t* topI, const float* cK, const
         }
     }
     __syncthreads();
-    for (int stride = L >> 1; stride > 0; stride >>= 1) {
-        for (int t = threadIdx.x; t < L / 2; t += blockDim.x) {
-            int i = 2 * t - (t & (stride - 1));
-            compareSwap(topK, topI, i, i + stride, true);
-        }
+    // a bitonic sequence: one merge, ascending
+    for (int stride = L >> 1; stride >= 32; stride >>= 1) {
+        sharedStage(topK, topI, L, 0, stride);
         __syncthreads();
     }
+    registerStages(topK, topI, L, 1, true);
+    __syncthreads();
 }
 
-/// true when id was not visited yet (it is now). A full table counts as
-/// visited, so a node is never scored twice.
-__device__ bool visitOnce(int* table, int slots, uint32_t id) {
+/// true when id was not visited yet (it is now; *count counts the
+/// entries). A full probe sequence counts as visited, so a node is never
+/// scored twice while the table holds it.
+__device__ bool visitOnce(int* table, int slots, uint32_t id, int* count) {
     uint32_t h = uint32_t(splitmix64(id)) & uint32_t(slots - 1);
     for (int probe = 0; probe < 32; ++probe) {
         int old = atomicCAS(&table[h], -1, int(id));
-        if (old == -1) return true;
+        if (old == -1) {
+            atomicAdd(count, 1);
+            return true;
+        }
         if (old == int(id)) return false;
         h = (h + 1) & uint32_t(slots - 1);
     }
@@ -166,38 +229,107 @@ __device__ float teamDistance(const float* x, int d, bool vec4, bool active, uin
     return ip ? -s : s;
 }
 
-/// Scores the candidates whose ids are set (others get +inf).
-__device__ void scoreCandidates(const float* x, int d, bool vec4, const float* q, bool ip,
+/// Same as teamDistance on the FP16 copy (q: the query times the copy's
+/// scale; the result is the distance times scale^2, for ordering only).
+__device__ float teamDistanceHalf(const __half* x, int d, bool active, uint32_t id,
+                                  const float* q, bool ip, int laneInTeam, int team) {
+    float s = 0.f;
+    if (active) {
+        const __half* row = x + int64_t(id) * d;
+        if ((d & 7) == 0) {
+            const uint4* r8 = reinterpret_cast<const uint4*>(row);
+            for (int j = laneInTeam; j < d / 8; j += team) {
+                uint4 v = __ldg(r8 + j);
+                const __half2* h = reinterpret_cast<const __half2*>(&v);
+                const float* qj = q + 8 * j;
+#pragma unroll
+                for (int t = 0; t < 4; ++t) {
+                    float2 f = __half22float2(h[t]);
+                    if (ip) {
+                        s += f.x * qj[2 * t] + f.y * qj[2 * t + 1];
+                    } else {
+                        float a = f.x - qj[2 * t], b = f.y - qj[2 * t + 1];
+                        s += a * a + b * b;
+                    }
+                }
+            }
+        } else if ((d & 3) == 0) {
+            const uint2* r4 = reinterpret_cast<const uint2*>(row);
+            for (int j = laneInTeam; j < d / 4; j += team) {
+                uint2 v = __ldg(r4 + j);
+                const __half2* h = reinterpret_cast<const __half2*>(&v);
+                const float* qj = q + 4 * j;
+#pragma unroll
+                for (int t = 0; t < 2; ++t) {
+                    float2 f = __half22float2(h[t]);
+                    if (ip) {
+                        s += f.x * qj[2 * t] + f.y * qj[2 * t + 1];
+                    } else {
+                        float a = f.x - qj[2 * t], b = f.y - qj[2 * t + 1];
+                        s += a * a + b * b;
+                    }
+                }
+            }
+        } else {
+            for (int j = laneInTeam; j < d; j += team) {
+                float a = __half2float(row[j]);
+                s += ip ? a * q[j] : (a - q[j]) * (a - q[j]);
+            }
+        }
+    }
+    for (int o = team >> 1; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o, team);
+    if (!active) return infinity();
+    return ip ? -s : s;
+}
+
+/// Where the search reads vectors: FP32 always (the final re-scoring), FP16
+/// (scaled) for the traversal when present.
+struct Vectors {
+    const float* x;
+    const __half* x16;
+};
+
+/// Scores n candidates whose ids are set (others get +inf), on the FP16
+/// copy (query qs) or the FP32 vectors (query q).
+template <bool kHalf>
+__device__ void scoreCandidates(const Vectors& v, int d, const float* q, const float* qs, bool ip,
                                 const uint32_t* cI, float* cK, int n, int team) {
     int teams = blockDim.x / team;
     int laneInTeam = threadIdx.x % team, teamId = threadIdx.x / team;
+    bool vec4 = (d & 3) == 0;
     for (int c0 = 0; c0 < n; c0 += teams) {
         int c = c0 + teamId;
-        uint32_t id = c < n ? cI[c] : kNoId;
-        float v = teamDistance(x, d, vec4, id != kNoId, id, q, ip, laneInTeam, team);
-        if (c < n && laneInTeam == 0) cK[c] = v;
+        uint32_t id = c < n ? cI[c] & kIdMask : kNoId;
+        bool active = id != kNoId;
+        float dv = kHalf ? teamDistanceHalf(v.x16, d, active, id, qs, ip, laneInTeam, team)
+                         : teamDistance(v.x, d, vec4, active, id, q, ip, laneInTeam, team);
+        if (c < n && laneInTeam == 0) cK[c] = dv;
     }
 }
 
 struct Shared {
     float* q;
+    float* qs;  // the query times the FP16 copy's scale
     float* topK;
     uint32_t* topI;
     float* cK;
     uint32_t* cI;
     int* table;
-    int* parents;  // [searchWidth], then the count
+    int* parents;    // [searchWidth], then the count
+    int* hashCount;  // entries in the visited table
 };
 
 __device__ Shared carve(unsigned char* smem, const Layout& l, int width) {
     Shared s;
     s.q = reinterpret_cast<float*>(smem);
-    s.topK = s.q + size_t(l.d4) * 4;
+    s.qs = s.q + size_t(l.d4) * 4;
+    s.topK = s.qs + size_t(l.d4) * 4;
     s.topI = reinterpret_cast<uint32_t*>(s.topK + l.itopk);
     s.cK = reinterpret_cast<float*>(s.topI + l.itopk);
     s.cI = reinterpret_cast<uint32_t*>(s.cK + l.cand);
     s.table = reinterpret_cast<int*>(s.cI + l.cand);
     s.parents = s.table + l.slots;
+    s.hashCount = s.parents + kMaxSearchWidth + 1;
     return s;
 }
 
@@ -215,7 +347,7 @@ __device__ void gatherSeeds(Shared& s, int n, int64_t qi, int round, uint64_t se
                                     (uint64_t(round) << 40) ^ uint64_t(c));
             id = uint32_t(r % uint64_t(nb));
         }
-        s.cI[c] = id != kNoId && visitOnce(s.table, slots, id) ? id : kNoId;
+        s.cI[c] = id != kNoId && visitOnce(s.table, slots, id, s.hashCount) ? id : kNoId;
     }
 }
 
@@ -247,55 +379,92 @@ __device__ void gatherNeighbours(Shared& s, const int* graph, int degree, int n,
         uint32_t id = kNoId;
         if (p < np) {
             int v = graph[int64_t(s.parents[p]) * degree + e];
-            if (v >= 0 && visitOnce(s.table, slots, uint32_t(v))) id = uint32_t(v);
+            if (v >= 0 && visitOnce(s.table, slots, uint32_t(v), s.hashCount)) id = uint32_t(v);
         }
         s.cI[c] = id;
     }
 }
 
-__global__ void __launch_bounds__(kBlockThreads)
-        beamSearchKernel(const float* x, int64_t nb, int d, const int* graph, int degree, bool ip,
-                         const float* queries, int k, Layout l, BeamSearchParams p, int team,
-                         EntrySeeds es, float* outD, int64_t* outI) {
-    extern __shared__ __align__(16) unsigned char smem[];
-    Shared s = carve(smem, l, p.searchWidth);
-    int64_t qi = blockIdx.x;
-    const float* qg = queries + qi * d;
-    for (int j = threadIdx.x; j < l.d4 * 4; j += blockDim.x) s.q[j] = j < d ? qg[j] : 0.f;
+/// Clears the visited table and refills it with the buffer's nodes.
+__device__ void forgetVisited(Shared& s, const Layout& l) {
+    for (int i = threadIdx.x; i < l.slots; i += blockDim.x) s.table[i] = -1;
+    if (threadIdx.x == 0) *s.hashCount = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < l.itopk; i += blockDim.x) {
+        uint32_t id = s.topI[i] & kIdMask;
+        if (id != kNoId) visitOnce(s.table, l.slots, id, s.hashCount);
+    }
+    __syncthreads();
+}
+
+/// Query into shared memory (and its scaled copy), empty table and buffer.
+__device__ void initQuery(Shared& s, const Layout& l, const float* qg, int d, float scale) {
+    for (int j = threadIdx.x; j < l.d4 * 4; j += blockDim.x) {
+        float v = j < d ? qg[j] : 0.f;
+        s.q[j] = v;
+        s.qs[j] = v * scale;
+    }
     for (int i = threadIdx.x; i < l.slots; i += blockDim.x) s.table[i] = -1;
     for (int i = threadIdx.x; i < l.itopk; i += blockDim.x) {
         s.topK[i] = infinity();
         s.topI[i] = kNoId;
     }
+    if (threadIdx.x == 0) *s.hashCount = 0;
     __syncthreads();
-    bool vec4 = (d % 4) == 0;
+}
+
+/// Scores the candidate buffer, sorts it and merges it into itopk.
+template <bool kHalf>
+__device__ void scoreAndMerge(Shared& s, const Layout& l, const Vectors& v, int d, bool ip,
+                              int team) {
+    scoreCandidates<kHalf>(v, d, s.q, s.qs, ip, s.cI, s.cK, l.cand, team);
+    __syncthreads();
+    blockBitonicSort(s.cK, s.cI, l.cand);
+    mergeIntoTop(s.topK, s.topI, s.cK, s.cI, l.itopk, l.cand);
+}
+
+template <bool kHalf>
+__global__ void __launch_bounds__(kBlockThreads)
+        beamSearchKernel(Vectors v, float scale, int64_t nb, int d, const int* graph, int degree,
+                         bool ip, const float* queries, int k, Layout l, BeamSearchParams p,
+                         int team, EntrySeeds es, float* outD, int64_t* outI) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    Shared s = carve(smem, l, p.searchWidth);
+    int64_t qi = blockIdx.x;
+    initQuery(s, l, queries + qi * d, d, scale);
     for (int round = 0; round < p.seedRounds; ++round) {
         gatherSeeds(s, l.cand, qi, round, p.seed, nb, l.slots, es);
         __syncthreads();
-        scoreCandidates(x, d, vec4, s.q, ip, s.cI, s.cK, l.cand, team);
-        __syncthreads();
-        blockBitonicSort(s.cK, s.cI, l.cand);
-        mergeIntoTop(s.topK, s.topI, s.cK, s.cI, l.itopk, l.cand);
+        scoreAndMerge<kHalf>(s, l, v, d, ip, team);
     }
     int n = p.searchWidth * degree;
     for (int iter = 0; iter < p.maxIterations; ++iter) {
         pickParents(s, l.itopk, p.searchWidth);
+        // read before the barrier: nothing adds to the table until after it,
+        // so every thread takes the same branch
+        bool forget = *s.hashCount > l.slots / 2;
         __syncthreads();
         if (s.parents[p.searchWidth] == 0 && iter >= p.minIterations) break;
+        if (forget) forgetVisited(s, l);
         gatherNeighbours(s, graph, degree, n, l.slots, p.searchWidth);
         for (int c = n + threadIdx.x; c < l.cand; c += blockDim.x) s.cI[c] = kNoId;
         __syncthreads();
-        scoreCandidates(x, d, vec4, s.q, ip, s.cI, s.cK, l.cand, team);
+        scoreAndMerge<kHalf>(s, l, v, d, ip, team);
+    }
+    if (kHalf) {
+        // exact FP32 distances of the buffer, sorted again
+        scoreCandidates<false>(v, d, s.q, s.qs, ip, s.topI, s.topK, l.itopk, team);
         __syncthreads();
-        blockBitonicSort(s.cK, s.cI, l.cand);
-        mergeIntoTop(s.topK, s.topI, s.cK, s.cI, l.itopk, l.cand);
+        for (int i = threadIdx.x; i < l.itopk; i += blockDim.x) s.topI[i] &= kIdMask;
+        __syncthreads();
+        blockBitonicSort(s.topK, s.topI, l.itopk);
     }
     for (int i = threadIdx.x; i < k; i += blockDim.x) {
         uint32_t id = s.topI[i] & kIdMask;
         bool ok = id != kNoId;
         // inner product: the stored key is the negated product
-        float v = ok ? s.topK[i] : infinity();
-        outD[qi * k + i] = ip ? -v : v;
+        float dv = ok ? s.topK[i] : infinity();
+        outD[qi * k + i] = ip ? -dv : dv;
         outI[qi * k + i] = ok ? int64_t(id) : -1;
     }
 }
@@ -320,9 +489,9 @@ size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d) {
     return layoutFor(p, degree, d).bytes();
 }
 
-void beamSearch(cudaStream_t stream, const float* x, int64_t n, int d, const int* graph,
-                int degree, bool innerProduct, const float* q, int64_t nq, int k,
-                const BeamSearchParams& p, const EntrySeeds& seeds, float* outD,
+void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, int d,
+                const int* graph, int degree, bool innerProduct, const float* q, int64_t nq,
+                int k, const BeamSearchParams& p, const EntrySeeds& seeds, float* outD,
                 int64_t* outI) {
     FAISS_THROW_IF_NOT_FMT(p.itopk >= 32 && p.itopk <= kMaxItopk && p.itopk % 32 == 0 &&
                                    (p.itopk & (p.itopk - 1)) == 0,
@@ -347,20 +516,24 @@ void beamSearch(cudaStream_t stream, const float* x, int64_t n, int d, const int
                            "beamSearch: %zu bytes of shared memory per query (d %d, itopk %d) "
                            "is more than a block can have",
                            smem, d, p.itopk);
+    bool half = vectors.x16 != nullptr;
+    auto kernel = half ? beamSearchKernel<true> : beamSearchKernel<false>;
     if (smem > 48 * 1024)
-        FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(
-                beamSearchKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        FAISS_EXT_CUDA_CHECK(
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     int team = teamSize(d);
     FAISS_THROW_IF_NOT_FMT(seeds.perQuery >= 0 && seeds.perQuery <= l.cand &&
                                    (seeds.perQuery == 0 || (seeds.entryIds && seeds.rank)),
                            "beamSearch: %d entry points per query (at most %d, with their "
                            "arrays)",
                            seeds.perQuery, l.cand);
+    Vectors v{vectors.x, reinterpret_cast<const __half*>(vectors.x16)};
+    float scale = half ? vectors.scale16 : 1.f;
     for (int64_t q0 = 0; q0 < nq; q0 += 65535 * 1024) {
         int64_t cnt = std::min<int64_t>(nq - q0, 65535 * 1024);
-        beamSearchKernel<<<unsigned(cnt), kBlockThreads, smem, stream>>>(
-                x, n, d, graph, degree, innerProduct, q + q0 * d, k, l, p, team, shifted(seeds, q0),
-                outD + q0 * k, outI + q0 * k);
+        kernel<<<unsigned(cnt), kBlockThreads, smem, stream>>>(
+                v, scale, n, d, graph, degree, innerProduct, q + q0 * d, k, l, p, team,
+                shifted(seeds, q0), outD + q0 * k, outI + q0 * k);
         FAISS_EXT_CUDA_CHECK_LAUNCH();
     }
 }

@@ -58,7 +58,8 @@ __device__ void listInsert(int* keys, int* vals, int slots, int id, int j) {
 
 /// One warp per node: loads its list into a position table, counts the
 /// detours of each edge, keeps the `degree` edges with fewest detours.
-__global__ void detourPruneKernel(const int* knn, int64_t n, int K, int degree, int* pruned) {
+__global__ void detourPruneKernel(const int* knn, int64_t n, int stride, int K, int degree,
+                                  int* pruned) {
     extern __shared__ int smem[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int64_t node = int64_t(blockIdx.x) * kPruneWarps + warp;
@@ -73,7 +74,7 @@ __global__ void detourPruneKernel(const int* knn, int64_t n, int K, int degree, 
         vals[s] = K;
     }
     __syncwarp();
-    const int* row = knn + node * K;
+    const int* row = knn + node * stride;
     for (int j = lane; j < K; j += 32) {
         int id = row[j];
         ids[j] = id;
@@ -86,7 +87,7 @@ __global__ void detourPruneKernel(const int* knn, int64_t n, int K, int degree, 
     for (int i = 0; i + 1 < K; ++i) {
         int a = ids[i];
         if (a < 0 || a == node) continue;
-        const int* arow = knn + int64_t(a) * K;
+        const int* arow = knn + int64_t(a) * stride;
         for (int r = lane; r + 1 < K; r += 32) {
             int b = arow[r];
             if (b < 0) continue;
@@ -164,10 +165,11 @@ size_t optimizeScratchInts(int64_t n, int degree) {
     return size_t(n) * (2 * size_t(degree) + 1);
 }
 
-void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int K, int degree,
-                   int* out, int* scratch) {
-    FAISS_THROW_IF_NOT_FMT(K >= 1 && K <= kMaxKnnDegree, "optimizeGraph: K = %d not in [1, %d]",
-                           K, kMaxKnnDegree);
+void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, int K,
+                   int degree, int* out, int* scratch) {
+    FAISS_THROW_IF_NOT_FMT(K >= 1 && K <= kMaxKnnDegree && stride >= K,
+                           "optimizeGraph: K = %d not in [1, %d] or past the stride %d", K,
+                           kMaxKnnDegree, stride);
     FAISS_THROW_IF_NOT_FMT(degree >= 1 && degree <= std::min(K, kMaxSearchDegree),
                            "optimizeGraph: degree %d not in [1, min(K = %d, %d)]", degree, K,
                            kMaxSearchDegree);
@@ -177,7 +179,7 @@ void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int K, int de
     int* reverseCount = reverse + size_t(n) * degree;
     size_t smem = size_t(kPruneWarps) * (2 * K + 2 * hashSlotsFor(K)) * sizeof(int);
     detourPruneKernel<<<blocksFor(n, kPruneWarps), 32 * kPruneWarps, smem, stream>>>(
-            knn, n, K, degree, pruned);
+            knn, n, stride, K, degree, pruned);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(reverseCount, 0, sizeof(int) * n, stream));
     for (int rank = 0; rank < degree; ++rank) {
@@ -187,19 +189,6 @@ void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int K, int de
     }
     mergeReverseKernel<<<blocksFor(n, 128), 128, 0, stream>>>(pruned, reverse, reverseCount, n,
                                                                degree, out);
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
-}
-
-namespace {
-__global__ void narrowIdsKernel(const int64_t* in, size_t count, int* out) {
-    size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < count) out[i] = in[i] < 0 ? -1 : int(in[i]);
-}
-}  // namespace
-
-void narrowIds(cudaStream_t stream, const int64_t* in, size_t count, int* out) {
-    if (count == 0) return;
-    narrowIdsKernel<<<blocksFor(int64_t(count), 256), 256, 0, stream>>>(in, count, out);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 

@@ -31,8 +31,9 @@ constexpr int kMaxItopk = 512;
 /// Scratch ints optimizeGraph needs for n nodes at degree `degree`.
 size_t optimizeScratchInts(int64_t n, int degree);
 
-/// Search graph of degree `degree` (<= K) from a k-NN graph (knn: n x K
-/// device ids, each list sorted nearest first, -1 padded). Per node, every
+/// Search graph of degree `degree` (<= K) from a k-NN graph (knn: n lists
+/// of `stride` >= K device ids, each sorted nearest first, -1 padded; the
+/// first K of each are used). Per node, every
 /// edge X -> A_j is ranked by its number of detours X -> A_i -> A_j with
 /// max(i, rank of A_j in A_i's list) < j (CAGRA, section IV-B "rank-based
 /// reordering"); the `degree` edges with fewest detours (ties: nearer first)
@@ -41,11 +42,8 @@ size_t optimizeScratchInts(int64_t n, int degree);
 /// ranks first), then with the rest of its pruned list. No self loops, no
 /// duplicates. out: n x degree device; scratch: optimizeScratchInts device
 /// ints. Allocates nothing, so it cannot run out of memory.
-void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int K, int degree,
-                   int* out, int* scratch);
-
-/// out[i] = int(in[i]) for count ids (device), -1 stays -1.
-void narrowIds(cudaStream_t stream, const int64_t* in, size_t count, int* out);
+void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, int K,
+                   int degree, int* out, int* scratch);
 
 /// `count` distinct node ids of [0, n) (all when count >= n), sorted, from
 /// a seeded generator: the entry-point sample.
@@ -61,6 +59,22 @@ struct EntrySeeds {
     const int* entryIds = nullptr;  ///< the entry-point sample (device)
     const int64_t* rank = nullptr;  ///< nq x perQuery positions in it (device)
     int perQuery = 0;
+};
+
+/// The power of two s with max |x| * s in [2^13, 2^14) (1 when x is all
+/// zeros), so that x * s fits FP16's range with room for sums.
+float halfScaleFor(cudaStream_t stream, const float* x, size_t count);
+
+/// out (FP16 bits) = x * scale, rounded to nearest (count values, device).
+void toHalf(cudaStream_t stream, const float* x, size_t count, float scale, uint16_t* out);
+
+/// The vectors a beam search reads: FP32 (n x d) always; an FP16 copy of
+/// x * scale16 optionally, on which the traversal then scores candidates
+/// (the final buffer is re-scored in FP32).
+struct SearchVectors {
+    const float* x = nullptr;
+    const uint16_t* x16 = nullptr;
+    float scale16 = 1.f;
 };
 
 /// Knobs of one beam search (all resolved: no zeros).
@@ -80,14 +94,14 @@ int beamHashSlots(const BeamSearchParams& p, int degree);
 size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d);
 
 /// Beam search of nq queries (q: nq x d device) over the graph (n x degree
-/// device) of vectors x (n x d device), starting from the entry points
+/// device) of `vectors` (n x d device), starting from the entry points
 /// `seeds` (if any) and random nodes. Distances: squared L2, or the
 /// negated inner product when innerProduct. outD / outI: nq x k device,
 /// sorted nearest first (inner product: products, largest first), -1 and
 /// +inf (inner product: -inf) padded when fewer than k nodes were reached.
-void beamSearch(cudaStream_t stream, const float* x, int64_t n, int d, const int* graph,
-                int degree, bool innerProduct, const float* q, int64_t nq, int k,
-                const BeamSearchParams& p, const EntrySeeds& seeds, float* outD,
+void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, int d,
+                const int* graph, int degree, bool innerProduct, const float* q, int64_t nq,
+                int k, const BeamSearchParams& p, const EntrySeeds& seeds, float* outD,
                 int64_t* outI);
 
 }  // namespace graph
