@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "faiss_ext/BiLevelLSHCommon.h"
+#include <faiss/IndexHNSW.h>
+
 #include "faiss_ext/IndexBiLevelLSH.h"
 #include "faiss_ext/IndexNNDescentFlatChecked.h"
 #include "faiss_ext/Metric.h"
@@ -34,12 +36,13 @@ namespace {
 
 /// What our component (the last one of a description) asks for.
 struct LeafSpec {
-    enum class Kind { QSFlat, Gnnd, BiLevelLSH };
+    enum class Kind { QSFlat, Gnnd, BiLevelLSH, SearchGraph };
     Kind kind = Kind::QSFlat;
     /// The metric, when the name chooses it (QSFlatCosine, QSFlatPearson).
     FlatMetric metric = FlatMetric::L2;
     bool metricByName = false;
-    /// GNND: graph degree, samples per list, iterations.
+    /// GNND: graph degree, samples per list, iterations. SGraph: the
+    /// search-graph degree.
     int k = 0;
     int samples = kGnndDefaultSamples;
     int iterations = kGnndDefaultIterations;
@@ -198,6 +201,23 @@ void parseBiLevelLSH(const std::string& component, const char* description, Leaf
     }
 }
 
+/// Largest search-graph degree (GpuIndexSearchGraph's graphDegree).
+constexpr int kSearchGraphMaxDegree = 128;
+
+/// Parses "SGraph<R>" (R even, 4..128: the CPU twin is an IndexHNSWFlat
+/// whose level 0 holds 2M = R neighbours) into spec; throws naming the
+/// problem.
+void parseSearchGraph(const std::string& component, const char* description, LeafSpec* spec) {
+    spec->kind = LeafSpec::Kind::SearchGraph;
+    const long long r = parseBoundedDigits(component.substr(6), kSearchGraphMaxDegree);
+    // R = 2M for FAISS's HNSW, whose level probabilities need M >= 2
+    FAISS_THROW_IF_NOT_FMT(r >= 4 && r % 2 == 0,
+                           "index_factory: '%s' in '%s': the search-graph degree after 'SGraph' "
+                           "must be an even number in [4, %d] (SGraph<R>, e.g. SGraph64)",
+                           component.c_str(), description, kSearchGraphMaxDegree);
+    spec->k = int(r);
+}
+
 /// Parses our component into spec, or returns false when it is not ours.
 bool parseOurLeaf(const std::string& component, const char* description, LeafSpec* spec) {
     if (component == "QSFlat") {
@@ -216,6 +236,10 @@ bool parseOurLeaf(const std::string& component, const char* description, LeafSpe
     }
     if (component.compare(0, 5, "BiLSH") == 0) {
         parseBiLevelLSH(component, description, spec);
+        return true;
+    }
+    if (component.compare(0, 6, "SGraph") == 0) {
+        parseSearchGraph(component, description, spec);
         return true;
     }
     return false;
@@ -255,9 +279,17 @@ faiss::Index* makeGnndLeaf(int d, const LeafSpec& spec, FlatMetric metric) {
     return idx.release();
 }
 
+/// The CPU twin of GpuIndexSearchGraph: an IndexHNSWFlat whose level 0 has
+/// the search-graph degree (added on the CPU, FAISS builds it as HNSW;
+/// moved to a GPU, GpuIndexSearchGraph builds its own graph).
+faiss::Index* makeSearchGraphLeaf(int d, const LeafSpec& spec, FlatMetric metric) {
+    return new faiss::IndexHNSWFlat(d, spec.k / 2, toFaissMetric(metric));
+}
+
 /// Our leaf for `spec`, of dimension d, with metric `metric`.
 faiss::Index* makeLeaf(int d, const LeafSpec& spec, FlatMetric metric) {
     if (spec.kind == LeafSpec::Kind::Gnnd) return makeGnndLeaf(d, spec, metric);
+    if (spec.kind == LeafSpec::Kind::SearchGraph) return makeSearchGraphLeaf(d, spec, metric);
     if (spec.kind == LeafSpec::Kind::BiLevelLSH) {
         // the CPU twin of GpuIndexBiLevelLSH (L2 only: checked by the caller)
         return new IndexBiLevelLSH(d, spec.lsh, faiss::METRIC_L2);
@@ -356,8 +388,8 @@ faiss::Index* index_factory(int d, const char* description, faiss::MetricType me
         metric == faiss::METRIC_L2 || metric == faiss::METRIC_INNER_PRODUCT,
         "index_factory: '%s' supports METRIC_L2 and METRIC_INNER_PRODUCT, not metric %d (%s)",
         description, int(metric),
-        spec.kind == LeafSpec::Kind::Gnnd
-            ? "cosine is 'L2norm,GNND<k>' with METRIC_INNER_PRODUCT"
+        spec.kind == LeafSpec::Kind::Gnnd || spec.kind == LeafSpec::Kind::SearchGraph
+            ? "cosine is 'L2norm,GNND<k>' / 'L2norm,SGraph<R>' with METRIC_INNER_PRODUCT"
             : "cosine and Pearson are chosen by name: QSFlatCosine, QSFlatPearson");
     const FlatMetric leafMetric = spec.metricByName ? spec.metric : fromFaissMetric(metric);
 

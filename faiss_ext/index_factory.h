@@ -53,12 +53,20 @@ constexpr int kGnndDefaultSeed = 1234;
 ///     other BiLevelLSHConfig fields keep their defaults. The suffixes may
 ///     come in either order, each at most once: "BiLSH10x8",
 ///     "BiLSH10x8_t6_w0.75". METRIC_L2 only (p-stable LSH).
+///   - "SGraph<R>": graph-based approximate search (GpuIndexSearchGraph on a
+///     GPU: a GNND k-NN graph optimised into a search graph of degree R, even,
+///     in [4, 128]; the k-NN graph has degree 2R). Its CPU twin is
+///     faiss::IndexHNSWFlat(d, R / 2, `metric`), whose level 0 holds R
+///     neighbours: added to on the CPU, FAISS builds it as HNSW; moved to a
+///     GPU by index_cpu_to_gpu, GpuIndexSearchGraph builds its own graph (or
+///     keeps the twin's, if it has vectors). Cosine: "L2norm,SGraph64" with
+///     METRIC_INNER_PRODUCT.
 /// FAISS prefixes compose: "IDMap,QSFlat", "PCA64,QSFlat", "IDMap,PCA64,QSFlat",
 /// "IDMap,GNND64", "L2norm,GNND64", "PCA64,GNND32", "IDMap,BiLSH10x8",
-/// "PCA64,BiLSH16x8".
+/// "PCA64,BiLSH16x8", "IDMap,SGraph64".
 /// Anything else goes to faiss::index_factory unchanged. Bad strings of ours
 /// (e.g. "GNND0", "GNND64_p33", "GNND64_x", "BiLSH0x8", "BiLSH10x8_t15",
-/// "BiLSH10x8_w0", "BiLSH10x8_t4_t5") and unsupported metrics for our
+/// "BiLSH10x8_w0", "BiLSH10x8_t4_t5", "SGraph63", "SGraph256") and unsupported metrics for our
 /// components (other than L2 / IP; other than L2 for BiLSH) throw
 /// faiss::FaissException naming the problem. So do, for any string (FAISS's
 /// too): a description longer than kMaxDescriptionLength or holding no

@@ -4,6 +4,7 @@
 #include "faiss_ext/gpu/GpuCloner.h"
 
 #include <faiss/IndexFlat.h>
+#include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexNNDescent.h>
 #include <faiss/IndexPreTransform.h>
@@ -27,6 +28,7 @@
 #include "faiss_ext/index_factory.h"
 #include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
@@ -85,6 +87,38 @@ GpuKnnGraphGNNDConfig gnndConfigFrom(const faiss::IndexNNDescentFlat& twin, int 
     return config;
 }
 
+/// The search-graph twin: a faiss::IndexHNSWFlat over an IndexFlat (L2 or
+/// IP), ours or FAISS's own, else nullptr.
+const faiss::IndexHNSWFlat* asSearchGraphTwin(const faiss::Index* index) {
+    auto h = dynamic_cast<const faiss::IndexHNSWFlat*>(index);
+    if (!h || !isFlatL2OrIP(h->storage) || h->hnsw.cum_nneighbor_per_level.size() < 2) {
+        return nullptr;
+    }
+    return h;
+}
+
+/// GpuIndexSearchGraph for an HNSW twin: its level-0 degree, a k-NN graph of
+/// twice that, the candidate buffer from efSearch.
+GpuIndexSearchGraph* searchGraphFrom(GpuResourcesProvider* provider, int device,
+                                     const faiss::IndexHNSWFlat& twin) {
+    const faiss::HNSW& h = twin.hnsw;
+    int degree = h.cum_nneighbor_per_level[1] - h.cum_nneighbor_per_level[0];
+    FAISS_THROW_IF_NOT_FMT(degree >= 1 && degree <= 128,
+                           "index_cpu_to_gpu: IndexHNSWFlat with %d level-0 neighbours: "
+                           "GpuIndexSearchGraph supports degrees 1..128",
+                           degree);
+    GpuIndexSearchGraphConfig config;
+    config.device = device;
+    config.graphDegree = degree;
+    config.knnDegree = std::min(2 * degree, 256);
+    int itopk = 32;
+    while (itopk < h.efSearch && itopk < 512) itopk <<= 1;
+    config.itopk = itopk;
+    if (twin.ntotal == 0) {
+        return new GpuIndexSearchGraph(provider, twin.d, fromFaissMetric(twin.metric_type), config);
+    }
+    return new GpuIndexSearchGraph(provider, &twin, config);
+}
 
 // ------------------------------------------------ several GPUs: slicing
 
@@ -372,6 +406,10 @@ faiss::Index* index_cpu_to_gpu(GpuResourcesProvider* provider, int device,
                                    "GpuKnnGraphGNND supports graph degrees 1..%d",
                                    nnd->nndescent.K, kGnndMaxDegree);
             return new GpuKnnGraphGNND(provider, nnd, gnndConfigFrom(*nnd, device));
+        }
+        if (const faiss::IndexHNSWFlat* hnsw = asSearchGraphTwin(node)) {
+            // level 0 kept as the search graph; the k-NN graph rebuilt by GNND
+            return searchGraphFrom(provider, device, *hnsw);
         }
         if (auto lsh = dynamic_cast<const IndexBiLevelLSH*>(node)) {
             // configuration, trained model and vectors; tables rebuilt on the GPU

@@ -40,6 +40,12 @@ struct GpuMultipleClonerOptions : public GpuClonerOptions {
 ///     and the other GpuKnnGraphGNNDConfig fields at their defaults. Its
 ///     cosine / Pearson twin (an IndexPreTransform around an IndexNNDescentFlat
 ///     with METRIC_INNER_PRODUCT) keeps its transforms on the CPU.
+///   - faiss::IndexHNSWFlat over an IndexFlat (L2 / IP), the twin of
+///     GpuIndexSearchGraph or any HNSW index FAISS built, becomes
+///     GpuIndexSearchGraph: graphDegree = the level-0 degree, knnDegree =
+///     twice that (at most 256), itopk = efSearch raised to a power of two in
+///     [32, 512]; with vectors, level 0 is kept as the search graph and the
+///     k-NN graph is rebuilt by GNND (at least knnDegree + 1 vectors).
 ///   - faiss_ext::IndexBiLevelLSH becomes GpuIndexBiLevelLSH (its
 ///     BiLevelLSHConfig, trained model and vectors; the hash tables are
 ///     rebuilt on the GPU and give the same candidates) with the

@@ -42,11 +42,13 @@ class GpuIndexQuickSelectFlat;
 
 /// Build options and search defaults of GpuIndexSearchGraph.
 struct GpuIndexSearchGraphConfig : GpuIndexConfig {
-    /// Out-degree of the search graph (1..128; <= knnDegree).
-    int graphDegree = 32;
+    /// Out-degree of the search graph (1..128; <= knnDegree). 64 (CAGRA's
+    /// default) holds recall on data of many clusters; 32 searches faster
+    /// where the data is easy (see docs/search-graph.md).
+    int graphDegree = 64;
     /// Degree of the GNND k-NN graph it is pruned from (graphDegree..256).
     /// CAGRA prunes from twice the final degree.
-    int knnDegree = 64;
+    int knnDegree = 128;
     /// Build parameters of the k-NN graph (samples, iterations, seed, ...);
     /// its device is ignored (this config's device is used).
     GpuKnnGraphGNNDConfig knnBuild;

@@ -4,7 +4,10 @@
 // graph), serialization through FAISS, and bad input.
 #include "TestUtils.h"
 
+#include "faiss_ext/gpu/GpuCloner.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/index_factory.h"
+#include "faiss_ext/index_io.h"
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
 
@@ -317,4 +320,39 @@ TEST(GpuSearchGraph, SecondAddMergesAndRebuilds) {
     double r = recallVsExact(res, b, FlatMetric::L2, nq, k, I);
     std::printf("[search graph] two adds: recall@10 %.4f\n", r);
     EXPECT_GE(r, 0.95);
+}
+
+TEST(GpuSearchGraph, FactoryClonerAndIoRoundTrip) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    int64_t n = test::sized<int64_t>(20000, 3000), nq = 200;
+    int d = 32, k = 10;
+    Built b;
+    b.n = n;
+    b.d = d;
+    b.x = test::clusteredVectors(n, d, 64, 41);
+    b.q = test::clusteredVectors(nq, d, 64, 42);
+    std::unique_ptr<faiss::Index> twin(faiss_ext::index_factory(d, "SGraph32"));
+    std::unique_ptr<faiss::Index> gpuIndex(index_cpu_to_gpu(&res, 0, twin.get()));
+    auto sg = dynamic_cast<GpuIndexSearchGraph*>(gpuIndex.get());
+    ASSERT_NE(sg, nullptr);
+    EXPECT_EQ(sg->getGraphDegree(), 32);
+    EXPECT_EQ(sg->getConfig().knnDegree, 64);
+    gpuIndex->add(n, b.x.data());
+    std::vector<float> D(nq * k);
+    std::vector<int64_t> I(nq * k);
+    gpuIndex->search(nq, b.q.data(), k, D.data(), I.data());
+    double r = recallVsExact(res, b, FlatMetric::L2, nq, k, I);
+    std::printf("[search graph] SGraph32 through the cloner: recall@10 %.4f\n", r);
+    EXPECT_GE(r, 0.9);
+
+    std::unique_ptr<faiss::Index> cpu(index_gpu_to_cpu(gpuIndex.get()));
+    ASSERT_NE(dynamic_cast<faiss::IndexHNSWFlat*>(cpu.get()), nullptr);
+    test::TempFile f("sgraph_io");
+    faiss_ext::write_index(cpu.get(), f.path.c_str());
+    std::unique_ptr<faiss::Index> back(faiss_ext::read_index(f.path.c_str()));
+    std::unique_ptr<faiss::Index> again(index_cpu_to_gpu(&res, 0, back.get()));
+    auto sg2 = dynamic_cast<GpuIndexSearchGraph*>(again.get());
+    ASSERT_NE(sg2, nullptr);
+    EXPECT_EQ(sg2->getSearchGraph(), sg->getSearchGraph());
 }
