@@ -27,6 +27,16 @@ Approximate k-NN graphs on the GPU (GNND, GPU NN-Descent)::
                                             faiss_ext.VectorFileFormat.FVECS,
                                             0, 32, faiss.METRIC_L2, "graph.ivecs")
 
+Graph-based approximate k-NN search on the GPU (GNND k-NN graph, CAGRA-style
+search graph, beam search)::
+
+    index = faiss_ext.GpuIndexSearchGraph(res, d, faiss.METRIC_L2,
+                                          faiss_ext.GpuIndexSearchGraphConfig(graph_degree=32))
+    index.add(xb)                                       # builds both graphs
+    D, I = index.search(xq, 10, params=faiss_ext.SearchParametersSearchGraph(itopk=128))
+    G = index.get_search_graph()                        # (ntotal, 32) int32
+    cpu = index.copy_to()                               # a faiss.IndexHNSWFlat
+
 Approximate k-NN by Bi-level LSH (RP-tree groups, then p-stable LSH tables)::
 
     index = faiss_ext.index_factory(d, "BiLSH10x8_t6_w0.75")  # IndexBiLevelLSH (CPU)
@@ -68,6 +78,8 @@ from ._faiss_ext import (
     GpuIndexConfig,
     GpuIndexQuickSelectFlat,
     GpuIndexQuickSelectFlatConfig,
+    GpuIndexSearchGraph,
+    GpuIndexSearchGraphConfig,
     GpuKnnGraphGNND,
     GpuKnnGraphGNNDConfig,
     GpuMultipleClonerOptions,
@@ -78,6 +90,7 @@ from ._faiss_ext import (
     SearchParametersBiLevelLSH,
     SearchParametersGNND,
     SearchParametersQuickSelectFlat,
+    SearchParametersSearchGraph,
     SelectAlgo,
     StandardGpuResources,
     VectorFileFormat,
@@ -106,6 +119,8 @@ __all__ = [
     "GpuIndexConfig",
     "GpuIndexQuickSelectFlat",
     "GpuIndexQuickSelectFlatConfig",
+    "GpuIndexSearchGraph",
+    "GpuIndexSearchGraphConfig",
     "GpuKnnGraphGNND",
     "GpuKnnGraphGNNDConfig",
     "GpuMultipleClonerOptions",
@@ -116,6 +131,7 @@ __all__ = [
     "SearchParametersBiLevelLSH",
     "SearchParametersGNND",
     "SearchParametersQuickSelectFlat",
+    "SearchParametersSearchGraph",
     "SelectAlgo",
     "StandardGpuResources",
     "VectorFileFormat",
@@ -360,6 +376,8 @@ def index_cpu_to_gpu(res, device, index, options=None):
     faiss.IndexNNDescentFlat (the "GNND<k>" twin) becomes GpuKnnGraphGNND
     (nndescent.S clamped to 1..32 as samples, iter as max_iterations,
     random_seed as seed, search_L as search_l; a built graph is kept);
+    faiss.IndexHNSWFlat over an IndexFlat (the "SGraph<R>" twin) becomes
+    GpuIndexSearchGraph (its level-0 graph as the search graph);
     faiss_ext.IndexBiLevelLSH becomes GpuIndexBiLevelLSH (configuration,
     model and vectors; default GpuIndexBiLevelLSHConfig on ``device``);
     IndexIDMap and IndexPreTransform are walked. ``options``: a
@@ -410,7 +428,8 @@ def index_gpu_to_cpu(index, native=False):
 
     For our indexes the CPU twin is returned as a faiss Python object
     (faiss.IndexFlat for L2 / IP, faiss.IndexPreTransform for cosine,
-    faiss.IndexNNDescentFlat for GpuKnnGraphGNND) that faiss.write_index
+    faiss.IndexNNDescentFlat for GpuKnnGraphGNND, faiss.IndexHNSWFlat for
+    GpuIndexSearchGraph) that faiss.write_index
     accepts. GpuIndexBiLevelLSH's twin is faiss_ext.IndexBiLevelLSH, our
     own type (save it with faiss_ext.write_index). The Pearson twin contains faiss_ext's
     RowCenteringTransform, which plain FAISS cannot read: for it (and anything
@@ -430,7 +449,7 @@ def index_gpu_to_cpu(index, native=False):
 def index_factory(d, description, metric=faiss.METRIC_L2, native=False):
     """Builds a CPU index from a description, like faiss.index_factory, with
     faiss_ext's strings added ("QSFlat", "QSFlatCosine", "QSFlatPearson",
-    "GNND<k>[_p<samples>][_it<iterations>]",
+    "GNND<k>[_p<samples>][_it<iterations>]", "SGraph<R>",
     "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>]", composed with FAISS
     prefixes such as "IDMap,QSFlat", "PCA64,QSFlat", "L2norm,GNND64" or
     "IDMap,BiLSH10x8").
@@ -439,6 +458,10 @@ def index_factory(d, description, metric=faiss.METRIC_L2, native=False):
     nndescent.S = 24 (samples, 1..32, default 32) and nndescent.iter = 10
     (default 20): the CPU twin of GpuKnnGraphGNND. Bad strings ("GNND0",
     "GNND64_p33", "GNND64_x") raise RuntimeError naming the problem.
+
+    "SGraph64" gives a faiss.IndexHNSWFlat with 64 neighbours per node on
+    level 0 (M = 32; R even, 2..128): the CPU twin of GpuIndexSearchGraph,
+    whose graph_degree it sets when moved to a GPU.
 
     "BiLSH10x8_t6_w0.75" gives an untrained faiss_ext.IndexBiLevelLSH with
     n_tables L = 10 ([1, 64]), n_projections M = 8 ([1, 32]), tree_depth 6
@@ -561,16 +584,42 @@ GpuIndexQuickSelectFlat.copyTo = _copy_to
 
 # ---- GpuKnnGraphGNND <-> faiss.IndexNNDescentFlat ----
 
-def _nndescent(index):
-    """``index`` as a faiss.IndexNNDescentFlat (SWIG downcast), or TypeError."""
-    if isinstance(index, faiss.Index) and not isinstance(index, faiss.IndexNNDescentFlat):
+def _downcast(index, cls):
+    """``index`` as a ``cls`` (a faiss class; SWIG downcast), or TypeError."""
+    if isinstance(index, faiss.Index) and not isinstance(index, cls):
         down = faiss.downcast_index(index)
         # a downcast proxy does not own the object: keep its owner alive
         down.referenced_objects = [index]
         index = down
-    if not isinstance(index, faiss.IndexNNDescentFlat):
-        raise TypeError(
-            "expected a faiss.IndexNNDescentFlat, got %s" % type(index).__name__)
+    if not isinstance(index, cls):
+        raise TypeError("expected a faiss.%s, got %s" % (cls.__name__, type(index).__name__))
+    return index
+
+
+def _nndescent(index):
+    """``index`` as a faiss.IndexNNDescentFlat (SWIG downcast), or TypeError."""
+    return _downcast(index, faiss.IndexNNDescentFlat)
+
+
+def _graph_twin_copy_to(self, index, cls, graph_field):
+    """copy_to of a graph index whose CPU twin is a faiss ``cls`` with an
+    IndexFlat storage and its graph in the field ``graph_field``: the twin
+    made by self._copy_to_bytes() (guarded), or, into ``index`` (a ``cls``
+    of this index's d and metric), its vectors and a copy of its graph."""
+    twin = _downcast(faiss.deserialize_index(self._copy_to_bytes()), cls)
+    if index is None:
+        return _guard(twin)
+    index = _downcast(index, cls)
+    if index.d != twin.d or index.metric_type != twin.metric_type:
+        raise ValueError(
+            "copy_to: the faiss.%s has d=%d, metric %d; this index has d=%d, metric %d"
+            % (cls.__name__, index.d, index.metric_type, twin.d, twin.metric_type))
+    index.reset()
+    if twin.ntotal > 0:
+        index.storage.add(twin.storage.reconstruct_n(0, twin.ntotal))
+    index.ntotal = twin.ntotal
+    setattr(index, graph_field, getattr(twin, graph_field))  # SWIG copies the struct
+    index.is_trained = True
     return index
 
 
@@ -599,21 +648,8 @@ def _gnnd_copy_to(self, index=None):
     the prepared (normalised) ones under METRIC_INNER_PRODUCT (use
     index_gpu_to_cpu for a twin that prepares the queries too).
     """
-    twin = _nndescent(faiss.deserialize_index(self._copy_to_bytes()))
-    if index is None:
-        return _guard(twin)
-    index = _nndescent(index)
-    if index.d != twin.d or index.metric_type != twin.metric_type:
-        raise ValueError(
-            "copy_to: the faiss.IndexNNDescentFlat has d=%d, metric %d; this index has d=%d, "
-            "metric %d" % (index.d, index.metric_type, twin.d, twin.metric_type))
-    index.reset()
-    if twin.ntotal > 0:
-        index.storage.add(twin.storage.reconstruct_n(0, twin.ntotal))
-    index.ntotal = twin.ntotal
-    index.nndescent = twin.nndescent  # a copy: K, parameters and final_graph
-    index.is_trained = True
-    return index
+    # nndescent is copied: K, parameters and final_graph
+    return _graph_twin_copy_to(self, index, faiss.IndexNNDescentFlat, "nndescent")
 
 
 def _gnnd_to_index_nsg(self, R=32):
@@ -629,6 +665,45 @@ GpuKnnGraphGNND.copy_to = _gnnd_copy_to
 GpuKnnGraphGNND.copyTo = _gnnd_copy_to
 GpuKnnGraphGNND.to_index_nsg = _gnnd_to_index_nsg
 GpuKnnGraphGNND.toIndexNSG = _gnnd_to_index_nsg
+
+
+# ---- GpuIndexSearchGraph <-> faiss.IndexHNSWFlat ----
+
+def _sgraph_copy_from(self, index):
+    """Replaces the contents of this index by those of a CPU HNSW index.
+
+    ``index``: a faiss.IndexHNSWFlat (the "SGraph<R>" twin, ours from copy_to
+    or one FAISS built) over an IndexFlat with this index's d and metric, whose
+    level-0 degree is our graph_degree, or a ``faiss_ext.Index`` holding one:
+    its vectors and its level-0 graph become ours, the k-NN graph is rebuilt
+    on the GPU. Raises TypeError for other index types and RuntimeError for a
+    mismatch, with this index unchanged.
+    """
+    if isinstance(index, faiss.Index):
+        index = _downcast(index, faiss.IndexHNSWFlat)
+    self._copy_from_native(from_faiss(index))
+
+
+def _sgraph_copy_to(self, index=None):
+    """Copies the vectors and the search graph into a faiss.IndexHNSWFlat and
+    returns it (level 0: the search graph; level 1: a complete graph over
+    1,024 sampled nodes; efSearch = our itopk), so FAISS's CPU search and
+    faiss.write_index work on it.
+
+    ``index``: a faiss.IndexHNSWFlat over an IndexFlat with this index's d and
+    metric to overwrite (its graph and contents are replaced), or None for a
+    new one. For cosine and Pearson the vectors are the prepared (normalised)
+    ones under METRIC_INNER_PRODUCT (use index_gpu_to_cpu for a twin that
+    prepares the queries too).
+    """
+    # hnsw is copied: levels, neighbours, entry point, efSearch
+    return _graph_twin_copy_to(self, index, faiss.IndexHNSWFlat, "hnsw")
+
+
+GpuIndexSearchGraph.copy_from = _sgraph_copy_from
+GpuIndexSearchGraph.copyFrom = _sgraph_copy_from
+GpuIndexSearchGraph.copy_to = _sgraph_copy_to
+GpuIndexSearchGraph.copyTo = _sgraph_copy_to
 
 
 # ---- graphs of vector files (past GPU memory, several GPUs) ----

@@ -91,10 +91,20 @@ IdArray toIdVector(const py::handle& ids, int64_t n, const char* what) {
 }
 
 py::array_t<uint8_t> bytesToNumpy(std::vector<uint8_t>&& bytes) {
-    auto* owned = new std::vector<uint8_t>(std::move(bytes));
-    py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
-    return py::array_t<uint8_t>({static_cast<py::ssize_t>(owned->size())}, {1}, owned->data(),
-                                owner);
+    const auto n = static_cast<py::ssize_t>(bytes.size());
+    return vectorToNumpy(std::move(bytes), {n});
+}
+
+FlatMetric toFlatMetric(const py::handle& metric) {
+    if (py::isinstance<FlatMetric>(metric)) return metric.cast<FlatMetric>();
+    if (py::isinstance<py::int_>(metric)) {
+        return fromFaissMetric(static_cast<faiss::MetricType>(metric.cast<int>()));
+    }
+    if (py::isinstance<py::str>(metric)) return parseFlatMetric(metric.cast<std::string>());
+    throw py::type_error(
+        "metric must be a faiss_ext.FlatMetric, a FAISS metric int (faiss.METRIC_L2, "
+        "faiss.METRIC_INNER_PRODUCT) or a metric name ('L2', 'IP', 'Cosine', 'Pearson'), got " +
+        std::string(py::str(py::type::handle_of(metric).attr("__name__"))));
 }
 
 std::string indexTypeName(const faiss::Index& index) {

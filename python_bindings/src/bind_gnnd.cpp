@@ -69,25 +69,6 @@ int checkSearchL(int l) {
     return l;
 }
 
-/// A FlatMetric from a FlatMetric or a FAISS metric int (L2 / IP).
-FlatMetric toFlatMetric(const py::handle& metric) {
-    if (py::isinstance<FlatMetric>(metric)) return metric.cast<FlatMetric>();
-    if (py::isinstance<py::int_>(metric)) {
-        return fromFaissMetric(static_cast<faiss::MetricType>(metric.cast<int>()));
-    }
-    throw py::type_error(
-        "metric must be a faiss_ext.FlatMetric or a FAISS metric int (faiss.METRIC_L2, "
-        "faiss.METRIC_INNER_PRODUCT), got " +
-        std::string(py::str(py::type::handle_of(metric).attr("__name__"))));
-}
-
-/// A numpy int32 (rows, cols) array that takes over the vector (no copy).
-py::array_t<int32_t> intsToNumpy(std::vector<int>&& v, int64_t rows, int64_t cols) {
-    auto* owned = new std::vector<int>(std::move(v));
-    py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<int>*>(p); });
-    return py::array_t<int32_t>({rows, cols}, owned->data(), owner);
-}
-
 py::dict statsToDict(const gpu::GnndIterationStats& s) {
     py::dict d;
     d["iteration"] = s.iteration;
@@ -151,7 +132,7 @@ py::array_t<int32_t> getGraphInt(const GpuKnnGraphGNND& self) {
                                  " ids, expected ntotal * k = " + std::to_string(n) + " * " +
                                  std::to_string(k));
     }
-    return intsToNumpy(std::move(g), n, k);
+    return vectorToNumpy(std::move(g), {n, k});
 }
 
 /// The providers of gnnd_build_from_file: one provider, or a sequence of them.
@@ -215,22 +196,16 @@ aliases.
             "build_degree"_a = defaults.buildDegree, "seed"_a = defaults.seed,
             "search_l"_a = defaults.searchL);
 
-    auto intField = [&cfg](const char* name, const char* alias, int GpuKnnGraphGNNDConfig::*field,
-                           int (*check)(int), const char* doc) {
-        auto get = [field](const GpuKnnGraphGNNDConfig& c) { return c.*field; };
-        auto set = [field, check](GpuKnnGraphGNNDConfig& c, int v) { c.*field = check(v); };
-        cfg.def_property(name, get, set, doc);
-        if (alias) cfg.def_property(alias, get, set, doc);
-    };
-    intField("samples", nullptr, &GpuKnnGraphGNNDConfig::samples, &checkSamples,
-             "p: NEW and OLD samples per list and iteration (1..32).");
-    intField("max_iterations", "maxIterations", &GpuKnnGraphGNNDConfig::maxIterations,
-             &checkMaxIterations, "Maximum number of iterations (>= 1).");
-    intField("build_degree", "buildDegree", &GpuKnnGraphGNNDConfig::buildDegree, &checkBuildDegree,
-             "List length while building: 0 (the degree rounded up to a multiple of 32) or a "
-             "multiple of 32 >= the degree.");
-    intField("search_l", "searchL", &GpuKnnGraphGNNDConfig::searchL, &checkSearchL,
-             "Candidate pool size of search() (0: max(k, 2 x degree)).");
+    defCheckedInt(cfg, "samples", nullptr, &GpuKnnGraphGNNDConfig::samples, &checkSamples,
+                  "p: NEW and OLD samples per list and iteration (1..32).");
+    defCheckedInt(cfg, "max_iterations", "maxIterations", &GpuKnnGraphGNNDConfig::maxIterations,
+                  &checkMaxIterations, "Maximum number of iterations (>= 1).");
+    defCheckedInt(cfg, "build_degree", "buildDegree", &GpuKnnGraphGNNDConfig::buildDegree,
+                  &checkBuildDegree,
+                  "List length while building: 0 (the degree rounded up to a multiple of 32) or "
+                  "a multiple of 32 >= the degree.");
+    defCheckedInt(cfg, "search_l", "searchL", &GpuKnnGraphGNNDConfig::searchL, &checkSearchL,
+                  "Candidate pool size of search() (0: max(k, 2 x degree)).");
     auto getThreshold = [](const GpuKnnGraphGNNDConfig& c) { return c.terminationThreshold; };
     auto setThreshold = [](GpuKnnGraphGNNDConfig& c, float t) {
         c.terminationThreshold = checkThreshold(t);
@@ -377,31 +352,6 @@ Bytes a build of n vectors of dimension d at degree k needs on one device:
 a dict with keys vectors, graph, build_temp and total.
 )doc")
         .def(
-            "_copy_from_native",
-            [](GpuKnnGraphGNND& self, const faiss::Index& src) {
-                auto nnd = dynamic_cast<const faiss::IndexNNDescentFlat*>(&src);
-                if (!nnd) {
-                    throw py::type_error("copy_from needs a faiss.IndexNNDescentFlat, got " +
-                                         indexTypeName(src));
-                }
-                py::gil_scoped_release release;
-                self.copyFrom(nnd);
-            },
-            "src"_a, "copyFrom a faiss_ext.Index holding an IndexNNDescentFlat (use copy_from).")
-        .def(
-            "_copy_to_bytes",
-            [](const GpuKnnGraphGNND& self) {
-                std::vector<uint8_t> bytes;
-                {
-                    py::gil_scoped_release release;
-                    faiss::IndexNNDescentFlat twin(self.d, self.getGraphDegree(), self.metric_type);
-                    self.copyTo(&twin);
-                    bytes = serialize_index(&twin);
-                }
-                return bytesToNumpy(std::move(bytes));
-            },
-            "copyTo a faiss::IndexNNDescentFlat, serialised (use copy_to).")
-        .def(
             "_to_index_nsg_bytes",
             [](const GpuKnnGraphGNND& self, int R) {
                 std::vector<uint8_t> bytes;
@@ -413,6 +363,11 @@ a dict with keys vectors, graph, build_temp and total.
                 return bytesToNumpy(std::move(bytes));
             },
             "R"_a, "toIndexNSG(R), serialised (use to_index_nsg).");
+    defTwinCopies<faiss::IndexNNDescentFlat>(
+        cls, "IndexNNDescentFlat", [](const GpuKnnGraphGNND& self) {
+            return std::make_unique<faiss::IndexNNDescentFlat>(self.d, self.getGraphDegree(),
+                                                               self.metric_type);
+        });
 }
 
 void bindOutOfCore(py::module_& m) {
@@ -481,7 +436,7 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
                     "read_graph_ivecs: '" + path + "' gave " + std::to_string(g.size()) +
                     " ids for n * k = " + std::to_string(n) + " * " + std::to_string(k));
             }
-            return intsToNumpy(std::move(g), n, k);
+            return vectorToNumpy(std::move(g), {n, k});
         },
         "path"_a, "readGraphIvecs as an (n, k) int32 array (use faiss_ext.read_graph_ivecs).");
 }

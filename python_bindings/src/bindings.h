@@ -8,8 +8,12 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/index_io.h"
 
 namespace faiss_ext {
 namespace python {
@@ -44,8 +48,34 @@ void checkNoNul(const std::string& s, const char* what);
 /// otherwise).
 IdArray toIdVector(const py::handle& ids, int64_t n, const char* what);
 
+/// A numpy array of the given shape (C order) that takes over the vector's
+/// elements (no copy); the shape's product must be v.size().
+template <class T>
+py::array_t<T> vectorToNumpy(std::vector<T>&& v, std::vector<py::ssize_t> shape) {
+    auto* owned = new std::vector<T>(std::move(v));
+    py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+    return py::array_t<T>(std::move(shape), owned->data(), owner);
+}
+
 /// A 1-D numpy uint8 array that takes over the bytes (no copy).
 py::array_t<uint8_t> bytesToNumpy(std::vector<uint8_t>&& bytes);
+
+/// A FlatMetric from a faiss_ext.FlatMetric, a FAISS metric int (L2 / IP)
+/// or a metric name ('L2', 'IP', 'Cosine', 'Pearson'); TypeError for other
+/// types.
+FlatMetric toFlatMetric(const py::handle& metric);
+
+/// Defines the int property `name` (and, when not null, its C++ spelling
+/// `alias`) of a bound struct: reads the field, and assigns check(value),
+/// which raises ValueError for values out of range.
+template <class Cls, class T>
+void defCheckedInt(Cls& cls, const char* name, const char* alias, int T::*field,
+                   int (*check)(int), const char* doc) {
+    auto get = [field](const T& c) { return c.*field; };
+    auto set = [field, check](T& c, int v) { c.*field = check(v); };
+    cls.def_property(name, get, set, doc);
+    if (alias) cls.def_property(alias, get, set, doc);
+}
 
 /// The dynamic C++ type of an index, demangled ("faiss::IndexFlat").
 std::string indexTypeName(const faiss::Index& index);
@@ -62,6 +92,10 @@ void bindGpu(py::module_& m);
 /// FlatMetric, GpuIndexConfig and GpuResourcesProvider).
 void bindGnnd(py::module_& m);
 
+/// Binds GpuIndexSearchGraph, its config and SearchParametersSearchGraph
+/// (after bindGnnd: uses its GpuKnnGraphGNNDConfig).
+void bindSearchGraph(py::module_& m);
+
 /// Binds Bi-level LSH: BiLevelLSHConfig, BiLevelShortList,
 /// SearchParametersBiLevelLSH, IndexBiLevelLSH (the CPU twin),
 /// GpuIndexBiLevelLSHConfig and GpuIndexBiLevelLSH (after bindGpu: uses its
@@ -70,6 +104,43 @@ void bindLsh(py::module_& m);
 
 /// Binds the factory and read / write / serialize / deserialize.
 void bindIo(py::module_& m);
+
+/// Defines `_copy_from_native` (copyFrom a faiss_ext.Index holding a Twin;
+/// TypeError for another type) and `_copy_to_bytes` (copyTo a new twin made
+/// by makeTwin(self), serialised) on a bound GPU index class whose CPU twin
+/// is a Twin (faissName: its FAISS class name); faiss_ext/__init__.py builds
+/// copy_from / copy_to on them. Both release the GIL while copying.
+template <class Twin, class Cls, class MakeTwin>
+void defTwinCopies(Cls& cls, const char* faissName, MakeTwin makeTwin) {
+    using Gpu = typename Cls::type;
+    const std::string name(faissName);
+    cls.def(
+           "_copy_from_native",
+           [name](Gpu& self, const faiss::Index& src) {
+               auto twin = dynamic_cast<const Twin*>(&src);
+               if (!twin) {
+                   throw py::type_error("copy_from needs a faiss." + name + ", got " +
+                                        indexTypeName(src));
+               }
+               py::gil_scoped_release release;
+               self.copyFrom(twin);
+           },
+           py::arg("src"),
+           ("copyFrom a faiss_ext.Index holding an " + name + " (use copy_from).").c_str())
+        .def(
+            "_copy_to_bytes",
+            [makeTwin](const Gpu& self) {
+                std::vector<uint8_t> bytes;
+                {
+                    py::gil_scoped_release release;
+                    std::unique_ptr<Twin> twin = makeTwin(self);
+                    self.copyTo(twin.get());
+                    bytes = serialize_index(twin.get());
+                }
+                return bytesToNumpy(std::move(bytes));
+            },
+            ("copyTo a faiss::" + name + ", serialised (use copy_to).").c_str());
+}
 
 }  // namespace python
 }  // namespace faiss_ext

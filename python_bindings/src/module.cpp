@@ -28,6 +28,7 @@ PYBIND11_MODULE(_faiss_ext, m) {
     faiss_ext::python::bindIndex(m);
     faiss_ext::python::bindGpu(m);
     faiss_ext::python::bindGnnd(m);
+    faiss_ext::python::bindSearchGraph(m);
     faiss_ext::python::bindLsh(m);
     faiss_ext::python::bindIo(m);
 }
