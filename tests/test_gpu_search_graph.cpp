@@ -20,6 +20,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <cmath>
 #include <deque>
 #include <memory>
@@ -210,6 +213,15 @@ TEST(GpuSearchGraph, CpuTwinSearchesTheSameGraph) {
     double rg = recallVsExact(res, b, FlatMetric::L2, nq, k, I);
     double rc = recallVsExact(res, b, FlatMetric::L2, nq, k, Ic);
     std::printf("[search graph] GPU recall %.4f, CPU twin (IndexHNSWFlat) %.4f\n", rg, rc);
+    if (const char* dump = std::getenv("FAISS_EXT_TEST_DUMP_DIR")) {
+        // for a look at the twin on another machine
+        faiss::write_index(twin.get(), (std::string(dump) + "/twin.faissindex").c_str());
+        FILE* f = std::fopen((std::string(dump) + "/queries.f32").c_str(), "wb");
+        if (f) {
+            std::fwrite(b.q.data(), sizeof(float), b.q.size(), f);
+            std::fclose(f);
+        }
+    }
     for (int factor : {2, 4, 8}) {
         faiss::SearchParametersHNSW hp;
         hp.efSearch = hnsw->hnsw.efSearch * factor;
