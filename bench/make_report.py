@@ -44,7 +44,11 @@ SETTING_KEYS = ["sweep", "note", "depth", "tree_depth", "L", "n_tables", "M", "n
 
 
 def setting_identity(r):
-    """The setting of a line (lsh suite: its `setting` field or its setting parameters); None elsewhere."""
+    """The setting of a line (lsh suite: its `setting` field or its setting parameters; ann suite: all
+    its parameters but timings); None elsewhere."""
+    if r.get("suite") == "ann":
+        p = r.get("params") or {}
+        return tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted(p.items()) if not k.endswith("seconds"))
     if r.get("suite") != "lsh":
         return None
     if r.get("setting"):
@@ -784,6 +788,114 @@ def plot_group(g, methods, ks, floor, path, title):
     plt.close(fig)
 
 
+# ------------------------------------------------------------------ ann suite
+
+ANN_TARGETS = (0.90, 0.95, 0.99)
+
+
+def ann_label(r):
+    p = r.get("params", {})
+    m = r["method"]
+    if m == "ours:graph":
+        return f"SGraph{p.get('graph_degree')} itopk {p.get('itopk')}" + (
+            " (no entry points)" if p.get("entry_seeds") == 0 else "")
+    if m == "faiss-gpu:IVFFlat":
+        return f"nlist {p.get('nlist')} nprobe {p.get('nprobe')}"
+    if m == "faiss-cpu:HNSWFlat":
+        return f"M {p.get('M')} efSearch {p.get('efSearch')}"
+    return ""
+
+
+def ann_best(rows, method, target, with_entry_points=True):
+    """The fastest row of `method` whose recall reaches `target`."""
+    ok = [r for r in rows if r["method"] == method and (r.get("recall") or 0) >= target and r.get("qps")
+          and (not with_entry_points or r.get("params", {}).get("entry_seeds", 1) != 0)]
+    return max(ok, key=lambda r: r["qps"]) if ok else None
+
+
+def ann_tables(rows, plots_dir, rel_plots, make_plots):
+    """Per data set: fastest setting reaching each recall target for our graph
+    search, FAISS GPU IVF-Flat and FAISS CPU HNSW, our exact index, build times,
+    single-query latency; recall / q/s plots."""
+    out = ["Recall@10 against exact ground truth (our exact GPU index, same run), nq 10,000, k 10. "
+           "Each cell: the fastest setting that reaches the target recall (recall, q/s); ratios are ours "
+           "over the anchor. The anchors ran in their own process on the same files, right after ours.\n"]
+    datasets = []
+    for r in rows:
+        if r.get("dataset") not in datasets:
+            datasets.append(r.get("dataset"))
+    for ds in datasets:
+        d = [r for r in rows if r.get("dataset") == ds]
+        exact = next((r for r in d if r["method"] == "ours:exact"), None)
+        shape = f"{d[0].get('nb')} x {d[0].get('d')}"
+        out.append(f"### `{ds}` ({shape}, {d[0].get('device', '')})\n")
+        if exact:
+            out.append(f"Our exact index: {fmt_qps(exact['qps'])} q/s, single query "
+                       f"{fmt(exact.get('latency_ms_nq1'), '.3f')} ms.\n")
+        out.append("| target | ours (SGraph) | FAISS GPU IVF-Flat | FAISS CPU HNSW | ours / IVF | ours / HNSW | ours / exact |")
+        out.append("|---|---|---|---|---|---|---|")
+        for t in ANN_TARGETS:
+            o = ann_best(d, "ours:graph", t)
+            i = ann_best(d, "faiss-gpu:IVFFlat", t)
+            h = ann_best(d, "faiss-cpu:HNSWFlat", t)
+            cell = lambda r: (f"{ann_label(r)}: {r['recall']:.4f}, {fmt_qps(r['qps'])}" if r else "not reached")
+            ratio = lambda a, b: f"{a['qps'] / b['qps']:.2f}x" if a and b else "–"
+            out.append(f"| {t:.2f} | {cell(o)} | {cell(i)} | {cell(h)} | {ratio(o, i)} | {ratio(o, h)} | "
+                       f"{ratio(o, exact)} |")
+        out.append("")
+        builds = [r for r in d if r["method"].endswith("-build")]
+        if builds:
+            parts = []
+            for b in builds:
+                p = b.get("params", {})
+                if b["method"] == "ours:graph-build":
+                    parts.append(f"SGraph{p.get('graph_degree')} {b['seconds']:.2f} s (GNND k-NN graph of degree "
+                                 f"{p.get('knn_degree')} {p.get('knn_seconds', 0):.2f} s, optimisation "
+                                 f"{p.get('optimize_seconds', 0):.3f} s)")
+                else:
+                    parts.append(f"{b['method'][:-6]} {b['seconds']:.2f} s")
+            out.append("Builds: " + "; ".join(parts) + ".\n")
+        lat = ann_best(d, "ours:graph", 0.95)
+        if lat and lat.get("latency_ms_nq1"):
+            out.append(f"Single query at recall >= 0.95 ({ann_label(lat)}): {lat['latency_ms_nq1']:.3f} ms.\n")
+        if make_plots:
+            name = f"ann_{ds}.png"
+            ann_plot(d, ds, os.path.join(plots_dir, name))
+            out.append(f"![{ds}]({rel_plots}/{name})\n")
+    return out
+
+
+def ann_plot(rows, ds, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    series = {}
+    for r in rows:
+        if not r.get("qps") or r["method"].endswith("-build") or r["method"] == "ours:exact":
+            continue
+        p = r.get("params", {})
+        key = r["method"]
+        if r["method"] == "ours:graph":
+            key = f"ours SGraph{p.get('graph_degree')}" + (" no entry pts" if p.get("entry_seeds") == 0 else "")
+        series.setdefault(key, []).append((r["recall"], r["qps"]))
+    for key, pts in sorted(series.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=key)
+    exact = next((r for r in rows if r["method"] == "ours:exact"), None)
+    if exact:
+        ax.axhline(exact["qps"], color="gray", ls="--", lw=1, label="ours exact")
+    ax.set_yscale("log")
+    ax.set_xlabel("recall@10")
+    ax.set_ylabel("queries / s")
+    ax.set_title(ds)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default="bench/results")
@@ -825,6 +937,9 @@ def main():
         elif s == "lsh":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += lsh_tables(srows, out_dir, ".", make_plots)
+        elif s == "ann":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
+            gen += ann_tables(srows, out_dir, ".", make_plots)
         else:
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen.append("| " + " | ".join(["dataset", "method", "nb", "d", "nq", "k", "q/s", "s", "recall"]) + " |")

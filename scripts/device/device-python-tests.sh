@@ -28,7 +28,9 @@ cp python_bindings/faiss_ext/*.py /tmp/pkg/faiss_ext/
 ext=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 # FAISS 1.7.3's headers rely on <cstdint> arriving transitively (g++ 12); newer g++ needs it named.
-ls python_bindings/src/*.cpp | xargs -P 8 -I{} sh -c "g++ -O1 -fPIC -std=c++17 -fopenmp -include cstdint -I. -I.pyd/include -I$inc -I/usr/local/cuda/include -c {} -o /tmp/pkg/\$(basename {}).o"
+# public headers are included as <faiss_ext/gpu/...>: the gpu/ folder under that name, as the build tree has it
+mkdir -p /tmp/inc/faiss_ext && ln -sfn "$PWD/gpu" /tmp/inc/faiss_ext/gpu
+ls python_bindings/src/*.cpp | xargs -P 8 -I{} sh -c "g++ -O1 -fPIC -std=c++17 -fopenmp -include cstdint -I. -I/tmp/inc -I.pyd/include -I$inc -I/usr/local/cuda/include -c {} -o /tmp/pkg/\$(basename {}).o"
 g++ -shared /tmp/pkg/*.o -o "/tmp/pkg/faiss_ext/_faiss_ext$ext" -L/tmp/lib -l:libfaiss_ext.so.0 \
     -Wl,-rpath,/tmp/lib:/usr/local/cuda/lib64 -fopenmp
 export LD_LIBRARY_PATH=/tmp/lib:/usr/local/cuda/lib64
