@@ -177,4 +177,15 @@ bool containsCpuConvertible(const faiss::Index* index) {
     return false;
 }
 
+faiss::Index* twinWithQueryPreparation(faiss::Index* twin, FlatMetric m) {
+    if (!isPreparedMetric(m)) return twin;
+    auto pt = new faiss::IndexPreTransform(twin);
+    pt->own_fields = true;
+    // chain: [RowCenteringTransform (Pearson),] NormalizationTransform
+    pt->prepend_transform(new faiss::NormalizationTransform(twin->d, 2.0f));
+    if (m == FlatMetric::Pearson) pt->prepend_transform(new RowCenteringTransform(twin->d));
+    pt->ntotal = twin->ntotal;
+    return pt;
+}
+
 }  // namespace faiss_ext

@@ -8,6 +8,8 @@
 #include <faiss/Index.h>
 #include <faiss/VectorTransform.h>
 
+#include "faiss_ext/Metric.h"
+
 #include <functional>
 
 namespace faiss_ext {
@@ -43,5 +45,11 @@ bool containsCpuConvertible(const faiss::Index* index);
 /// NormalizationTransform and CenteringTransform (which FAISS 1.7.3's Cloner
 /// lacks), or any that faiss::Cloner handles. The caller owns it.
 faiss::VectorTransform* cloneVectorTransform(const faiss::VectorTransform* vt);
+
+/// `twin` (taken over) as the CPU twin of a GPU index of metric m: itself
+/// for L2 / inner product; for Cosine / Pearson inside an IndexPreTransform
+/// that prepares the queries as the GPU index prepared its vectors
+/// ([RowCenteringTransform,] NormalizationTransform). The caller owns it.
+faiss::Index* twinWithQueryPreparation(faiss::Index* twin, FlatMetric m);
 
 }  // namespace faiss_ext

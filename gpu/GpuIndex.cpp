@@ -7,6 +7,8 @@
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 #include <cstring>
 #include <mutex>
 
@@ -49,6 +51,22 @@ void GpuIndex::checkUsable_() const {
 
 bool GpuIndex::onThisDevice_(const void* p, const char* what) const {
     return onDevice(p, config_.device, what);
+}
+
+void GpuIndex::fillEmptyResults_(idx_t n, int64_t k, float* distances, idx_t* labels) const {
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    std::vector<float> d0(size_t(n) * k, metric_type == faiss::METRIC_INNER_PRODUCT
+                                                 ? -std::numeric_limits<float>::infinity()
+                                                 : std::numeric_limits<float>::infinity());
+    std::vector<idx_t> l0(size_t(n) * k, -1);
+    // on our stream, not the legacy one: a pageable host-to-device
+    // cudaMemcpy may return before the data lands, and the caller's copies
+    // run on our (non-blocking) stream
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(distances, d0.data(), sizeof(float) * d0.size(),
+                                         cudaMemcpyDefault, stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(labels, l0.data(), sizeof(idx_t) * l0.size(),
+                                         cudaMemcpyDefault, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void GpuIndex::checkFinite_(idx_t n, const float* x, const char* what) const {

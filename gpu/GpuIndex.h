@@ -115,6 +115,9 @@ protected:
         return std::unique_lock<FairRecursiveMutex>(opMutex_);
     }
 
+    /// The results of a search of an empty index: labels -1, distances +inf
+    /// (-inf for inner product); distances / labels on this device.
+    void fillEmptyResults_(idx_t n, int64_t k, float* distances, idx_t* labels) const;
     /// Throws when adding n vectors would pass this index's own limits
     /// (called by add() before the vectors are read).
     virtual void checkAddCount_(idx_t /*n*/) const {}

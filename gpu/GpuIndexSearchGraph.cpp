@@ -1,6 +1,6 @@
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 
-#include "faiss_ext/RowCenteringTransform.h"
+#include "faiss_ext/CpuTwin.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 #include "faiss_ext/gpu/impl/VectorPrep.h"
@@ -299,27 +299,12 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
     if (ntotal == 0) {
-        float pad = ip ? -std::numeric_limits<float>::infinity()
-                       : std::numeric_limits<float>::infinity();
-        std::vector<float> d0(size_t(n) * k, pad);
-        std::vector<idx_t> l0(size_t(n) * k, -1);
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(distances, d0.data(), sizeof(float) * d0.size(),
-                                             cudaMemcpyDefault, stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(labels, l0.data(), sizeof(idx_t) * l0.size(),
-                                             cudaMemcpyDefault, stream));
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        fillEmptyResults_(n, k, distances, labels);
         return;
     }
-    const float* q = x;
     std::unique_ptr<TempBuffer<float>> prepared;
-    if (isPreparedMetric(flatMetric_)) {
-        prepared.reset(new TempBuffer<float>(resources_.get(), config_.device, size_t(n) * d,
-                                             stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(prepared->data(), x, sizeof(float) * size_t(n) * d,
-                                             cudaMemcpyDeviceToDevice, stream));
-        prepareVectorsDevice(flatMetric_, prepared->data(), n, d, stream);
-        q = prepared->data();
-    }
+    const float* q = preparedQueries(resources_.get(), config_.device, stream, flatMetric_, x, n,
+                                     d, prepared);
     graph::EntrySeeds seeds;
     std::unique_ptr<TempBuffer<float>> seedD;
     std::unique_ptr<TempBuffer<int64_t>> seedI;
@@ -424,14 +409,7 @@ faiss::Index* GpuIndexSearchGraph::copyToCpuIndex() const {
         delete twin;
         throw;
     }
-    if (!isPreparedMetric(flatMetric_)) return twin;
-    auto pt = new faiss::IndexPreTransform(twin);
-    pt->own_fields = true;
-    // chain: [RowCenteringTransform (Pearson),] NormalizationTransform
-    pt->prepend_transform(new faiss::NormalizationTransform(d, 2.0f));
-    if (flatMetric_ == FlatMetric::Pearson) pt->prepend_transform(new RowCenteringTransform(d));
-    pt->ntotal = twin->ntotal;
-    return pt;
+    return twinWithQueryPreparation(twin, flatMetric_);
 }
 
 void GpuIndexSearchGraph::copyFrom(const faiss::IndexHNSWFlat* index) {

@@ -1,5 +1,7 @@
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 
+#include "faiss_ext/CpuTwin.h"
+#include "faiss_ext/IndexNNDescentFlatChecked.h"
 #include "faiss_ext/RowCenteringTransform.h"
 #include "faiss_ext/gpu/impl/VectorPrep.h"
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
@@ -344,30 +346,12 @@ void GpuKnnGraphGNND::searchImpl_(idx_t n, const float* x, int64_t k, float* dis
     L = std::max<int>(L, int(k));
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     if (ntotal == 0) {
-        std::vector<float> d0(size_t(n) * k, metric_type == faiss::METRIC_INNER_PRODUCT
-                                                      ? -std::numeric_limits<float>::infinity()
-                                                      : std::numeric_limits<float>::infinity());
-        std::vector<idx_t> l0(size_t(n) * k, -1);
-        // on our stream, not the legacy one: a pageable host-to-device
-        // cudaMemcpy may return before the data lands, and the caller's
-        // copies run on our (non-blocking) stream
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(distances, d0.data(), sizeof(float) * d0.size(),
-                                             cudaMemcpyDefault, stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(labels, l0.data(), sizeof(idx_t) * l0.size(),
-                                             cudaMemcpyDefault, stream));
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        fillEmptyResults_(n, k, distances, labels);
         return;
     }
-    const float* q = x;
     std::unique_ptr<TempBuffer<float>> prepared;
-    if (isPreparedMetric(flatMetric_)) {
-        prepared.reset(new TempBuffer<float>(resources_.get(), config_.device, size_t(n) * d,
-                                             stream));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(prepared->data(), x, sizeof(float) * size_t(n) * d,
-                                             cudaMemcpyDeviceToDevice, stream));
-        prepareVectorsDevice(flatMetric_, prepared->data(), n, d, stream);
-        q = prepared->data();
-    }
+    const float* q = preparedQueries(resources_.get(), config_.device, stream, flatMetric_, x, n,
+                                     d, prepared);
     bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
     gnnd::search(resources_.get(), config_.device, stream, state_->x.data(), state_->norms.data(),
                  ntotal, d, state_->ids.data(), buildK_, k_, ip, q, n, int(k), L,
@@ -511,21 +495,15 @@ void GpuKnnGraphGNND::copyTo(faiss::IndexNNDescentFlat* index) const {
 
 faiss::Index* GpuKnnGraphGNND::copyToCpuIndex() const {
     auto lock = lockOps_();
-    auto twin = new faiss::IndexNNDescentFlat(d, k_, metric_type);
+    // the checked twin refuses the searches FAISS 1.7.3's NN-Descent crashes on
+    auto twin = new IndexNNDescentFlatChecked(d, k_, metric_type);
     try {
         copyTo(twin);
     } catch (...) {
         delete twin;
         throw;
     }
-    if (!isPreparedMetric(flatMetric_)) return twin;
-    auto pt = new faiss::IndexPreTransform(twin);
-    pt->own_fields = true;
-    // chain: [RowCenteringTransform (Pearson),] NormalizationTransform
-    pt->prepend_transform(new faiss::NormalizationTransform(d, 2.0f));
-    if (flatMetric_ == FlatMetric::Pearson) pt->prepend_transform(new RowCenteringTransform(d));
-    pt->ntotal = twin->ntotal;
-    return pt;
+    return twinWithQueryPreparation(twin, flatMetric_);
 }
 
 faiss::IndexNSGFlat* GpuKnnGraphGNND::toIndexNSG(int R) const {

@@ -40,13 +40,19 @@ struct Built {
     std::unique_ptr<GpuIndexSearchGraph> index;
 };
 
-Built buildClustered(StandardGpuResources& res, int64_t n, int d, int64_t nq,
-                     FlatMetric metric = FlatMetric::L2, GpuIndexSearchGraphConfig cfg = {}) {
+/// n base and nq query vectors of one clustered mixture (seeds seed, seed + 1).
+Built clusteredData(int64_t n, int d, int64_t nq, int clusters, uint64_t seed) {
     Built b;
     b.n = n;
     b.d = d;
-    b.x = test::clusteredVectors(n, d, 64, 17);
-    b.q = test::clusteredVectors(nq, d, 64, 18);
+    b.x = test::clusteredVectors(n, d, clusters, seed);
+    b.q = test::clusteredVectors(nq, d, clusters, seed + 1);
+    return b;
+}
+
+Built buildClustered(StandardGpuResources& res, int64_t n, int d, int64_t nq,
+                     FlatMetric metric = FlatMetric::L2, GpuIndexSearchGraphConfig cfg = {}) {
+    Built b = clusteredData(n, d, nq, 64, 17);
     b.index.reset(new GpuIndexSearchGraph(&res, d, metric, cfg));
     b.index->add(n, b.x.data());
     return b;
@@ -259,11 +265,7 @@ TEST(GpuSearchGraph, SearchesAGraphBuiltByFaissHnsw) {
     StandardGpuResources res;
     int64_t n = test::sized<int64_t>(8000, 2000), nq = 200;
     int d = 24, k = 10;
-    Built b;
-    b.n = n;
-    b.d = d;
-    b.x = test::clusteredVectors(n, d, 32, 31);
-    b.q = test::clusteredVectors(nq, d, 32, 32);
+    Built b = clusteredData(n, d, nq, 32, 31);
     faiss::IndexHNSWFlat cpu(d, 16);
     cpu.add(n, b.x.data());
     GpuIndexSearchGraph gpuIndex(&res, &cpu);
@@ -321,11 +323,7 @@ TEST(GpuSearchGraph, SecondAddMergesAndRebuilds) {
     StandardGpuResources res;
     int64_t n = test::sized<int64_t>(20000, 3000), nq = 200;
     int d = 32, k = 10;
-    Built b;
-    b.n = n;
-    b.d = d;
-    b.x = test::clusteredVectors(n, d, 64, 21);
-    b.q = test::clusteredVectors(nq, d, 64, 22);
+    Built b = clusteredData(n, d, nq, 64, 21);
     b.index.reset(new GpuIndexSearchGraph(&res, d));
     b.index->add(n / 2, b.x.data());
     b.index->add(n - n / 2, b.x.data() + size_t(n / 2) * d);
@@ -345,11 +343,7 @@ TEST(GpuSearchGraph, FactoryClonerAndIoRoundTrip) {
     StandardGpuResources res;
     int64_t n = test::sized<int64_t>(20000, 3000), nq = 200;
     int d = 32, k = 10;
-    Built b;
-    b.n = n;
-    b.d = d;
-    b.x = test::clusteredVectors(n, d, 64, 41);
-    b.q = test::clusteredVectors(nq, d, 64, 42);
+    Built b = clusteredData(n, d, nq, 64, 41);
     std::unique_ptr<faiss::Index> twin(faiss_ext::index_factory(d, "SGraph32"));
     std::unique_ptr<faiss::Index> gpuIndex(index_cpu_to_gpu(&res, 0, twin.get()));
     auto sg = dynamic_cast<GpuIndexSearchGraph*>(gpuIndex.get());

@@ -6,6 +6,17 @@
 namespace faiss_ext {
 namespace gpu {
 
+const float* preparedQueries(GpuResources* res, int device, cudaStream_t stream, FlatMetric metric,
+                             const float* x, int64_t n, int d,
+                             std::unique_ptr<TempBuffer<float>>& holder) {
+    if (!isPreparedMetric(metric)) return x;
+    holder.reset(new TempBuffer<float>(res, device, size_t(n) * d, stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(holder->data(), x, sizeof(float) * size_t(n) * d,
+                                         cudaMemcpyDeviceToDevice, stream));
+    prepareVectorsDevice(metric, holder->data(), n, d, stream);
+    return holder->data();
+}
+
 namespace {
 
 constexpr int kWarps = 8;

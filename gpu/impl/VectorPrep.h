@@ -3,10 +3,12 @@
 #pragma once
 
 #include "faiss_ext/Metric.h"
+#include "faiss_ext/gpu/GpuResources.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 
 namespace faiss_ext {
 namespace gpu {
@@ -17,6 +19,13 @@ void rowSquaredNorms(const float* x, int64_t n, int d, float* norms, cudaStream_
 /// In place on the device: nothing for L2 / IP, L2 normalisation for cosine,
 /// centring then normalisation for Pearson (as faiss_ext::prepareVectors).
 void prepareVectorsDevice(FlatMetric metric, float* x, int64_t n, int d, cudaStream_t stream);
+
+/// Queries x (n x d, device) as the metric's index stores its vectors: x
+/// itself for L2 / IP, else a prepared copy held by `holder` (temporary
+/// memory of res on `stream`).
+const float* preparedQueries(GpuResources* res, int device, cudaStream_t stream, FlatMetric metric,
+                             const float* x, int64_t n, int d,
+                             std::unique_ptr<TempBuffer<float>>& holder);
 
 /// First row of the n x d device matrix x with a NaN or infinite entry, or
 /// -1 (synchronises `stream`).

@@ -229,6 +229,36 @@ __device__ float teamDistance(const float* x, int d, bool vec4, bool active, uin
     return ip ? -s : s;
 }
 
+/// Adds one load's worth (sizeof(Vec) / 2 FP16 values against q[0..)) of
+/// squared differences or products to s.
+template <typename Vec>
+__device__ __forceinline__ void accumulateHalves(const Vec& v, const float* q, bool ip, float& s) {
+    const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+    for (int t = 0; t < int(sizeof(Vec)) / 4; ++t) {
+        float2 f = __half22float2(h[t]);
+        if (ip) {
+            s += f.x * q[2 * t] + f.y * q[2 * t + 1];
+        } else {
+            float a = f.x - q[2 * t], b = f.y - q[2 * t + 1];
+            s += a * a + b * b;
+        }
+    }
+}
+
+/// This lane's part of a row's distance, in loads of Vec (d a multiple of
+/// sizeof(Vec) / 2).
+template <typename Vec>
+__device__ float halfRowPart(const __half* row, int d, const float* q, bool ip, int laneInTeam,
+                             int team) {
+    constexpr int kPerLoad = int(sizeof(Vec)) / 2;
+    const Vec* r = reinterpret_cast<const Vec*>(row);
+    float s = 0.f;
+    for (int j = laneInTeam; j < d / kPerLoad; j += team)
+        accumulateHalves(__ldg(r + j), q + kPerLoad * j, ip, s);
+    return s;
+}
+
 /// Same as teamDistance on the FP16 copy (q: the query times the copy's
 /// scale; the result is the distance times scale^2, for ordering only).
 __device__ float teamDistanceHalf(const __half* x, int d, bool active, uint32_t id,
@@ -237,39 +267,9 @@ __device__ float teamDistanceHalf(const __half* x, int d, bool active, uint32_t 
     if (active) {
         const __half* row = x + int64_t(id) * d;
         if ((d & 7) == 0) {
-            const uint4* r8 = reinterpret_cast<const uint4*>(row);
-            for (int j = laneInTeam; j < d / 8; j += team) {
-                uint4 v = __ldg(r8 + j);
-                const __half2* h = reinterpret_cast<const __half2*>(&v);
-                const float* qj = q + 8 * j;
-#pragma unroll
-                for (int t = 0; t < 4; ++t) {
-                    float2 f = __half22float2(h[t]);
-                    if (ip) {
-                        s += f.x * qj[2 * t] + f.y * qj[2 * t + 1];
-                    } else {
-                        float a = f.x - qj[2 * t], b = f.y - qj[2 * t + 1];
-                        s += a * a + b * b;
-                    }
-                }
-            }
+            s = halfRowPart<uint4>(row, d, q, ip, laneInTeam, team);
         } else if ((d & 3) == 0) {
-            const uint2* r4 = reinterpret_cast<const uint2*>(row);
-            for (int j = laneInTeam; j < d / 4; j += team) {
-                uint2 v = __ldg(r4 + j);
-                const __half2* h = reinterpret_cast<const __half2*>(&v);
-                const float* qj = q + 4 * j;
-#pragma unroll
-                for (int t = 0; t < 2; ++t) {
-                    float2 f = __half22float2(h[t]);
-                    if (ip) {
-                        s += f.x * qj[2 * t] + f.y * qj[2 * t + 1];
-                    } else {
-                        float a = f.x - qj[2 * t], b = f.y - qj[2 * t + 1];
-                        s += a * a + b * b;
-                    }
-                }
-            }
+            s = halfRowPart<uint2>(row, d, q, ip, laneInTeam, team);
         } else {
             for (int j = laneInTeam; j < d; j += team) {
                 float a = __half2float(row[j]);
