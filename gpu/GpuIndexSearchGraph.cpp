@@ -45,6 +45,10 @@ int nextPow2(int v) {
 
 bool isPow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
+/// Smallest itopk: below 32 (the buffer's size) only the first itopk entries
+/// of the buffer are expanded.
+constexpr int kMinItopk = 16;
+
 /// Out-degree of level 0 of an HNSW graph.
 int levelZeroDegree(const faiss::HNSW& h) {
     return h.cum_nneighbor_per_level[1] - h.cum_nneighbor_per_level[0];
@@ -162,9 +166,9 @@ void GpuIndexSearchGraph::checkConfig_(const GpuIndexSearchGraphConfig& c) const
     FAISS_THROW_IF_NOT_FMT(c.knnDegree >= c.graphDegree && c.knnDegree <= graph::kMaxKnnDegree,
                            "%s: knnDegree = %d must be in [graphDegree = %d, %d]", kWho,
                            c.knnDegree, c.graphDegree, graph::kMaxKnnDegree);
-    FAISS_THROW_IF_NOT_FMT(isPow2(c.itopk) && c.itopk >= 32 && c.itopk <= graph::kMaxItopk,
-                           "%s: itopk = %d must be a power of two in [32, %d]", kWho, c.itopk,
-                           graph::kMaxItopk);
+    FAISS_THROW_IF_NOT_FMT(isPow2(c.itopk) && c.itopk >= kMinItopk && c.itopk <= graph::kMaxItopk,
+                           "%s: itopk = %d must be a power of two in [%d, %d]", kWho, c.itopk,
+                           kMinItopk, graph::kMaxItopk);
     FAISS_THROW_IF_NOT_FMT(c.searchWidth >= 1 && c.searchWidth <= graph::kMaxSearchWidth &&
                                    c.searchWidth * c.graphDegree <= 1024,
                            "%s: searchWidth = %d must be in [1, %d] with searchWidth x "
@@ -294,8 +298,10 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
     }
     FAISS_THROW_IF_NOT_FMT(k <= graph::kMaxItopk, "%s::search: k = %lld must be <= %d", kWho,
                            (long long)k, graph::kMaxItopk);
-    p.itopk = nextPow2(std::max<int>({p.itopk, int(k), 32}));
-    if (p.maxIterations == 0) p.maxIterations = p.itopk / p.searchWidth + 16;
+    int beam = std::max<int>(p.itopk, int(k));
+    p.itopk = nextPow2(std::max(beam, 32));
+    p.expandLimit = beam < 32 ? beam : 0;
+    if (p.maxIterations == 0) p.maxIterations = beam / p.searchWidth + 16;
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
     if (ntotal == 0) {

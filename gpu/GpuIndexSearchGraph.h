@@ -52,8 +52,9 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     /// Build parameters of the k-NN graph (samples, iterations, seed, ...);
     /// its device is ignored (this config's device is used).
     GpuKnnGraphGNNDConfig knnBuild;
-    /// Default candidate buffer of search(): a power of two in [32, 512]
-    /// (raised to a power of two >= k at search time).
+    /// Default candidate buffer of search(): a power of two in [16, 512]
+    /// (raised to a power of two >= k at search time). Below 32 the buffer
+    /// holds 32 entries but only the first itopk are expanded.
     int itopk = 64;
     /// Default parents expanded per iteration (1..31; searchWidth x
     /// graphDegree <= 1024).
@@ -81,7 +82,8 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
 
 /// Per-search knobs of GpuIndexSearchGraph (0: the index's default).
 struct SearchParametersSearchGraph : faiss::SearchParameters {
-    int itopk = 0;          ///< candidate buffer (raised to a power of two >= max(32, k))
+    int itopk = 0;          ///< candidate buffer (16..512; raised to >= k; below 32 only
+                            ///< the first itopk entries of a 32-entry buffer are expanded)
     int searchWidth = 0;    ///< parents per iteration
     int maxIterations = 0;  ///< iteration limit
     int minIterations = 0;  ///< iterations before stopping when nothing is left to expand

@@ -368,3 +368,27 @@ TEST(GpuSearchGraph, FactoryClonerAndIoRoundTrip) {
     ASSERT_NE(sg2, nullptr);
     EXPECT_EQ(sg2->getSearchGraph(), sg->getSearchGraph());
 }
+
+TEST(GpuSearchGraph, SmallBeamExpandsOnlyTheFirstEntries) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    int64_t nq = 300;
+    int k = 10;
+    Built b = buildClustered(res, test::sized<int64_t>(30000, 4000), 32, nq);
+    std::vector<float> D(nq * k);
+    std::vector<int64_t> I(nq * k);
+    double previous = 0;
+    for (int itopk : {16, 32, 128}) {
+        SearchParametersSearchGraph sp;
+        sp.itopk = itopk;
+        b.index->search(nq, b.q.data(), k, D.data(), I.data(), &sp);
+        double r = recallVsExact(res, b, FlatMetric::L2, nq, k, I);
+        std::printf("[search graph] itopk %d: recall@10 %.4f\n", itopk, r);
+        for (int64_t i = 0; i < nq; ++i)
+            for (int j = 1; j < k; ++j) ASSERT_LE(D[i * k + j - 1], D[i * k + j]);
+        // a wider beam finds at least as much, up to the noise of 300 queries
+        EXPECT_GE(r, previous - 0.01) << "itopk " << itopk;
+        previous = r;
+    }
+    EXPECT_GE(previous, 0.95);
+}

@@ -63,9 +63,9 @@ int checkEntryPoints(int e) { return checkAtLeast("entry_points (0: none)", e, 0
 int checkEntrySeeds(int e) { return checkIn("entry_seeds", e, 0, kMaxEntrySeeds); }
 
 int checkItopk(int t) {
-    checkIn("itopk", t, 32, kMaxItopk);
+    checkIn("itopk", t, 16, kMaxItopk);
     if (t & (t - 1)) {
-        throw py::value_error("itopk must be a power of two in [32, 512], got " +
+        throw py::value_error("itopk must be a power of two in [16, 512], got " +
                               std::to_string(t));
     }
     return t;
@@ -111,7 +111,7 @@ graph_degree: out-degree of the search graph (1..128, default 64);
 knn_degree: degree of the GNND k-NN graph it is pruned from (graph_degree..256,
 default 128); knn_build: a GpuKnnGraphGNNDConfig for that build (its device is
 ignored); itopk: default candidate buffer of search (a power of two in
-[32, 512], default 64); search_width: parents expanded per iteration (1..31,
+[16, 512], default 64); search_width: parents expanded per iteration (1..31,
 search_width x graph_degree <= 1024); max_iterations: iteration limit (0:
 itopk / search_width + 16); seed_rounds: rounds of random entry points (>= 1);
 seed: of the random entry points and the entry-point sample; entry_points:
@@ -152,7 +152,7 @@ aliases.
     defCheckedInt(cfg, "knn_degree", "knnDegree", &Config::knnDegree, &checkKnnDegree,
                   "Degree of the GNND k-NN graph (graph_degree..256).");
     defCheckedInt(cfg, "itopk", nullptr, &Config::itopk, &checkItopk,
-                  "Default candidate buffer of search (a power of two in [32, 512]).");
+                  "Default candidate buffer of search (a power of two in [16, 512]).");
     defCheckedInt(cfg, "search_width", "searchWidth", &Config::searchWidth, &checkSearchWidth,
                   "Default parents expanded per iteration (1..31; x graph_degree <= 1024).");
     defCheckedInt(cfg, "max_iterations", "maxIterations", &Config::maxIterations,

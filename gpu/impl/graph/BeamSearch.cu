@@ -351,14 +351,15 @@ __device__ void gatherSeeds(Shared& s, int n, int64_t qi, int round, uint64_t se
     }
 }
 
-/// Warp 0 picks up to `width` unexpanded entries of itopk, best first, and
-/// marks them expanded; the count goes to parents[width].
-__device__ void pickParents(Shared& s, int L, int width) {
+/// Warp 0 picks up to `width` unexpanded entries among the first `limit` of
+/// itopk, best first, and marks them expanded; the count goes to
+/// parents[width].
+__device__ void pickParents(Shared& s, int limit, int width) {
     if (threadIdx.x >= 32) return;
     int lane = threadIdx.x, found = 0;
-    for (int i0 = 0; i0 < L && found < width; i0 += 32) {
+    for (int i0 = 0; i0 < limit && found < width; i0 += 32) {
         uint32_t id = s.topI[i0 + lane];
-        bool open = (id & kExpanded) == 0 && id != kNoId;
+        bool open = i0 + lane < limit && (id & kExpanded) == 0 && id != kNoId;
         unsigned mask = __ballot_sync(0xFFFFFFFFu, open);
         int before = __popc(mask & ((1u << lane) - 1));
         if (open && found + before < width) {
@@ -438,8 +439,9 @@ __global__ void __launch_bounds__(kBlockThreads)
         scoreAndMerge<kHalf>(s, l, v, d, ip, team);
     }
     int n = p.searchWidth * degree;
+    int expandable = p.expandLimit > 0 ? p.expandLimit : l.itopk;
     for (int iter = 0; iter < p.maxIterations; ++iter) {
-        pickParents(s, l.itopk, p.searchWidth);
+        pickParents(s, expandable, p.searchWidth);
         // read before the barrier: nothing adds to the table until after it,
         // so every thread takes the same branch
         bool forget = *s.hashCount > l.slots / 2;
@@ -499,6 +501,9 @@ void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, in
                            kMaxItopk);
     FAISS_THROW_IF_NOT_FMT(k >= 1 && k <= p.itopk, "beamSearch: k = %d not in [1, itopk = %d]",
                            k, p.itopk);
+    FAISS_THROW_IF_NOT_FMT(p.expandLimit >= 0 && p.expandLimit <= p.itopk,
+                           "beamSearch: expandLimit %d not in [0, itopk = %d]", p.expandLimit,
+                           p.itopk);
     FAISS_THROW_IF_NOT_FMT(p.searchWidth >= 1 && p.searchWidth <= kMaxSearchWidth &&
                                    p.searchWidth * degree <= 1024,
                            "beamSearch: searchWidth %d not in [1, %d] or searchWidth x degree "

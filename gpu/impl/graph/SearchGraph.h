@@ -79,7 +79,9 @@ struct SearchVectors {
 
 /// Knobs of one beam search (all resolved: no zeros).
 struct BeamSearchParams {
-    int itopk = 64;          ///< candidate buffer: multiple of 32, >= k, <= kMaxItopk
+    int itopk = 64;          ///< candidate buffer: power of two in [32, kMaxItopk], >= k
+    int expandLimit = 0;     ///< 0: all of the buffer; else only its first expandLimit
+                             ///< entries are expanded (a smaller beam in the 32-entry buffer)
     int searchWidth = 1;     ///< parents expanded per iteration (>= 1)
     int minIterations = 0;   ///< iterations before the "no parent left" stop
     int maxIterations = 64;  ///< hard stop (>= 1)
