@@ -303,13 +303,15 @@ struct ShardWorker {
         wk->K = K;
         DeviceScope scope(wk->device);
         FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&wk->stream, cudaStreamNonBlocking));
-        wk->x.allocate(size_t(rows) * d, "gnndBuildFromFile", "vectors");
-        wk->norms.allocate(size_t(rows), "gnndBuildFromFile", "norms");
+        wk->x.allocate(res, device, size_t(rows) * d, "gnndBuildFromFile", "vectors");
+        wk->norms.allocate(res, device, size_t(rows), "gnndBuildFromFile", "norms");
         if (!lists) return wk;
-        wk->ids.allocate(size_t(listRows) * K, "gnndBuildFromFile", "graph ids");
-        wk->dists.allocate(size_t(listRows) * K, "gnndBuildFromFile", "graph distances");
-        wk->headIds.allocate(size_t(listRows) * K, "gnndBuildFromFile", "shard graph ids");
-        wk->headDists.allocate(size_t(listRows) * K, "gnndBuildFromFile",
+        wk->ids.allocate(res, device, size_t(listRows) * K, "gnndBuildFromFile", "graph ids");
+        wk->dists.allocate(res, device, size_t(listRows) * K, "gnndBuildFromFile",
+                           "graph distances");
+        wk->headIds.allocate(res, device, size_t(listRows) * K, "gnndBuildFromFile",
+                             "shard graph ids");
+        wk->headDists.allocate(res, device, size_t(listRows) * K, "gnndBuildFromFile",
                                "shard graph distances");
         return wk;
     }
@@ -621,8 +623,9 @@ private:
         DeviceVector<float> dists;
         {
             DeviceScope scope(distinct[0]);
-            ids.allocate(size_t(s.n) * K_, "gnndBuildFromFile", "graph ids");
-            dists.allocate(size_t(s.n) * K_, "gnndBuildFromFile", "graph distances");
+            ids.allocate(res[0], distinct[0], size_t(s.n) * K_, "gnndBuildFromFile", "graph ids");
+            dists.allocate(res[0], distinct[0], size_t(s.n) * K_, "gnndBuildFromFile",
+                           "graph distances");
         }
         auto t = Clock::now();
         gnnd::buildSplit(res, distinct, streams, xs, norms, s.n, d_, params_, 0, ids.data(),

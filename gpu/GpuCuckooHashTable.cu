@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace faiss_ext {
 namespace gpu {
@@ -58,37 +59,39 @@ GpuCuckooHashTable::~GpuCuckooHashTable() { clear(); }
 size_t GpuCuckooHashTable::countRepeatedKeys(const uint64_t* deviceKeys, size_t n,
                                              cudaStream_t stream) {
     if (n < 2) return 0;
-    uint64_t* sorted = nullptr;
-    void* temp = nullptr;
-    int* count = nullptr;
+    DeviceVector<uint64_t> sorted;
+    DeviceVector<char> temp;
+    DeviceVector<int> count;
     size_t tempBytes = 0;
     int h = 0;
-    cudaError_t e = cub::DeviceRadixSort::SortKeys(nullptr, tempBytes, deviceKeys, sorted, n, 0, 64,
+    cudaError_t e = cub::DeviceRadixSort::SortKeys(nullptr, tempBytes, deviceKeys,
+                                                   static_cast<uint64_t*>(nullptr), n, 0, 64,
                                                    stream);
-    if (e == cudaSuccess) e = deviceMalloc(&sorted, n * sizeof(uint64_t));
-    if (e == cudaSuccess) e = deviceMalloc(&temp, std::max<size_t>(tempBytes, 1));
-    if (e == cudaSuccess) e = deviceMalloc(&count, sizeof(int));
+    if (e == cudaSuccess) e = sorted.tryAllocate(n);
+    if (e == cudaSuccess) e = temp.tryAllocate(std::max<size_t>(tempBytes, 1));
+    if (e == cudaSuccess) e = count.tryAllocate(1);
     if (e == cudaSuccess)
-        e = cub::DeviceRadixSort::SortKeys(temp, tempBytes, deviceKeys, sorted, n, 0, 64, stream);
-    if (e == cudaSuccess) e = cudaMemsetAsync(count, 0, sizeof(int), stream);
+        e = cub::DeviceRadixSort::SortKeys(temp.data(), tempBytes, deviceKeys, sorted.data(), n, 0,
+                                           64, stream);
+    if (e == cudaSuccess) e = cudaMemsetAsync(count.data(), 0, sizeof(int), stream);
     if (e == cudaSuccess) {
-        countAdjacentEqualKernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(sorted, n, count);
+        countAdjacentEqualKernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(sorted.data(), n,
+                                                                                count.data());
         e = cudaGetLastError();
     }
-    if (e == cudaSuccess) e = cudaMemcpyAsync(&h, count, sizeof(int), cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(&h, count.data(), sizeof(int), cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-    if (sorted) deviceFree(sorted);
-    if (temp) deviceFree(temp);
-    if (count) deviceFree(count);
+    sorted.release();
+    temp.release();
+    count.release();
     FAISS_EXT_CUDA_CHECK(e);
     return size_t(h);
 }
 
 void GpuCuckooHashTable::clear() {
-    if (keys_) deviceFree(keys_);
-    if (slots_) deviceFree(slots_);
-    keys_ = nullptr;
-    slots_ = nullptr;
+    keys_.release();
+    slots_.release();
     n_ = 0;
     subSize_ = 0;
     subTables_ = 0;
@@ -96,8 +99,8 @@ void GpuCuckooHashTable::clear() {
 }
 
 void GpuCuckooHashTable::swap(GpuCuckooHashTable& o) noexcept {
-    std::swap(keys_, o.keys_);
-    std::swap(slots_, o.slots_);
+    keys_.swap(o.keys_);
+    slots_.swap(o.slots_);
     std::swap(n_, o.n_);
     std::swap(subSize_, o.subSize_);
     std::swap(subTables_, o.subTables_);
@@ -108,8 +111,8 @@ void GpuCuckooHashTable::swap(GpuCuckooHashTable& o) noexcept {
 
 lsh::CuckooView GpuCuckooHashTable::view() const {
     lsh::CuckooView v;
-    v.slots = slots_;
-    v.keys = keys_;
+    v.slots = slots_.data();
+    v.keys = keys_.data();
     v.subSize = subSize_;
     v.subTables = subTables_;
     for (int s = 0; s < lsh::kMaxCuckooSubTables; ++s) v.seeds[s] = seeds_[s];
@@ -120,22 +123,13 @@ void GpuCuckooHashTable::buildFromHost(const uint64_t* keys, size_t n, int subTa
                                        float maxLoad, uint64_t seed, cudaStream_t stream,
                                        int maxAttempts) {
     FAISS_THROW_IF_NOT_MSG(n == 0 || keys, "GpuCuckooHashTable: null keys");
-    uint64_t* d = nullptr;
+    DeviceVector<uint64_t> d;
     if (n > 0) {
-        FAISS_EXT_CUDA_CHECK(deviceMalloc(&d, n * sizeof(uint64_t)));
-        cudaError_t e = cudaMemcpyAsync(d, keys, n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream);
-        if (e != cudaSuccess) {
-            deviceFree(d);
-            FAISS_EXT_CUDA_CHECK(e);
-        }
+        FAISS_EXT_CUDA_CHECK(d.tryAllocate(n));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(d.data(), keys, n * sizeof(uint64_t),
+                                             cudaMemcpyHostToDevice, stream));
     }
-    try {
-        build(d, n, subTables, maxLoad, seed, stream, maxAttempts);
-    } catch (...) {
-        if (d) deviceFree(d);
-        throw;
-    }
-    if (d) deviceFree(d);
+    build(d.data(), n, subTables, maxLoad, seed, stream, maxAttempts);
 }
 
 void GpuCuckooHashTable::build(const uint64_t* deviceKeys, size_t n, int subTables, float maxLoad,
@@ -152,77 +146,62 @@ void GpuCuckooHashTable::build(const uint64_t* deviceKeys, size_t n, int subTabl
                            "GpuCuckooHashTable: at most 2^32 - 2 keys, got %zu", n);
     FAISS_THROW_IF_NOT_MSG(n == 0 || deviceKeys, "GpuCuckooHashTable: null keys");
 
-    uint64_t* keys = nullptr;
-    uint32_t* slots = nullptr;
-    int* flag = nullptr;
-    auto freeAll = [&]() {
-        if (keys) deviceFree(keys);
-        if (slots) deviceFree(slots);
-        if (flag) deviceFree(flag);
-        keys = nullptr;
-        slots = nullptr;
-        flag = nullptr;
-    };
-    try {
-        FAISS_EXT_CUDA_CHECK(deviceMalloc(&flag, sizeof(int)));
-        if (n > 0) {
-            FAISS_EXT_CUDA_CHECK(deviceMalloc(&keys, n * sizeof(uint64_t)));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(keys, deviceKeys, n * sizeof(uint64_t),
-                                                 cudaMemcpyDeviceToDevice, stream));
-            const size_t dup = countRepeatedKeys(keys, n, stream);
-            FAISS_THROW_IF_NOT_MSG(dup == 0, "GpuCuckooHashTable: keys must be distinct");
-        }
-        const double want = std::ceil(double(n) / double(maxLoad) / subTables);
-        uint64_t subSize = std::max<uint64_t>(1, uint64_t(want));
-        const int chain = CuckooHashTable::maxChain(n);
-        int attempts = 0, growths = 0;
-        Seeds seeds = {};
-        for (;;) {
-            FAISS_THROW_IF_NOT_FMT(subSize * subTables < (uint64_t(1) << 36),
-                                   "GpuCuckooHashTable: cannot place %zu keys", n);
-            if (slots) deviceFree(slots);
-            slots = nullptr;
-            FAISS_EXT_CUDA_CHECK(deviceMalloc(&slots, subSize * subTables * sizeof(uint32_t)));
-            bool ok = false;
-            for (int a = 0; a < maxAttempts && !ok; ++a) {
-                const int attempt = attempts++;
-                for (int s = 0; s < lsh::kMaxCuckooSubTables; ++s)
-                    seeds.s[s] = s < subTables ? lsh::cuckooSubSeed(seed, attempt, s) : 0;
-                FAISS_EXT_CUDA_CHECK(
-                    cudaMemsetAsync(slots, 0, subSize * subTables * sizeof(uint32_t), stream));
-                FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), stream));
-                if (n > 0) {
-                    cuckooInsertKernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(
-                        keys, n, slots, uint32_t(subSize), subTables, seeds, chain, flag);
-                    FAISS_EXT_CUDA_CHECK_LAUNCH();
-                }
-                int failed = 0;
-                FAISS_EXT_CUDA_CHECK(
-                    cudaMemcpyAsync(&failed, flag, sizeof(int), cudaMemcpyDeviceToHost, stream));
-                FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-                ok = failed == 0;
-            }
-            if (ok) break;
-            subSize = subSize + std::max<uint64_t>(1, subSize / 20);
-            ++growths;
-        }
-        deviceFree(flag);
-        flag = nullptr;
-        clear();
-        keys_ = keys;
-        slots_ = slots;
-        keys = nullptr;
-        slots = nullptr;
-        n_ = n;
-        subSize_ = uint32_t(subSize);
-        subTables_ = subTables;
-        for (int s = 0; s < lsh::kMaxCuckooSubTables; ++s) seeds_[s] = seeds.s[s];
-        attempts_ = attempts;
-        growths_ = growths;
-    } catch (...) {
-        freeAll();
-        throw;
+    // the new table is built aside (freed on failure); the table changes only at the end
+    DeviceVector<uint64_t> keys;
+    DeviceVector<uint32_t> slots;
+    DeviceVector<int> flag;
+    FAISS_EXT_CUDA_CHECK(flag.tryAllocate(1));
+    if (n > 0) {
+        FAISS_EXT_CUDA_CHECK(keys.tryAllocate(n));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(keys.data(), deviceKeys, n * sizeof(uint64_t),
+                                             cudaMemcpyDeviceToDevice, stream));
+        const size_t dup = countRepeatedKeys(keys.data(), n, stream);
+        FAISS_THROW_IF_NOT_MSG(dup == 0, "GpuCuckooHashTable: keys must be distinct");
     }
+    const double want = std::ceil(double(n) / double(maxLoad) / subTables);
+    uint64_t subSize = std::max<uint64_t>(1, uint64_t(want));
+    const int chain = CuckooHashTable::maxChain(n);
+    int attempts = 0, growths = 0;
+    Seeds seeds = {};
+    for (;;) {
+        FAISS_THROW_IF_NOT_FMT(subSize * subTables < (uint64_t(1) << 36),
+                               "GpuCuckooHashTable: cannot place %zu keys", n);
+        slots.release();
+        FAISS_EXT_CUDA_CHECK(slots.tryAllocate(subSize * subTables));
+        bool ok = false;
+        for (int a = 0; a < maxAttempts && !ok; ++a) {
+            const int attempt = attempts++;
+            for (int s = 0; s < lsh::kMaxCuckooSubTables; ++s)
+                seeds.s[s] = s < subTables ? lsh::cuckooSubSeed(seed, attempt, s) : 0;
+            FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(slots.data(), 0,
+                                                 subSize * subTables * sizeof(uint32_t), stream));
+            FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(flag.data(), 0, sizeof(int), stream));
+            if (n > 0) {
+                cuckooInsertKernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(
+                    keys.data(), n, slots.data(), uint32_t(subSize), subTables, seeds, chain,
+                    flag.data());
+                FAISS_EXT_CUDA_CHECK_LAUNCH();
+            }
+            int failed = 0;
+            FAISS_EXT_CUDA_CHECK(
+                cudaMemcpyAsync(&failed, flag.data(), sizeof(int), cudaMemcpyDeviceToHost, stream));
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+            ok = failed == 0;
+        }
+        if (ok) break;
+        subSize = subSize + std::max<uint64_t>(1, subSize / 20);
+        ++growths;
+    }
+    flag.release();
+    clear();
+    keys_ = std::move(keys);
+    slots_ = std::move(slots);
+    n_ = n;
+    subSize_ = uint32_t(subSize);
+    subTables_ = subTables;
+    for (int s = 0; s < lsh::kMaxCuckooSubTables; ++s) seeds_[s] = seeds.s[s];
+    attempts_ = attempts;
+    growths_ = growths;
 }
 
 void GpuCuckooHashTable::find(const uint64_t* deviceKeys, size_t n, int64_t* deviceOut,
@@ -236,24 +215,24 @@ std::vector<int64_t> GpuCuckooHashTable::findHost(const std::vector<uint64_t>& k
                                                   cudaStream_t stream) const {
     std::vector<int64_t> out(keys.size());
     if (keys.empty()) return out;
-    uint64_t* dk = nullptr;
-    int64_t* dout = nullptr;
-    cudaError_t e = deviceMalloc(&dk, keys.size() * sizeof(uint64_t));
-    if (e == cudaSuccess) e = deviceMalloc(&dout, keys.size() * sizeof(int64_t));
+    DeviceVector<uint64_t> dk;
+    DeviceVector<int64_t> dout;
+    cudaError_t e = dk.tryAllocate(keys.size());
+    if (e == cudaSuccess) e = dout.tryAllocate(keys.size());
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(dk, keys.data(), keys.size() * sizeof(uint64_t), cudaMemcpyHostToDevice,
-                            stream);
+        e = cudaMemcpyAsync(dk.data(), keys.data(), keys.size() * sizeof(uint64_t),
+                            cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess) {
-        cuckooFindKernel<<<unsigned((keys.size() + 255) / 256), 256, 0, stream>>>(view(), dk,
-                                                                                  keys.size(), dout);
+        cuckooFindKernel<<<unsigned((keys.size() + 255) / 256), 256, 0, stream>>>(
+                view(), dk.data(), keys.size(), dout.data());
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(out.data(), dout, keys.size() * sizeof(int64_t), cudaMemcpyDeviceToHost,
-                            stream);
+        e = cudaMemcpyAsync(out.data(), dout.data(), keys.size() * sizeof(int64_t),
+                            cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-    if (dk) deviceFree(dk);
-    if (dout) deviceFree(dout);
+    dk.release();
+    dout.release();
     FAISS_EXT_CUDA_CHECK(e);
     return out;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "faiss_ext/BiLevelLSHCommon.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <cuda_runtime.h>
 
@@ -58,8 +59,8 @@ public:
     void swap(GpuCuckooHashTable& o) noexcept;
 
 private:
-    uint64_t* keys_ = nullptr;
-    uint32_t* slots_ = nullptr;
+    DeviceVector<uint64_t> keys_;  // on the device current at build time
+    DeviceVector<uint32_t> slots_;
     size_t n_ = 0;
     uint32_t subSize_ = 0;
     int subTables_ = 0;

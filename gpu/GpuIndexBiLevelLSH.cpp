@@ -84,7 +84,7 @@ void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
     DeviceVector<float> copy;
     const float* dX = x;
     if (!onThisDevice_(x, "GpuIndexBiLevelLSH::train: x")) {
-        copy.allocate(size_t(n) * d, who, "training vectors");
+        copy.allocate(resources_.get(), config_.device, size_t(n) * d, who, "training vectors");
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(copy.data(), x, size_t(n) * d * sizeof(float),
                                              cudaMemcpyHostToDevice, stream));
         dX = copy.data();
@@ -117,7 +117,7 @@ void GpuIndexBiLevelLSH::addImpl_(idx_t n, const float* x) {
     const bool onDev = onThisDevice_(x, "GpuIndexBiLevelLSH::add: x");
     auto st = std::make_unique<DeviceState>();
     st->n = ntotal + n;
-    st->vectors.allocate(size_t(st->n) * d, who, "vectors");
+    st->vectors.allocate(resources_.get(), config_.device, size_t(st->n) * d, who, "vectors");
     if (ntotal > 0)
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(st->vectors.data(), state_->vectors.data(),
                                              size_t(ntotal) * d * sizeof(float),
@@ -202,7 +202,7 @@ void GpuIndexBiLevelLSH::getCandidates(idx_t n, const float* x, idx_t k, std::ve
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     DeviceVector<float> dq;
-    dq.allocate(size_t(n) * d, who, "queries");
+    dq.allocate(resources_.get(), config_.device, size_t(n) * d, who, "queries");
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dq.data(), x, size_t(n) * d * sizeof(float),
                                          cudaMemcpyHostToDevice, stream));
     lsh_impl::QueryIntervals qi;

@@ -201,10 +201,11 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
     // everything goes into new buffers; the index changes only at the end
     gnnd::GraphState next;
     next.n = total;
-    next.x.allocate(size_t(total) * d, "GpuKnnGraphGNND", "vectors");
-    next.norms.allocate(size_t(total), "GpuKnnGraphGNND", "norms");
-    next.ids.allocate(size_t(total) * buildK_, "GpuKnnGraphGNND", "graph ids");
-    next.dists.allocate(size_t(total) * buildK_, "GpuKnnGraphGNND", "graph distances");
+    next.x.allocate(res, config_.device, size_t(total) * d, "GpuKnnGraphGNND", "vectors");
+    next.norms.allocate(res, config_.device, size_t(total), "GpuKnnGraphGNND", "norms");
+    next.ids.allocate(res, config_.device, size_t(total) * buildK_, "GpuKnnGraphGNND", "graph ids");
+    next.dists.allocate(res, config_.device, size_t(total) * buildK_, "GpuKnnGraphGNND",
+                        "graph distances");
     if (old > 0) {
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.x.data(), state_->x.data(),
                                              sizeof(float) * size_t(old) * d,
@@ -249,8 +250,9 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
             DeviceScope scope(devs[g]);
             GpuResources* r = buildRes_[g - 1].get();
             cudaStream_t st = r->getDefaultStream(devs[g]);
-            xs[g - 1].allocate(size_t(n) * d, "GpuKnnGraphGNND", "vectors on a build device");
-            ns[g - 1].allocate(size_t(n), "GpuKnnGraphGNND", "norms on a build device");
+            xs[g - 1].allocate(r, devs[g], size_t(n) * d, "GpuKnnGraphGNND",
+                               "vectors on a build device");
+            ns[g - 1].allocate(r, devs[g], size_t(n), "GpuKnnGraphGNND", "norms on a build device");
             FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(xs[g - 1].data(), devs[g], xNew,
                                                      config_.device, sizeof(float) * size_t(n) * d,
                                                      st));
@@ -416,12 +418,15 @@ void GpuKnnGraphGNND::copyFrom(const faiss::IndexNNDescentFlat* index) {
         } else if (n > 0) {
             DeviceScope scope(config_.device);
             cudaStream_t stream = resources_->getDefaultStream(config_.device);
+            GpuResources* res = resources_.get();
+            const int dev = config_.device;
             gnnd::GraphState next;
             next.n = n;
-            next.x.allocate(size_t(n) * d, "GpuKnnGraphGNND", "vectors");
-            next.norms.allocate(size_t(n), "GpuKnnGraphGNND", "norms");
-            next.ids.allocate(size_t(n) * buildK_, "GpuKnnGraphGNND", "graph ids");
-            next.dists.allocate(size_t(n) * buildK_, "GpuKnnGraphGNND", "graph distances");
+            next.x.allocate(res, dev, size_t(n) * d, "GpuKnnGraphGNND", "vectors");
+            next.norms.allocate(res, dev, size_t(n), "GpuKnnGraphGNND", "norms");
+            next.ids.allocate(res, dev, size_t(n) * buildK_, "GpuKnnGraphGNND", "graph ids");
+            next.dists.allocate(res, dev, size_t(n) * buildK_, "GpuKnnGraphGNND",
+                                "graph distances");
             FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.x.data(), flat->get_xb(),
                                                  sizeof(float) * size_t(n) * d,
                                                  cudaMemcpyHostToDevice, stream));

@@ -16,6 +16,19 @@ void GpuResources::syncDefaultStream(int device) {
 
 size_t GpuResources::getDeviceMemoryLimit(int) { return SIZE_MAX; }
 
+cudaError_t GpuResources::allocResident(int device, void** p, size_t bytes) {
+    *p = nullptr;
+    int prev = -1;
+    cudaError_t err = cudaGetDevice(&prev);
+    if (err == cudaSuccess && prev != device) err = cudaSetDevice(device);
+    if (err != cudaSuccess) return err;
+    err = deviceMalloc(p, bytes);
+    if (prev != device) cudaSetDevice(prev);
+    return err;
+}
+
+void GpuResources::freeResident(int, void* p, size_t) noexcept { deviceFree(p); }
+
 GpuResourcesProvider::~GpuResourcesProvider() = default;
 
 GpuResourcesProviderFromInstance::GpuResourcesProviderFromInstance(

@@ -48,6 +48,19 @@ public:
     /// it through the GPU. Default: no limit (SIZE_MAX).
     virtual size_t getDeviceMemoryLimit(int device);
 
+    /// Allocates `bytes` of resident device memory on `device` (index storage,
+    /// graphs, tables: memory kept as long as its owner, outside the temporary
+    /// limit) into *p. Returns the CUDA error and leaves *p null on failure;
+    /// throws nothing, so that callers keep their own messages and leave their
+    /// state unchanged. Default: deviceMalloc (utils/DeviceUtils.h) with
+    /// `device` current, so the memory is counted by getDeviceMemoryStats and
+    /// fails on demand under setAllocFailureInjection. Override both this and
+    /// freeResident to place resident memory elsewhere. DeviceVector calls it.
+    virtual cudaError_t allocResident(int device, void** p, size_t bytes);
+
+    /// Returns memory from allocResident (p may be null); must not fail.
+    virtual void freeResident(int device, void* p, size_t bytes) noexcept;
+
     /// Pinned host memory for staging transfers (pointer, size); may be empty.
     /// Hold getPinnedMemoryMutex() while using it: it is shared.
     virtual std::pair<void*, size_t> getPinnedMemory() = 0;

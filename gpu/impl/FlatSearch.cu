@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace faiss_ext {
@@ -210,18 +211,15 @@ FlatStorage::FlatStorage(GpuResources* res, int device, int d, FlatMetric metric
 
 FlatStorage::~FlatStorage() {
     DeviceScope scope(device_);
-    free_(vectors_, norms_, onHost_);
+    if (onHost_) freeHost_(vectors_, norms_);
+    dVectors_.release();
+    dNorms_.release();
     if (copyStream_) cudaStreamDestroy(copyStream_);
 }
 
-void FlatStorage::free_(float* v, float* nn, bool onHost) const {
-    if (onHost) {
-        if (v) cudaFreeHost(v);
-        if (nn) cudaFreeHost(nn);
-    } else {
-        if (v) deviceFree(v);
-        if (nn) deviceFree(nn);
-    }
+void FlatStorage::freeHost_(float* v, float* nn) {
+    if (v) cudaFreeHost(v);
+    if (nn) cudaFreeHost(nn);
 }
 
 bool FlatStorage::wantHost_(int64_t n) const {
@@ -234,7 +232,10 @@ bool FlatStorage::wantHost_(int64_t n) const {
     }
 }
 
-void FlatStorage::allocate_(int64_t n, bool onHost, float** nv, float** nn) const {
+/// On the device the memory comes from the resources (dv / dn own it, *nv /
+/// *nn point into it); on the host it is pinned and owned by the caller.
+void FlatStorage::allocate_(int64_t n, bool onHost, float** nv, float** nn,
+                            DeviceVector<float>* dv, DeviceVector<float>* dn) const {
     const bool l2 = metric_ == FlatMetric::L2;
     *nv = nullptr;
     *nn = nullptr;
@@ -246,12 +247,16 @@ void FlatStorage::allocate_(int64_t n, bool onHost, float** nv, float** nn) cons
             err = cudaHostAlloc(reinterpret_cast<void**>(nn), sizeof(float) * n, cudaHostAllocDefault);
         }
     } else {
-        err = deviceMalloc(nv, sizeof(float) * size_t(n) * d_);
-        if (err == cudaSuccess && l2) err = deviceMalloc(nn, sizeof(float) * n);
+        err = dv->tryAllocate(res_, device_, size_t(n) * d_);
+        if (err == cudaSuccess && l2) err = dn->tryAllocate(res_, device_, size_t(n));
+        *nv = dv->data();
+        *nn = dn->data();
     }
     if (err != cudaSuccess) {
         cudaGetLastError();
-        free_(*nv, *nn, onHost);
+        if (onHost) freeHost_(*nv, *nn);
+        dv->release();
+        dn->release();
         *nv = *nn = nullptr;
         FAISS_THROW_FMT("out of %s memory on device %d: cannot hold %lld vectors of dimension %d "
                         "(%zu bytes)", onHost ? "pinned host" : "GPU", device_, (long long)n, d_,
@@ -268,14 +273,15 @@ void FlatStorage::reserve(int64_t n) {
     bool host = wantHost_(n);
     float* nv = nullptr;
     float* nn = nullptr;
+    DeviceVector<float> dv, dn;  // the new device memory (freed here on failure)
     if (!host && request_ == VectorStorage::Auto) {
         try {
-            allocate_(n, false, &nv, &nn);
+            allocate_(n, false, &nv, &nn, &dv, &dn);
         } catch (const faiss::FaissException&) {
             host = true;  // does not fit on the GPU: keep the vectors on the host
         }
     }
-    if (!nv) allocate_(n, host, &nv, &nn);
+    if (!nv) allocate_(n, host, &nv, &nn, &dv, &dn);
     if (ntotal_ > 0) {
         cudaError_t err = cudaMemcpyAsync(nv, vectors_, sizeof(float) * size_t(ntotal_) * d_,
                                           cudaMemcpyDefault, stream);
@@ -284,11 +290,15 @@ void FlatStorage::reserve(int64_t n) {
         }
         if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
         if (err != cudaSuccess) {
-            free_(nv, nn, host);
+            if (host) freeHost_(nv, nn);
             FAISS_EXT_CUDA_CHECK(err);
         }
     }
-    free_(vectors_, norms_, onHost_);
+    if (onHost_) freeHost_(vectors_, norms_);
+    dVectors_.release();
+    dNorms_.release();
+    dVectors_ = std::move(dv);
+    dNorms_ = std::move(dn);
     vectors_ = nv;
     norms_ = nn;
     onHost_ = host;
@@ -340,7 +350,9 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
 
 void FlatStorage::reset() {
     DeviceScope scope(device_);
-    free_(vectors_, norms_, onHost_);
+    if (onHost_) freeHost_(vectors_, norms_);
+    dVectors_.release();
+    dNorms_.release();
     vectors_ = nullptr;
     norms_ = nullptr;
     ntotal_ = 0;

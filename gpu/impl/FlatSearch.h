@@ -7,6 +7,7 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <cstdint>
 
@@ -67,8 +68,9 @@ public:
                   const FlatSearchOptions& opt) const;
 
 private:
-    void allocate_(int64_t n, bool onHost, float** nv, float** nn) const;
-    void free_(float* v, float* nn, bool onHost) const;
+    void allocate_(int64_t n, bool onHost, float** nv, float** nn, DeviceVector<float>* dv,
+                   DeviceVector<float>* dn) const;
+    static void freeHost_(float* v, float* nn);
     bool wantHost_(int64_t n) const;
 
     GpuResources* res_;
@@ -79,8 +81,9 @@ private:
     bool onHost_ = false;
     int64_t ntotal_ = 0;
     int64_t capacity_ = 0;
-    float* vectors_ = nullptr;  // device, or pinned host when onHost_
-    float* norms_ = nullptr;    // |x|^2, L2 only; same memory space
+    float* vectors_ = nullptr;  // device (dVectors_), or pinned host when onHost_
+    float* norms_ = nullptr;    // |x|^2, L2 only; same memory space (dNorms_)
+    DeviceVector<float> dVectors_, dNorms_;  // own vectors_ / norms_ on the device
     mutable cudaStream_t copyStream_ = nullptr;
 };
 

@@ -18,7 +18,14 @@ namespace {
 
 size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
-/// Pinned host blocks kept for reuse across searches (cudaHostAlloc is slow).
+/// Pinned host blocks kept for reuse across searches (cudaHostAlloc is slow),
+/// for TH-heap's host-side lists. Kept apart from the resources' pinned
+/// staging buffer on purpose (utils/DeviceVector.h tells the whole story): a
+/// search with host queries holds that buffer's mutex while the selection
+/// runs inside it, so taking it here would deadlock and sharing the buffer
+/// would overwrite the staged queries; TH-heap needs up to six growing,
+/// double-buffered blocks at once, not one fixed block that may be disabled;
+/// and one mutex would serialise concurrent searches sharing the resources.
 class PinnedCache {
 public:
     static PinnedCache& get() {

@@ -1,5 +1,6 @@
 #include "faiss_ext/gpu/impl/VectorPrep.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <algorithm>
 
@@ -80,13 +81,14 @@ __global__ void nonFiniteRowKernel(const float* __restrict__ x, int64_t total, i
 
 int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream) {
     if (n <= 0) return -1;
-    unsigned long long* bad = nullptr;
-    cudaError_t err = deviceMalloc(&bad, sizeof(unsigned long long));
+    DeviceVector<unsigned long long> badVec;  // no resources here: deviceMalloc
+    cudaError_t err = badVec.tryAllocate(1);
     if (err != cudaSuccess) {
         cudaGetLastError();
         FAISS_THROW_FMT("out of GPU memory checking vectors for NaN / Inf (%s)",
                         cudaGetErrorString(err));
     }
+    unsigned long long* bad = badVec.data();
     unsigned long long h = ~0ull;
     err = cudaMemcpyAsync(bad, &h, sizeof(h), cudaMemcpyHostToDevice, stream);
     const int64_t total = n * int64_t(d);
@@ -98,7 +100,7 @@ int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t s
     if (err == cudaSuccess)
         err = cudaMemcpyAsync(&h, bad, sizeof(h), cudaMemcpyDeviceToHost, stream);
     if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-    deviceFree(bad);
+    badVec.release();
     if (err != cudaSuccess) throwCudaError(err, "firstNonFiniteRowDevice", __FILE__, __LINE__);
     return h == ~0ull ? -1 : int64_t(h);
 }

@@ -3,6 +3,7 @@
 // scaling by 2^e changes no ordering of distances or products.
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <cuda_fp16.h>
 
@@ -41,16 +42,17 @@ unsigned gridFor(size_t count) {
 
 float halfScaleFor(cudaStream_t stream, const float* x, size_t count) {
     if (count == 0) return 1.f;
-    unsigned int* dMax = nullptr;
-    FAISS_EXT_CUDA_CHECK(cudaMallocAsync(&dMax, sizeof(unsigned int), stream));
+    DeviceVector<unsigned int> dMaxVec;  // no resources here: deviceMalloc
+    FAISS_EXT_CUDA_CHECK(dMaxVec.tryAllocate(1));
+    unsigned int* dMax = dMaxVec.data();
     FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(dMax, 0, sizeof(unsigned int), stream));
     maxAbsKernel<<<gridFor(count), 256, 0, stream>>>(x, count, dMax);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     unsigned int bits = 0;
     FAISS_EXT_CUDA_CHECK(
             cudaMemcpyAsync(&bits, dMax, sizeof(bits), cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaFreeAsync(dMax, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    dMaxVec.release();
     float m;
     std::memcpy(&m, &bits, sizeof(m));
     if (!(m > 0.f)) return 1.f;
