@@ -84,10 +84,11 @@ std::string deviceName() {
     return p.name;
 }
 
-/// Median seconds of `runs` calls of f after one warm-up call.
+/// Median seconds of `runs` calls of f after three warm-up calls (the first
+/// searches after a build were measured slow on the H100).
 template <typename F>
 double timeMedian(int runs, F f) {
-    f();
+    for (int w = 0; w < 3; ++w) f();
     std::vector<double> t;
     for (int r = 0; r < runs; ++r) {
         double t0 = nowSeconds();

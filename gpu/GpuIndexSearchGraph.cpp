@@ -1,13 +1,5 @@
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 
-#include "faiss_ext/CpuTwin.h"
-#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
-#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
-#include "faiss_ext/gpu/impl/VectorPrep.h"
-#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
-#include "faiss_ext/gpu/utils/DeviceUtils.h"
-#include "faiss_ext/gpu/utils/DeviceVector.h"
-
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexPreTransform.h>
@@ -17,6 +9,14 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+
+#include "faiss_ext/CpuTwin.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -94,8 +94,7 @@ void fillHnswLevels(faiss::HNSW& h, const std::vector<int>& g, int64_t n, int R,
 /// range or a degree past R.
 std::vector<int> levelZeroGraph(const faiss::HNSW& h, int64_t n, int R) {
     FAISS_THROW_IF_NOT_FMT(h.levels.size() == size_t(n) && h.offsets.size() == size_t(n) + 1 &&
-                                   levelZeroDegree(h) == R &&
-                                   h.offsets[n] <= h.neighbors.size(),
+                               levelZeroDegree(h) == R && h.offsets[n] <= h.neighbors.size(),
                            "%s::copyFrom: the twin's HNSW graph is not built for its %lld "
                            "vectors at level-0 degree %d",
                            kWho, (long long)n, R);
@@ -128,7 +127,6 @@ const faiss::IndexHNSWFlat* checkedTwin(const faiss::IndexHNSWFlat* index) {
     return index;
 }
 
-
 GpuIndexSearchGraphConfig withDegree(GpuIndexSearchGraphConfig c, int R) {
     c.graphDegree = R;
     c.knnDegree = std::max(c.knnDegree, R);
@@ -139,10 +137,10 @@ GpuIndexSearchGraphConfig withDegree(GpuIndexSearchGraphConfig c, int R) {
 
 GpuIndexSearchGraph::GpuIndexSearchGraph(GpuResourcesProvider* provider, int dims,
                                          FlatMetric metric, GpuIndexSearchGraphConfig config)
-        : GpuIndex(provider, dims, toFaissMetric(metric), config),
-          flatMetric_(metric),
-          sConfig_(config),
-          graph_(new SearchGraphState()) {
+    : GpuIndex(provider, dims, toFaissMetric(metric), config),
+      flatMetric_(metric),
+      sConfig_(config),
+      graph_(new SearchGraphState()) {
     checkConfig_(config);
     GpuResourcesProviderFromInstance same(resources_);
     knn_.reset(new GpuKnnGraphGNND(&same, dims, config.knnDegree, metric, knnConfigOf(config)));
@@ -152,8 +150,8 @@ GpuIndexSearchGraph::GpuIndexSearchGraph(GpuResourcesProvider* provider, int dim
 GpuIndexSearchGraph::GpuIndexSearchGraph(GpuResourcesProvider* provider,
                                          const faiss::IndexHNSWFlat* index,
                                          GpuIndexSearchGraphConfig config)
-        : GpuIndexSearchGraph(provider, checkedTwin(index)->d, fromFaissMetric(index->metric_type),
-                              withDegree(config, levelZeroDegree(index->hnsw))) {
+    : GpuIndexSearchGraph(provider, checkedTwin(index)->d, fromFaissMetric(index->metric_type),
+                          withDegree(config, levelZeroDegree(index->hnsw))) {
     copyFrom(index);
 }
 
@@ -170,7 +168,7 @@ void GpuIndexSearchGraph::checkConfig_(const GpuIndexSearchGraphConfig& c) const
                            "%s: itopk = %d must be a power of two in [%d, %d]", kWho, c.itopk,
                            kMinItopk, graph::kMaxItopk);
     FAISS_THROW_IF_NOT_FMT(c.searchWidth >= 1 && c.searchWidth <= graph::kMaxSearchWidth &&
-                                   c.searchWidth * c.graphDegree <= 1024,
+                               c.searchWidth * c.graphDegree <= 1024,
                            "%s: searchWidth = %d must be in [1, %d] with searchWidth x "
                            "graphDegree (%d) <= 1024",
                            kWho, c.searchWidth, graph::kMaxSearchWidth, c.graphDegree);
@@ -187,8 +185,7 @@ void GpuIndexSearchGraph::checkAddCount_(idx_t n) const {
                            "%s: the k-NN graph of degree knnDegree = %d needs more than %d "
                            "vectors (the index would hold %lld); add more at once or lower "
                            "knnDegree",
-                           kWho, sConfig_.knnDegree, sConfig_.knnDegree,
-                           (long long)(ntotal + n));
+                           kWho, sConfig_.knnDegree, sConfig_.knnDegree, (long long)(ntotal + n));
     FAISS_THROW_IF_NOT_FMT(ntotal + n <= int64_t(std::numeric_limits<int>::max()) - 1,
                            "%s: at most 2^31 - 2 vectors (the index would hold %lld)", kWho,
                            (long long)(ntotal + n));
@@ -201,10 +198,13 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
     // Every buffer of the optimisation is allocated before the k-NN graph
     // changes, so running out of memory leaves the index as it was.
     DeviceVector<int> next, scratch;
-    next.allocate(size_t(total) * degree, kWho, "search graph");
-    scratch.allocate(graph::optimizeScratchInts(total, degree), kWho, "optimisation scratch");
+    next.allocate(resources_.get(), config_.device, size_t(total) * degree, kWho, "search graph");
+    scratch.allocate(resources_.get(), config_.device, graph::optimizeScratchInts(total, degree),
+                     kWho, "optimisation scratch");
     DeviceVector<uint16_t> x16;
-    if (sConfig_.fp16Traversal) x16.allocate(size_t(total) * d, kWho, "FP16 copy of the vectors");
+    if (sConfig_.fp16Traversal)
+        x16.allocate(resources_.get(), config_.device, size_t(total) * d, kWho,
+                     "FP16 copy of the vectors");
     auto t0 = std::chrono::steady_clock::now();
     knn_->add(n, x);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -225,7 +225,8 @@ void GpuIndexSearchGraph::fillHalfCopy_() {
     if (!sConfig_.fp16Traversal || ntotal == 0) return;
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     if (graph_->x16.size() != size_t(ntotal) * d)
-        graph_->x16.allocate(size_t(ntotal) * d, kWho, "FP16 copy of the vectors");
+        graph_->x16.allocate(resources_.get(), config_.device, size_t(ntotal) * d, kWho,
+                             "FP16 copy of the vectors");
     size_t count = size_t(ntotal) * d;
     graph_->scale16 = graph::halfScaleFor(stream, knn_->getVectorsDevice(), count);
     graph::toHalf(stream, knn_->getVectorsDevice(), count, graph_->scale16, graph_->x16.data());
@@ -239,7 +240,7 @@ void GpuIndexSearchGraph::rebuildEntryPoints_() {
     std::vector<int> ids = graph::sampleEntryPoints(ntotal, sConfig_.entryPoints, sConfig_.seed);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     DeviceVector<int> entryIds;
-    entryIds.allocate(ids.size(), kWho, "entry-point ids");
+    entryIds.allocate(resources_.get(), config_.device, ids.size(), kWho, "entry-point ids");
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(entryIds.data(), ids.data(), sizeof(int) * ids.size(),
                                          cudaMemcpyHostToDevice, stream));
     TempBuffer<float> rows(resources_.get(), config_.device, ids.size() * d, stream);
@@ -268,18 +269,16 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
     if (params) {
         auto sp = dynamic_cast<const SearchParametersSearchGraph*>(params);
         FAISS_THROW_IF_NOT_FMT(sp, "%s::search: params must be SearchParametersSearchGraph", kWho);
-        FAISS_THROW_IF_NOT_FMT(sp->itopk >= 0 && sp->itopk <= graph::kMaxItopk &&
-                                       sp->searchWidth >= 0 &&
-                                       sp->searchWidth <= graph::kMaxSearchWidth &&
-                                       sp->searchWidth * sConfig_.graphDegree <= 1024 &&
-                                       sp->maxIterations >= 0 && sp->minIterations >= 0 &&
-                                       sp->seedRounds >= 0,
-                               "%s::search: itopk %d (<= %d), searchWidth %d (<= %d, x degree "
-                               "<= 1024), maxIterations %d, minIterations %d, seedRounds %d must "
-                               "be >= 0",
-                               kWho, sp->itopk, graph::kMaxItopk, sp->searchWidth,
-                               graph::kMaxSearchWidth, sp->maxIterations, sp->minIterations,
-                               sp->seedRounds);
+        FAISS_THROW_IF_NOT_FMT(
+            sp->itopk >= 0 && sp->itopk <= graph::kMaxItopk && sp->searchWidth >= 0 &&
+                sp->searchWidth <= graph::kMaxSearchWidth &&
+                sp->searchWidth * sConfig_.graphDegree <= 1024 && sp->maxIterations >= 0 &&
+                sp->minIterations >= 0 && sp->seedRounds >= 0,
+            "%s::search: itopk %d (<= %d), searchWidth %d (<= %d, x degree "
+            "<= 1024), maxIterations %d, minIterations %d, seedRounds %d must "
+            "be >= 0",
+            kWho, sp->itopk, graph::kMaxItopk, sp->searchWidth, graph::kMaxSearchWidth,
+            sp->maxIterations, sp->minIterations, sp->seedRounds);
         if (sp->itopk) p.itopk = sp->itopk;
         if (sp->searchWidth) p.searchWidth = sp->searchWidth;
         if (sp->maxIterations) p.maxIterations = sp->maxIterations;
@@ -288,11 +287,11 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
                                "%s::search: entrySeeds = %d must be in [-1, 128]", kWho,
                                sp->entrySeeds);
         if (sp->entrySeeds >= 0) perQuery = sp->entrySeeds;
-        FAISS_THROW_IF_NOT_FMT(sp->fp16 >= -1 && sp->fp16 <= 1 &&
-                                       (sp->fp16 != 1 || sConfig_.fp16Traversal),
-                               "%s::search: fp16 = %d must be -1, 0 or 1 (1 needs an index "
-                               "built with fp16Traversal)",
-                               kWho, sp->fp16);
+        FAISS_THROW_IF_NOT_FMT(
+            sp->fp16 >= -1 && sp->fp16 <= 1 && (sp->fp16 != 1 || sConfig_.fp16Traversal),
+            "%s::search: fp16 = %d must be -1, 0 or 1 (1 needs an index "
+            "built with fp16Traversal)",
+            kWho, sp->fp16);
         if (sp->fp16 >= 0) useHalf = sp->fp16 == 1;
         p.minIterations = sp->minIterations;
     }
@@ -309,18 +308,18 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
         return;
     }
     std::unique_ptr<TempBuffer<float>> prepared;
-    const float* q = preparedQueries(resources_.get(), config_.device, stream, flatMetric_, x, n,
-                                     d, prepared);
+    const float* q =
+        preparedQueries(resources_.get(), config_.device, stream, flatMetric_, x, n, d, prepared);
     graph::EntrySeeds seeds;
     std::unique_ptr<TempBuffer<float>> seedD;
     std::unique_ptr<TempBuffer<int64_t>> seedI;
     perQuery = entries_ ? std::min<int64_t>(perQuery, entries_->ntotal) : 0;
     perQuery = std::min(perQuery, std::max(32, p.searchWidth * sConfig_.graphDegree));
     if (perQuery > 0) {
-        seedD.reset(new TempBuffer<float>(resources_.get(), config_.device, size_t(n) * perQuery,
-                                          stream));
-        seedI.reset(new TempBuffer<int64_t>(resources_.get(), config_.device,
-                                            size_t(n) * perQuery, stream));
+        seedD.reset(
+            new TempBuffer<float>(resources_.get(), config_.device, size_t(n) * perQuery, stream));
+        seedI.reset(new TempBuffer<int64_t>(resources_.get(), config_.device, size_t(n) * perQuery,
+                                            stream));
         entries_->search(n, q, perQuery, seedD->data(), seedI->data());
         seeds.entryIds = graph_->entryIds.data();
         seeds.rank = seedI->data();
@@ -427,8 +426,10 @@ void GpuIndexSearchGraph::copyFrom(const faiss::IndexHNSWFlat* index) {
     auto flat = dynamic_cast<const faiss::IndexFlat*>(index->storage);
     FAISS_THROW_IF_NOT_FMT(flat, "%s::copyFrom: the twin's storage must be an IndexFlat", kWho);
     int64_t n = flat->ntotal;
-    FAISS_THROW_IF_NOT_FMT(index->ntotal == n, "%s::copyFrom: the twin holds %lld vectors but "
-                           "its storage %lld", kWho, (long long)index->ntotal, (long long)n);
+    FAISS_THROW_IF_NOT_FMT(index->ntotal == n,
+                           "%s::copyFrom: the twin holds %lld vectors but "
+                           "its storage %lld",
+                           kWho, (long long)index->ntotal, (long long)n);
     if (n == 0) {
         reset();
         return;
@@ -437,10 +438,10 @@ void GpuIndexSearchGraph::copyFrom(const faiss::IndexHNSWFlat* index) {
     // Rebuild the k-NN graph in a fresh index; ours changes only at the end.
     GpuResourcesProviderFromInstance same(resources_);
     std::unique_ptr<GpuKnnGraphGNND> knn(
-            new GpuKnnGraphGNND(&same, d, sConfig_.knnDegree, flatMetric_, knnConfigOf(sConfig_)));
+        new GpuKnnGraphGNND(&same, d, sConfig_.knnDegree, flatMetric_, knnConfigOf(sConfig_)));
     knn->add(n, flat->get_xb());
     DeviceVector<int> ids;
-    ids.allocate(g.size(), kWho, "search graph");
+    ids.allocate(resources_.get(), config_.device, g.size(), kWho, "search graph");
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(ids.data(), g.data(), sizeof(int) * g.size(),

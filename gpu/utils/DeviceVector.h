@@ -15,9 +15,7 @@
 //     the current device: the same memory, counting and failure injection as
 //     the default resources, so the two forms differ only for a GpuResources
 //     subclass that overrides allocResident. Nothing else in faiss_ext calls
-//     cudaMalloc or deviceMalloc directly. Still on the resource-less form
-//     though it holds resources: GpuIndexSearchGraph's storage (to move over
-//     with its next change).
+//     cudaMalloc or deviceMalloc directly.
 //   - scratch memory of one call, ordered on a stream: TempBuffer<T>
 //     (GpuResources.h), from GpuResources::allocTemp, the resources'
 //     stream-ordered pool with its limit.
