@@ -14,8 +14,8 @@ namespace {
 
 /// One generator per (seed, stream, row): the same rows for any thread count.
 std::mt19937_64 rowRng(uint64_t seed, uint64_t stream, int64_t row) {
-    std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(stream),
-                      uint32_t(row), uint32_t(uint64_t(row) >> 32)};
+    std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(stream), uint32_t(row),
+                      uint32_t(uint64_t(row) >> 32)};
     return std::mt19937_64(seq);
 }
 
@@ -105,7 +105,7 @@ struct Elastic {
         float gx = u / (kSide - 1) * 3, gy = v / (kSide - 1) * 3;
         int x0 = std::min(2, int(gx)), y0 = std::min(2, int(gy));
         float fx = gx - x0, fy = gy - y0;
-        auto lerp2 = [&](const float (&f)[4][4]) {
+        auto lerp2 = [&](const float(&f)[4][4]) {
             return (1 - fx) * (1 - fy) * f[y0][x0] + fx * (1 - fy) * f[y0][x0 + 1] +
                    (1 - fx) * fy * f[y0 + 1][x0] + fx * fy * f[y0 + 1][x0 + 1];
         };

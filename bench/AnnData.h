@@ -5,21 +5,21 @@
 // Every generator is deterministic for its seed, whatever the thread count.
 #pragma once
 
-#include "BenchData.h"
-
 #include <cstdint>
+
+#include "BenchData.h"
 
 namespace faiss_ext {
 namespace bench {
 
 /// Parameters of generateHard.
 struct HardSpec {
-    int d = 100;             ///< dimension (= intrinsic dimension: every cluster is full rank)
-    int clusters = 500;      ///< mixture components
+    int d = 100;                ///< dimension (= intrinsic dimension: every cluster is full rank)
+    int clusters = 500;         ///< mixture components
     double sizeExponent = 1.1;  ///< cluster weights fall as (rank + 1)^-sizeExponent
-    float minScale = 0.1f;   ///< per-axis scales of a cluster, log-uniform in [min, max],
-    float maxScale = 1.0f;   ///< relative to the spread of the centres (1 per axis)
-    uint64_t seed = 4321;    ///< seed of the mixture; shared by base and queries
+    float minScale = 0.1f;      ///< per-axis scales of a cluster, log-uniform in [min, max],
+    float maxScale = 1.0f;      ///< relative to the spread of the centres (1 per axis)
+    uint64_t seed = 4321;       ///< seed of the mixture; shared by base and queries
 };
 
 /// n vectors of the hard mixture: cluster c has centre ~ N(0, I) and maps

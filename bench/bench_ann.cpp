@@ -6,19 +6,18 @@
 // recall@k against q/s over a sweep of itopk, search width and entry
 // points, and single-query latency). --write-dir writes the data and ground
 // truth for the FAISS anchors (bench/anchor_ann.py), run in their own process.
-#include "AnnData.h"
-#include "BenchData.h"
-#include "BenchUtil.h"
-
-#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
-#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
-#include "faiss_ext/gpu/StandardGpuResources.h"
-
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "AnnData.h"
+#include "BenchData.h"
+#include "BenchUtil.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
 
 using namespace faiss_ext;
 using namespace faiss_ext::bench;
@@ -26,19 +25,19 @@ using namespace faiss_ext::bench;
 namespace {
 
 const char* kUsage =
-        "bench_ann --data clustered|hard|fmnist|fmnist-aug|fmnist-aug-pca [options]\n"
-        "  --nb N            base rows of generated / augmented sets (default 1M)\n"
-        "  --nq N            queries (default 10000)\n"
-        "  --k K             neighbours (default 10)\n"
-        "  --fmnist-dir DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
-        "  --degrees LIST    search graph : k-NN graph degrees, one build each (default 32:64)\n"
-        "  --fp16 LIST       1: FP16 traversal, 0: FP32 (default 1)\n"
-        "  --itopk LIST      candidate buffers (default 32,64,128,256)\n"
-        "  --width LIST      search widths (default 1)\n"
-        "  --entry-seeds LIST  sampled entry points per query (default 8)\n"
-        "  --runs N          timed runs, median reported (default 7)\n"
-        "  --latency N       single-query searches for the latency (default 200)\n"
-        "  --write-dir DIR   write base.fbin, query.fbin, gt.ivecs for the anchors\n";
+    "bench_ann --data clustered|hard|fmnist|fmnist-aug|fmnist-aug-pca [options]\n"
+    "  --nb N            base rows of generated / augmented sets (default 1M)\n"
+    "  --nq N            queries (default 10000)\n"
+    "  --k K             neighbours (default 10)\n"
+    "  --fmnist-dir DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
+    "  --degrees LIST    search graph : k-NN graph degrees, one build each (default 32:64)\n"
+    "  --fp16 LIST       1: FP16 traversal, 0: FP32 (default 1)\n"
+    "  --itopk LIST      candidate buffers (default 32,64,128,256)\n"
+    "  --width LIST      search widths (default 1)\n"
+    "  --entry-seeds LIST  sampled entry points per query (default 8)\n"
+    "  --runs N          timed runs, median reported (default 7)\n"
+    "  --latency N       single-query searches for the latency (default 200)\n"
+    "  --write-dir DIR   write base.fbin, query.fbin, gt.ivecs for the anchors\n";
 
 struct Data {
     std::string name;
@@ -71,8 +70,9 @@ Data loadData(const Args& a) {
             if (kind == "fmnist-aug-pca") reducePca(out.base, out.queries, 128, 200000);
         }
     } else {
-        throw std::invalid_argument("--data must be clustered, hard, fmnist, fmnist-aug or "
-                                    "fmnist-aug-pca");
+        throw std::invalid_argument(
+            "--data must be clustered, hard, fmnist, fmnist-aug or "
+            "fmnist-aug-pca");
     }
     out.name = kind;
     return out;
@@ -109,9 +109,14 @@ struct Context {
 
 JsonLine line(const Context& c, const std::string& method) {
     JsonLine j;
-    j.str("suite", "ann").str("method", method).str("device", c.device)
-            .str("dataset", c.data.name).integer("nb", c.data.base.n).integer("d", c.data.base.d)
-            .integer("nq", c.data.queries.n).integer("k", c.k);
+    j.str("suite", "ann")
+        .str("method", method)
+        .str("device", c.device)
+        .str("dataset", c.data.name)
+        .integer("nb", c.data.base.n)
+        .integer("d", c.data.base.d)
+        .integer("nq", c.data.queries.n)
+        .integer("k", c.k);
     return j;
 }
 
@@ -152,15 +157,22 @@ void runExact(Context& c, gpu::StandardGpuResources& res) {
     exact.add(b.n, b.x.data());
     std::vector<float> D(size_t(q.n) * c.k);
     c.gt.assign(size_t(q.n) * c.k, -1);
-    double s = timeMedian(c.runs, [&] { exact.search(q.n, q.x.data(), c.k, D.data(), c.gt.data()); });
+    double s =
+        timeMedian(c.runs, [&] { exact.search(q.n, q.x.data(), c.k, D.data(), c.gt.data()); });
     double lat = latency(c, exact, nullptr);
-    std::printf("%s\n", line(c, "ours:exact").num("seconds", s).num("qps", q.n / s)
-                                .num("recall", 1.0).num("latency_ms_nq1", lat * 1e3)
-                                .str("git", c.git).text().c_str());
+    std::printf("%s\n", line(c, "ours:exact")
+                            .num("seconds", s)
+                            .num("qps", q.n / s)
+                            .num("recall", 1.0)
+                            .num("latency_ms_nq1", lat * 1e3)
+                            .str("git", c.git)
+                            .text()
+                            .c_str());
     std::fflush(stdout);
 }
 
-void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int degree, int knnDegree) {
+void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int degree,
+              int knnDegree) {
     const Matrix& b = c.data.base;
     const Matrix& q = c.data.queries;
     gpu::GpuIndexSearchGraphConfig cfg;
@@ -171,11 +183,16 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     index.add(b.n, b.x.data());
     double build = nowSeconds() - t0;
     JsonLine bp;
-    bp.integer("graph_degree", cfg.graphDegree).integer("knn_degree", cfg.knnDegree)
-            .num("knn_seconds", index.getKnnBuildSeconds())
-            .num("optimize_seconds", index.getOptimizeSeconds());
-    std::printf("%s\n", line(c, "ours:graph-build").raw("params", bp.text()).num("seconds", build)
-                                .str("git", c.git).text().c_str());
+    bp.integer("graph_degree", cfg.graphDegree)
+        .integer("knn_degree", cfg.knnDegree)
+        .num("knn_seconds", index.getKnnBuildSeconds())
+        .num("optimize_seconds", index.getOptimizeSeconds());
+    std::printf("%s\n", line(c, "ours:graph-build")
+                            .raw("params", bp.text())
+                            .num("seconds", build)
+                            .str("git", c.git)
+                            .text()
+                            .c_str());
     std::fflush(stdout);
     std::vector<float> D(size_t(q.n) * c.k);
     std::vector<int64_t> I(size_t(q.n) * c.k);
@@ -194,14 +211,21 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                     double r = recallOf(c, I);
                     double lat = latency(c, index, &sp);
                     JsonLine p;
-                    p.integer("itopk", itopk).integer("search_width", w)
-                            .integer("entry_seeds", es).integer("fp16", half)
-                            .integer("graph_degree", cfg.graphDegree)
-                            .integer("knn_degree", cfg.knnDegree);
-                    std::printf("%s\n", line(c, "ours:graph").raw("params", p.text())
-                                                .num("seconds", s).num("qps", q.n / s)
-                                                .num("recall", r).num("latency_ms_nq1", lat * 1e3)
-                                                .str("git", c.git).text().c_str());
+                    p.integer("itopk", itopk)
+                        .integer("search_width", w)
+                        .integer("entry_seeds", es)
+                        .integer("fp16", half)
+                        .integer("graph_degree", cfg.graphDegree)
+                        .integer("knn_degree", cfg.knnDegree);
+                    std::printf("%s\n", line(c, "ours:graph")
+                                            .raw("params", p.text())
+                                            .num("seconds", s)
+                                            .num("qps", q.n / s)
+                                            .num("recall", r)
+                                            .num("latency_ms_nq1", lat * 1e3)
+                                            .str("git", c.git)
+                                            .text()
+                                            .c_str());
                     std::fflush(stdout);
                 }
 }
@@ -219,8 +243,8 @@ int main(int argc, char** argv) {
     try {
         Args a(argc, argv, {"help", "git"});
         if (a.printedHelpOrGit(kUsage)) return 0;
-        a.checkKnown({"data", "nb", "nq", "k", "fmnist-dir", "degrees", "fp16", "itopk",
-                      "width", "entry-seeds", "runs", "latency", "write-dir", "help", "git"});
+        a.checkKnown({"data", "nb", "nq", "k", "fmnist-dir", "degrees", "fp16", "itopk", "width",
+                      "entry-seeds", "runs", "latency", "write-dir", "help", "git"});
         Context c;
         double t0 = nowSeconds();
         c.data = loadData(a);
@@ -239,7 +263,8 @@ int main(int argc, char** argv) {
             size_t colon = pair.find(':');
             if (colon == std::string::npos)
                 throw std::invalid_argument("--degrees takes GRAPH:KNN pairs, e.g. 32:64");
-            runGraph(c, res, a, std::stoi(pair.substr(0, colon)), std::stoi(pair.substr(colon + 1)));
+            runGraph(c, res, a, std::stoi(pair.substr(0, colon)),
+                     std::stoi(pair.substr(colon + 1)));
         }
         return 0;
     } catch (const std::exception& e) {

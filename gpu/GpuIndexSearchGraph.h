@@ -25,14 +25,14 @@
 //   index.search(nq, q, 10, D, I);
 #pragma once
 
-#include "faiss_ext/Metric.h"
-#include "faiss_ext/gpu/GnndOptions.h"
-#include "faiss_ext/gpu/GpuIndex.h"
-
 #include <faiss/IndexHNSW.h>
 
 #include <cstdint>
 #include <memory>
+
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/gpu/GnndOptions.h"
+#include "faiss_ext/gpu/GpuIndex.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -96,7 +96,7 @@ struct SearchParametersSearchGraph : faiss::SearchParameters {
 /// Graph-based approximate k-NN index (GNND k-NN graph, CAGRA-style search
 /// graph, GPU beam search).
 class GpuIndexSearchGraph : public GpuIndex {
-public:
+  public:
     /// An empty index of dimension dims (> 0). metric: L2, InnerProduct,
     /// Cosine or Pearson (the last two store prepared vectors, as
     /// GpuKnnGraphGNND does).
@@ -156,14 +156,14 @@ public:
     /// Copies stored (prepared) vector `key` to recons.
     void reconstruct(idx_t key, float* recons) const override;
 
-protected:
+  protected:
     void checkAddCount_(idx_t n) const override;
     void addImpl_(idx_t n, const float* x) override;
     bool addImplAcceptsHost_() const override { return true; }
     void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
                      const faiss::SearchParameters* params) const override;
 
-private:
+  private:
     struct SearchGraphState;
     void checkConfig_(const GpuIndexSearchGraphConfig& c) const;
     void rebuildEntryPoints_();

@@ -1,18 +1,16 @@
 // "SGraph<R>": the factory string of GpuIndexSearchGraph and its CPU twin
 // (faiss::IndexHNSWFlat whose level 0 holds R neighbours), composed with
 // FAISS prefixes, saved and read back; bad strings refused.
-#include "TestUtils.h"
-
-#include "faiss_ext/index_factory.h"
-#include "faiss_ext/index_io.h"
-
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/impl/FaissException.h>
-
 #include <gtest/gtest.h>
 
 #include <memory>
+
+#include "TestUtils.h"
+#include "faiss_ext/index_factory.h"
+#include "faiss_ext/index_io.h"
 
 using namespace faiss_ext;
 

@@ -2,31 +2,29 @@
 // reachable from the entry points), the beam search (sorted, padded, recall
 // against exact search), the CPU twin (faiss::IndexNSGFlat searching the same
 // graph), serialization through FAISS, and bad input.
-#include "TestUtils.h"
-
-#include "faiss_ext/gpu/GpuCloner.h"
-#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
-#include "faiss_ext/index_factory.h"
-#include "faiss_ext/index_io.h"
-#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
-#include "faiss_ext/gpu/StandardGpuResources.h"
-
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/impl/AuxIndexStructures.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/index_io.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
-#include <cmath>
 #include <deque>
 #include <memory>
 #include <set>
+#include <string>
+
+#include "TestUtils.h"
+#include "faiss_ext/gpu/GpuCloner.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/index_factory.h"
+#include "faiss_ext/index_io.h"
 
 using namespace faiss_ext;
 using namespace faiss_ext::gpu;

@@ -19,14 +19,13 @@
 // nodes (CAGRA's "forgettable" hash), so a node can be scored again only
 // after it has left the buffer, and then cannot re-enter it: the buffer
 // never holds a node twice. See SearchGraph.h for the contract.
-#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
-#include "faiss_ext/gpu/utils/DeviceUtils.h"
-
+#include <cuda_fp16.h>
 #include <faiss/impl/FaissAssert.h>
 
-#include <cuda_fp16.h>
-
 #include <algorithm>
+
+#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -261,8 +260,8 @@ __device__ float halfRowPart(const __half* row, int d, const float* q, bool ip, 
 
 /// Same as teamDistance on the FP16 copy (q: the query times the copy's
 /// scale; the result is the distance times scale^2, for ordering only).
-__device__ float teamDistanceHalf(const __half* x, int d, bool active, uint32_t id,
-                                  const float* q, bool ip, int laneInTeam, int team) {
+__device__ float teamDistanceHalf(const __half* x, int d, bool active, uint32_t id, const float* q,
+                                  bool ip, int laneInTeam, int team) {
     float s = 0.f;
     if (active) {
         const __half* row = x + int64_t(id) * d;
@@ -426,9 +425,9 @@ __device__ void scoreAndMerge(Shared& s, const Layout& l, const Vectors& v, int 
 
 template <bool kHalf>
 __global__ void __launch_bounds__(kBlockThreads)
-        beamSearchKernel(Vectors v, float scale, int64_t nb, int d, const int* graph, int degree,
-                         bool ip, const float* queries, int k, Layout l, BeamSearchParams p,
-                         int team, EntrySeeds es, float* outD, int64_t* outI) {
+    beamSearchKernel(Vectors v, float scale, int64_t nb, int d, const int* graph, int degree,
+                     bool ip, const float* queries, int k, Layout l, BeamSearchParams p, int team,
+                     EntrySeeds es, float* outD, int64_t* outI) {
     extern __shared__ __align__(16) unsigned char smem[];
     Shared s = carve(smem, l, p.searchWidth);
     int64_t qi = blockIdx.x;
@@ -492,23 +491,22 @@ size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d) {
 }
 
 void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, int d,
-                const int* graph, int degree, bool innerProduct, const float* q, int64_t nq,
-                int k, const BeamSearchParams& p, const EntrySeeds& seeds, float* outD,
-                int64_t* outI) {
+                const int* graph, int degree, bool innerProduct, const float* q, int64_t nq, int k,
+                const BeamSearchParams& p, const EntrySeeds& seeds, float* outD, int64_t* outI) {
     FAISS_THROW_IF_NOT_FMT(p.itopk >= 32 && p.itopk <= kMaxItopk && p.itopk % 32 == 0 &&
-                                   (p.itopk & (p.itopk - 1)) == 0,
+                               (p.itopk & (p.itopk - 1)) == 0,
                            "beamSearch: itopk %d must be a power of two in [32, %d]", p.itopk,
                            kMaxItopk);
-    FAISS_THROW_IF_NOT_FMT(k >= 1 && k <= p.itopk, "beamSearch: k = %d not in [1, itopk = %d]",
-                           k, p.itopk);
+    FAISS_THROW_IF_NOT_FMT(k >= 1 && k <= p.itopk, "beamSearch: k = %d not in [1, itopk = %d]", k,
+                           p.itopk);
     FAISS_THROW_IF_NOT_FMT(p.expandLimit >= 0 && p.expandLimit <= p.itopk,
                            "beamSearch: expandLimit %d not in [0, itopk = %d]", p.expandLimit,
                            p.itopk);
-    FAISS_THROW_IF_NOT_FMT(p.searchWidth >= 1 && p.searchWidth <= kMaxSearchWidth &&
-                                   p.searchWidth * degree <= 1024,
-                           "beamSearch: searchWidth %d not in [1, %d] or searchWidth x degree "
-                           "%d over 1024",
-                           p.searchWidth, kMaxSearchWidth, degree);
+    FAISS_THROW_IF_NOT_FMT(
+        p.searchWidth >= 1 && p.searchWidth <= kMaxSearchWidth && p.searchWidth * degree <= 1024,
+        "beamSearch: searchWidth %d not in [1, %d] or searchWidth x degree "
+        "%d over 1024",
+        p.searchWidth, kMaxSearchWidth, degree);
     FAISS_THROW_IF_NOT_FMT(p.maxIterations >= 1 && p.seedRounds >= 1,
                            "beamSearch: maxIterations %d and seedRounds %d must be >= 1",
                            p.maxIterations, p.seedRounds);
@@ -525,10 +523,10 @@ void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, in
     auto kernel = half ? beamSearchKernel<true> : beamSearchKernel<false>;
     if (smem > 48 * 1024)
         FAISS_EXT_CUDA_CHECK(
-                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     int team = teamSize(d);
     FAISS_THROW_IF_NOT_FMT(seeds.perQuery >= 0 && seeds.perQuery <= l.cand &&
-                                   (seeds.perQuery == 0 || (seeds.entryIds && seeds.rank)),
+                               (seeds.perQuery == 0 || (seeds.entryIds && seeds.rank)),
                            "beamSearch: %d entry points per query (at most %d, with their "
                            "arrays)",
                            seeds.perQuery, l.cand);
@@ -537,8 +535,8 @@ void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, in
     for (int64_t q0 = 0; q0 < nq; q0 += 65535 * 1024) {
         int64_t cnt = std::min<int64_t>(nq - q0, 65535 * 1024);
         kernel<<<unsigned(cnt), kBlockThreads, smem, stream>>>(
-                v, scale, n, d, graph, degree, innerProduct, q + q0 * d, k, l, p, team,
-                shifted(seeds, q0), outD + q0 * k, outI + q0 * k);
+            v, scale, n, d, graph, degree, innerProduct, q + q0 * d, k, l, p, team,
+            shifted(seeds, q0), outD + q0 * k, outI + q0 * k);
         FAISS_EXT_CUDA_CHECK_LAUNCH();
     }
 }

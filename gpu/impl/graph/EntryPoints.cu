@@ -4,14 +4,14 @@
 // separated clusters a k-NN graph has few edges between clusters, and a
 // search started at random stays in the wrong one (CAGRA, Ootomo et al.,
 // ICDE 2024, arXiv 2308.15136, seeds from random samples only).
-#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
-#include "faiss_ext/gpu/utils/DeviceUtils.h"
-
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
 #include <numeric>
 #include <random>
+
+#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {

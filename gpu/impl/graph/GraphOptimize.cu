@@ -1,13 +1,13 @@
 // CAGRA's graph optimisation (Ootomo et al., ICDE 2024, arXiv 2308.15136,
 // section IV-B): rank-based detour pruning, then reverse-edge addition.
 // See SearchGraph.h for the contract.
-#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
-#include "faiss_ext/gpu/utils/DeviceUtils.h"
-
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
 #include <climits>
+
+#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -118,8 +118,8 @@ __global__ void detourPruneKernel(const int* knn, int64_t n, int stride, int K, 
 
 /// Appends X to the reverse list of its rank-`rank` neighbour. Launched once
 /// per rank, lowest first, so reverse lists fill with the strongest edges.
-__global__ void reverseEdgesKernel(const int* pruned, int64_t n, int degree, int rank,
-                                   int* reverse, int* reverseCount) {
+__global__ void reverseEdgesKernel(const int* pruned, int64_t n, int degree, int rank, int* reverse,
+                                   int* reverseCount) {
     int64_t node = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (node >= n) return;
     int y = pruned[node * degree + rank];
@@ -136,8 +136,8 @@ __device__ bool contains(const int* row, int m, int id) {
 
 /// Final list: the first half of the pruned list, then reverse edges, then
 /// the rest of the pruned list, without repeats, -1 padded.
-__global__ void mergeReverseKernel(const int* pruned, const int* reverse,
-                                   const int* reverseCount, int64_t n, int degree, int* out) {
+__global__ void mergeReverseKernel(const int* pruned, const int* reverse, const int* reverseCount,
+                                   int64_t n, int degree, int* out) {
     int64_t node = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (node >= n) return;
     const int* p = pruned + node * degree;
@@ -161,12 +161,10 @@ unsigned blocksFor(int64_t items, int perBlock) {
 
 }  // namespace
 
-size_t optimizeScratchInts(int64_t n, int degree) {
-    return size_t(n) * (2 * size_t(degree) + 1);
-}
+size_t optimizeScratchInts(int64_t n, int degree) { return size_t(n) * (2 * size_t(degree) + 1); }
 
-void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, int K,
-                   int degree, int* out, int* scratch) {
+void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, int K, int degree,
+                   int* out, int* scratch) {
     FAISS_THROW_IF_NOT_FMT(K >= 1 && K <= kMaxKnnDegree && stride >= K,
                            "optimizeGraph: K = %d not in [1, %d] or past the stride %d", K,
                            kMaxKnnDegree, stride);
@@ -179,16 +177,16 @@ void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, i
     int* reverseCount = reverse + size_t(n) * degree;
     size_t smem = size_t(kPruneWarps) * (2 * K + 2 * hashSlotsFor(K)) * sizeof(int);
     detourPruneKernel<<<blocksFor(n, kPruneWarps), 32 * kPruneWarps, smem, stream>>>(
-            knn, n, stride, K, degree, pruned);
+        knn, n, stride, K, degree, pruned);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(reverseCount, 0, sizeof(int) * n, stream));
     for (int rank = 0; rank < degree; ++rank) {
-        reverseEdgesKernel<<<blocksFor(n, 256), 256, 0, stream>>>(pruned, n, degree, rank,
-                                                                   reverse, reverseCount);
+        reverseEdgesKernel<<<blocksFor(n, 256), 256, 0, stream>>>(pruned, n, degree, rank, reverse,
+                                                                  reverseCount);
         FAISS_EXT_CUDA_CHECK_LAUNCH();
     }
     mergeReverseKernel<<<blocksFor(n, 128), 128, 0, stream>>>(pruned, reverse, reverseCount, n,
-                                                               degree, out);
+                                                              degree, out);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 

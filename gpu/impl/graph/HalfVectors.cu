@@ -1,15 +1,15 @@
 // The FP16 copy of the vectors that the beam search traverses (SearchGraph.h):
 // scaled by a power of two so that any finite FP32 data fits FP16's range;
 // scaling by 2^e changes no ordering of distances or products.
-#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
-#include "faiss_ext/gpu/utils/DeviceUtils.h"
-#include "faiss_ext/gpu/utils/DeviceVector.h"
-
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -50,7 +50,7 @@ float halfScaleFor(cudaStream_t stream, const float* x, size_t count) {
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     unsigned int bits = 0;
     FAISS_EXT_CUDA_CHECK(
-            cudaMemcpyAsync(&bits, dMax, sizeof(bits), cudaMemcpyDeviceToHost, stream));
+        cudaMemcpyAsync(&bits, dMax, sizeof(bits), cudaMemcpyDeviceToHost, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     dMaxVec.release();
     float m;

@@ -42,16 +42,15 @@ size_t optimizeScratchInts(int64_t n, int degree);
 /// ranks first), then with the rest of its pruned list. No self loops, no
 /// duplicates. out: n x degree device; scratch: optimizeScratchInts device
 /// ints. Allocates nothing, so it cannot run out of memory.
-void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, int K,
-                   int degree, int* out, int* scratch);
+void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, int K, int degree,
+                   int* out, int* scratch);
 
 /// `count` distinct node ids of [0, n) (all when count >= n), sorted, from
 /// a seeded generator: the entry-point sample.
 std::vector<int> sampleEntryPoints(int64_t n, int count, uint64_t seed);
 
 /// out (count x d device) = rows `rows` (count device ids) of x (n x d).
-void gatherRows(cudaStream_t stream, const float* x, int d, const int* rows, int count,
-                float* out);
+void gatherRows(cudaStream_t stream, const float* x, int d, const int* rows, int count, float* out);
 
 /// Per-query entry points for beamSearch: for query i, the nodes
 /// entryIds[rank[i * perQuery + j]], j < perQuery (rank < 0 is skipped).
@@ -102,9 +101,8 @@ size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d);
 /// sorted nearest first (inner product: products, largest first), -1 and
 /// +inf (inner product: -inf) padded when fewer than k nodes were reached.
 void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, int d,
-                const int* graph, int degree, bool innerProduct, const float* q, int64_t nq,
-                int k, const BeamSearchParams& p, const EntrySeeds& seeds, float* outD,
-                int64_t* outI);
+                const int* graph, int degree, bool innerProduct, const float* q, int64_t nq, int k,
+                const BeamSearchParams& p, const EntrySeeds& seeds, float* outD, int64_t* outI);
 
 }  // namespace graph
 }  // namespace gpu
