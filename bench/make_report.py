@@ -590,11 +590,16 @@ def lsh_family(r):
     return m
 
 
+def fastest_reaching(rows, target, keep):
+    """The line with the most queries/s among those `keep` accepts whose recall is >= target (None if none)."""
+    ok = [r for r in rows if keep(r) and r.get("qps") and r.get("recall") is not None and r["recall"] >= target]
+    return max(ok, key=lambda r: r["qps"]) if ok else None
+
+
 def lsh_best_at(rows, method_prefixes, target=0.9):
     """The line with the most queries/s among those of the methods at recall@10 >= target (k = 10, not the k sweep)."""
-    ok = [r for r in rows if any(r["method"].startswith(m) for m in method_prefixes) and r.get("k") == 10
-          and not lsh_is_ksweep(r) and r.get("qps") and r.get("recall") is not None and r["recall"] >= target]
-    return max(ok, key=lambda r: r["qps"]) if ok else None
+    return fastest_reaching(rows, target, lambda r: any(r["method"].startswith(m) for m in method_prefixes)
+                            and r.get("k") == 10 and not lsh_is_ksweep(r))
 
 
 def lsh_tables(rows, plots_dir, rel_plots, make_plots):
@@ -806,11 +811,10 @@ def ann_label(r):
     return ""
 
 
-def ann_best(rows, method, target, with_entry_points=True):
-    """The fastest row of `method` whose recall reaches `target`."""
-    ok = [r for r in rows if r["method"] == method and (r.get("recall") or 0) >= target and r.get("qps")
-          and (not with_entry_points or r.get("params", {}).get("entry_seeds", 1) != 0)]
-    return max(ok, key=lambda r: r["qps"]) if ok else None
+def ann_best(rows, method, target):
+    """The fastest row of `method` whose recall reaches `target` (our graph search with its entry points on)."""
+    return fastest_reaching(rows, target, lambda r: r["method"] == method
+                            and r.get("params", {}).get("entry_seeds", 1) != 0)
 
 
 def ann_tables(rows, plots_dir, rel_plots, make_plots):
