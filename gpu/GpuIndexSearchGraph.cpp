@@ -17,6 +17,7 @@
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -35,12 +36,6 @@ const char* kWho = "GpuIndexSearchGraph";
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-int nextPow2(int v) {
-    int p = 1;
-    while (p < v) p <<= 1;
-    return p;
 }
 
 bool isPow2(int v) { return v > 0 && (v & (v - 1)) == 0; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
 #include "faiss_ext/gpu/utils/WarpSort.cuh"
 
 #include <cstdint>
@@ -16,16 +17,6 @@ constexpr uint32_t kNewFlag = 0x80000000u;
 constexpr uint32_t kIdMask = 0x7FFFFFFFu;
 constexpr uint32_t kEmptyId = 0x7FFFFFFFu;
 constexpr unsigned kFull = 0xFFFFFFFFu;
-
-__device__ __forceinline__ float infty() { return __int_as_float(0x7f800000); }
-
-/// splitmix64: the random numbers of the initial graph and of GGM.
-__host__ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 __device__ __forceinline__ float warpSumF(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
@@ -48,12 +39,6 @@ __device__ __forceinline__ float warpDistance(const float* x, const float* norms
         s += t * t;
     }
     return warpSumF(s);
-}
-
-__host__ __device__ __forceinline__ int nextPow2(int v) {
-    int p = 1;
-    while (p < v) p <<= 1;
-    return p;
 }
 
 }  // namespace gnnd

@@ -30,9 +30,9 @@ __global__ void mergeCopiesKernel(int64_t items, uint32_t* gIds, float* gDists,
     uint32_t* ids = si[warp];
     const uint32_t a = gIds[base + lane], b = oIds[base + lane];
     ids[lane] = a;
-    keys[lane] = a == kEmptyId ? infty() : gDists[base + lane];
+    keys[lane] = a == kEmptyId ? infinity() : gDists[base + lane];
     ids[kSegment + lane] = b;
-    keys[kSegment + lane] = b == kEmptyId ? infty() : oDists[base + lane];
+    keys[kSegment + lane] = b == kEmptyId ? infinity() : oDists[base + lane];
     __syncwarp();
     warpBitonicSortBy(keys, ids, 2 * kSegment, lane,
                       [](float ka, uint32_t ia, float kb, uint32_t ib) {
@@ -54,7 +54,7 @@ __global__ void mergeCopiesKernel(int64_t items, uint32_t* gIds, float* gDists,
     for (int h = 0; h < 2; ++h) {
         const int e = lane + h * kSegment;
         ids[e] = drop[h] ? kEmptyId : keep[h];
-        if (drop[h]) keys[e] = infty();
+        if (drop[h]) keys[e] = infinity();
     }
     __syncwarp();
     warpBitonicSortBy(keys, ids, 2 * kSegment, lane,

@@ -78,7 +78,7 @@ __global__ void randomInitKernel(const float* x, int64_t n, int d, int K, bool i
         uint32_t* segIds = gIds + s * K + j * kSegment;
         float* segD = gDists + s * K + j * kSegment;
         uint32_t out = kEmptyId;
-        float dist = infty();
+        float dist = infinity();
         // distances by the whole warp, one entry at a time (coalesced rows)
         for (int e = 0; e < 32; ++e) {
             int64_t ide = __shfl_sync(kFull, id, e);
@@ -118,7 +118,7 @@ __global__ void mergeInitKernel(const float* x, int64_t nA, int64_t nB, int d, i
     float* gd = gDists + s * K;
     for (int e = lane; e < K; e += 32) {
         g[e] = kEmptyId;
-        gd[e] = infty();
+        gd[e] = infinity();
     }
     __syncwarp();
     // 1. the first K/2 entries of the own set stay (OLD): from the head
@@ -145,7 +145,7 @@ __global__ void mergeInitKernel(const float* x, int64_t nA, int64_t nB, int d, i
                 gd[seg * kSegment + slot] = hd[e];
                 if (!separateHead) {
                     ci[e] = -1;
-                    cd[e] = infty();
+                    cd[e] = infinity();
                 }
             }
         }
@@ -222,7 +222,7 @@ __device__ void warpSortBuffer(unsigned char* smem, int warp, int P2, int lane, 
     *keys = reinterpret_cast<float*>(smem) + warp * 2 * P2;
     *ids = reinterpret_cast<uint32_t*>(*keys + P2);
     for (int e = lane; e < P2; e += 32) {
-        (*keys)[e] = infty();
+        (*keys)[e] = infinity();
         (*ids)[e] = kEmptyId;
     }
     __syncwarp();
@@ -234,7 +234,7 @@ __device__ void writeCanonical(const float* keys, const uint32_t* ids, int64_t s
     for (int e = lane; e < K; e += 32) {
         bool empty = ids[e] == kEmptyId;
         cIds[s * K + e] = empty ? -1 : int(ids[e]);
-        cDists[s * K + e] = empty ? infty() : keys[e];
+        cDists[s * K + e] = empty ? infinity() : keys[e];
     }
 }
 
@@ -286,7 +286,7 @@ __global__ void finalizeKernel(const float* x, int64_t n, int d, int K, bool ip,
     __syncwarp();
     for (int e = lane; e < P2; e += 32) {
         if (isnan(keys[e])) {
-            keys[e] = infty();
+            keys[e] = infinity();
             ids[e] = kEmptyId;
         }
     }

@@ -158,7 +158,7 @@ struct JoinBlock {
     }
     /// FP32 distance of rows r, c from the chunk in shared memory (d <= kChunk).
     __device__ __forceinline__ float directDistance(int r, int c) const {
-        if (masked(r, c)) return infty();
+        if (masked(r, c)) return infinity();
         float acc = 0.f;
         for (int j = 0; j < d; ++j) {
             float u = sh.u.xs[r][j], v = sh.u.xs[c][j];
@@ -169,7 +169,7 @@ struct JoinBlock {
     }
     /// Distance of rows r, c from their product g (tensor-core path).
     __device__ __forceinline__ float productDistance(int r, int c, float g) const {
-        if (masked(r, c)) return infty();
+        if (masked(r, c)) return infinity();
         if (ip) return -g;
         return fmaxf(sh.norms[r] + sh.norms[c] - 2.f * g, 0.f);
     }
@@ -336,7 +336,7 @@ __device__ __forceinline__ void selectiveUpdate(JoinBlock& b, bool direct) {
     const int nNew = b.nNew, nOld = b.nOld, lane = b.lane;
     for (int t = b.warp; t < nNew + nOld; t += kJoinWarps) {
         if (t < nNew) {
-            float bd = infty();
+            float bd = infinity();
             int bi = -1;
             if (!b.cross) {
                 for (int v = lane; v < nNew; v += 32) {
@@ -350,7 +350,7 @@ __device__ __forceinline__ void selectiveUpdate(JoinBlock& b, bool direct) {
                 }
                 warpArgMin(bd, bi);
             }
-            float bo = infty();
+            float bo = infinity();
             int io = -1;
             for (int o = lane; o < nOld; o += 32) {
                 float dv = b.newOld(direct, t, o);
@@ -371,7 +371,7 @@ __device__ __forceinline__ void selectiveUpdate(JoinBlock& b, bool direct) {
             }
         } else {
             int o = t - nNew;
-            float bd = infty();
+            float bd = infinity();
             int bi = -1;
             for (int r = lane; r < nNew; r += 32) {
                 float dv = b.newOld(direct, r, o);
@@ -403,7 +403,7 @@ __device__ __forceinline__ int keepCloserCandidates(JoinBlock& b, const float* g
     __syncthreads();
     int keepT = -1, keepV = -1;
     float keepD = 0.f;
-    if (tid < nCand && sh.candDist[tid] < infty()) {
+    if (tid < nCand && sh.candDist[tid] < infinity()) {
         int u = sh.candTarget[tid], v = sh.candId[tid];
         float dv = sh.candDist[tid];
         float worst = __ldcg(gDists + int64_t(u) * K + (v % nseg) * kSegment + kSegment - 1);

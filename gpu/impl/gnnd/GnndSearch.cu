@@ -113,7 +113,7 @@ __global__ void greedySearchKernel(const float* x, int64_t n, int d, const int* 
     unsigned char* flags = reinterpret_cast<unsigned char*>(ids + L);
     for (int i = lane; i < kHashSlots; i += 32) table[i] = -1;
     for (int i = lane; i < L; i += 32) {
-        keys[i] = infty();
+        keys[i] = infinity();
         ids[i] = -1;
         flags[i] = 0;
     }
@@ -159,7 +159,7 @@ __global__ void greedySearchKernel(const float* x, int64_t n, int d, const int* 
     }
     for (int i = lane; i < k; i += 32) {
         bool ok = i < L && ids[i] >= 0;
-        outD[qi * k + i] = ok ? keys[i] : infty();
+        outD[qi * k + i] = ok ? keys[i] : infinity();
         outI[qi * k + i] = ok ? ids[i] : -1;
     }
 }

@@ -26,6 +26,8 @@
 
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
+#include "faiss_ext/gpu/utils/WarpSort.cuh"
 
 namespace faiss_ext {
 namespace gpu {
@@ -38,21 +40,6 @@ constexpr uint32_t kExpanded = 0x80000000u;
 constexpr uint32_t kIdMask = 0x7FFFFFFFu;
 constexpr uint32_t kNoId = 0x7FFFFFFFu;
 constexpr int kMaxHashSlots = 4096;
-
-__device__ __forceinline__ float infinity() { return __int_as_float(0x7f800000); }
-
-__host__ __device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-int nextPow2(int v) {
-    int p = 1;
-    while (p < v) p <<= 1;
-    return p;
-}
 
 /// Candidates per iteration, a power of two.
 int candidateSlots(const BeamSearchParams& p, int degree) {
@@ -80,8 +67,9 @@ Layout layoutFor(const BeamSearchParams& p, int degree, int d) {
     return l;
 }
 
+/// (distance, id) order of buffer entries, ignoring the expanded flag.
 __device__ __forceinline__ bool pairBefore(float da, uint32_t ia, float db, uint32_t ib) {
-    return da < db || (da == db && (ia & kIdMask) < (ib & kIdMask));
+    return pairLess(da, ia & kIdMask, db, ib & kIdMask);
 }
 
 __device__ __forceinline__ void compareSwap(float* key, uint32_t* id, int i, int j, bool up) {
@@ -183,7 +171,7 @@ __device__ void mergeIntoTop(float* topK, uint32_t* topI, const float* cK, const
 /// entries). A full probe sequence counts as visited, so a node is never
 /// scored twice while the table holds it.
 __device__ bool visitOnce(int* table, int slots, uint32_t id, int* count) {
-    uint32_t h = uint32_t(splitmix64(id)) & uint32_t(slots - 1);
+    uint32_t h = uint32_t(mix64(id)) & uint32_t(slots - 1);
     for (int probe = 0; probe < 32; ++probe) {
         int old = atomicCAS(&table[h], -1, int(id));
         if (old == -1) {
@@ -342,7 +330,7 @@ __device__ void gatherSeeds(Shared& s, int n, int64_t qi, int round, uint64_t se
             int64_t r = es.rank[qi * es.perQuery + c];
             id = r < 0 ? kNoId : uint32_t(es.entryIds[r]);
         } else {
-            uint64_t r = splitmix64(seed ^ (uint64_t(qi) * 0xD1B54A32D192ED03ull) ^
+            uint64_t r = mix64(seed ^ (uint64_t(qi) * 0xD1B54A32D192ED03ull) ^
                                     (uint64_t(round) << 40) ^ uint64_t(c));
             id = uint32_t(r % uint64_t(nb));
         }

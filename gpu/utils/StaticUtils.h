@@ -1,0 +1,39 @@
+// Small integer and random-number helpers shared by host code and kernels
+// (GNND's and the search graph's). Host code includes it as plain C++; .cu
+// files get the same functions for the device, force-inlined.
+#pragma once
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define FAISS_EXT_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define FAISS_EXT_HOST_DEVICE inline
+#endif
+
+namespace faiss_ext {
+namespace gpu {
+
+/// The smallest power of two >= v (1 for v <= 1).
+FAISS_EXT_HOST_DEVICE int nextPow2(int v) {
+    int p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+
+/// splitmix64: the seeded random numbers of GNND's initial graphs and GGM
+/// and of the beam search's entry points.
+FAISS_EXT_HOST_DEVICE uint64_t mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+#ifdef __CUDACC__
+/// +infinity as a float, in device code.
+__device__ __forceinline__ float infinity() { return __int_as_float(0x7f800000); }
+#endif
+
+}  // namespace gpu
+}  // namespace faiss_ext
