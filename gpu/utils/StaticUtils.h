@@ -1,5 +1,5 @@
 // Small integer and random-number helpers shared by host code and kernels
-// (GNND's and the search graph's). Host code includes it as plain C++; .cu
+// (GNND's, Bi-level LSH's and the search graph's). Host code includes it as plain C++; .cu
 // files get the same functions for the device, force-inlined.
 #pragma once
 
@@ -29,6 +29,9 @@ FAISS_EXT_HOST_DEVICE uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
+
+/// Blocks of `threads` threads covering n items (a kernel's grid size).
+inline unsigned blocksFor(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
 #ifdef __CUDACC__
 /// +infinity as a float, in device code.

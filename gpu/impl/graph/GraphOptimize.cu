@@ -8,6 +8,7 @@
 
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -153,10 +154,6 @@ __global__ void mergeReverseKernel(const int* pruned, const int* reverse, const 
     for (int r = half; r < degree && m < degree; ++r)
         if (p[r] >= 0 && !contains(o, m, p[r])) o[m++] = p[r];
     for (; m < degree; ++m) o[m] = -1;
-}
-
-unsigned blocksFor(int64_t items, int perBlock) {
-    return unsigned((items + perBlock - 1) / perBlock);
 }
 
 }  // namespace

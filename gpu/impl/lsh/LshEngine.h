@@ -11,6 +11,7 @@
 #include "faiss_ext/gpu/GpuCuckooHashTable.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
 
 #include <cuda_runtime.h>
 
@@ -21,9 +22,6 @@
 namespace faiss_ext {
 namespace gpu {
 namespace lsh_impl {
-
-/// Blocks of `threads` threads covering n items.
-inline unsigned blocksFor(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
 /// Copies host data into a DeviceVector (allocating it).
 template <typename T>
