@@ -40,6 +40,19 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 
 bool isPow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
+/// count values at src (device memory of `device`) on the host.
+template <typename T>
+std::vector<T> copyToHost(GpuResources* res, int device, const T* src, size_t count) {
+    std::vector<T> out(count);
+    if (count == 0) return out;
+    DeviceScope scope(device);
+    cudaStream_t stream = res->getDefaultStream(device);
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemcpyAsync(out.data(), src, sizeof(T) * count, cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return out;
+}
+
 /// Smallest itopk: below 32 (the buffer's size) only the first itopk entries
 /// of the buffer are expanded.
 constexpr int kMinItopk = 16;
@@ -333,26 +346,14 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
 
 std::vector<int> GpuIndexSearchGraph::getSearchGraph() const {
     auto lock = lockOps_();
-    std::vector<int> out(size_t(ntotal) * sConfig_.graphDegree);
-    if (out.empty()) return out;
-    DeviceScope scope(config_.device);
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(out.data(), graph_->ids.data(), sizeof(int) * out.size(),
-                                         cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return out;
+    return copyToHost(resources_.get(), config_.device, graph_->ids.data(),
+                      size_t(ntotal) * sConfig_.graphDegree);
 }
 
 std::vector<int> GpuIndexSearchGraph::getEntryPoints() const {
     auto lock = lockOps_();
-    std::vector<int> out(graph_->entryIds.size());
-    if (out.empty()) return out;
-    DeviceScope scope(config_.device);
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(out.data(), graph_->entryIds.data(),
-                                         sizeof(int) * out.size(), cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return out;
+    return copyToHost(resources_.get(), config_.device, graph_->entryIds.data(),
+                      graph_->entryIds.size());
 }
 
 std::vector<int> GpuIndexSearchGraph::getKnnGraph() const {
@@ -383,16 +384,9 @@ void GpuIndexSearchGraph::copyTo(faiss::IndexHNSWFlat* index) const {
                            kWho, index->d, int(index->metric_type), d, int(metric_type));
     auto flat = dynamic_cast<faiss::IndexFlat*>(index->storage);
     FAISS_THROW_IF_NOT_FMT(flat, "%s::copyTo: the twin's storage must be an IndexFlat", kWho);
-    std::vector<float> xs(size_t(ntotal) * d);
+    std::vector<float> xs =
+        copyToHost(resources_.get(), config_.device, knn_->getVectorsDevice(), size_t(ntotal) * d);
     std::vector<int> g = getSearchGraph();
-    if (ntotal > 0) {
-        DeviceScope scope(config_.device);
-        cudaStream_t stream = resources_->getDefaultStream(config_.device);
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(xs.data(), knn_->getVectorsDevice(),
-                                             sizeof(float) * xs.size(), cudaMemcpyDeviceToHost,
-                                             stream));
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
     index->reset();
     flat->add(ntotal, xs.data());
     fillHnswLevels(index->hnsw, g, ntotal, sConfig_.graphDegree, sConfig_.seed);
