@@ -37,6 +37,8 @@ const char* kUsage =
     "  --entry-seeds LIST  sampled entry points per query (default 8)\n"
     "  --runs N          timed runs, median reported (default 7)\n"
     "  --latency N       single-query searches for the latency (default 200)\n"
+    "  --latency-blocks LIST  blocks per query of extra single-query runs, each\n"
+    "                    reported with its recall (0: automatic; default none)\n"
     "  --write-dir DIR   write base.fbin, query.fbin, gt.ivecs for the anchors\n";
 
 struct Data {
@@ -134,20 +136,46 @@ double recallOf(const Context& c, const std::vector<int64_t>& I) {
     return recallAtK(q.n, c.k, I.data(), c.k, c.gt.data(), c.k, l2, false);
 }
 
-/// Median single-query latency (seconds) over the first queries.
+/// Single-query searches of the first queries: the median latency and the
+/// recall of their results.
+struct SingleQuery {
+    double seconds = 0;
+    double recall = 0;
+};
+
 template <typename Index>
-double latency(const Context& c, const Index& index, const faiss::SearchParameters* params) {
-    int64_t m = std::min<int64_t>(c.latencyQueries, c.data.queries.n);
-    std::vector<float> D(c.k);
-    std::vector<int64_t> I(c.k);
+SingleQuery singleQueries(const Context& c, const Index& index,
+                          const faiss::SearchParameters* params) {
+    const Matrix& q = c.data.queries;
+    int64_t m = std::min<int64_t>(c.latencyQueries, q.n);
+    std::vector<float> D(size_t(m) * c.k);
+    std::vector<int64_t> I(size_t(m) * c.k);
     std::vector<double> t;
     for (int64_t i = 0; i < m; ++i) {
         double t0 = nowSeconds();
-        index.search(1, c.data.queries.x.data() + size_t(i) * c.data.queries.d, c.k, D.data(),
-                     I.data(), params);
+        index.search(1, q.x.data() + size_t(i) * q.d, c.k, D.data() + size_t(i) * c.k,
+                     I.data() + size_t(i) * c.k, params);
         t.push_back(nowSeconds() - t0);
     }
-    return median(t);
+    const Matrix& b = c.data.base;
+    auto l2 = [&](int64_t qi, int64_t id) {
+        double s = 0;
+        for (int j = 0; j < b.d; ++j) {
+            double d = double(q.x[size_t(qi) * q.d + j]) - b.x[size_t(id) * b.d + j];
+            s += d * d;
+        }
+        return s;
+    };
+    SingleQuery r;
+    r.seconds = median(t);
+    r.recall = recallAtK(m, c.k, I.data(), c.k, c.gt.data(), c.k, l2, false);
+    return r;
+}
+
+/// Median single-query latency (seconds) over the first queries.
+template <typename Index>
+double latency(const Context& c, const Index& index, const faiss::SearchParameters* params) {
+    return singleQueries(c, index, params).seconds;
 }
 
 void runExact(Context& c, gpu::StandardGpuResources& res) {
@@ -227,6 +255,29 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                                             .text()
                                             .c_str());
                     std::fflush(stdout);
+                    for (int64_t blocks : parseIntList(a.get("latency-blocks", ""))) {
+                        sp.blocksPerQuery = int(blocks);
+                        SingleQuery one = singleQueries(c, index, &sp);
+                        sp.blocksPerQuery = 0;
+                        JsonLine p1;
+                        p1.integer("itopk", itopk)
+                            .integer("search_width", w)
+                            .integer("entry_seeds", es)
+                            .integer("fp16", half)
+                            .integer("blocks_per_query", blocks)
+                            .integer("graph_degree", cfg.graphDegree)
+                            .integer("knn_degree", cfg.knnDegree);
+                        std::printf("%s\n", line(c, "ours:graph-nq1")
+                                                .raw("params", p1.text())
+                                                .num("latency_ms_nq1", one.seconds * 1e3)
+                                                .num("recall_nq1", one.recall)
+                                                .integer("nq1_queries",
+                                                         std::min<int64_t>(c.latencyQueries, q.n))
+                                                .str("git", c.git)
+                                                .text()
+                                                .c_str());
+                        std::fflush(stdout);
+                    }
                 }
 }
 
@@ -244,7 +295,8 @@ int main(int argc, char** argv) {
         Args a(argc, argv, {"help", "git"});
         if (a.printedHelpOrGit(kUsage)) return 0;
         a.checkKnown({"data", "nb", "nq", "k", "fmnist-dir", "degrees", "fp16", "itopk", "width",
-                      "entry-seeds", "runs", "latency", "write-dir", "help", "git"});
+                      "entry-seeds", "runs", "latency", "latency-blocks", "write-dir", "help",
+                      "git"});
         Context c;
         double t0 = nowSeconds();
         c.data = loadData(a);

@@ -817,6 +817,32 @@ def ann_best(rows, method, target):
                             and r.get("params", {}).get("entry_seeds", 1) != 0)
 
 
+def ann_single_query(rows):
+    """The lowest single-query latency whose recall over the same single-query
+    searches reaches 0.95, automatic blocks per query and one block per query
+    (ours:graph-nq1 lines); older runs, without them, give the batch recall's
+    setting."""
+    one = [r for r in rows if r["method"] == "ours:graph-nq1" and r.get("recall_nq1") is not None]
+    if not one:
+        lat = ann_best(rows, "ours:graph", 0.95)
+        if lat and lat.get("latency_ms_nq1"):
+            return [f"Single query at recall >= 0.95 ({ann_label(lat)}): {lat['latency_ms_nq1']:.3f} ms.\n"]
+        return []
+    parts = []
+    for blocks, name in ((0, "blocks per query chosen by batch size (16 at nq 1)"), (1, "one block per query")):
+        ok = [r for r in one if r["params"].get("blocks_per_query") == blocks and r["recall_nq1"] >= 0.95]
+        if not ok:
+            parts.append(f"{name}: recall 0.95 not reached")
+            continue
+        r = min(ok, key=lambda r: r["latency_ms_nq1"])
+        p = r["params"]
+        parts.append(f"{name}: {r['latency_ms_nq1']:.3f} ms at recall {r['recall_nq1']:.3f} "
+                     f"(SGraph{p.get('graph_degree')} itopk {p.get('itopk')})")
+    n = one[0].get("nq1_queries", "")
+    return [f"Single query (median of {n} one-query searches, recall over them) at recall >= 0.95: "
+            + "; ".join(parts) + ".\n"]
+
+
 def ann_tables(rows, plots_dir, rel_plots, make_plots):
     """Per data set: fastest setting reaching each recall target for our graph
     search, FAISS GPU IVF-Flat and FAISS CPU HNSW, our exact index, build times,
@@ -859,9 +885,7 @@ def ann_tables(rows, plots_dir, rel_plots, make_plots):
                 else:
                     parts.append(f"{b['method'][:-6]} {b['seconds']:.2f} s")
             out.append("Builds: " + "; ".join(parts) + ".\n")
-        lat = ann_best(d, "ours:graph", 0.95)
-        if lat and lat.get("latency_ms_nq1"):
-            out.append(f"Single query at recall >= 0.95 ({ann_label(lat)}): {lat['latency_ms_nq1']:.3f} ms.\n")
+        out.extend(ann_single_query(d))
         if make_plots:
             name = f"ann_{ds}.png"
             ann_plot(d, ds, os.path.join(plots_dir, name))

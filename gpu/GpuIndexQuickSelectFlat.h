@@ -15,14 +15,14 @@
 //   index.search(nq, xq, k, D, I);
 #pragma once
 
+#include <faiss/IndexFlat.h>
+
+#include <memory>
+
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuIndex.h"
 #include "faiss_ext/gpu/GpuSelect.h"
-
-#include <faiss/IndexFlat.h>
-
-#include <memory>
 
 namespace faiss_ext {
 namespace gpu {
@@ -49,7 +49,7 @@ class FlatStorage;
 
 /// Exact k-NN on the GPU with GEMM distances and quick multi-select.
 class GpuIndexQuickSelectFlat : public GpuIndex {
-public:
+  public:
     /// An empty index of dimension dims (> 0) for `metric`.
     GpuIndexQuickSelectFlat(GpuResourcesProvider* provider, int dims,
                             FlatMetric metric = FlatMetric::L2,
@@ -120,13 +120,18 @@ public:
     SelectAlgo resolveSelectAlgo(int64_t nq, int64_t k,
                                  const faiss::SearchParameters* params = nullptr) const;
 
-protected:
+  protected:
+    // The search graph searches its entry-point sample with queries that are
+    // already on the device, finite and prepared: through searchImpl_,
+    // without the public search's checks and synchronisation.
+    friend class GpuIndexSearchGraph;
+
     void addImpl_(idx_t n, const float* x) override;
     bool addImplAcceptsHost_() const override { return true; }
     void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
                      const faiss::SearchParameters* params) const override;
 
-private:
+  private:
     void init_();
 
     FlatMetric flatMetric_;

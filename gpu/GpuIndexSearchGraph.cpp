@@ -53,6 +53,21 @@ std::vector<T> copyToHost(GpuResources* res, int device, const T* src, size_t co
     return out;
 }
 
+/// Blocks per query when the user leaves it to us: one for batches that
+/// fill the GPU (a block per query, at least one per SM); for smaller ones
+/// enough blocks to give every SM about two (at most 16, and as many as the
+/// merge can take at k rounded up to `mergeWidth`).
+int autoBlocksPerQuery(int device, int64_t nq, int mergeWidth) {
+    int sms = 0;
+    FAISS_EXT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    constexpr int kAutoMaxBlocks = 16;
+    int blocks = 1;
+    while (blocks < kAutoMaxBlocks && int64_t(2 * blocks) * nq <= 2 * int64_t(sms) &&
+           2 * blocks * mergeWidth <= graph::kMaxMergedResults)
+        blocks <<= 1;
+    return blocks;
+}
+
 /// Smallest itopk: below 32 (the buffer's size) only the first itopk entries
 /// of the buffer are expanded.
 constexpr int kMinItopk = 16;
@@ -141,6 +156,77 @@ GpuIndexSearchGraphConfig withDegree(GpuIndexSearchGraphConfig c, int R) {
     return c;
 }
 
+/// The beam search of one call, every knob resolved.
+struct ResolvedSearch {
+    graph::BeamSearchParams beam;
+    int entrySeeds = 0;
+    bool half = false;
+};
+
+/// The index's defaults (config) overridden by params (validated) for
+/// n queries at k on `device`, with no zeros left.
+ResolvedSearch resolveSearch(const GpuIndexSearchGraphConfig& config, int device, int64_t n,
+                             int64_t k, const faiss::SearchParameters* params) {
+    ResolvedSearch r;
+    graph::BeamSearchParams& p = r.beam;
+    r.entrySeeds = config.entrySeeds;
+    r.half = config.fp16Traversal;
+    p.itopk = config.itopk;
+    p.searchWidth = config.searchWidth;
+    p.maxIterations = config.maxIterations;
+    p.seedRounds = config.seedRounds;
+    p.seed = config.seed;
+    int blocks = config.blocksPerQuery;
+    if (params) {
+        auto sp = dynamic_cast<const SearchParametersSearchGraph*>(params);
+        FAISS_THROW_IF_NOT_FMT(sp, "%s::search: params must be SearchParametersSearchGraph", kWho);
+        FAISS_THROW_IF_NOT_FMT(
+            sp->itopk >= 0 && sp->itopk <= graph::kMaxItopk && sp->searchWidth >= 0 &&
+                sp->searchWidth <= graph::kMaxSearchWidth &&
+                sp->searchWidth * config.graphDegree <= 1024 && sp->maxIterations >= 0 &&
+                sp->minIterations >= 0 && sp->seedRounds >= 0,
+            "%s::search: itopk %d (<= %d), searchWidth %d (<= %d, x degree "
+            "<= 1024), maxIterations %d, minIterations %d, seedRounds %d must "
+            "be >= 0",
+            kWho, sp->itopk, graph::kMaxItopk, sp->searchWidth, graph::kMaxSearchWidth,
+            sp->maxIterations, sp->minIterations, sp->seedRounds);
+        if (sp->itopk) p.itopk = sp->itopk;
+        if (sp->searchWidth) p.searchWidth = sp->searchWidth;
+        if (sp->maxIterations) p.maxIterations = sp->maxIterations;
+        if (sp->seedRounds) p.seedRounds = sp->seedRounds;
+        FAISS_THROW_IF_NOT_FMT(sp->entrySeeds >= -1 && sp->entrySeeds <= 128,
+                               "%s::search: entrySeeds = %d must be in [-1, 128]", kWho,
+                               sp->entrySeeds);
+        if (sp->entrySeeds >= 0) r.entrySeeds = sp->entrySeeds;
+        FAISS_THROW_IF_NOT_FMT(
+            sp->fp16 >= -1 && sp->fp16 <= 1 && (sp->fp16 != 1 || config.fp16Traversal),
+            "%s::search: fp16 = %d must be -1, 0 or 1 (1 needs an index "
+            "built with fp16Traversal)",
+            kWho, sp->fp16);
+        if (sp->fp16 >= 0) r.half = sp->fp16 == 1;
+        FAISS_THROW_IF_NOT_FMT(
+            sp->blocksPerQuery >= 0 && sp->blocksPerQuery <= graph::kMaxBlocksPerQuery,
+            "%s::search: blocksPerQuery = %d must be in [0, %d]", kWho, sp->blocksPerQuery,
+            graph::kMaxBlocksPerQuery);
+        if (sp->blocksPerQuery) blocks = sp->blocksPerQuery;
+        p.minIterations = sp->minIterations;
+    }
+    FAISS_THROW_IF_NOT_FMT(k <= graph::kMaxItopk, "%s::search: k = %lld must be <= %d", kWho,
+                           (long long)k, graph::kMaxItopk);
+    int beam = std::max<int>(p.itopk, int(k));
+    p.itopk = nextPow2(std::max(beam, 32));
+    p.expandLimit = beam < 32 ? beam : 0;
+    if (p.maxIterations == 0) p.maxIterations = beam / p.searchWidth + 16;
+    int mergeWidth = nextPow2(std::max<int>(int(k), 32));
+    if (blocks == 0) blocks = autoBlocksPerQuery(device, n, mergeWidth);
+    FAISS_THROW_IF_NOT_FMT(blocks * mergeWidth <= graph::kMaxMergedResults,
+                           "%s::search: blocksPerQuery %d x k (%lld, rounded to %d) must be "
+                           "<= %d",
+                           kWho, blocks, (long long)k, mergeWidth, graph::kMaxMergedResults);
+    p.blocksPerQuery = blocks;
+    return r;
+}
+
 }  // namespace
 
 GpuIndexSearchGraph::GpuIndexSearchGraph(GpuResourcesProvider* provider, int dims,
@@ -183,6 +269,9 @@ void GpuIndexSearchGraph::checkConfig_(const GpuIndexSearchGraphConfig& c) const
     FAISS_THROW_IF_NOT_FMT(c.entryPoints >= 0 && c.entrySeeds >= 0 && c.entrySeeds <= 128,
                            "%s: entryPoints = %d must be >= 0 and entrySeeds = %d in [0, 128]",
                            kWho, c.entryPoints, c.entrySeeds);
+    FAISS_THROW_IF_NOT_FMT(c.blocksPerQuery >= 0 && c.blocksPerQuery <= graph::kMaxBlocksPerQuery,
+                           "%s: blocksPerQuery = %d must be in [0, %d]", kWho, c.blocksPerQuery,
+                           graph::kMaxBlocksPerQuery);
     FAISS_THROW_IF_NOT_FMT(c.maxIterations >= 0 && c.seedRounds >= 1,
                            "%s: maxIterations = %d must be >= 0 and seedRounds = %d >= 1", kWho,
                            c.maxIterations, c.seedRounds);
@@ -266,49 +355,7 @@ void GpuIndexSearchGraph::rebuildEntryPoints_() {
 
 void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
                                       idx_t* labels, const faiss::SearchParameters* params) const {
-    graph::BeamSearchParams p;
-    int perQuery = sConfig_.entrySeeds;
-    bool useHalf = sConfig_.fp16Traversal;
-    p.itopk = sConfig_.itopk;
-    p.searchWidth = sConfig_.searchWidth;
-    p.maxIterations = sConfig_.maxIterations;
-    p.seedRounds = sConfig_.seedRounds;
-    p.seed = sConfig_.seed;
-    if (params) {
-        auto sp = dynamic_cast<const SearchParametersSearchGraph*>(params);
-        FAISS_THROW_IF_NOT_FMT(sp, "%s::search: params must be SearchParametersSearchGraph", kWho);
-        FAISS_THROW_IF_NOT_FMT(
-            sp->itopk >= 0 && sp->itopk <= graph::kMaxItopk && sp->searchWidth >= 0 &&
-                sp->searchWidth <= graph::kMaxSearchWidth &&
-                sp->searchWidth * sConfig_.graphDegree <= 1024 && sp->maxIterations >= 0 &&
-                sp->minIterations >= 0 && sp->seedRounds >= 0,
-            "%s::search: itopk %d (<= %d), searchWidth %d (<= %d, x degree "
-            "<= 1024), maxIterations %d, minIterations %d, seedRounds %d must "
-            "be >= 0",
-            kWho, sp->itopk, graph::kMaxItopk, sp->searchWidth, graph::kMaxSearchWidth,
-            sp->maxIterations, sp->minIterations, sp->seedRounds);
-        if (sp->itopk) p.itopk = sp->itopk;
-        if (sp->searchWidth) p.searchWidth = sp->searchWidth;
-        if (sp->maxIterations) p.maxIterations = sp->maxIterations;
-        if (sp->seedRounds) p.seedRounds = sp->seedRounds;
-        FAISS_THROW_IF_NOT_FMT(sp->entrySeeds >= -1 && sp->entrySeeds <= 128,
-                               "%s::search: entrySeeds = %d must be in [-1, 128]", kWho,
-                               sp->entrySeeds);
-        if (sp->entrySeeds >= 0) perQuery = sp->entrySeeds;
-        FAISS_THROW_IF_NOT_FMT(
-            sp->fp16 >= -1 && sp->fp16 <= 1 && (sp->fp16 != 1 || sConfig_.fp16Traversal),
-            "%s::search: fp16 = %d must be -1, 0 or 1 (1 needs an index "
-            "built with fp16Traversal)",
-            kWho, sp->fp16);
-        if (sp->fp16 >= 0) useHalf = sp->fp16 == 1;
-        p.minIterations = sp->minIterations;
-    }
-    FAISS_THROW_IF_NOT_FMT(k <= graph::kMaxItopk, "%s::search: k = %lld must be <= %d", kWho,
-                           (long long)k, graph::kMaxItopk);
-    int beam = std::max<int>(p.itopk, int(k));
-    p.itopk = nextPow2(std::max(beam, 32));
-    p.expandLimit = beam < 32 ? beam : 0;
-    if (p.maxIterations == 0) p.maxIterations = beam / p.searchWidth + 16;
+    ResolvedSearch r = resolveSearch(sConfig_, config_.device, n, k, params);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
     if (ntotal == 0) {
@@ -321,26 +368,35 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
     graph::EntrySeeds seeds;
     std::unique_ptr<TempBuffer<float>> seedD;
     std::unique_ptr<TempBuffer<int64_t>> seedI;
-    perQuery = entries_ ? std::min<int64_t>(perQuery, entries_->ntotal) : 0;
-    perQuery = std::min(perQuery, std::max(32, p.searchWidth * sConfig_.graphDegree));
+    int perQuery = entries_ ? std::min<int64_t>(r.entrySeeds, entries_->ntotal) : 0;
+    perQuery = std::min(perQuery, std::max(32, r.beam.searchWidth * sConfig_.graphDegree));
     if (perQuery > 0) {
         seedD.reset(
             new TempBuffer<float>(resources_.get(), config_.device, size_t(n) * perQuery, stream));
         seedI.reset(new TempBuffer<int64_t>(resources_.get(), config_.device, size_t(n) * perQuery,
                                             stream));
-        entries_->search(n, q, perQuery, seedD->data(), seedI->data());
+        // the queries are on the device, finite and prepared: the engine
+        // directly, without the public search's checks and synchronisation
+        entries_->searchImpl_(n, q, perQuery, seedD->data(), seedI->data(), nullptr);
         seeds.entryIds = graph_->entryIds.data();
         seeds.rank = seedI->data();
         seeds.perQuery = perQuery;
     }
     graph::SearchVectors vectors;
     vectors.x = knn_->getVectorsDevice();
-    if (useHalf) {
+    if (r.half) {
         vectors.x16 = graph_->x16.data();
         vectors.scale16 = graph_->scale16;
     }
+    size_t perBlockResults = size_t(n) * r.beam.blocksPerQuery * k;
+    bool several = r.beam.blocksPerQuery > 1;
+    TempBuffer<float> blockKeys(resources_.get(), config_.device, several ? perBlockResults : 0,
+                                stream);
+    TempBuffer<int64_t> blockIds(resources_.get(), config_.device, several ? perBlockResults : 0,
+                                 stream);
+    graph::BeamScratch scratch{blockKeys.data(), blockIds.data()};
     graph::beamSearch(stream, vectors, ntotal, d, graph_->ids.data(), sConfig_.graphDegree, ip, q,
-                      n, int(k), p, seeds, distances, labels);
+                      n, int(k), r.beam, seeds, distances, labels, scratch);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

@@ -78,19 +78,30 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     /// re-score the final candidate buffer in FP32: returned distances are
     /// exact FP32 values either way.
     bool fp16Traversal = true;
+    /// Thread blocks searching each query (0..32; 0: chosen per search).
+    /// Several blocks search a query independently from different entry
+    /// points and their results are merged: lower latency and higher
+    /// recall for small batches, where one block per query leaves most of
+    /// the GPU idle (CAGRA's multi-CTA search). Auto (0) uses one block per
+    /// query when the batch has at least as many queries as the GPU has
+    /// SMs, and up to 16 for smaller batches, so results can depend on the
+    /// batch size; set 1 for results that do not.
+    int blocksPerQuery = 0;
 };
 
 /// Per-search knobs of GpuIndexSearchGraph (0: the index's default).
 struct SearchParametersSearchGraph : faiss::SearchParameters {
-    int itopk = 0;          ///< candidate buffer (16..512; raised to >= k; below 32 only
-                            ///< the first itopk entries of a 32-entry buffer are expanded)
-    int searchWidth = 0;    ///< parents per iteration
-    int maxIterations = 0;  ///< iteration limit
-    int minIterations = 0;  ///< iterations before stopping when nothing is left to expand
-    int seedRounds = 0;     ///< rounds of random entry points
-    int entrySeeds = -1;    ///< sampled entry points per query (-1: the index's; 0: none)
-    int fp16 = -1;          ///< 0: score on FP32 vectors; 1: on the FP16 copy (needs
-                            ///< fp16Traversal); -1: the index's setting
+    int itopk = 0;           ///< candidate buffer (16..512; raised to >= k; below 32 only
+                             ///< the first itopk entries of a 32-entry buffer are expanded)
+    int searchWidth = 0;     ///< parents per iteration
+    int maxIterations = 0;   ///< iteration limit
+    int minIterations = 0;   ///< iterations before stopping when nothing is left to expand
+    int seedRounds = 0;      ///< rounds of random entry points
+    int entrySeeds = -1;     ///< sampled entry points per query (-1: the index's; 0: none)
+    int fp16 = -1;           ///< 0: score on FP32 vectors; 1: on the FP16 copy (needs
+                             ///< fp16Traversal); -1: the index's setting
+    int blocksPerQuery = 0;  ///< blocks searching each query (0..32; 0: the index's
+                             ///< setting, whose 0 chooses by batch size)
 };
 
 /// Graph-based approximate k-NN index (GNND k-NN graph, CAGRA-style search
@@ -165,6 +176,7 @@ class GpuIndexSearchGraph : public GpuIndex {
 
   private:
     struct SearchGraphState;
+
     void checkConfig_(const GpuIndexSearchGraphConfig& c) const;
     void rebuildEntryPoints_();
     void fillHalfCopy_();

@@ -14,8 +14,8 @@
 
 #include "bindings.h"
 #include "faiss_ext/Metric.h"
-#include "faiss_ext/index_io.h"
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
+#include "faiss_ext/index_io.h"
 
 namespace faiss_ext {
 namespace python {
@@ -33,6 +33,7 @@ constexpr int kMaxKnnDegree = 256;
 constexpr int kMaxSearchWidth = 31;
 constexpr int kMaxItopk = 512;
 constexpr int kMaxEntrySeeds = 128;
+constexpr int kMaxBlocksPerQuery = 32;  // graph::kMaxBlocksPerQuery
 
 // ---- argument checks (ValueError at the assignment; the C++ constructor and
 // search check them again, with the combinations: knnDegree >= graphDegree,
@@ -61,6 +62,9 @@ int checkMaxIterations(int it) { return checkAtLeast("max_iterations (0: automat
 int checkSeedRounds(int r) { return checkAtLeast("seed_rounds", r, 1); }
 int checkEntryPoints(int e) { return checkAtLeast("entry_points (0: none)", e, 0); }
 int checkEntrySeeds(int e) { return checkIn("entry_seeds", e, 0, kMaxEntrySeeds); }
+int checkBlocksPerQuery(int b) {
+    return checkIn("blocks_per_query (0: by batch size)", b, 0, kMaxBlocksPerQuery);
+}
 
 int checkItopk(int t) {
     checkIn("itopk", t, 16, kMaxItopk);
@@ -84,6 +88,9 @@ int checkParamSeedRounds(int r) { return checkAtLeast("seed_rounds (0: the index
 int checkParamEntrySeeds(int e) {
     return checkIn("entry_seeds (-1: the index's, 0: none)", e, -1, kMaxEntrySeeds);
 }
+int checkParamBlocksPerQuery(int b) {
+    return checkIn("blocks_per_query (0: the index's)", b, 0, kMaxBlocksPerQuery);
+}
 int checkParamFp16(int f) { return checkIn("fp16 (-1: the index's, 0: FP32, 1: FP16)", f, -1, 1); }
 
 std::string configRepr(const GpuIndexSearchGraphConfig& c) {
@@ -95,7 +102,8 @@ std::string configRepr(const GpuIndexSearchGraphConfig& c) {
            ", seed_rounds=" + std::to_string(c.seedRounds) + ", seed=" + std::to_string(c.seed) +
            ", entry_points=" + std::to_string(c.entryPoints) +
            ", entry_seeds=" + std::to_string(c.entrySeeds) +
-           ", fp16_traversal=" + (c.fp16Traversal ? "True" : "False") + ")";
+           ", fp16_traversal=" + (c.fp16Traversal ? "True" : "False") +
+           ", blocks_per_query=" + std::to_string(c.blocksPerQuery) + ")";
 }
 
 void bindConfig(py::module_& m) {
@@ -118,13 +126,16 @@ seed: of the random entry points and the entry-point sample; entry_points:
 size of the entry-point sample (0: random entry points only); entry_seeds:
 sampled nodes each query starts from (0..128); fp16_traversal: score on an
 FP16 copy of the vectors while searching (distances returned are FP32 either
-way); device: the GPU. The C++ spellings (graphDegree, knnDegree, ...) are
+way); blocks_per_query: thread blocks searching each query independently,
+results merged (0..32; 0: one for batches of at least one query per SM, up
+to 16 for smaller ones, so results can depend on the batch size; 1: never);
+device: the GPU. The C++ spellings (graphDegree, knnDegree, ...) are
 aliases.
 )doc");
     cfg.def(py::init([](int device, int graphDegree, int knnDegree,
                         std::optional<gpu::GpuKnnGraphGNNDConfig> knnBuild, int itopk,
                         int searchWidth, int maxIterations, int seedRounds, uint64_t seed,
-                        int entryPoints, int entrySeeds, bool fp16) {
+                        int entryPoints, int entrySeeds, bool fp16, int blocksPerQuery) {
                 Config c;
                 c.device = device;
                 c.graphDegree = checkGraphDegree(graphDegree);
@@ -138,6 +149,7 @@ aliases.
                 c.entryPoints = checkEntryPoints(entryPoints);
                 c.entrySeeds = checkEntrySeeds(entrySeeds);
                 c.fp16Traversal = fp16;
+                c.blocksPerQuery = checkBlocksPerQuery(blocksPerQuery);
                 return c;
             }),
             "device"_a = 0, "graph_degree"_a = defaults.graphDegree,
@@ -145,7 +157,8 @@ aliases.
             "itopk"_a = defaults.itopk, "search_width"_a = defaults.searchWidth,
             "max_iterations"_a = defaults.maxIterations, "seed_rounds"_a = defaults.seedRounds,
             "seed"_a = defaults.seed, "entry_points"_a = defaults.entryPoints,
-            "entry_seeds"_a = defaults.entrySeeds, "fp16_traversal"_a = defaults.fp16Traversal);
+            "entry_seeds"_a = defaults.entrySeeds, "fp16_traversal"_a = defaults.fp16Traversal,
+            "blocks_per_query"_a = defaults.blocksPerQuery);
 
     defCheckedInt(cfg, "graph_degree", "graphDegree", &Config::graphDegree, &checkGraphDegree,
                   "Out-degree of the search graph (1..128; <= knn_degree).");
@@ -163,6 +176,9 @@ aliases.
                   "Size of the entry-point sample (0: random entry points only).");
     defCheckedInt(cfg, "entry_seeds", "entrySeeds", &Config::entrySeeds, &checkEntrySeeds,
                   "Sampled nodes each query starts from (0..128; 0: random only).");
+    defCheckedInt(cfg, "blocks_per_query", "blocksPerQuery", &Config::blocksPerQuery,
+                  &checkBlocksPerQuery,
+                  "Blocks searching each query (0..32; 0: chosen by batch size).");
     cfg.def_readwrite("knn_build", &Config::knnBuild,
                       "GpuKnnGraphGNNDConfig of the k-NN graph build (its device is ignored).")
         .def_readwrite("knnBuild", &Config::knnBuild, "C++ spelling of knn_build.")
@@ -170,8 +186,7 @@ aliases.
                        "Seed of the random entry points and of the entry-point sample.")
         .def_readwrite("fp16_traversal", &Config::fp16Traversal,
                        "Score on an FP16 copy of the vectors while searching (FP32 re-scoring).")
-        .def_readwrite("fp16Traversal", &Config::fp16Traversal,
-                       "C++ spelling of fp16_traversal.")
+        .def_readwrite("fp16Traversal", &Config::fp16Traversal, "C++ spelling of fp16_traversal.")
         .def("__repr__", &configRepr);
 
     using Params = SearchParametersSearchGraph;
@@ -188,11 +203,12 @@ max_iterations: iteration limit; min_iterations: iterations before stopping
 when nothing is left to expand; seed_rounds: rounds of random entry points;
 entry_seeds: sampled entry points per query (-1: the index's, 0: none);
 fp16: 1 scores on the FP16 copy (needs fp16_traversal), 0 on FP32 vectors,
--1 the index's setting. The C++ spellings (searchWidth, ...) are aliases.
+-1 the index's setting; blocks_per_query: blocks searching each query (0: the
+index's setting). The C++ spellings (searchWidth, ...) are aliases.
 )doc");
     params
         .def(py::init([](int itopk, int searchWidth, int maxIterations, int minIterations,
-                         int seedRounds, int entrySeeds, int fp16) {
+                         int seedRounds, int entrySeeds, int fp16, int blocksPerQuery) {
                  Params p;
                  p.itopk = checkParamItopk(itopk);
                  p.searchWidth = checkParamSearchWidth(searchWidth);
@@ -201,10 +217,11 @@ fp16: 1 scores on the FP16 copy (needs fp16_traversal), 0 on FP32 vectors,
                  p.seedRounds = checkParamSeedRounds(seedRounds);
                  p.entrySeeds = checkParamEntrySeeds(entrySeeds);
                  p.fp16 = checkParamFp16(fp16);
+                 p.blocksPerQuery = checkParamBlocksPerQuery(blocksPerQuery);
                  return p;
              }),
              "itopk"_a = 0, "search_width"_a = 0, "max_iterations"_a = 0, "min_iterations"_a = 0,
-             "seed_rounds"_a = 0, "entry_seeds"_a = -1, "fp16"_a = -1)
+             "seed_rounds"_a = 0, "entry_seeds"_a = -1, "fp16"_a = -1, "blocks_per_query"_a = 0)
         .def("__repr__", [](const Params& p) {
             return "SearchParametersSearchGraph(itopk=" + std::to_string(p.itopk) +
                    ", search_width=" + std::to_string(p.searchWidth) +
@@ -212,7 +229,8 @@ fp16: 1 scores on the FP16 copy (needs fp16_traversal), 0 on FP32 vectors,
                    ", min_iterations=" + std::to_string(p.minIterations) +
                    ", seed_rounds=" + std::to_string(p.seedRounds) +
                    ", entry_seeds=" + std::to_string(p.entrySeeds) +
-                   ", fp16=" + std::to_string(p.fp16) + ")";
+                   ", fp16=" + std::to_string(p.fp16) +
+                   ", blocks_per_query=" + std::to_string(p.blocksPerQuery) + ")";
         });
     defCheckedInt(params, "itopk", nullptr, &Params::itopk, &checkParamItopk,
                   "Candidate buffer (0: the index's).");
@@ -223,13 +241,14 @@ fp16: 1 scores on the FP16 copy (needs fp16_traversal), 0 on FP32 vectors,
     defCheckedInt(params, "min_iterations", "minIterations", &Params::minIterations,
                   &checkParamMinIterations,
                   "Iterations before stopping when nothing is left to expand.");
-    defCheckedInt(params, "seed_rounds", "seedRounds", &Params::seedRounds,
-                  &checkParamSeedRounds, "Rounds of random entry points (0: the index's).");
-    defCheckedInt(params, "entry_seeds", "entrySeeds", &Params::entrySeeds,
-                  &checkParamEntrySeeds,
+    defCheckedInt(params, "seed_rounds", "seedRounds", &Params::seedRounds, &checkParamSeedRounds,
+                  "Rounds of random entry points (0: the index's).");
+    defCheckedInt(params, "entry_seeds", "entrySeeds", &Params::entrySeeds, &checkParamEntrySeeds,
                   "Sampled entry points per query (-1: the index's; 0: none).");
     defCheckedInt(params, "fp16", nullptr, &Params::fp16, &checkParamFp16,
                   "1: score on the FP16 copy; 0: on FP32 vectors; -1: the index's setting.");
+    defCheckedInt(params, "blocks_per_query", "blocksPerQuery", &Params::blocksPerQuery,
+                  &checkParamBlocksPerQuery, "Blocks searching each query (0: the index's).");
 }
 
 /// A graph of the index (getSearchGraph or getKnnGraph, called without the
@@ -245,9 +264,9 @@ py::array_t<int32_t> graphArray(const GpuIndexSearchGraph& self,
         g = (self.*get)();
     }
     if (g.size() != size_t(n) * size_t(cols)) {
-        throw std::runtime_error(std::string(what) + ": the graph holds " +
-                                 std::to_string(g.size()) + " ids for ntotal = " +
-                                 std::to_string(n) + " x " + std::to_string(cols));
+        throw std::runtime_error(
+            std::string(what) + ": the graph holds " + std::to_string(g.size()) +
+            " ids for ntotal = " + std::to_string(n) + " x " + std::to_string(cols));
     }
     return vectorToNumpy(std::move(g), {n, cols});
 }
@@ -297,12 +316,12 @@ GpuIndexSearchGraphConfig. An add needs more than knn_degree vectors in all.
 The CPU twin is a faiss.IndexHNSWFlat whose level 0 is the search graph
 (efSearch = itopk): faiss.write_index and FAISS's CPU search work on it.
 )doc");
-    cls.def(py::init([](gpu::GpuResourcesProvider* res, int d, const py::object& metric,
-                        Config config) {
-                const FlatMetric fm = toFlatMetric(metric);
-                return std::make_unique<GpuIndexSearchGraph>(
-                    res, d, fm, config.value_or(GpuIndexSearchGraphConfig()));
-            }),
+    cls.def(py::init(
+                [](gpu::GpuResourcesProvider* res, int d, const py::object& metric, Config config) {
+                    const FlatMetric fm = toFlatMetric(metric);
+                    return std::make_unique<GpuIndexSearchGraph>(
+                        res, d, fm, config.value_or(GpuIndexSearchGraphConfig()));
+                }),
             "res"_a, "d"_a, "metric"_a = FlatMetric::L2, "config"_a = py::none(),
             py::keep_alive<1, 2>())
         .def_property_readonly("graph_degree", &GpuIndexSearchGraph::getGraphDegree,
@@ -345,7 +364,6 @@ out-neighbours of node i (-1: an empty slot, only when ntotal <= graph_degree).
         return std::make_unique<faiss::IndexHNSWFlat>(
             self.d, std::max(1, self.getGraphDegree() / 2), self.metric_type);
     });
-
 }
 
 }  // namespace

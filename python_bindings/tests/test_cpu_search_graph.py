@@ -136,13 +136,17 @@ def test_config_defaults_and_aliases():
     c.search_width = 4
     assert c.graph_degree == 16 and c.searchWidth == 4
     assert "graph_degree=16" in repr(c) and "fp16_traversal=False" in repr(c)
+    assert c.blocks_per_query == 0  # chosen by batch size
+    c.blocksPerQuery = 4
+    assert c.blocks_per_query == 4 and "blocks_per_query=4" in repr(c)
+    assert faiss_ext.GpuIndexSearchGraphConfig(blocks_per_query=1).blocks_per_query == 1
 
 
 @pytest.mark.parametrize("field,value", [
     ("graph_degree", 0), ("graph_degree", 129), ("knn_degree", 0), ("knn_degree", 257),
     ("itopk", 8), ("itopk", 48), ("itopk", 1024), ("search_width", 0), ("search_width", 32),
     ("max_iterations", -1), ("seed_rounds", 0), ("entry_points", -1), ("entry_seeds", -1),
-    ("entry_seeds", 129),
+    ("entry_seeds", 129), ("blocks_per_query", -1), ("blocks_per_query", 33),
 ])
 def test_config_checks_values(field, value):
     c = faiss_ext.GpuIndexSearchGraphConfig()
@@ -167,12 +171,16 @@ def test_search_parameters():
     p.fp16 = True  # a bool is an int
     assert p.fp16 == 1
     assert "itopk=128" in repr(p)
+    assert p.blocks_per_query == 0
+    p = faiss_ext.SearchParametersSearchGraph(blocks_per_query=8)
+    assert p.blocksPerQuery == 8 and "blocks_per_query=8" in repr(p)
 
 
 @pytest.mark.parametrize("field,value", [
     ("itopk", -1), ("itopk", 513), ("search_width", -1), ("search_width", 32),
     ("max_iterations", -1), ("min_iterations", -1), ("seed_rounds", -1), ("entry_seeds", -2),
-    ("entry_seeds", 129), ("fp16", 2), ("fp16", -2),
+    ("entry_seeds", 129), ("fp16", 2), ("fp16", -2), ("blocks_per_query", -1),
+    ("blocks_per_query", 33),
 ])
 def test_search_parameters_check_values(field, value):
     p = faiss_ext.SearchParametersSearchGraph()

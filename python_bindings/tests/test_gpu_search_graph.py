@@ -108,6 +108,30 @@ def test_recall_at_itopk_128(built, xb, xq, truth):
         assert recall_at(I2, I_ref) >= 0.9, p
 
 
+def test_several_blocks_per_query(built, xb, xq, truth):
+    """Small batches: several blocks search each query, results merged."""
+    D_ref, I_ref = truth
+    one = faiss_ext.SearchParametersSearchGraph(itopk=32, blocks_per_query=1)
+    eight = faiss_ext.SearchParametersSearchGraph(itopk=32, blocks_per_query=8)
+    D1, I1 = built.search(xq, K, params=one)
+    D8, I8 = built.search(xq, K, params=eight)
+    r1, r8 = recall_at(I1, I_ref), recall_at(I8, I_ref)
+    print("itopk 32: recall@10 %.4f with one block per query, %.4f with eight" % (r1, r8))
+    assert r8 >= r1 - 0.005
+    for row in I8:
+        assert len(np.unique(row)) == K, "duplicate ids in a row: %s" % row
+    check_sorted(D8)
+    np.testing.assert_allclose(D8, exact_distances(xq, xb, I8), rtol=1e-4, atol=1e-3)
+    # one query at a time: the automatic choice (16 blocks) is deterministic
+    auto = faiss_ext.SearchParametersSearchGraph(itopk=32)
+    Da, Ia = built.search(xq[:1], K, params=auto)
+    Db, Ib = built.search(xq[:1], K, params=auto)
+    np.testing.assert_array_equal(Ia, Ib)
+    with pytest.raises(RuntimeError, match="blocksPerQuery"):
+        built.search(xq[:1], 512, params=faiss_ext.SearchParametersSearchGraph(
+            itopk=512, blocks_per_query=32))
+
+
 def test_results_sorted_at_large_k(built, xq):
     D, I = built.search(xq[:50], 512)
     assert I.shape == (50, 512)

@@ -24,10 +24,10 @@
 
 #include <algorithm>
 
+#include "faiss_ext/gpu/impl/graph/BlockBitonic.cuh"
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
-#include "faiss_ext/gpu/utils/WarpSort.cuh"
 
 namespace faiss_ext {
 namespace gpu {
@@ -36,9 +36,6 @@ namespace graph {
 namespace {
 
 constexpr int kBlockThreads = 128;
-constexpr uint32_t kExpanded = 0x80000000u;
-constexpr uint32_t kIdMask = 0x7FFFFFFFu;
-constexpr uint32_t kNoId = 0x7FFFFFFFu;
 constexpr int kMaxHashSlots = 4096;
 
 /// Candidates per iteration, a power of two.
@@ -65,83 +62,6 @@ Layout layoutFor(const BeamSearchParams& p, int degree, int d) {
     l.slots = beamHashSlots(p, degree);
     l.d4 = (d + 3) / 4;
     return l;
-}
-
-/// (distance, id) order of buffer entries, ignoring the expanded flag.
-__device__ __forceinline__ bool pairBefore(float da, uint32_t ia, float db, uint32_t ib) {
-    return pairLess(da, ia & kIdMask, db, ib & kIdMask);
-}
-
-__device__ __forceinline__ void compareSwap(float* key, uint32_t* id, int i, int j, bool up) {
-    float ki = key[i], kj = key[j];
-    uint32_t ii = id[i], ij = id[j];
-    if (pairBefore(kj, ij, ki, ii) == up) {
-        key[i] = kj;
-        key[j] = ki;
-        id[i] = ij;
-        id[j] = ii;
-    }
-}
-
-/// One compare-exchange of a bitonic network between lanes `stride` apart,
-/// in registers: the lower lane keeps the first of the pair when `up`.
-__device__ __forceinline__ void shuffleCompareSwap(float& k, uint32_t& v, int lane, int stride,
-                                                   bool up) {
-    float ok = __shfl_xor_sync(0xFFFFFFFFu, k, stride);
-    uint32_t ov = __shfl_xor_sync(0xFFFFFFFFu, v, stride);
-    bool lower = (lane & stride) == 0;
-    bool take = lower == up ? pairBefore(ok, ov, k, v) : pairBefore(k, v, ok, ov);
-    if (take) {
-        k = ok;
-        v = ov;
-    }
-}
-
-/// The stages of strides 16 .. 1 of bitonic step `size` (size 0: a whole
-/// sort of each 32-element chunk) over n pairs, each warp taking chunks of
-/// 32 in registers; `ascending` forces every chunk upwards (a merge).
-__device__ void registerStages(float* key, uint32_t* id, int n, int size, bool ascending) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    for (int c = warp; c < n / 32; c += warps) {
-        int i = c * 32 + lane;
-        float k = key[i];
-        uint32_t v = id[i];
-        if (size == 0) {
-            for (int sz = 2; sz <= 32; sz <<= 1)
-                for (int stride = sz >> 1; stride > 0; stride >>= 1)
-                    shuffleCompareSwap(k, v, lane, stride, ascending || (i & sz) == 0);
-        } else {
-            for (int stride = 16; stride > 0; stride >>= 1)
-                shuffleCompareSwap(k, v, lane, stride, ascending || (i & size) == 0);
-        }
-        key[i] = k;
-        id[i] = v;
-    }
-}
-
-/// The stage of stride `stride` (>= 32) of bitonic step `size` in shared
-/// memory (size 0: ascending everywhere, a merge).
-__device__ void sharedStage(float* key, uint32_t* id, int n, int size, int stride) {
-    for (int t = threadIdx.x; t < n / 2; t += blockDim.x) {
-        int i = 2 * t - (t & (stride - 1));
-        compareSwap(key, id, i, i + stride, size == 0 || (i & size) == 0);
-    }
-}
-
-/// Bitonic sort of n (a power of two, >= 32) pairs, ascending, by the whole
-/// block: strides below 32 in registers (warp shuffles, no barrier), the
-/// others in shared memory.
-__device__ void blockBitonicSort(float* key, uint32_t* id, int n) {
-    registerStages(key, id, n, 0, false);
-    __syncthreads();
-    for (int size = 64; size <= n; size <<= 1) {
-        for (int stride = size >> 1; stride >= 32; stride >>= 1) {
-            sharedStage(key, id, n, size, stride);
-            __syncthreads();
-        }
-        registerStages(key, id, n, size, false);
-        __syncthreads();
-    }
 }
 
 /// Merges the sorted candidates (n of them) into the sorted itopk (L): the
@@ -320,18 +240,31 @@ __device__ Shared carve(unsigned char* smem, const Layout& l, int width) {
     return s;
 }
 
-/// Entry points into the candidate buffer: in round 0 the query's own
-/// (nearest sampled nodes) first, then random nodes.
-__device__ void gatherSeeds(Shared& s, int n, int64_t qi, int round, uint64_t seed, int64_t nb,
-                            int slots, const EntrySeeds& es) {
+/// Entry point j of `perQuery` for candidate c of block `b` of `blocks`
+/// searching one query: the blocks split the query's entry points (block b
+/// takes j = b, b + blocks, ...; one when there are fewer than blocks), so
+/// that their searches start in different places. -1: none left.
+__device__ __forceinline__ int entryFor(int c, int b, int blocks, int perQuery) {
+    if (perQuery <= 0) return -1;
+    if (b >= perQuery) return c == 0 ? b % perQuery : -1;
+    int j = b + c * blocks;
+    return j < perQuery ? j : -1;
+}
+
+/// Entry points into the candidate buffer: in round 0 this block's share
+/// of the query's own (nearest sampled nodes) first, then random nodes
+/// (a stream of its own per block).
+__device__ void gatherSeeds(Shared& s, int n, int64_t qi, int b, int blocks, int round,
+                            uint64_t seed, int64_t nb, int slots, const EntrySeeds& es) {
     for (int c = threadIdx.x; c < n; c += blockDim.x) {
         uint32_t id;
-        if (round == 0 && c < es.perQuery) {
-            int64_t r = es.rank[qi * es.perQuery + c];
+        int j = round == 0 ? entryFor(c, b, blocks, es.perQuery) : -1;
+        if (j >= 0) {
+            int64_t r = es.rank[qi * es.perQuery + j];
             id = r < 0 ? kNoId : uint32_t(es.entryIds[r]);
         } else {
-            uint64_t r = mix64(seed ^ (uint64_t(qi) * 0xD1B54A32D192ED03ull) ^
-                                    (uint64_t(round) << 40) ^ uint64_t(c));
+            uint64_t r = mix64(seed ^ (uint64_t(qi) * 0xD1B54A32D192ED03ull) ^ (uint64_t(b) << 52) ^
+                               (uint64_t(round) << 40) ^ uint64_t(c));
             id = uint32_t(r % uint64_t(nb));
         }
         s.cI[c] = id != kNoId && visitOnce(s.table, slots, id, s.hashCount) ? id : kNoId;
@@ -418,10 +351,15 @@ __global__ void __launch_bounds__(kBlockThreads)
                      EntrySeeds es, float* outD, int64_t* outI) {
     extern __shared__ __align__(16) unsigned char smem[];
     Shared s = carve(smem, l, p.searchWidth);
-    int64_t qi = blockIdx.x;
+    // blocksPerQuery blocks search each query, independently (each its own
+    // buffer and visited table), and write their results to rows
+    // blockIdx.x for mergeBlockResults
+    int blocks = p.blocksPerQuery;
+    int64_t qi = blockIdx.x / blocks;
+    int b = int(blockIdx.x % blocks);
     initQuery(s, l, queries + qi * d, d, scale);
     for (int round = 0; round < p.seedRounds; ++round) {
-        gatherSeeds(s, l.cand, qi, round, p.seed, nb, l.slots, es);
+        gatherSeeds(s, l.cand, qi, b, blocks, round, p.seed, nb, l.slots, es);
         __syncthreads();
         scoreAndMerge<kHalf>(s, l, v, d, ip, team);
     }
@@ -448,13 +386,16 @@ __global__ void __launch_bounds__(kBlockThreads)
         __syncthreads();
         blockBitonicSort(s.topK, s.topI, l.itopk);
     }
+    // one block per query: final results (inner product: the stored key is
+    // the negated product); several: keys as they are, for the merge
+    bool direct = blocks == 1;
+    int64_t row = blockIdx.x;
     for (int i = threadIdx.x; i < k; i += blockDim.x) {
         uint32_t id = s.topI[i] & kIdMask;
         bool ok = id != kNoId;
-        // inner product: the stored key is the negated product
         float dv = ok ? s.topK[i] : infinity();
-        outD[qi * k + i] = ip ? -dv : dv;
-        outI[qi * k + i] = ok ? int64_t(id) : -1;
+        outD[row * k + i] = direct && ip ? -dv : dv;
+        outI[row * k + i] = ok ? int64_t(id) : -1;
     }
 }
 
@@ -480,7 +421,8 @@ size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d) {
 
 void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, int d,
                 const int* graph, int degree, bool innerProduct, const float* q, int64_t nq, int k,
-                const BeamSearchParams& p, const EntrySeeds& seeds, float* outD, int64_t* outI) {
+                const BeamSearchParams& p, const EntrySeeds& seeds, float* outD, int64_t* outI,
+                const BeamScratch& scratch) {
     FAISS_THROW_IF_NOT_FMT(p.itopk >= 32 && p.itopk <= kMaxItopk && p.itopk % 32 == 0 &&
                                (p.itopk & (p.itopk - 1)) == 0,
                            "beamSearch: itopk %d must be a power of two in [32, %d]", p.itopk,
@@ -495,6 +437,14 @@ void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, in
         "beamSearch: searchWidth %d not in [1, %d] or searchWidth x degree "
         "%d over 1024",
         p.searchWidth, kMaxSearchWidth, degree);
+    FAISS_THROW_IF_NOT_FMT(
+        p.blocksPerQuery >= 1 && p.blocksPerQuery <= kMaxBlocksPerQuery &&
+            int64_t(p.blocksPerQuery) * nextPow2(std::max(k, 32)) <= kMaxMergedResults,
+        "beamSearch: blocksPerQuery %d not in [1, %d] or blocksPerQuery x "
+        "k (%d) over %d",
+        p.blocksPerQuery, kMaxBlocksPerQuery, k, kMaxMergedResults);
+    FAISS_THROW_IF_NOT_MSG(p.blocksPerQuery == 1 || (scratch.keys && scratch.ids),
+                           "beamSearch: several blocks per query need the scratch arrays");
     FAISS_THROW_IF_NOT_FMT(p.maxIterations >= 1 && p.seedRounds >= 1,
                            "beamSearch: maxIterations %d and seedRounds %d must be >= 1",
                            p.maxIterations, p.seedRounds);
@@ -520,13 +470,18 @@ void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, in
                            seeds.perQuery, l.cand);
     Vectors v{vectors.x, reinterpret_cast<const __half*>(vectors.x16)};
     float scale = half ? vectors.scale16 : 1.f;
-    for (int64_t q0 = 0; q0 < nq; q0 += 65535 * 1024) {
-        int64_t cnt = std::min<int64_t>(nq - q0, 65535 * 1024);
-        kernel<<<unsigned(cnt), kBlockThreads, smem, stream>>>(
+    int blocks = p.blocksPerQuery;
+    float* keys = blocks == 1 ? outD : scratch.keys;
+    int64_t* ids = blocks == 1 ? outI : scratch.ids;
+    int64_t perLaunch = (int64_t(65535) * 1024) / blocks;
+    for (int64_t q0 = 0; q0 < nq; q0 += perLaunch) {
+        int64_t cnt = std::min<int64_t>(nq - q0, perLaunch);
+        kernel<<<unsigned(cnt * blocks), kBlockThreads, smem, stream>>>(
             v, scale, n, d, graph, degree, innerProduct, q + q0 * d, k, l, p, team,
-            shifted(seeds, q0), outD + q0 * k, outI + q0 * k);
+            shifted(seeds, q0), keys + q0 * blocks * k, ids + q0 * blocks * k);
         FAISS_EXT_CUDA_CHECK_LAUNCH();
     }
+    if (blocks > 1) mergeBlockResults(stream, keys, ids, nq, blocks, k, innerProduct, outD, outI);
 }
 
 }  // namespace graph

@@ -27,6 +27,11 @@ constexpr int kMaxSearchDegree = 128;
 constexpr int kMaxSearchWidth = 31;
 /// Largest candidate buffer (itopk) of the beam search.
 constexpr int kMaxItopk = 512;
+/// Largest number of blocks searching one query.
+constexpr int kMaxBlocksPerQuery = 32;
+/// Largest blocksPerQuery x nextPow2(max(k, 32)): the results one block
+/// merges in shared memory.
+constexpr int kMaxMergedResults = 4096;
 
 /// Scratch ints optimizeGraph needs for n nodes at degree `degree`.
 size_t optimizeScratchInts(int64_t n, int degree);
@@ -86,6 +91,18 @@ struct BeamSearchParams {
     int maxIterations = 64;  ///< hard stop (>= 1)
     int seedRounds = 1;      ///< rounds of random entry points (each fills the buffer)
     uint64_t seed = 1234;    ///< random entry points
+    int blocksPerQuery = 1;  ///< blocks searching each query independently (each with
+                             ///< its own buffer, visited table, share of the entry
+                             ///< points and random stream), their results merged: for
+                             ///< small batches, where one block per query leaves the
+                             ///< GPU idle (CAGRA's multi-CTA search, section V-B)
+};
+
+/// Per-block results of a search with blocksPerQuery > 1: nq x
+/// blocksPerQuery x k keys (squared L2 or negated products) and ids.
+struct BeamScratch {
+    float* keys = nullptr;
+    int64_t* ids = nullptr;
 };
 
 /// Visited-table slots the beam search uses for these parameters.
@@ -96,13 +113,24 @@ size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d);
 
 /// Beam search of nq queries (q: nq x d device) over the graph (n x degree
 /// device) of `vectors` (n x d device), starting from the entry points
-/// `seeds` (if any) and random nodes. Distances: squared L2, or the
+/// `seeds` (if any) and random nodes; with p.blocksPerQuery > 1, by that
+/// many blocks per query, whose results (in `scratch`) are merged. Distances: squared L2, or the
 /// negated inner product when innerProduct. outD / outI: nq x k device,
 /// sorted nearest first (inner product: products, largest first), -1 and
 /// +inf (inner product: -inf) padded when fewer than k nodes were reached.
 void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, int d,
                 const int* graph, int degree, bool innerProduct, const float* q, int64_t nq, int k,
-                const BeamSearchParams& p, const EntrySeeds& seeds, float* outD, int64_t* outI);
+                const BeamSearchParams& p, const EntrySeeds& seeds, float* outD, int64_t* outI,
+                const BeamScratch& scratch = {});
+
+/// The k best distinct results of each query from `blocks` lists per query
+/// (keys, ids: nq x blocks x k device, each list sorted, -1 / +inf padded;
+/// a node found by several blocks has the same key in each, as every
+/// block scores the final buffer in FP32 the same way). outD / outI as
+/// beamSearch gives them (inner product: keys negated back). blocks x
+/// nextPow2(max(k, 32)) <= kMaxMergedResults.
+void mergeBlockResults(cudaStream_t stream, const float* keys, const int64_t* ids, int64_t nq,
+                       int blocks, int k, bool innerProduct, float* outD, int64_t* outI);
 
 }  // namespace graph
 }  // namespace gpu
