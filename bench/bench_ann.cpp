@@ -39,6 +39,8 @@ const char* kUsage =
     "  --latency N       single-query searches for the latency (default 200)\n"
     "  --latency-blocks LIST  blocks per query of extra single-query runs, each\n"
     "                    reported with its recall (0: automatic; default none)\n"
+    "  --knn-samples N, --knn-iterations N, --knn-threshold F\n"
+    "                    GNND build of the k-NN graph (default 32, 20, 0.001)\n"
     "  --write-dir DIR   write base.fbin, query.fbin, gt.ivecs for the anchors\n";
 
 struct Data {
@@ -206,6 +208,10 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     gpu::GpuIndexSearchGraphConfig cfg;
     cfg.graphDegree = degree;
     cfg.knnDegree = knnDegree;
+    if (a.has("knn-samples")) cfg.knnBuild.samples = int(a.getInt("knn-samples", 32));
+    if (a.has("knn-iterations")) cfg.knnBuild.maxIterations = int(a.getInt("knn-iterations", 20));
+    if (a.has("knn-threshold"))
+        cfg.knnBuild.terminationThreshold = std::stof(a.get("knn-threshold", "0.001"));
     gpu::GpuIndexSearchGraph index(&res, b.d, FlatMetric::L2, cfg);
     double t0 = nowSeconds();
     index.add(b.n, b.x.data());
@@ -213,6 +219,9 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     JsonLine bp;
     bp.integer("graph_degree", cfg.graphDegree)
         .integer("knn_degree", cfg.knnDegree)
+        .integer("knn_samples", cfg.knnBuild.samples)
+        .integer("knn_iterations", cfg.knnBuild.maxIterations)
+        .num("knn_threshold", cfg.knnBuild.terminationThreshold)
         .num("knn_seconds", index.getKnnBuildSeconds())
         .num("optimize_seconds", index.getOptimizeSeconds());
     std::printf("%s\n", line(c, "ours:graph-build")
@@ -244,7 +253,9 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                         .integer("entry_seeds", es)
                         .integer("fp16", half)
                         .integer("graph_degree", cfg.graphDegree)
-                        .integer("knn_degree", cfg.knnDegree);
+                        .integer("knn_degree", cfg.knnDegree)
+                        .integer("knn_samples", cfg.knnBuild.samples)
+                        .num("knn_threshold", cfg.knnBuild.terminationThreshold);
                     std::printf("%s\n", line(c, "ours:graph")
                                             .raw("params", p.text())
                                             .num("seconds", s)
@@ -296,7 +307,7 @@ int main(int argc, char** argv) {
         if (a.printedHelpOrGit(kUsage)) return 0;
         a.checkKnown({"data", "nb", "nq", "k", "fmnist-dir", "degrees", "fp16", "itopk", "width",
                       "entry-seeds", "runs", "latency", "latency-blocks", "write-dir", "help",
-                      "git"});
+                      "knn-samples", "knn-iterations", "knn-threshold", "git"});
         Context c;
         double t0 = nowSeconds();
         c.data = loadData(a);

@@ -118,7 +118,8 @@ Build options and search defaults of GpuIndexSearchGraph.
 graph_degree: out-degree of the search graph (1..128, default 64);
 knn_degree: degree of the GNND k-NN graph it is pruned from (graph_degree..256,
 default 128); knn_build: a GpuKnnGraphGNNDConfig for that build (its device is
-ignored); itopk: default candidate buffer of search (a power of two in
+ignored; default: GNND's with max_iterations 6, which the search graph needs
+no more than); itopk: default candidate buffer of search (a power of two in
 [16, 512], default 64); search_width: parents expanded per iteration (1..31,
 search_width x graph_degree <= 1024); max_iterations: iteration limit (0:
 itopk / search_width + 16); seed_rounds: rounds of random entry points (>= 1);

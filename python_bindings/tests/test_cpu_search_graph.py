@@ -121,6 +121,9 @@ def test_config_defaults_and_aliases():
             c.seed_rounds, c.seed, c.entry_points, c.entry_seeds, c.fp16_traversal) == \
         (0, 64, 128, 64, 1, 0, 1, 1234, 4096, 8, True)
     assert isinstance(c.knn_build, faiss_ext.GpuKnnGraphGNNDConfig)
+    # the search graph needs fewer NN-Descent iterations than a k-NN graph
+    assert c.knn_build.max_iterations == 6
+    assert faiss_ext.GpuKnnGraphGNNDConfig().max_iterations == 20
     knn = faiss_ext.GpuKnnGraphGNNDConfig(samples=16, max_iterations=5)
     c = faiss_ext.GpuIndexSearchGraphConfig(
         device=1, graph_degree=64, knn_degree=128, knn_build=knn, itopk=256, search_width=2,
