@@ -209,6 +209,10 @@ ResolvedSearch resolveSearch(const GpuIndexSearchGraphConfig& config, int device
             "%s::search: blocksPerQuery = %d must be in [0, %d]", kWho, sp->blocksPerQuery,
             graph::kMaxBlocksPerQuery);
         if (sp->blocksPerQuery) blocks = sp->blocksPerQuery;
+        FAISS_THROW_IF_NOT_FMT(sp->seed >= -1,
+                               "%s::search: seed = %lld must be >= 0 (-1: the index's)", kWho,
+                               (long long)sp->seed);
+        if (sp->seed >= 0) p.seed = uint64_t(sp->seed);
         p.minIterations = sp->minIterations;
     }
     FAISS_THROW_IF_NOT_FMT(k <= graph::kMaxItopk, "%s::search: k = %lld must be <= %d", kWho,

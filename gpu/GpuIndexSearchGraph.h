@@ -114,6 +114,7 @@ struct SearchParametersSearchGraph : faiss::SearchParameters {
                              ///< fp16Traversal); -1: the index's setting
     int blocksPerQuery = 0;  ///< blocks searching each query (0..32; 0: the index's
                              ///< setting, whose 0 chooses by batch size)
+    int64_t seed = -1;       ///< seed of the random entry points (-1: the index's)
 };
 
 /// Graph-based approximate k-NN index (GNND k-NN graph, CAGRA-style search

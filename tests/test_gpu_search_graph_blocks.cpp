@@ -200,6 +200,36 @@ TEST(GpuSearchGraphBlocks, DeterministicAndChosenByBatchSize) {
     EXPECT_EQ(searchWith(four, q, nq, k, 0).I, searchWith(four, q, nq, k, 4).I);
 }
 
+TEST(GpuSearchGraphBlocks, SeedPerSearch) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    int64_t n = test::sized<int64_t>(20000, 3000), nq = 200;
+    int d = 32, k = 10;
+    std::vector<float> x = test::clusteredVectors(n, d, 64, 81);
+    std::vector<float> q = test::clusteredVectors(nq, d, 64, 82);
+    GpuIndexSearchGraph index(&res, d);
+    index.add(n, x.data());
+    auto run = [&](int64_t seed) {
+        SearchParametersSearchGraph sp;
+        sp.itopk = 16;
+        sp.entrySeeds = 0;  // random entry points only: the seed decides them
+        sp.blocksPerQuery = 1;
+        sp.seed = seed;
+        std::vector<float> D(nq * k);
+        std::vector<int64_t> I(nq * k);
+        index.search(nq, q.data(), k, D.data(), I.data(), &sp);
+        return I;
+    };
+    EXPECT_EQ(run(-1), run(int64_t(index.getConfig().seed))) << "-1 is the index's seed";
+    EXPECT_EQ(run(7), run(7));
+    EXPECT_NE(run(7), run(8)) << "another seed, other random entry points";
+    SearchParametersSearchGraph bad;
+    bad.seed = -2;
+    std::vector<float> D(k);
+    std::vector<int64_t> I(k);
+    EXPECT_THROW(index.search(1, q.data(), k, D.data(), I.data(), &bad), faiss::FaissException);
+}
+
 TEST(GpuSearchGraphBlocks, BadSettingsAreRefused) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;

@@ -91,6 +91,11 @@ int checkParamEntrySeeds(int e) {
 int checkParamBlocksPerQuery(int b) {
     return checkIn("blocks_per_query (0: the index's)", b, 0, kMaxBlocksPerQuery);
 }
+int64_t checkParamSeed(int64_t s) {
+    if (s < -1)
+        throw py::value_error("seed must be >= 0 (-1: the index's), got " + std::to_string(s));
+    return s;
+}
 int checkParamFp16(int f) { return checkIn("fp16 (-1: the index's, 0: FP32, 1: FP16)", f, -1, 1); }
 
 std::string configRepr(const GpuIndexSearchGraphConfig& c) {
@@ -205,11 +210,13 @@ when nothing is left to expand; seed_rounds: rounds of random entry points;
 entry_seeds: sampled entry points per query (-1: the index's, 0: none);
 fp16: 1 scores on the FP16 copy (needs fp16_traversal), 0 on FP32 vectors,
 -1 the index's setting; blocks_per_query: blocks searching each query (0: the
-index's setting). The C++ spellings (searchWidth, ...) are aliases.
+index's setting); seed: of the random entry points (-1: the index's). The C++
+spellings (searchWidth, ...) are aliases.
 )doc");
     params
         .def(py::init([](int itopk, int searchWidth, int maxIterations, int minIterations,
-                         int seedRounds, int entrySeeds, int fp16, int blocksPerQuery) {
+                         int seedRounds, int entrySeeds, int fp16, int blocksPerQuery,
+                         int64_t seed) {
                  Params p;
                  p.itopk = checkParamItopk(itopk);
                  p.searchWidth = checkParamSearchWidth(searchWidth);
@@ -219,10 +226,12 @@ index's setting). The C++ spellings (searchWidth, ...) are aliases.
                  p.entrySeeds = checkParamEntrySeeds(entrySeeds);
                  p.fp16 = checkParamFp16(fp16);
                  p.blocksPerQuery = checkParamBlocksPerQuery(blocksPerQuery);
+                 p.seed = checkParamSeed(seed);
                  return p;
              }),
              "itopk"_a = 0, "search_width"_a = 0, "max_iterations"_a = 0, "min_iterations"_a = 0,
-             "seed_rounds"_a = 0, "entry_seeds"_a = -1, "fp16"_a = -1, "blocks_per_query"_a = 0)
+             "seed_rounds"_a = 0, "entry_seeds"_a = -1, "fp16"_a = -1, "blocks_per_query"_a = 0,
+             "seed"_a = -1)
         .def("__repr__", [](const Params& p) {
             return "SearchParametersSearchGraph(itopk=" + std::to_string(p.itopk) +
                    ", search_width=" + std::to_string(p.searchWidth) +
@@ -231,7 +240,8 @@ index's setting). The C++ spellings (searchWidth, ...) are aliases.
                    ", seed_rounds=" + std::to_string(p.seedRounds) +
                    ", entry_seeds=" + std::to_string(p.entrySeeds) +
                    ", fp16=" + std::to_string(p.fp16) +
-                   ", blocks_per_query=" + std::to_string(p.blocksPerQuery) + ")";
+                   ", blocks_per_query=" + std::to_string(p.blocksPerQuery) +
+                   ", seed=" + std::to_string(p.seed) + ")";
         });
     defCheckedInt(params, "itopk", nullptr, &Params::itopk, &checkParamItopk,
                   "Candidate buffer (0: the index's).");
@@ -250,6 +260,10 @@ index's setting). The C++ spellings (searchWidth, ...) are aliases.
                   "1: score on the FP16 copy; 0: on FP32 vectors; -1: the index's setting.");
     defCheckedInt(params, "blocks_per_query", "blocksPerQuery", &Params::blocksPerQuery,
                   &checkParamBlocksPerQuery, "Blocks searching each query (0: the index's).");
+    params.def_property(
+        "seed", [](const Params& p) { return p.seed; },
+        [](Params& p, int64_t s) { p.seed = checkParamSeed(s); },
+        "Seed of the random entry points (-1: the index's).");
 }
 
 /// A graph of the index (getSearchGraph or getKnnGraph, called without the

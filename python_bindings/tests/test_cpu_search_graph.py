@@ -177,13 +177,16 @@ def test_search_parameters():
     assert p.blocks_per_query == 0
     p = faiss_ext.SearchParametersSearchGraph(blocks_per_query=8)
     assert p.blocksPerQuery == 8 and "blocks_per_query=8" in repr(p)
+    assert p.seed == -1
+    p.seed = 99
+    assert faiss_ext.SearchParametersSearchGraph(seed=5).seed == 5 and "seed=99" in repr(p)
 
 
 @pytest.mark.parametrize("field,value", [
     ("itopk", -1), ("itopk", 513), ("search_width", -1), ("search_width", 32),
     ("max_iterations", -1), ("min_iterations", -1), ("seed_rounds", -1), ("entry_seeds", -2),
     ("entry_seeds", 129), ("fp16", 2), ("fp16", -2), ("blocks_per_query", -1),
-    ("blocks_per_query", 33),
+    ("blocks_per_query", 33), ("seed", -2),
 ])
 def test_search_parameters_check_values(field, value):
     p = faiss_ext.SearchParametersSearchGraph()
