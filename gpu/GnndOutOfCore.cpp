@@ -1,6 +1,7 @@
 #include "faiss_ext/gpu/GnndOutOfCore.h"
 
 #include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/gnnd/FileBuildProgress.h"
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
@@ -45,6 +46,50 @@ File openFile(const std::string& path, const char* mode, const char* who = "gnnd
                            mode[0] == 'r' ? "read" : "write", std::strerror(errno));
     return f;
 }
+
+/// The directory part of a file path ("." when there is none).
+std::string dirOf(const std::string& path) {
+    size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// List length of a file build when the config leaves it to us: twice k,
+/// rounded up to a multiple of 32, at most the largest (GnndFileBuildOptions).
+int fileBuildDegree(int k) {
+    return std::max(std::min(gnnd::kMaxBuildDegree, (2 * k + 31) / 32 * 32), (k + 31) / 32 * 32);
+}
+
+/// An output file written under a temporary name beside its final one and
+/// renamed when complete (commit); removed if it never is.
+class PendingOutput {
+public:
+    explicit PendingOutput(const std::string& path)
+            : path_(path), temp_(path + ".partial"), file_(openFile(temp_, "wb")) {}
+    ~PendingOutput() {
+        if (!committed_) {
+            file_.reset();
+            std::remove(temp_.c_str());
+        }
+    }
+    FILE* get() const { return file_.get(); }
+    /// Closes the file (checking that every byte reached it) and gives it its name.
+    void commit() {
+        FILE* f = file_.release();
+        const bool closed = std::fclose(f) == 0;
+        if (!closed) std::remove(temp_.c_str());
+        FAISS_THROW_IF_NOT_FMT(closed, "gnndBuildFromFile: cannot write '%s' (disk full?)",
+                               temp_.c_str());
+        FAISS_THROW_IF_NOT_FMT(std::rename(temp_.c_str(), path_.c_str()) == 0,
+                               "gnndBuildFromFile: cannot rename '%s' to '%s': %s", temp_.c_str(),
+                               path_.c_str(), std::strerror(errno));
+        committed_ = true;
+    }
+
+private:
+    std::string path_, temp_;
+    File file_;
+    bool committed_ = false;
+};
 
 /// Host memory available now: MemAvailable of /proc/meminfo, else the free
 /// physical pages.
@@ -401,7 +446,7 @@ public:
             res_.push_back(res);
         }
         const auto& c = opt.config;
-        K_ = gnnd::resolveBuildDegree(k, c.buildDegree);
+        K_ = gnnd::resolveBuildDegree(k, c.buildDegree > 0 ? c.buildDegree : fileBuildDegree(k));
         params_ = gnnd::makeParams(c, K_, toFaissMetric(metric) == faiss::METRIC_INNER_PRODUCT,
                                    opt.verbose);
         d_ = file.d();
@@ -410,8 +455,7 @@ public:
                                (long long)n_, k);
         chooseShardSize_();
         workDir_ = opt.workDir;
-        size_t slash = graphPath.find_last_of('/');
-        outDir_ = slash == std::string::npos ? "." : graphPath.substr(0, slash);
+        outDir_ = dirOf(graphPath);
         if (workDir_.empty()) workDir_ = outDir_;
         // every shard in host memory when it fits the budget
         const size_t need = size_t(n_) * (sizeof(float) * d_ + 2 * (sizeof(int) + sizeof(float)) * K_);
@@ -428,11 +472,15 @@ public:
         rep.shardSize = S_;
         rep.shards = nShards_;
         rep.inHostMemory = shards_->inRam();
+        rep.buildDegree = K_;
+        progress_.reset(new gnnd::FileBuildProgress(nShards_, nShards_ * (nShards_ - 1) / 2,
+                                                    int(devices_.size()), opt_.verbose));
         // probe the output's directory (and the work directory when shard
         // files are used) before any GPU work; the output itself is not
         // touched before the graph is complete
         probeDir_(outDir_);
         if (!shards_->inRam() && workDir_ != outDir_) probeDir_(workDir_);
+        if (!opt_.distancesPath.empty()) probeDir_(dirOf(opt_.distancesPath));
         try {
             auto tb = Clock::now();
             std::vector<int> distinct;
@@ -456,6 +504,7 @@ public:
         }
         shards_->removeFiles();
         rep.totalSeconds = since(t0);
+        rep.steps = progress_->steps();
         if (opt_.verbose) {
             std::printf("gnndBuildFromFile: %lld x %d, %d shards of %lld (%s), %d merges: build "
                         "%.2f s, merges %.2f s, total %.2f s\n",
@@ -584,12 +633,7 @@ private:
                 if (!shards_->inRam()) cur.x.clear();
                 writing = std::async(std::launch::async,
                                      [this, s = std::move(cur)]() mutable { shards_->save(s, true); });
-                if (opt_.verbose) {
-                    std::printf("gnndBuildFromFile: GPU %d built shard %d/%d (%lld vectors) in "
-                                "%.2f s\n",
-                                wk->device, i + 1, nShards_, (long long)shards_->rows(i), since(t));
-                    std::fflush(stdout);
-                }
+                progress_->shardBuilt(i, wk->device, shards_->rows(i), since(t));
                 i = j;
                 if (j < nShards_) cur = pre.get();
             }
@@ -642,11 +686,10 @@ private:
             FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(streams[0]));
         }
         if (opt_.verbose) {
-            std::printf("gnndBuildFromFile: %lld vectors built as one shard split over %zu GPUs in "
-                        "%.2f s\n",
-                        (long long)s.n, G, since(t));
+            std::printf("gnndBuildFromFile: one shard split over %zu GPUs:\n", G);
             std::fflush(stdout);
         }
+        progress_->shardBuilt(0, distinct[0], s.n, since(t));
         if (!shards_->inRam()) s.x.clear();
         shards_->save(s, false);
     }
@@ -655,7 +698,6 @@ private:
         if (nShards_ < 2) return 0;
         auto rounds = mergeRounds(nShards_);
         std::atomic<int> done(0);
-        int total = nShards_ * (nShards_ - 1) / 2;
         size_t W = devices_.size();
         std::vector<std::unique_ptr<ShardWorker>> workers(W);
         for (auto& pairs : rounds) {
@@ -703,13 +745,8 @@ private:
                     writes.push_back(std::async(std::launch::async, [this, s = std::move(b)]() mutable {
                         shards_->save(s, false);
                     }));
-                    int dn = ++done;
-                    if (opt_.verbose) {
-                        std::printf("gnndBuildFromFile: GPU %d merged shards %d and %d (%d/%d) in "
-                                    "%.2f s\n",
-                                    wk.device, mine[t].first, mine[t].second, dn, total, since(tm));
-                        std::fflush(stdout);
-                    }
+                    ++done;
+                    progress_->pairMerged(mine[t].first, mine[t].second, wk.device, since(tm));
                 }
                 for (auto& f : writes) f.get();  // the round's graphs are on disk
             });
@@ -718,9 +755,9 @@ private:
     }
 
     void writeOutput_() {
-        File g = openFile(graphPath_, "wb");
-        File dfile;
-        if (!opt_.distancesPath.empty()) dfile = openFile(opt_.distancesPath, "wb");
+        PendingOutput g(graphPath_);
+        std::unique_ptr<PendingOutput> dfile;
+        if (!opt_.distancesPath.empty()) dfile.reset(new PendingOutput(opt_.distancesPath));
         bool ip = params_.innerProduct;
         std::vector<int> row(size_t(k_) + 1);
         std::vector<float> drow(size_t(k_) + 1);
@@ -743,11 +780,14 @@ private:
                         drow[1 + j] = ip ? -v : v;
                     }
                     FAISS_THROW_IF_NOT_FMT(
-                            std::fwrite(drow.data(), 4, drow.size(), dfile.get()) == drow.size(),
+                            std::fwrite(drow.data(), 4, drow.size(), dfile->get()) == drow.size(),
                             "gnndBuildFromFile: cannot write '%s'", opt_.distancesPath.c_str());
                 }
             }
         }
+        // the distances first: the graph's name appears only when all is written
+        if (dfile) dfile->commit();
+        g.commit();
     }
 
     const VectorFile& file_;
@@ -766,6 +806,7 @@ private:
     std::string workDir_;
     std::string outDir_;
     std::unique_ptr<ShardStore> shards_;
+    std::unique_ptr<gnnd::FileBuildProgress> progress_;
     std::atomic<bool> failed_{false};
 };
 

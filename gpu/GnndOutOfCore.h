@@ -31,7 +31,14 @@ enum class VectorFileFormat : int {
 /// Options of gnndBuildFromFile.
 struct GnndFileBuildOptions {
     /// Build parameters (samples, iterations, threshold, buildDegree, seed).
-    /// config.device is ignored: see devices.
+    /// config.device is ignored: see devices. buildDegree 0 here means
+    /// twice k rounded up to a multiple of 32 (at most 1024), not k rounded
+    /// up as in memory: every GGM merge starts its cross-shard search from
+    /// random samples, and the longer lists keep the candidates that later
+    /// merges would otherwise have to find again (the GNND paper builds with
+    /// a larger pool than it keeps). Measured on an H100, 1M x 128, k 32,
+    /// recall@10: 8 shards 0.985 at degree 32, 1.000 at 64, in 1.7x the time
+    /// (docs/gnnd.md).
     GpuKnnGraphGNNDConfig config;
     /// Devices to use (empty: {0}). A device may be listed twice (two workers).
     std::vector<int> devices;
@@ -60,10 +67,23 @@ struct GnndFileBuildOptions {
     /// first device while the others wait. 10M x 128 on two H200: 1.55x the
     /// one-GPU file build (docs/benchmarks.md).
     bool splitOneShard = true;
-    /// Print progress (shards built, pairs merged, times).
+    /// Print progress: each shard built and each pair merged, its time, the
+    /// time elapsed and an estimate of the time left (also in the report).
     bool verbose = false;
     /// Also write the distances as an fvecs file (empty: none).
     std::string distancesPath;
+};
+
+/// One step of a file build: a shard built, or two shards merged.
+struct GnndFileBuildStep {
+    enum Kind : int { ShardBuild = 0, Merge = 1 };
+    Kind kind = ShardBuild;
+    int shardA = -1;           ///< the shard built, or the first of the pair
+    int shardB = -1;           ///< the second of the pair (merges)
+    int device = 0;            ///< where it ran
+    double seconds = 0;        ///< how long it took
+    double finishedAt = 0;     ///< seconds from the start of the build to its end
+    double secondsLeft = 0;    ///< the estimate, then, of the time left
 };
 
 /// What a file build did.
@@ -78,12 +98,16 @@ struct GnndFileBuildReport {
     double totalSeconds = 0;  ///< the whole build, I/O included
     bool inHostMemory = false;  ///< shards kept in host memory (else shard files)
     int buildDevices = 1;       ///< devices one shard's build was split over (splitOneShard)
+    int buildDegree = 0;        ///< list length while building and merging
+    std::vector<GnndFileBuildStep> steps;  ///< every build and merge, in the order they ended
 };
 
 /// Builds the k-NN graph (degree k, metric L2 or inner product / cosine /
 /// Pearson) of the vectors in `vectorsPath` and writes it to `graphPath` as
 /// an ivecs file (per vector: int32 k, then the k neighbour ids, closest
-/// first). `providers` gives the resources per entry of options.devices (one
+/// first). The graph (and the distances) are written under temporary names
+/// beside the outputs and renamed when complete, so a build that fails
+/// leaves no partial output (an older file of that name stays as it was). `providers` gives the resources per entry of options.devices (one
 /// provider is used for every device when it holds a single entry). For
 /// RawFloat32, d is required; for Fvecs it is read from the file (and d, when
 /// > 0, must match).

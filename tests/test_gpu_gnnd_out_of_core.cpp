@@ -54,6 +54,9 @@ TEST(GpuGnndOutOfCore, FileBuildMatchesInMemoryBuild) {
         res.setDeviceMemoryLimit(limit);
         GnndFileBuildOptions opt;
         opt.workDir = tmp.path;
+        // lists of 32 as in memory (the limit above is sized for them; the
+        // file build's default of 2k is covered by test_gpu_gnnd_out_of_core_quality)
+        opt.config.buildDegree = 32;
         const std::string out = tmp.file("graph_limit.ivecs");
         const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
                 {&res}, fv, VectorFileFormat::Fvecs, 0, k, FlatMetric::L2, out, opt);

@@ -734,8 +734,13 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
     graphs go (default: next to graph_path). ``distances_path``: also write
     the distances as fvecs. Returns a dict: n, d, shard_size, shards, merges,
     build_seconds, merge_seconds, total_seconds, in_host_memory,
-    build_devices (devices that built the one shard together, else 1). The GIL is
-    released meanwhile.
+    build_devices (devices that built the one shard together, else 1),
+    build_degree (list length while building and merging: by default twice k,
+    rounded up to 32), steps (one dict per shard build and merge, in the order
+    they ended: kind "shard_build" or "merge", shard_a, shard_b, device,
+    seconds, finished_at, seconds_left: the estimate of the time left then).
+    ``verbose`` prints each step with that estimate. The graph is written under
+    a temporary name and renamed when complete. The GIL is released meanwhile.
     """
     if not isinstance(metric, FlatMetric):
         metric = int(metric)

@@ -99,6 +99,20 @@ py::dict reportToDict(const GnndFileBuildReport& r) {
     d["total_seconds"] = r.totalSeconds;
     d["in_host_memory"] = r.inHostMemory;
     d["build_devices"] = r.buildDevices;
+    d["build_degree"] = r.buildDegree;
+    py::list steps;
+    for (const auto& st : r.steps) {
+        py::dict e;
+        e["kind"] = st.kind == gpu::GnndFileBuildStep::Merge ? "merge" : "shard_build";
+        e["shard_a"] = st.shardA;
+        e["shard_b"] = st.shardB;
+        e["device"] = st.device;
+        e["seconds"] = st.seconds;
+        e["finished_at"] = st.finishedAt;
+        e["seconds_left"] = st.secondsLeft;
+        steps.append(e);
+    }
+    d["steps"] = steps;
     return d;
 }
 

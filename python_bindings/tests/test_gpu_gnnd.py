@@ -357,6 +357,16 @@ def test_build_from_file_takes_a_list_of_resources(res, xb, tmp_path):
         tmp_path / "g.ivecs", devices=[0], shard_size=1500)
     assert report["n"] == 3000 and report["shards"] >= 2
     assert report["in_host_memory"] is True
+    # progress: one step per shard build and per merge, each merge a distinct pair
+    steps = report["steps"]
+    builds = [s for s in steps if s["kind"] == "shard_build"]
+    merges = [(s["shard_a"], s["shard_b"]) for s in steps if s["kind"] == "merge"]
+    assert len(builds) == report["shards"] and len(merges) == report["merges"]
+    assert len(set(merges)) == len(merges)
+    assert all(s["seconds"] >= 0 and s["seconds_left"] >= 0 for s in steps)
+    assert steps[-1]["seconds_left"] == 0
+    assert report["build_degree"] == max(32, (2 * K + 31) // 32 * 32)
+    assert not any(p.name.endswith(".partial") for p in tmp_path.iterdir())
     # host_memory_bytes=0: shard files, the same graph quality
     files = faiss_ext.gnnd_build_from_file(
         [res], vectors, faiss_ext.VectorFileFormat.FVECS, D_DIM, K, FM.L2,

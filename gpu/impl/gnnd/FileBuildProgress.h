@@ -1,0 +1,50 @@
+// Progress of gnndBuildFromFile (GnndOutOfCore.h): every shard build and
+// every merge is recorded as a step, with the time it took, when it ended,
+// and the estimate of the time then left; with `verbose` each step is also
+// printed. The estimate: the steps left of each kind times the mean time of
+// that kind so far (a merge, before the first one ends, counted as twice a
+// shard build: it joins two shards), divided by the workers. Thread safe
+// (the workers of a build report from their own threads).
+#pragma once
+
+#include "faiss_ext/gpu/GnndOutOfCore.h"
+
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+namespace faiss_ext {
+namespace gpu {
+namespace gnnd {
+
+class FileBuildProgress {
+public:
+    /// A build of `shards` shards and `merges` merges on `workers` workers.
+    FileBuildProgress(int shards, int merges, int workers, bool verbose);
+
+    /// Shard `shard` (`rows` vectors) was built on `device` in `seconds`.
+    void shardBuilt(int shard, int device, int64_t rows, double seconds);
+
+    /// Shards a and b were merged on `device` in `seconds`.
+    void pairMerged(int a, int b, int device, double seconds);
+
+    /// The steps so far, in the order they ended.
+    std::vector<GnndFileBuildStep> steps() const;
+
+private:
+    double elapsed_() const;
+    double secondsLeft_() const;
+    void record_(GnndFileBuildStep s, const char* what);
+
+    const int shards_, merges_, workers_;
+    const bool verbose_;
+    const std::chrono::steady_clock::time_point t0_;
+    mutable std::mutex mutex_;
+    std::vector<GnndFileBuildStep> steps_;
+    int built_ = 0, merged_ = 0;
+    double buildSeconds_ = 0, mergeSeconds_ = 0;
+};
+
+}  // namespace gnnd
+}  // namespace gpu
+}  // namespace faiss_ext
