@@ -214,6 +214,7 @@ TEST(GpuSearchGraphBlocks, SeedPerSearch) {
         sp.itopk = 16;
         sp.entrySeeds = 0;  // random entry points only: the seed decides them
         sp.blocksPerQuery = 1;
+        sp.maxIterations = 1;  // and, one step from them, the results
         sp.seed = seed;
         std::vector<float> D(nq * k);
         std::vector<int64_t> I(nq * k);
