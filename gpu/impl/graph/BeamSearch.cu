@@ -263,8 +263,12 @@ __device__ void gatherSeeds(Shared& s, int n, int64_t qi, int b, int blocks, int
             int64_t r = es.rank[qi * es.perQuery + j];
             id = r < 0 ? kNoId : uint32_t(es.entryIds[r]);
         } else {
-            uint64_t r = mix64(seed ^ (uint64_t(qi) * 0xD1B54A32D192ED03ull) ^ (uint64_t(b) << 52) ^
-                               (uint64_t(round) << 40) ^ uint64_t(c));
+            // the seed and the query mixed first: seeds that differ only in
+            // the bits the candidate index c reaches would otherwise draw the
+            // same nodes, permuted
+            uint64_t stream = mix64(mix64(seed) ^ (uint64_t(qi) * 0xD1B54A32D192ED03ull));
+            uint64_t r =
+                mix64(stream ^ (uint64_t(b) << 52) ^ (uint64_t(round) << 40) ^ uint64_t(c));
             id = uint32_t(r % uint64_t(nb));
         }
         s.cI[c] = id != kNoId && visitOnce(s.table, slots, id, s.hashCount) ? id : kNoId;
