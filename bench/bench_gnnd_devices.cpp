@@ -207,9 +207,10 @@ int main(int argc, char** argv) {
                          "{\"bench\": \"gnnd_devices\", \"gpu\": \"%s\", \"gpus_present\": %d, "
                          "\"mode\": \"%s\", \"devices\": \"%s\", \"n\": %lld, \"d\": %d, \"k\": %d, "
                          "\"build_degree\": %d, \"shards\": %d, \"build_s\": %.4f, \"merge_s\": %.4f, "
-                         "\"total_s\": %.4f, \"recall_at_10\": %.5f}\n",
+                         "\"total_s\": %.4f, \"recall_at_10\": %.5f, "
+                         "\"dataset\": \"clustered-1000-centres\", \"git\": \"%s\"}\n",
                          prop.name, ng, mode.c_str(), devs.c_str(), (long long)N, D, k, buildDegree,
-                         nShards, build, merge, total, recall);
+                         nShards, build, merge, total, recall, faiss_ext::bench::gitCommit().c_str());
             std::fflush(jf);
         }
     };
@@ -277,8 +278,7 @@ int main(int argc, char** argv) {
             std::string mode = rep.inHostMemory ? "file+host" : "file+shards";
             if (rep.buildDevices > 1) mode += "+split";
             record(mode, name, rep.buildSeconds, rep.mergeSeconds, rep.totalSeconds,
-                   recallAt10(rows, gt, G.data(), gk), rep.shards,
-                   fileDegree ? fileDegree : (k + 31) / 32 * 32);
+                   recallAt10(rows, gt, G.data(), gk), rep.shards, rep.buildDegree);
         } catch (const std::exception& e) {
             std::printf("devices {%s}: FAILED: %s\n", name.c_str(), e.what());
             status = 1;
