@@ -46,7 +46,7 @@ SETTING_KEYS = ["sweep", "note", "depth", "tree_depth", "L", "n_tables", "M", "n
 def setting_identity(r):
     """The setting of a line (lsh suite: its `setting` field or its setting parameters; ann suite: all
     its parameters but timings); None elsewhere."""
-    if r.get("suite") == "ann":
+    if r.get("suite") in ("ann", "ann-device-queries"):
         p = r.get("params") or {}
         return tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted(p.items()) if not k.endswith("seconds"))
     if r.get("suite") != "lsh":
@@ -843,6 +843,19 @@ def ann_single_query(rows):
             + "; ".join(parts) + ".\n"]
 
 
+def ann_device_query_table(rows):
+    """Graph search timed with queries and results in device memory beside the
+    same setting with host arrays (one run)."""
+    out = ["q/s with queries and results in device memory (`bench_ann --device-queries`) and, from the "
+           "same run, with host arrays in and out; nq 10,000, k 10.\n",
+           "| data | setting | recall@10 | q/s, device arrays | q/s, host arrays |", "|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r.get('dataset')} | {ann_label(dict(r, method='ours:graph'))} | {r['recall']:.4f} | "
+                   f"{fmt_qps(r['qps'])} | {fmt_qps(r.get('qps_host_arrays'))} |")
+    out.append("")
+    return out
+
+
 def ann_tables(rows, plots_dir, rel_plots, make_plots):
     """Per data set: fastest setting reaching each recall target for our graph
     search, FAISS GPU IVF-Flat and FAISS CPU HNSW, our exact index, build times,
@@ -968,6 +981,9 @@ def main():
         elif s == "ann":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += ann_tables(srows, out_dir, ".", make_plots)
+        elif s == "ann-device-queries":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
+            gen += ann_device_query_table(srows)
         else:
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen.append("| " + " | ".join(["dataset", "method", "nb", "d", "nq", "k", "q/s", "s", "recall"]) + " |")
