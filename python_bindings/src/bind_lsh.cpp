@@ -1,9 +1,10 @@
 // Bi-level LSH (Pan & Manocha): the CPU twin faiss_ext::IndexBiLevelLSH,
 // GpuIndexBiLevelLSH, their build configuration, the GPU options and the
-// per-search parameters. The twin is our own type: python3-faiss cannot hold
-// it (faiss.write_index refuses it), so it stays a faiss_ext object, saved by
-// faiss_ext.write_index / serialize_index; faiss_ext/__init__.py adds
-// to_index_flat() (the stored vectors as a faiss.IndexFlatL2).
+// per-search parameters. The twin is our own type, a faiss.Index in Python
+// (faiss_ext/__init__.py gives it its proxy class) that FAISS's wrappers
+// take, but FAISS 1.7.3's writer does not know it: faiss_ext.write_index /
+// serialize_index save it; faiss_ext/__init__.py adds to_index_flat() (the
+// stored vectors as a faiss.IndexFlatL2).
 #include <faiss/impl/FaissException.h>
 #include <pybind11/stl.h>
 
