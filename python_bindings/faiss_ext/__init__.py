@@ -128,7 +128,8 @@ __version__ = "0.1.0"
 # ---- our classes as faiss.Index / faiss.SearchParameters proxies ----
 
 _IndexBase = proxy_class(_C.NativeIndex, faiss.Index, _index_proxy.MEMBERS)
-_SearchParametersBase = proxy_class(_C.NativeSearchParameters, faiss.SearchParameters)
+_SearchParametersBase = proxy_class(_C.NativeSearchParameters, faiss.SearchParameters,
+                                    {"__repr__": lambda self: repr(self.__dict__["_native"])})
 
 GpuIndexQuickSelectFlat = proxy_class(_C.GpuIndexQuickSelectFlat, faiss.Index)
 GpuKnnGraphGNND = proxy_class(_C.GpuKnnGraphGNND, faiss.Index)

@@ -9,9 +9,11 @@ native object's C++ ``faiss::Index``. Since the process holds one FAISS
 and wrapper: ``faiss.IndexIDMap(ours)``, ``faiss.IndexShards``,
 ``faiss.IndexRefineFlat``, ``faiss.write_index`` (for what FAISS can write)
 dispatch to our C++ overrides. The proxy owns the native object (FAISS's
-wrappers keep the proxy alive through ``referenced_objects``); attributes the
-proxy class lacks are looked up on the native object, with our proxies
-unwrapped on the way in and wrapped on the way out.
+wrappers keep the proxy alive through ``referenced_objects``). The native
+class's own methods and properties (knn_graph, get_graph, config fields...)
+are forwarded by the proxy class, with our proxies unwrapped on the way in and
+wrapped on the way out; where FAISS's class has the same name, FAISS's (or
+the proxy's ``members``) win.
 """
 
 import functools
@@ -78,8 +80,7 @@ def _wrapping(method):
 
 
 class NativeProxy:
-    """Mixin of every proxy class: construction, attribute delegation to the
-    native object, identity in repr."""
+    """Base of every proxy class: made like its native class, shown as ours."""
 
     _native_class = None
 
@@ -88,38 +89,51 @@ class NativeProxy:
         kwargs = {k: unwrap(v) for k, v in kwargs.items()}
         _attach(self, self._native_class(*args, **kwargs))
 
-    def __getattr__(self, name):
-        # only reached for names that neither the proxy class nor FAISS's
-        # class has: the native object's methods and properties
-        native = self.__dict__.get("_native")
-        if native is None or name.startswith("__"):
-            raise AttributeError(name)
-        value = getattr(native, name)
-        if callable(value) and not isinstance(value, type):
-            return _wrapping(value)
-        return wrap(value)
 
-    def __setattr__(self, name, value):
-        native = self.__dict__.get("_native")
-        if (native is not None and not hasattr(type(self), name) and name not in self.__dict__
-                and hasattr(native, name)):
-            setattr(native, name, unwrap(value))
-        else:
-            object.__setattr__(self, name, value)
+def _forward_method(name, doc):
+    def method(self, *args, **kwargs):
+        return _wrapping(getattr(self.__dict__["_native"], name))(*args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = doc
+    return method
 
-    def __dir__(self):
-        names = set(super().__dir__())
-        native = self.__dict__.get("_native")
-        if native is not None:
-            names.update(n for n in dir(native) if not n.startswith("_"))
-        return sorted(names)
+
+def _forward_property(name, prop):
+    def get(self):
+        return wrap(getattr(self.__dict__["_native"], name))
+
+    def set_(self, value):
+        setattr(self.__dict__["_native"], name, unwrap(value))
+    return property(get, set_ if prop.fset is not None else None, doc=prop.__doc__)
+
+
+def _forwarded_members(native_cls, faiss_base, taken):
+    """Class-level forwarders for the public methods, static methods and
+    properties that native_cls defines (itself and its pybind11 bases) and
+    that neither faiss_base nor ``taken`` has."""
+    forwarded = {}
+    for klass in native_cls.__mro__:
+        if klass.__module__ != _C.__name__:
+            continue  # pybind11's own base classes, object
+        for name, attr in vars(klass).items():
+            if (name.startswith("_") or name in forwarded or name in taken
+                    or hasattr(faiss_base, name)):
+                continue
+            if isinstance(attr, property):
+                forwarded[name] = _forward_property(name, attr)
+            elif isinstance(attr, staticmethod):
+                forwarded[name] = staticmethod(_wrapping(attr.__func__))
+            elif callable(attr):
+                forwarded[name] = _forward_method(name, getattr(attr, "__doc__", None))
+    return forwarded
 
 
 def proxy_class(native_cls, faiss_base, members=None):
     """The proxy class of ``native_cls``: a ``faiss_base`` (faiss.Index or
     faiss.SearchParameters) subclass named as ``native_cls``, with
     ``members`` (methods that take precedence over FAISS's: argument checks,
-    torch / CuPy inputs, pickling)."""
+    torch / CuPy inputs, pickling) and forwarders to the native class's own
+    methods and properties."""
     namespace = {
         "_native_class": native_cls,
         "__doc__": native_cls.__doc__,
@@ -127,16 +141,15 @@ def proxy_class(native_cls, faiss_base, members=None):
         "__qualname__": native_cls.__name__,
     }
     namespace.update(members or {})
-    bases = [NativeProxy]
-    # a proxy of a derived native class derives from its base's proxy (a
-    # GpuIndexSearchGraph proxy is not a GpuKnnGraphGNND one, but both are
-    # faiss.Index)
+    namespace.update(_forwarded_members(native_cls, faiss_base, namespace))
+    # a proxy of a derived native class derives from its base's proxy (all
+    # our index proxies from the NativeIndex one, which holds the members
+    # common to our indexes)
+    bases = (NativeProxy, faiss_base)
     for klass in native_cls.__mro__[1:]:
         if klass in _PROXY_CLASSES:
-            bases = [_PROXY_CLASSES[klass]]
+            bases = (_PROXY_CLASSES[klass],)
             break
-    else:
-        bases.append(faiss_base)
-    cls = type(native_cls.__name__, tuple(bases), namespace)
+    cls = type(native_cls.__name__, bases, namespace)
     _PROXY_CLASSES[native_cls] = cls
     return cls

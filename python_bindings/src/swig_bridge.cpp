@@ -66,14 +66,26 @@ bool isBoundHere(const faiss::Index& index) {
            py::detail::get_type_info(typeid(index)) != nullptr;
 }
 
-/// The FAISS proxy of index's most derived FAISS class, not owning it.
-py::object faissProxy(faiss::Index* index) {
-    // A proxy typed faiss::Index *, then FAISS's own downcast_index picks the
-    // proxy class (it knows which classes its Python module has).
+/// The FAISS proxy of index's most derived FAISS class, owning index when
+/// own is set.
+py::object faissProxy(faiss::Index* index, bool own) {
+    // A proxy typed faiss::Index *, then FAISS's own downcast_index tells the
+    // most derived class it has a proxy class for (it knows its module's
+    // classes; our own C++ subclasses of them get their FAISS base).
     PyObject* base = SWIG_NewPointerObj(index, swigType("faiss::Index *"), 0);
     if (!base) throw py::error_already_set();
     py::object baseProxy = py::reinterpret_steal<py::object>(base);
-    return py::module_::import("faiss").attr("downcast_index")(baseProxy);
+    py::object derived = py::module_::import("faiss").attr("downcast_index")(baseProxy);
+    if (!own) return derived;
+    // An owning proxy must be created owning: SWIG 4.1 counts a reference to
+    // its type table for every object created owning and drops one when an
+    // owning object dies, so flipping `thisown` afterwards would unbalance
+    // the count and let the type table be freed under python3-faiss.
+    SwigPyObject* swigThis = SWIG_Python_GetSwigThis(derived.ptr());
+    if (!swigThis) throw std::runtime_error("faiss.downcast_index returned no SWIG proxy");
+    PyObject* owning = SWIG_NewPointerObj(swigThis->ptr, swigThis->ty, SWIG_POINTER_OWN);
+    if (!owning) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(owning);
 }
 
 }  // namespace
@@ -123,8 +135,7 @@ py::object indexToPython(std::unique_ptr<faiss::Index> index) {
     if (isBoundHere(*index)) {
         return py::cast(index.release(), py::return_value_policy::take_ownership);
     }
-    py::object proxy = faissProxy(index.get());
-    proxy.attr("this").attr("own")(true);
+    py::object proxy = faissProxy(index.get(), true);
     index.release();  // the proxy deletes it now
     return proxy;
 }
@@ -132,7 +143,7 @@ py::object indexToPython(std::unique_ptr<faiss::Index> index) {
 py::object indexReferenceToPython(faiss::Index* index) {
     if (!index) return py::none();
     if (isBoundHere(*index)) return py::cast(index, py::return_value_policy::reference);
-    return faissProxy(index);
+    return faissProxy(index, false);
 }
 
 void checkSharedFaiss() {
