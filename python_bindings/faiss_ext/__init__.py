@@ -374,7 +374,7 @@ def deserialize_index(data, io_flags=0):
 
 # ---- GPU indexes <-> their CPU twins, on the very FAISS objects ----
 
-def _twin_copies(cls, twin_name, extra_doc):
+def _twin_copies(cls, twin_name, extra_doc, same_d_and_metric):
     def copy_from(self, index):
         """Replaces the contents of this GPU index by those of its CPU twin
         ``index`` (a faiss.%s%s), read in place; raises TypeError for other
@@ -392,6 +392,10 @@ def _twin_copies(cls, twin_name, extra_doc):
         if index is None:
             return wrap(self._native._copy_to(None))
         _check_index(index)
+        if same_d_and_metric and (index.d != self.d or index.metric_type != self.metric_type):
+            raise ValueError("copy_to: the faiss.%s has d=%d, metric %d; this index has d=%d, "
+                             "metric %d" % (twin_name, index.d, index.metric_type, self.d,
+                                            self.metric_type))
         self._native._copy_to(index)
         return index
 
@@ -403,13 +407,13 @@ def _twin_copies(cls, twin_name, extra_doc):
 
 _twin_copies(GpuIndexQuickSelectFlat, "IndexFlat",
              " (L2 or IP; the metric is taken from it), or the cosine / Pearson twin made "
-             "by index_gpu_to_cpu")
+             "by index_gpu_to_cpu", False)
 _twin_copies(GpuKnnGraphGNND, "IndexNNDescentFlat",
              ": its vectors, its K as our degree, and its final_graph when built; else the "
-             "graph is built on the GPU")
+             "graph is built on the GPU", True)
 _twin_copies(GpuIndexSearchGraph, "IndexHNSWFlat",
              " over an IndexFlat whose level-0 degree is our graph_degree: its vectors and "
-             "its level-0 graph become ours, the k-NN graph is rebuilt on the GPU")
+             "its level-0 graph become ours, the k-NN graph is rebuilt on the GPU", True)
 
 
 def _gnnd_to_index_nsg(self, R=32):

@@ -14,6 +14,7 @@ guards the same calls in faiss_ext::IndexNNDescentFlatChecked.
 """
 
 import faiss
+import numpy as np
 
 
 def _wrapped_chain(index):
@@ -110,6 +111,17 @@ def _guarded_reconstruct_n(self, n0, ni, *args, **kwargs):
     return type(self)._faiss_ext_base.reconstruct_n(self, n0, ni, *args, **kwargs)
 
 
+def _guarded_reduce(self):
+    # the guarded class is made at run time (pickle cannot name it): pickle
+    # as FAISS's serialised form, unpickled into a guarded object again
+    return unpickle_guarded, (faiss.serialize_index(self).tobytes(),)
+
+
+def unpickle_guarded(data):
+    """A pickled guarded index: FAISS's serialised form, read by FAISS."""
+    return guard(faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8)))
+
+
 _GUARDED_CLASSES = {}
 
 
@@ -130,6 +142,7 @@ def guard(index):
             "add_with_ids": _guarded_add_with_ids,
             "reconstruct": _guarded_reconstruct,
             "reconstruct_n": _guarded_reconstruct_n,
+            "__reduce__": _guarded_reduce,
         })
         _GUARDED_CLASSES[cls] = guarded
     index.__class__ = guarded

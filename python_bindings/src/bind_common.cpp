@@ -107,8 +107,10 @@ FlatMetric toFlatMetric(const py::handle& metric) {
         std::string(py::str(py::type::handle_of(metric).attr("__name__"))));
 }
 
-std::string indexTypeName(const faiss::Index& index) {
-    const char* mangled = typeid(index).name();
+std::string indexTypeName(const faiss::Index& index) { return demangledTypeName(typeid(index)); }
+
+std::string demangledTypeName(const std::type_info& type) {
+    const char* mangled = type.name();
     int status = 0;
     std::unique_ptr<char, void (*)(void*)> demangled(
         abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);

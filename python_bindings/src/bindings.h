@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "faiss_ext/Metric.h"
@@ -80,6 +81,9 @@ void defCheckedInt(Cls& cls, const char* name, const char* alias, int T::*field,
 
 /// The dynamic C++ type of an index, demangled ("faiss::IndexFlat").
 std::string indexTypeName(const faiss::Index& index);
+
+/// A C++ type's name, demangled.
+std::string demangledTypeName(const std::type_info& type);
 
 /// Binds faiss::Index as the generic `Index` wrapper, and SearchParameters.
 void bindIndex(py::module_& m);

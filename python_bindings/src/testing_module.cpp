@@ -139,6 +139,14 @@ PYBIND11_MODULE(_faiss_ext_testing, m) {
         "index_type_name",
         [](const py::handle& index) { return fp::indexTypeName(fp::indexArgument(index, "index")); },
         "index"_a, "The dynamic C++ type of a Python index, demangled.");
+    m.def(
+        "search_parameters_type_name",
+        [](const py::handle& params) {
+            const faiss::SearchParameters* p = fp::searchParametersArgument(params, "params");
+            if (!p) throw py::value_error("params is None");
+            return fp::demangledTypeName(typeid(*p));
+        },
+        "params"_a, "The dynamic C++ type of a Python search parameters object, demangled.");
     m.def("search_pipeline", &fp::searchPipeline, "wrapper"_a, "description"_a, "d"_a,
           "metric"_a, "xt"_a, "xb"_a, "ids"_a, "xq"_a, "k"_a, "res"_a = nullptr,
           "device"_a = -1,
