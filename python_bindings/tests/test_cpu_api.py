@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import faiss_ext
-from knn_check import assert_knn_equal, random_data
+from knn_check import random_data
 
 
 def _native_flat(rng, n=100, d=8, metric=faiss.METRIC_L2):
