@@ -526,7 +526,7 @@ void bindCloner(py::module_& m) {
             return indexToPython(std::move(out));
         },
         "res"_a, "device"_a, "index"_a, "options"_a = nullptr, py::keep_alive<0, 1>(),
-        "index_cpu_to_gpu on a faiss_ext.Index (use faiss_ext.index_cpu_to_gpu).");
+        "index_cpu_to_gpu of any faiss.Index (use faiss_ext.index_cpu_to_gpu).");
     py::class_<gpu::GpuMultipleClonerOptions, gpu::GpuClonerOptions>(
         m, "GpuMultipleClonerOptions",
         "Options of index_cpu_to_gpu_multiple: GpuClonerOptions and shard.")
@@ -565,7 +565,7 @@ void bindCloner(py::module_& m) {
             return result;
         },
         "resources"_a, "devices"_a, "index"_a, "options"_a = nullptr,
-        "index_cpu_to_gpu_multiple on a faiss_ext.Index (use "
+        "index_cpu_to_gpu_multiple of any faiss.Index (use "
         "faiss_ext.index_cpu_to_gpu_multiple).");
     m.def(
         "_index_gpu_to_cpu",
@@ -578,7 +578,7 @@ void bindCloner(py::module_& m) {
             }
             return indexToPython(std::move(out));
         },
-        "index"_a, "index_gpu_to_cpu to a faiss_ext.Index (use faiss_ext.index_gpu_to_cpu).");
+        "index"_a, "index_gpu_to_cpu of any faiss.Index (use faiss_ext.index_gpu_to_cpu).");
 }
 
 }  // namespace
