@@ -4,7 +4,10 @@
 // our classes (swig_bridge.h), so users see faiss.Index objects.
 #include <faiss/Index.h>
 
+#include <cuda_runtime.h>
+
 #include "bindings.h"
+#include "faiss_ext/gpu/GpuIndex.h"
 #include "swig_bridge.h"
 
 namespace faiss_ext {
@@ -82,10 +85,24 @@ py::tuple search(const faiss::Index& self, const py::handle& x, idx_t k,
     return py::make_tuple(distances, labels);
 }
 
+/// Waits for the work a GPU index queued on its stream: a search with device
+/// inputs and outputs returns as soon as its kernels are queued, and the
+/// caller's library (torch, CuPy) reads the results on its own stream.
+void waitForIndexStream(const faiss::Index& index) {
+    auto gpuIndex = dynamic_cast<const gpu::GpuIndex*>(&index);
+    if (!gpuIndex) return;
+    cudaStream_t stream = gpuIndex->getResources()->getDefaultStream(gpuIndex->getDevice());
+    cudaError_t err = cudaStreamSynchronize(stream);
+    if (err != cudaSuccess) {
+        throw std::runtime_error(std::string("waiting for the index's stream: ") +
+                                 cudaGetErrorString(err));
+    }
+}
+
 /// search on device (or host) pointers given as integers: the path of torch
 /// and CuPy arrays (faiss_ext/_arrays.py checks their shapes, dtypes and
 /// devices and allocates the outputs); the index's search takes host or
-/// device pointers.
+/// device pointers. Returns when the results are written.
 void searchPointers(const faiss::Index& self, idx_t n, uintptr_t x, idx_t k, uintptr_t distances,
                     uintptr_t labels, const py::handle& params) {
     if (n < 0 || k <= 0) {
@@ -100,6 +117,7 @@ void searchPointers(const faiss::Index& self, idx_t n, uintptr_t x, idx_t k, uin
     py::gil_scoped_release release;
     self.search(n, reinterpret_cast<const float*>(x), k, reinterpret_cast<float*>(distances),
                 reinterpret_cast<idx_t*>(labels), p);
+    waitForIndexStream(self);
 }
 
 /// add on a device (or host) pointer given as an integer (see searchPointers).
@@ -109,6 +127,7 @@ void addPointer(faiss::Index& self, idx_t n, uintptr_t x) {
     if (n == 0) return;
     py::gil_scoped_release release;
     self.add(n, reinterpret_cast<const float*>(x));
+    waitForIndexStream(self);
 }
 
 void checkKey(const faiss::Index& self, idx_t key) {
