@@ -42,11 +42,11 @@ void raiseIfOutOfMemory(const py::handle& x, const char* what, size_t itemBytes)
     // formatted here: PyErr_Format has no %g (Python 3.12 refuses it)
     char size[32];
     std::snprintf(size, sizeof(size), "%.4g", bytes);
-    PyErr_SetString(PyExc_MemoryError,
-                    (std::string(what) + ": out of memory making the array of shape " + shape +
-                     " a contiguous " + (itemBytes == 4 ? "float32" : "int64") + " array (" +
-                     size + " bytes)")
-                        .c_str());
+    PyErr_SetString(
+        PyExc_MemoryError,
+        (std::string(what) + ": out of memory making the array of shape " + shape +
+         " a contiguous " + (itemBytes == 4 ? "float32" : "int64") + " array (" + size + " bytes)")
+            .c_str());
     throw py::error_already_set();
 }
 

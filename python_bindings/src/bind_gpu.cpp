@@ -450,7 +450,8 @@ GpuIndexQuickSelectFlatConfig (device, selectAlgo, storage, ...); vectors
 past the resources' device memory limit are kept in pinned host memory with
 VectorStorage.AUTO (see get_storage).
 )doc");
-    cls.def(py::init([](gpu::GpuResourcesProvider* res, int d, FlatMetric metric, Config config) {
+    cls
+        .def(py::init([](gpu::GpuResourcesProvider* res, int d, FlatMetric metric, Config config) {
                  return std::make_unique<GpuIndexQuickSelectFlat>(
                      res, d, metric, config.value_or(GpuIndexQuickSelectFlatConfig()));
              }),
@@ -493,11 +494,10 @@ released meanwhile.
              "The SelectAlgo a search of nq queries at k runs with this index (and "
              "`params`, a SearchParametersQuickSelectFlat or None): AUTO resolved.")
         .def("resolveSelectAlgo", &resolveSelectAlgo, "nq"_a, "k"_a, "params"_a = nullptr,
-             "C++ spelling of resolve_select_algo.")
-        ;
-    defTwinCopies<faiss::IndexFlat, faiss::Index>(cls, "IndexFlat", [](const GpuIndexQuickSelectFlat&) {
-        return std::make_unique<faiss::IndexFlat>();
-    });
+             "C++ spelling of resolve_select_algo.");
+    defTwinCopies<faiss::IndexFlat, faiss::Index>(
+        cls, "IndexFlat",
+        [](const GpuIndexQuickSelectFlat&) { return std::make_unique<faiss::IndexFlat>(); });
 }
 
 void bindCloner(py::module_& m) {

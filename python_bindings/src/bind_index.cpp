@@ -2,9 +2,8 @@
 // of faiss::Index) with FAISS's Python call shapes and argument checks;
 // faiss_ext/__init__.py puts a faiss.Index proxy class in front of each of
 // our classes (swig_bridge.h), so users see faiss.Index objects.
-#include <faiss/Index.h>
-
 #include <cuda_runtime.h>
+#include <faiss/Index.h>
 
 #include "bindings.h"
 #include "faiss_ext/gpu/GpuIndex.h"
@@ -56,8 +55,8 @@ py::array_t<T> searchOutput(const py::handle& given, idx_t n, idx_t k, const cha
     }
     auto a = py::reinterpret_borrow<py::array_t<T>>(given);
     if (a.ndim() != 2 || a.shape(0) != n || a.shape(1) != k) {
-        throw py::value_error(std::string(what) + " must have shape (" + std::to_string(n) +
-                              ", " + std::to_string(k) + "), got shape " + shapeString(a));
+        throw py::value_error(std::string(what) + " must have shape (" + std::to_string(n) + ", " +
+                              std::to_string(k) + "), got shape " + shapeString(a));
     }
     if (!(a.flags() & py::array::c_style) || !a.writeable()) {
         throw py::value_error(std::string(what) + " must be C-contiguous and writable");
@@ -65,8 +64,8 @@ py::array_t<T> searchOutput(const py::handle& given, idx_t n, idx_t k, const cha
     return a;
 }
 
-py::tuple search(const faiss::Index& self, const py::handle& x, idx_t k,
-                 const py::handle& params, const py::handle& D, const py::handle& I) {
+py::tuple search(const faiss::Index& self, const py::handle& x, idx_t k, const py::handle& params,
+                 const py::handle& D, const py::handle& I) {
     FloatArray a = toFloatMatrix(x, self.d, "x");
     if (k <= 0) {
         throw py::value_error("k must be > 0, got k=" + std::to_string(k));
@@ -167,7 +166,9 @@ void bindIndex(py::module_& m) {
 
     m.def(
         "_downcast_index",
-        [](const py::handle& index) { return indexReferenceToPython(&indexArgument(index, "index")); },
+        [](const py::handle& index) {
+            return indexReferenceToPython(&indexArgument(index, "index"));
+        },
         "index"_a,
         "The object behind any faiss.Index as its most derived class: our native object for "
         "our classes, else FAISS's proxy; not owning it (use faiss_ext.downcast_index).");

@@ -40,8 +40,8 @@ namespace {
 /// `device` with `res` when device >= 0.
 std::unique_ptr<faiss::Index> makeInner(int d, const std::string& description, int metric,
                                         gpu::GpuResourcesProvider* res, int device) {
-    std::unique_ptr<faiss::Index> cpu(faiss_ext::index_factory(
-        d, description.c_str(), static_cast<faiss::MetricType>(metric)));
+    std::unique_ptr<faiss::Index> cpu(
+        faiss_ext::index_factory(d, description.c_str(), static_cast<faiss::MetricType>(metric)));
     if (device < 0) return cpu;
     if (!res) throw py::value_error("a GPU inner index needs resources");
     return std::unique_ptr<faiss::Index>(gpu::index_cpu_to_gpu(res, device, cpu.get()));
@@ -137,7 +137,9 @@ PYBIND11_MODULE(_faiss_ext_testing, m) {
         "index"_a, "The C++ address of the faiss::Index behind a Python index.");
     m.def(
         "index_type_name",
-        [](const py::handle& index) { return fp::indexTypeName(fp::indexArgument(index, "index")); },
+        [](const py::handle& index) {
+            return fp::indexTypeName(fp::indexArgument(index, "index"));
+        },
         "index"_a, "The dynamic C++ type of a Python index, demangled.");
     m.def(
         "search_parameters_type_name",
@@ -147,9 +149,8 @@ PYBIND11_MODULE(_faiss_ext_testing, m) {
             return fp::demangledTypeName(typeid(*p));
         },
         "params"_a, "The dynamic C++ type of a Python search parameters object, demangled.");
-    m.def("search_pipeline", &fp::searchPipeline, "wrapper"_a, "description"_a, "d"_a,
-          "metric"_a, "xt"_a, "xb"_a, "ids"_a, "xq"_a, "k"_a, "res"_a = nullptr,
-          "device"_a = -1,
+    m.def("search_pipeline", &fp::searchPipeline, "wrapper"_a, "description"_a, "d"_a, "metric"_a,
+          "xt"_a, "xb"_a, "ids"_a, "xq"_a, "k"_a, "res"_a = nullptr, "device"_a = -1,
           "Builds, trains, fills and searches a FAISS pipeline around faiss_ext indexes "
           "in C++; returns (D, I).");
 }
