@@ -55,9 +55,13 @@ def test_python_pipeline_matches_cpp(res, data, wrapper, description, determinis
     if deterministic:
         assert_same_results(ours, theirs)
     else:
+        # an approximate graph search may find fewer than K: -1 pads a row,
+        # +inf its distances; what it found is sorted and each query finds one
         for D, I in (ours, theirs):
-            assert I.shape == (len(xq), K) and np.all(I >= 0)
-            assert np.all(np.diff(D, axis=1) >= 0)
+            assert I.shape == (len(xq), K) and np.all(I[:, 0] >= 0)
+            assert np.all((I >= 0) | (I == -1))
+            for d_row, i_row in zip(D, I):
+                assert np.all(np.diff(d_row[i_row >= 0]) >= 0)
 
 
 def test_our_gpu_index_inside_faiss_wrappers(res, data):
