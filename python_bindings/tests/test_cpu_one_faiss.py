@@ -111,3 +111,11 @@ def test_our_extension_has_no_faiss_of_its_own():
             path, os.path.basename(faiss_ext._faiss_ext.__file__)))
     assert done.returncode != 0
     assert "undefined symbol" in done.stderr and "faiss" in done.stderr
+
+
+def test_our_cpp_takes_only_faiss_indexes():
+    # a SWIG proxy of another FAISS type is refused by the SWIG type check
+    with pytest.raises(TypeError, match="must be a faiss.Index"):
+        testing.index_address(faiss.PCAMatrix(8, 4))
+    with pytest.raises(TypeError, match="must be a faiss.Index"):
+        testing.index_address(np.zeros(3))

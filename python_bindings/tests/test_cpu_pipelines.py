@@ -112,3 +112,18 @@ def test_our_search_parameters_are_faiss_search_parameters(cls):
     assert issubclass(cls, faiss.SearchParameters)
     params = cls()
     assert testing.search_parameters_type_name(params) != "faiss::SearchParameters"
+
+
+def test_faiss_wrapper_keeps_our_index_alive(data):
+    import gc
+    xb, xt, ids, xq = data
+    idmap = faiss.IndexIDMap(faiss_ext.index_factory(D_DIM, "BiLSH6x6_t2"))
+    gc.collect()  # no Python name holds our index: FAISS's wrapper does
+    idmap.train(xt)
+    idmap.add_with_ids(xb, ids)
+    inner = faiss_ext.downcast_index(idmap.index)
+    assert isinstance(inner, faiss_ext.IndexBiLevelLSH) and inner.ntotal == len(xb)
+    del inner
+    gc.collect()
+    D, I = idmap.search(xq, K)
+    assert np.all(np.isin(I[:, 0], ids))
