@@ -9,19 +9,15 @@
 # package is deleted there. Our module is built there with g++ against the
 # staged libfaiss_ext and headers.
 #
-# Here (once per change), from the repository root (.pyd, .whl and .pyfaiss
-# are git-ignored):
-#   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-gpu -j2
-#   rm -rf .pyd && mkdir -p .pyd/lib .pyd/include
-#   cp build-gpu/libfaiss_ext.so.0.1.0 .pyd/lib/libfaiss_ext.so.0
-#   cp -r /usr/include/faiss .pyd/include/
-#   cp build-gpu/python_bindings/swig_runtime/swigpyrun.h .pyd/include/   # SWIG's external runtime
-#   # pybind11 >= 2.12 (numpy 2 is on the GPU machine; Debian's 2.10 predates it):
-#   python3 -m pip download --no-deps --only-binary=:all: -d /tmp/pbw pybind11==2.13.6
-#   unzip -q -o /tmp/pbw/pybind11-*.whl -d /tmp/pbw/x && cp -r /tmp/pbw/x/pybind11/include/pybind11 .pyd/include/
-#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-#       --implementation cp --platform manylinux_2_28_x86_64 -d .whl faiss-cpu pytest pluggy iniconfig packaging pygments
-#   scripts/device/make-faiss173-py312.sh         # .pyfaiss/faiss: FAISS 1.7.3 for python 3.12
+# Here (once per change), from the repository root, after building build-gpu
+# (cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
+#  && cmake --build build-gpu -j2):
+#   scripts/device/stage-python-tests.sh build-gpu
+# which writes (git-ignored): .pyd (libfaiss_ext.so.0, /usr/include/faiss,
+# pybind11 2.13.6's headers: numpy 2 is on the GPU machine and Debian's 2.10
+# predates it, SWIG's swigpyrun.h from the build), .whl (cp312 wheels of
+# faiss-cpu, for its OpenBLAS, and of pytest, pluggy, iniconfig, packaging,
+# pygments) and .pyfaiss (make-faiss173-py312.sh: FAISS 1.7.3 for python 3.12).
 # There (device run, carry [".pyd", ".whl", ".pyfaiss"]):
 #   bash scripts/device/device-python-tests.sh [PYTEST ARGS...]   (default: python_bindings/tests)
 # Writes $OUT/pytest_full.log and $OUT/conversion.jsonl (512 MB flat index
@@ -37,7 +33,6 @@ ob=$(ls $T/site/faiss_cpu.libs/libopenblas*.so)
 ln -sf "$ob" $T/lib/libblas.so.3
 ln -sf "$ob" $T/lib/liblapack.so.3
 ldconfig -p | grep -q libgomp.so.1 || ln -sf "$(ls $T/site/faiss_cpu.libs/libgomp*.so*)" $T/lib/libgomp.so.1
-ldconfig -p | grep -q libgfortran.so.5 || true
 cp .pyd/lib/libfaiss_ext.so.0 $T/lib/
 cp python_bindings/faiss_ext/*.py $T/pkg/faiss_ext/
 ext=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
