@@ -43,7 +43,9 @@ def _as_device_matrix(x, array_kind, d, what):
                          % (what, d, tuple(x.shape)))
     if array_kind == "torch-cuda":
         import torch
-        return x.to(torch.float32).contiguous()
+        # detached: no gradient flows through a search (and a tensor that
+        # requires one has no __cuda_array_interface__)
+        return x.detach().to(torch.float32).contiguous()
     import cupy
     return cupy.ascontiguousarray(x, dtype=cupy.float32)
 
