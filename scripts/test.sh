@@ -72,7 +72,13 @@ else
     venv="$root/$FX_BUILD_DIR/pip-venv"
     rm -rf "$venv"
     /usr/bin/python3 -m venv --system-site-packages "$venv"
-    CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv/bin/python" -m pip install -q .
+    # a second build of the library (scikit-build-core's own build dir): ccache,
+    # when installed, spares what it already compiled
+    launchers=""
+    command -v ccache >/dev/null &&
+      launchers="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"
+    CMAKE_ARGS="${CMAKE_ARGS:-} $launchers" CMAKE_BUILD_PARALLEL_LEVEL=$jobs \
+      "$venv/bin/python" -m pip install -q .
     cd /   # away from the sources: the installed package must be the one imported
     "$venv/bin/python" - <<'PY'
 import os, faiss, faiss_ext, numpy as np
