@@ -418,6 +418,15 @@ class StreamReader : public faiss::IOReader {
                                    name.c_str(), what, bytes, offset_, remaining());
         }
         v.clear();
+        if (known_) {
+            // the input holds all of it (checked above): one allocation, one
+            // read, as FAISS's reader does (no copies as the vector grows)
+            v.resize(count);
+            readExact(v.data(), bytes, what);
+            return;
+        }
+        // size unknown (a stream): grow as the bytes arrive, so that a
+        // corrupt count cannot make us allocate memory the input never fills
         const size_t perChunk = std::max<size_t>(1, kChunkBytes / sizeof(T));
         size_t done = 0;
         while (done < count) {

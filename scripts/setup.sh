@@ -7,6 +7,7 @@
 
 FX_PACKAGES=(cmake g++ make libfaiss-dev libopenblas-dev libgtest-dev pybind11-dev python3-dev
              python3-numpy python3-pytest python3-faiss zlib1g-dev dataset-fashion-mnist
+             swig python3-venv python3-pip  # SWIG's runtime header; `pip install .` (docs/python.md)
              clang libclang-rt-14-dev libomp-dev llvm-14)  # last four: fuzz/ (docs/fuzzing.md)
 FX_BUILD_DIR=${FX_BUILD_DIR:-build}
 FX_NVCC=${FX_NVCC:-/usr/local/cuda/bin/nvcc}

@@ -6,8 +6,14 @@
 #   2. the Python tests with Debian's /usr/bin/python3 (it has python3-faiss)
 #   3. the installed package: cmake --install, then the out-of-tree example
 #      in examples/ built against it with find_package(faiss_ext) and run
-#   4. a small run of the demo that must reach recall 1 (exact search)
-#   5. fuzz: fuzz/run.sh, a short libFuzzer run over faiss_ext::read_index
+#   4. one FAISS per process, checked with nm (scripts/check-one-faiss.sh):
+#      the example program and the Python module each see one FAISS
+#   5. `python3 -m pip install .` into a venv under the build dir (Debian's
+#      python with its site-packages: python3-faiss), then the installed
+#      package is imported and used from outside the repository
+#      (FX_SKIP_PIP=1 skips this step)
+#   6. a small run of the demo that must reach recall 1 (exact search)
+#   7. fuzz: fuzz/run.sh, a short libFuzzer run over faiss_ext::read_index
 #      (FX_FUZZ_SECONDS, default 60; its clang build is build-fuzz)
 # Every step runs even when an earlier one fails; the exit status is non-zero
 # when any failed, and the last line is a summary.
@@ -51,6 +57,47 @@ fx_log "Install + out-of-tree example (find_package(faiss_ext))"
   "$FX_BUILD_DIR/example/faiss_ext_example"
 )
 record example $?
+
+fx_log "One FAISS per process (nm: the example program, the C++ tests, the Python module)"
+scripts/check-one-faiss.sh "$FX_BUILD_DIR" "$FX_BUILD_DIR/example/faiss_ext_example" \
+  "$FX_BUILD_DIR/tests/cpu_tests"
+record one-faiss $?
+
+if [ "${FX_SKIP_PIP:-0}" = 1 ]; then
+  fx_log "pip install . skipped (FX_SKIP_PIP=1)"
+else
+  fx_log "pip install . (venv $FX_BUILD_DIR/pip-venv, builds into build/pip-*)"
+  (
+    set -e
+    venv="$root/$FX_BUILD_DIR/pip-venv"
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+    # a second build of the library (scikit-build-core's own build dir): ccache,
+    # when installed, spares what it already compiled
+    launchers=""
+    command -v ccache >/dev/null &&
+      launchers="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"
+    CMAKE_ARGS="${CMAKE_ARGS:-} $launchers" CMAKE_BUILD_PARALLEL_LEVEL=$jobs \
+      "$venv/bin/python" -m pip install -q .
+    cd /   # away from the sources: the installed package must be the one imported
+    "$venv/bin/python" - <<'PY'
+import os, faiss, faiss_ext, numpy as np
+pkg = os.path.dirname(faiss_ext.__file__)
+assert "pip-venv" in pkg, pkg
+for name in ("__init__.pyi", "py.typed"):
+    assert os.path.exists(os.path.join(pkg, name)), name
+lsh = faiss_ext.index_factory(8, "BiLSH4x4_t1")
+idmap = faiss.IndexIDMap(lsh)               # our index inside FAISS's wrapper
+x = np.random.default_rng(0).random((500, 8), dtype=np.float32)
+idmap.train(x)
+idmap.add_with_ids(x, np.arange(500) + 1000)
+assert idmap.search(x[:3], 1)[1][:, 0].tolist() == [1000, 1001, 1002]
+assert isinstance(faiss_ext.index_factory(8, "QSFlat"), faiss.IndexFlat)
+print("installed faiss_ext at", pkg, "works with the FAISS of import faiss")
+PY
+  )
+  record pip $?
+fi
 
 fx_log "Demo smoke run (exact search must give recall 1)"
 "$FX_BUILD_DIR/bench/faiss_ext_demo" --nb 20000 --nq 200 --k 10 --min-recall 0.999

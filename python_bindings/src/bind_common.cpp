@@ -1,6 +1,7 @@
 // numpy conversions and small helpers shared by the binders.
 #include <cxxabi.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <typeinfo>
@@ -38,10 +39,14 @@ void raiseIfOutOfMemory(const py::handle& x, const char* what, size_t itemBytes)
         shape = std::string(py::str(s));
         for (const py::handle& dim : s) bytes *= py::cast<double>(dim);
     }
-    PyErr_Format(PyExc_MemoryError,
-                 "%s: out of memory making the array of shape %s a contiguous %s array "
-                 "(%.4g bytes)",
-                 what, shape.c_str(), itemBytes == 4 ? "float32" : "int64", bytes);
+    // formatted here: PyErr_Format has no %g (Python 3.12 refuses it)
+    char size[32];
+    std::snprintf(size, sizeof(size), "%.4g", bytes);
+    PyErr_SetString(
+        PyExc_MemoryError,
+        (std::string(what) + ": out of memory making the array of shape " + shape +
+         " a contiguous " + (itemBytes == 4 ? "float32" : "int64") + " array (" + size + " bytes)")
+            .c_str());
     throw py::error_already_set();
 }
 
@@ -107,8 +112,10 @@ FlatMetric toFlatMetric(const py::handle& metric) {
         std::string(py::str(py::type::handle_of(metric).attr("__name__"))));
 }
 
-std::string indexTypeName(const faiss::Index& index) {
-    const char* mangled = typeid(index).name();
+std::string indexTypeName(const faiss::Index& index) { return demangledTypeName(typeid(index)); }
+
+std::string demangledTypeName(const std::type_info& type) {
+    const char* mangled = type.name();
     int status = 0;
     std::unique_ptr<char, void (*)(void*)> demangled(
         abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);

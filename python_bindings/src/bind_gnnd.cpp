@@ -1,7 +1,7 @@
 // GpuKnnGraphGNND (GPU NN-Descent k-NN graphs) and the out-of-core / multi-GPU
-// build from a file. Copies to and from python3-faiss objects
-// (faiss.IndexNNDescentFlat, faiss.IndexNSGFlat) go through bytes in
-// faiss_ext/__init__.py; here they take and give faiss_ext's own objects.
+// build from a file. Its CPU twins (faiss.IndexNNDescentFlat, and
+// faiss.IndexNSGFlat from to_index_nsg) are the FAISS objects of `import
+// faiss` themselves (swig_bridge.h).
 #include <faiss/IndexNNDescent.h>
 #include <faiss/IndexNSG.h>
 #include <pybind11/stl.h>
@@ -366,17 +366,16 @@ Bytes a build of n vectors of dimension d at degree k needs on one device:
 a dict with keys vectors, graph, build_temp and total.
 )doc")
         .def(
-            "_to_index_nsg_bytes",
+            "_to_index_nsg",
             [](const GpuKnnGraphGNND& self, int R) {
-                std::vector<uint8_t> bytes;
+                std::unique_ptr<faiss::Index> nsg;
                 {
                     py::gil_scoped_release release;
-                    std::unique_ptr<faiss::IndexNSGFlat> nsg(self.toIndexNSG(R));
-                    bytes = serialize_index(nsg.get());
+                    nsg.reset(self.toIndexNSG(R));
                 }
-                return bytesToNumpy(std::move(bytes));
+                return indexToPython(std::move(nsg));
             },
-            "R"_a, "toIndexNSG(R), serialised (use to_index_nsg).");
+            "R"_a, "toIndexNSG(R) as a faiss.IndexNSGFlat (use to_index_nsg).");
     defTwinCopies<faiss::IndexNNDescentFlat>(
         cls, "IndexNNDescentFlat", [](const GpuKnnGraphGNND& self) {
             return std::make_unique<faiss::IndexNNDescentFlat>(self.d, self.getGraphDegree(),

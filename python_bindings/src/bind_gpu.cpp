@@ -1,7 +1,6 @@
 // The GPU layer: metrics, resources, the selection algorithms and select_k,
-// GpuIndexQuickSelectFlat (search, knn_graph), the cloner and device queries. Copies to and from
-// python3-faiss objects go through bytes (faiss_ext/__init__.py); here they take and give
-// faiss_ext's own objects.
+// GpuIndexQuickSelectFlat (search, knn_graph), the cloner and device queries. Indexes
+// come in and go out as the objects of `import faiss` (swig_bridge.h): one FAISS in the process.
 #include <faiss/IndexFlat.h>
 #include <pybind11/stl.h>
 
@@ -433,7 +432,7 @@ void bindQuickSelectFlat(py::module_& m) {
                        "index's).");
 
     using Config = std::optional<GpuIndexQuickSelectFlatConfig>;
-    py::class_<GpuIndexQuickSelectFlat, faiss::Index>(m, "GpuIndexQuickSelectFlat", R"doc(
+    py::class_<GpuIndexQuickSelectFlat, faiss::Index> cls(m, "GpuIndexQuickSelectFlat", R"doc(
 Exact brute-force k-NN on the GPU: GEMM distances, then k-selection (quick
 multi-select of Komarov et al., merge queue, or TH-heap: see SelectAlgo). Same
 results as faiss.IndexFlat (ties aside), any k (rows padded with -1 where
@@ -450,7 +449,8 @@ int (faiss.METRIC_L2, faiss.METRIC_INNER_PRODUCT). `config`: a
 GpuIndexQuickSelectFlatConfig (device, selectAlgo, storage, ...); vectors
 past the resources' device memory limit are kept in pinned host memory with
 VectorStorage.AUTO (see get_storage).
-)doc")
+)doc");
+    cls
         .def(py::init([](gpu::GpuResourcesProvider* res, int d, FlatMetric metric, Config config) {
                  return std::make_unique<GpuIndexQuickSelectFlat>(
                      res, d, metric, config.value_or(GpuIndexQuickSelectFlatConfig()));
@@ -494,27 +494,10 @@ released meanwhile.
              "The SelectAlgo a search of nq queries at k runs with this index (and "
              "`params`, a SearchParametersQuickSelectFlat or None): AUTO resolved.")
         .def("resolveSelectAlgo", &resolveSelectAlgo, "nq"_a, "k"_a, "params"_a = nullptr,
-             "C++ spelling of resolve_select_algo.")
-        .def(
-            "_copy_from_native",
-            [](GpuIndexQuickSelectFlat& self, const faiss::Index& src) {
-                py::gil_scoped_release release;
-                self.copyFrom(&src);
-            },
-            "src"_a, "copyFrom a faiss_ext.Index (use copy_from, which also takes faiss objects).")
-        .def(
-            "_copy_to_bytes",
-            [](const GpuIndexQuickSelectFlat& self) {
-                std::vector<uint8_t> bytes;
-                {
-                    py::gil_scoped_release release;
-                    faiss::IndexFlat flat;
-                    self.copyTo(&flat);
-                    bytes = serialize_index(&flat);
-                }
-                return bytesToNumpy(std::move(bytes));
-            },
-            "copyTo a faiss::IndexFlat, serialised (use copy_to).");
+             "C++ spelling of resolve_select_algo.");
+    defTwinCopies<faiss::IndexFlat, faiss::Index>(
+        cls, "IndexFlat",
+        [](const GpuIndexQuickSelectFlat&) { return std::make_unique<faiss::IndexFlat>(); });
 }
 
 void bindCloner(py::module_& m) {
@@ -532,14 +515,18 @@ void bindCloner(py::module_& m) {
 
     m.def(
         "_index_cpu_to_gpu",
-        [](gpu::GpuResourcesProvider* res, int device, const faiss::Index& index,
+        [](gpu::GpuResourcesProvider* res, int device, const py::handle& index,
            const gpu::GpuClonerOptions* options) {
-            py::gil_scoped_release release;
-            return std::unique_ptr<faiss::Index>(
-                gpu::index_cpu_to_gpu(res, device, &index, options));
+            const faiss::Index& cpu = indexArgument(index, "index");
+            std::unique_ptr<faiss::Index> out;
+            {
+                py::gil_scoped_release release;
+                out.reset(gpu::index_cpu_to_gpu(res, device, &cpu, options));
+            }
+            return indexToPython(std::move(out));
         },
         "res"_a, "device"_a, "index"_a, "options"_a = nullptr, py::keep_alive<0, 1>(),
-        "index_cpu_to_gpu on a faiss_ext.Index (use faiss_ext.index_cpu_to_gpu).");
+        "index_cpu_to_gpu of any faiss.Index (use faiss_ext.index_cpu_to_gpu).");
     py::class_<gpu::GpuMultipleClonerOptions, gpu::GpuClonerOptions>(
         m, "GpuMultipleClonerOptions",
         "Options of index_cpu_to_gpu_multiple: GpuClonerOptions and shard.")
@@ -558,7 +545,8 @@ void bindCloner(py::module_& m) {
     m.def(
         "_index_cpu_to_gpu_multiple",
         [](const py::sequence& resources, const std::vector<int>& devices,
-           const faiss::Index& index, const gpu::GpuMultipleClonerOptions* options) {
+           const py::handle& indexObj, const gpu::GpuMultipleClonerOptions* options) {
+            const faiss::Index& index = indexArgument(indexObj, "index");
             std::vector<gpu::GpuResourcesProvider*> providers;
             for (const py::handle& r : resources) {
                 providers.push_back(r.is_none() ? nullptr
@@ -570,22 +558,27 @@ void bindCloner(py::module_& m) {
                 out.reset(gpu::index_cpu_to_gpu_multiple(providers, devices, &index, options));
             }
             // the result keeps every resources object alive (not only the list)
-            py::object result = py::cast(std::move(out));
+            py::object result = indexToPython(std::move(out));
             for (const py::handle& r : resources) {
                 if (!r.is_none()) py::detail::keep_alive_impl(result, r);
             }
             return result;
         },
         "resources"_a, "devices"_a, "index"_a, "options"_a = nullptr,
-        "index_cpu_to_gpu_multiple on a faiss_ext.Index (use "
+        "index_cpu_to_gpu_multiple of any faiss.Index (use "
         "faiss_ext.index_cpu_to_gpu_multiple).");
     m.def(
         "_index_gpu_to_cpu",
-        [](const faiss::Index& index) {
-            py::gil_scoped_release release;
-            return std::unique_ptr<faiss::Index>(gpu::index_gpu_to_cpu(&index));
+        [](const py::handle& indexObj) {
+            const faiss::Index& index = indexArgument(indexObj, "index");
+            std::unique_ptr<faiss::Index> out;
+            {
+                py::gil_scoped_release release;
+                out.reset(gpu::index_gpu_to_cpu(&index));
+            }
+            return indexToPython(std::move(out));
         },
-        "index"_a, "index_gpu_to_cpu to a faiss_ext.Index (use faiss_ext.index_gpu_to_cpu).");
+        "index"_a, "index_gpu_to_cpu of any faiss.Index (use faiss_ext.index_gpu_to_cpu).");
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
-// The factory and the I/O of faiss_ext on faiss_ext's own objects; the
-// package's Python layer adds python3-faiss objects (through bytes).
+// The factory and the I/O of faiss_ext. Indexes come in and go out as the
+// objects of `import faiss` (FAISS's classes) or as our own classes
+// (swig_bridge.h): one FAISS in the process, no copies through bytes.
 #include <memory>
 
 #include "bindings.h"
 #include "faiss_ext/index_factory.h"
 #include "faiss_ext/index_io.h"
+#include "swig_bridge.h"
 
 namespace faiss_ext {
 namespace python {
@@ -32,33 +34,39 @@ void bindIo(py::module_& m) {
         "_index_factory",
         [](int d, const std::string& description, int metric) {
             checkNoNul(description, "description");
-            return std::unique_ptr<faiss::Index>(faiss_ext::index_factory(
-                d, description.c_str(), static_cast<faiss::MetricType>(metric)));
+            return indexToPython(std::unique_ptr<faiss::Index>(faiss_ext::index_factory(
+                d, description.c_str(), static_cast<faiss::MetricType>(metric))));
         },
         "d"_a, "description"_a, "metric"_a = static_cast<int>(faiss::METRIC_L2),
-        "faiss_ext::index_factory as a faiss_ext.Index (use faiss_ext.index_factory).");
+        "faiss_ext::index_factory (use faiss_ext.index_factory).");
 
     m.def(
         "_write_index",
-        [](const faiss::Index& index, const std::string& fname) {
+        [](const py::handle& indexObj, const std::string& fname) {
+            const faiss::Index& index = indexArgument(indexObj, "index");
             checkNoNul(fname, "fname");
             py::gil_scoped_release release;
             faiss_ext::write_index(&index, fname.c_str());
         },
-        "index"_a, "fname"_a, "Writes a faiss_ext.Index to a file.");
+        "index"_a, "fname"_a, "Writes any faiss.Index (FAISS's or ours) to a file.");
 
     m.def(
         "_read_index",
         [](const std::string& fname, int ioFlags) {
             checkNoNul(fname, "fname");
-            py::gil_scoped_release release;
-            return std::unique_ptr<faiss::Index>(faiss_ext::read_index(fname.c_str(), ioFlags));
+            std::unique_ptr<faiss::Index> index;
+            {
+                py::gil_scoped_release release;
+                index.reset(faiss_ext::read_index(fname.c_str(), ioFlags));
+            }
+            return indexToPython(std::move(index));
         },
-        "fname"_a, "io_flags"_a = 0, "Reads a file into a faiss_ext.Index.");
+        "fname"_a, "io_flags"_a = 0, "Reads a file: a FAISS proxy, or our native object.");
 
     m.def(
         "_serialize_index",
-        [](const faiss::Index& index) {
+        [](const py::handle& indexObj) {
+            const faiss::Index& index = indexArgument(indexObj, "index");
             std::vector<uint8_t> bytes;
             {
                 py::gil_scoped_release release;
@@ -66,7 +74,7 @@ void bindIo(py::module_& m) {
             }
             return bytesToNumpy(std::move(bytes));
         },
-        "index"_a, "Serialises a faiss_ext.Index to a uint8 numpy array.");
+        "index"_a, "Serialises any faiss.Index to a uint8 numpy array.");
 
     m.def(
         "_deserialize_index",
@@ -74,10 +82,14 @@ void bindIo(py::module_& m) {
             py::buffer_info info = byteView(data);
             const auto* p = static_cast<const uint8_t*>(info.ptr);
             const auto size = static_cast<size_t>(info.size);
-            py::gil_scoped_release release;
-            return std::unique_ptr<faiss::Index>(faiss_ext::deserialize_index(p, size, ioFlags));
+            std::unique_ptr<faiss::Index> index;
+            {
+                py::gil_scoped_release release;
+                index.reset(faiss_ext::deserialize_index(p, size, ioFlags));
+            }
+            return indexToPython(std::move(index));
         },
-        "data"_a, "io_flags"_a = 0, "Reads a faiss_ext.Index from bytes-like data.");
+        "data"_a, "io_flags"_a = 0, "Reads an index from bytes-like data (as _read_index).");
 }
 
 }  // namespace python

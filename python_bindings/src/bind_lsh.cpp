@@ -1,9 +1,10 @@
 // Bi-level LSH (Pan & Manocha): the CPU twin faiss_ext::IndexBiLevelLSH,
 // GpuIndexBiLevelLSH, their build configuration, the GPU options and the
-// per-search parameters. The twin is our own type: python3-faiss cannot hold
-// it (faiss.write_index refuses it), so it stays a faiss_ext object, saved by
-// faiss_ext.write_index / serialize_index; faiss_ext/__init__.py adds
-// to_index_flat() (the stored vectors as a faiss.IndexFlatL2).
+// per-search parameters. The twin is our own type, a faiss.Index in Python
+// (faiss_ext/__init__.py gives it its proxy class) that FAISS's wrappers
+// take, but FAISS 1.7.3's writer does not know it: faiss_ext.write_index /
+// serialize_index save it; faiss_ext/__init__.py adds to_index_flat() (the
+// stored vectors as a faiss.IndexFlatL2).
 #include <faiss/impl/FaissException.h>
 #include <pybind11/stl.h>
 
@@ -379,9 +380,10 @@ multi-probe neighbours, Morton widening) are ranked by exact L2 distance.
     D, I = index.search(xq, 10, faiss_ext.SearchParametersBiLevelLSH(nprobe=8))
     lims, ids = index.get_candidates(xq, 10)
 
-METRIC_L2 only; vectors must be finite. python3-faiss cannot hold this index
-(faiss.write_index refuses it): save it with faiss_ext.write_index /
-serialize_index, read it back with faiss_ext.read_index. to_index_flat()
+METRIC_L2 only; vectors must be finite. A faiss.Index that FAISS's wrappers
+take, but FAISS 1.7.3's writer does not know it (faiss.write_index refuses
+it): save it with faiss_ext.write_index / serialize_index, read it back with
+faiss_ext.read_index. to_index_flat()
 gives the stored vectors as a faiss.IndexFlatL2 (exact search, same ids).
 )doc");
     cls.def(py::init([](int d, std::optional<BiLevelLSHConfig> config, int metric) {

@@ -1,7 +1,7 @@
 // GpuIndexSearchGraph (GNND k-NN graph -> CAGRA-style search graph -> GPU
-// beam search), its config and search parameters. Copies to and from
-// python3-faiss objects (faiss.IndexHNSWFlat, the CPU twin) go through bytes
-// in faiss_ext/__init__.py; here they take and give faiss_ext's own objects.
+// beam search), its config and search parameters. Its CPU twin
+// (faiss.IndexHNSWFlat) is the FAISS object of `import faiss` itself
+// (swig_bridge.h).
 #include <faiss/IndexHNSW.h>
 #include <pybind11/stl.h>
 

@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/index_io.h"
+#include "swig_bridge.h"
 
 namespace faiss_ext {
 namespace python {
@@ -80,6 +82,9 @@ void defCheckedInt(Cls& cls, const char* name, const char* alias, int T::*field,
 /// The dynamic C++ type of an index, demangled ("faiss::IndexFlat").
 std::string indexTypeName(const faiss::Index& index);
 
+/// A C++ type's name, demangled.
+std::string demangledTypeName(const std::type_info& type);
+
 /// Binds faiss::Index as the generic `Index` wrapper, and SearchParameters.
 void bindIndex(py::module_& m);
 
@@ -105,41 +110,54 @@ void bindLsh(py::module_& m);
 /// Binds the factory and read / write / serialize / deserialize.
 void bindIo(py::module_& m);
 
-/// Defines `_copy_from_native` (copyFrom a faiss_ext.Index holding a Twin;
-/// TypeError for another type) and `_copy_to_bytes` (copyTo a new twin made
-/// by makeTwin(self), serialised) on a bound GPU index class whose CPU twin
-/// is a Twin (faissName: its FAISS class name); faiss_ext/__init__.py builds
-/// copy_from / copy_to on them. Both release the GIL while copying.
-template <class Twin, class Cls, class MakeTwin>
+/// Defines `_copy_from` (copyFrom a Twin, given as a faiss proxy or native
+/// object; TypeError for another type) and `_copy_to` (copyTo the Twin given,
+/// or a new one made by makeTwin(self), which it returns as a faiss proxy) on
+/// a bound GPU index class whose CPU twin is a Twin (faissName: its FAISS
+/// class name); faiss_ext/__init__.py builds copy_from / copy_to on them. Both
+/// work on the very C++ objects (one FAISS in the process) and release the
+/// GIL while copying.
+/// Source: what copyFrom takes (Twin, or faiss::Index for an index that
+/// accepts several twins).
+template <class Twin, class Source = Twin, class Cls, class MakeTwin>
 void defTwinCopies(Cls& cls, const char* faissName, MakeTwin makeTwin) {
     using Gpu = typename Cls::type;
     const std::string name(faissName);
     cls.def(
-           "_copy_from_native",
-           [name](Gpu& self, const faiss::Index& src) {
-               auto twin = dynamic_cast<const Twin*>(&src);
+           "_copy_from",
+           [name](Gpu& self, const py::handle& src) {
+               auto twin = dynamic_cast<const Source*>(&indexArgument(src, "src"));
                if (!twin) {
                    throw py::type_error("copy_from needs a faiss." + name + ", got " +
-                                        indexTypeName(src));
+                                        indexTypeName(indexArgument(src, "src")));
                }
                py::gil_scoped_release release;
                self.copyFrom(twin);
            },
-           py::arg("src"),
-           ("copyFrom a faiss_ext.Index holding an " + name + " (use copy_from).").c_str())
+           py::arg("src"), ("copyFrom a faiss." + name + " (use copy_from).").c_str())
         .def(
-            "_copy_to_bytes",
-            [makeTwin](const Gpu& self) {
-                std::vector<uint8_t> bytes;
+            "_copy_to",
+            [name, makeTwin](const Gpu& self, const py::handle& dst) -> py::object {
+                if (!dst.is_none()) {
+                    auto twin = dynamic_cast<Twin*>(&indexArgument(dst, "index"));
+                    if (!twin) {
+                        throw py::type_error("copy_to needs a faiss." + name + ", got " +
+                                             indexTypeName(indexArgument(dst, "index")));
+                    }
+                    py::gil_scoped_release release;
+                    self.copyTo(twin);
+                    return py::none();
+                }
+                std::unique_ptr<Twin> twin;
                 {
                     py::gil_scoped_release release;
-                    std::unique_ptr<Twin> twin = makeTwin(self);
+                    twin = makeTwin(self);
                     self.copyTo(twin.get());
-                    bytes = serialize_index(twin.get());
                 }
-                return bytesToNumpy(std::move(bytes));
+                return indexToPython(std::move(twin));
             },
-            ("copyTo a faiss::" + name + ", serialised (use copy_to).").c_str());
+            py::arg("index") = py::none(),
+            ("copyTo the given faiss." + name + " (returns None) or a new one (returned)").c_str());
 }
 
 }  // namespace python

@@ -1,11 +1,12 @@
 // The _faiss_ext extension module: the C++ half of the `faiss_ext` Python
-// package (faiss_ext/__init__.py adds the conversions to and from
-// python3-faiss objects on top of it).
+// package (faiss_ext/__init__.py loads it after making `import faiss`'s FAISS
+// global, and puts faiss.Index proxy classes in front of our classes).
 #include <faiss/impl/FaissException.h>
 
 #include <exception>
 
 #include "bindings.h"
+#include "swig_bridge.h"
 
 namespace py = pybind11;
 
@@ -24,6 +25,10 @@ PYBIND11_MODULE(_faiss_ext, m) {
             PyErr_SetString(PyExc_RuntimeError, e.what());
         }
     });
+
+    // Fails the import, with the reason, when this module's FAISS is not the
+    // one `import faiss` loaded (docs/one-faiss.md).
+    faiss_ext::python::checkSharedFaiss();
 
     faiss_ext::python::bindIndex(m);
     faiss_ext::python::bindGpu(m);

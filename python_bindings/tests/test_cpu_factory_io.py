@@ -1,5 +1,5 @@
 """CPU tests: the factory, read / write / serialize round trips with
-python3-faiss objects, and conversions between faiss and faiss_ext objects."""
+python3-faiss objects (the very FAISS objects: one FAISS in the process)."""
 
 import faiss
 import numpy as np
@@ -88,12 +88,11 @@ def test_factory_cosine_twin_matches_normalised_ip(rng):
         assert_knn_equal(D, I, D_ref, I_ref, normalize_rows(xq), normalize_rows(xb), False)
 
 
-def test_factory_pearson_twin_is_our_wrapper(rng):
+def test_factory_pearson_twin_is_a_faiss_pretransform(rng):
     index = faiss_ext.index_factory(D_DIM, "QSFlatPearson")
-    # RowCenteringTransform is ours: python3-faiss cannot represent the twin.
-    assert isinstance(index, faiss_ext.Index)
-    assert not isinstance(index, faiss.Index)
-    assert "IndexPreTransform" in index.type_name
+    # A faiss.IndexPreTransform holding our RowCenteringTransform: FAISS's
+    # Python layer searches it (one FAISS), FAISS's writer does not know it.
+    assert isinstance(index, faiss.IndexPreTransform)
     assert index.d == D_DIM and index.metric_type == faiss.METRIC_INNER_PRODUCT
     xb, xq = random_data(rng, 250, D_DIM), random_data(rng, 9, D_DIM)
     index.add(xb)
@@ -108,14 +107,8 @@ def test_factory_pearson_twin_is_our_wrapper(rng):
     for q in range(len(xq)):
         r = np.corrcoef(xq[q].astype(np.float64), xb[I[q, 0]].astype(np.float64))[0, 1]
         assert abs(D[q, 0] - r) < 1e-4
-    with pytest.raises(RuntimeError, match="not recognized"):
-        faiss_ext.to_faiss(index)
-
-
-def test_factory_native_flag_returns_wrapper():
-    index = faiss_ext.index_factory(D_DIM, "QSFlat", native=True)
-    assert isinstance(index, faiss_ext.Index)
-    assert index.d == D_DIM and index.ntotal == 0
+    with pytest.raises(RuntimeError, match="serialize"):
+        faiss.serialize_index(index)
 
 
 # ---- serialize / deserialize ----
@@ -127,10 +120,11 @@ def test_serialize_faiss_object_is_faiss_bytes(rng):
     np.testing.assert_array_equal(ours, faiss.serialize_index(index))
 
 
-def test_serialize_native_is_readable_by_faiss(rng):
+def test_serialize_of_our_factory_twin_is_readable_by_faiss(rng):
     index, xb = _flat_with_data(rng)
-    native = faiss_ext.from_faiss(index)
-    data = faiss_ext.serialize_index(native)
+    twin = faiss_ext.index_factory(D_DIM, "QSFlat")
+    twin.add(xb)
+    data = faiss_ext.serialize_index(twin)
     back = faiss.deserialize_index(data)
     assert isinstance(back, faiss.IndexFlat)
     np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
@@ -150,10 +144,10 @@ def test_deserialize_faiss_bytes(rng, as_type):
     np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
 
 
-def test_deserialize_native_flag_searches_like_faiss(rng):
+def test_deserialized_twin_searches_like_faiss(rng):
     index, xb = _flat_with_data(rng)
-    native = faiss_ext.deserialize_index(faiss.serialize_index(index), native=True)
-    assert isinstance(native, faiss_ext.Index)
+    native = faiss_ext.deserialize_index(faiss.serialize_index(index))
+    assert isinstance(native, faiss.IndexFlat)
     assert native.ntotal == index.ntotal and native.d == index.d
     xq = random_data(rng, 20, D_DIM)
     for k in (1, 5, 200, 250):
@@ -168,7 +162,7 @@ def test_pearson_serialize_round_trip(rng):
     index.add(xb)
     data = faiss_ext.serialize_index(index)
     back = faiss_ext.deserialize_index(data)
-    assert isinstance(back, faiss_ext.Index) and back.ntotal == 100
+    assert isinstance(back, faiss.IndexPreTransform) and back.ntotal == 100
     D0, I0 = index.search(xq, 10)
     D1, I1 = back.search(xq, 10)
     np.testing.assert_array_equal(I0, I1)
@@ -184,9 +178,6 @@ def test_faiss_file_reads_back(rng, tmp_path):
     back = faiss_ext.read_index(fname)  # pathlib accepted
     assert isinstance(back, faiss.IndexFlat)
     np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
-    native = faiss_ext.read_index(str(fname), native=True)
-    assert isinstance(native, faiss_ext.Index)
-    np.testing.assert_array_equal(native.reconstruct_n(0, native.ntotal), xb)
 
 
 def test_write_faiss_object_reads_in_faiss(rng, tmp_path):
@@ -198,11 +189,12 @@ def test_write_faiss_object_reads_in_faiss(rng, tmp_path):
     np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
 
 
-def test_write_native_reads_in_faiss(rng, tmp_path):
+def test_write_factory_twin_reads_in_faiss(rng, tmp_path):
     index, xb = _flat_with_data(rng)
-    native = faiss_ext.from_faiss(index)
-    fname = str(tmp_path / "native.index")
-    faiss_ext.write_index(native, fname)
+    twin = faiss_ext.index_factory(D_DIM, "IDMap2,QSFlat")
+    twin.add_with_ids(xb, np.arange(len(xb), dtype=np.int64))
+    fname = str(tmp_path / "twin.index")
+    faiss_ext.write_index(twin, fname)
     back = faiss.read_index(fname)
     np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
 
@@ -214,7 +206,7 @@ def test_pearson_file_round_trip(rng, tmp_path):
     fname = str(tmp_path / "pearson.index")
     faiss_ext.write_index(index, fname)
     back = faiss_ext.read_index(fname)
-    assert isinstance(back, faiss_ext.Index)
+    assert isinstance(back, faiss.IndexIDMap)
     D0, I0 = index.search(xq, 6)
     D1, I1 = back.search(xq, 6)
     np.testing.assert_array_equal(I0, I1)
@@ -224,21 +216,17 @@ def test_pearson_file_round_trip(rng, tmp_path):
         faiss.read_index(fname)  # plain FAISS does not know RowCenteringTransform
 
 
-# ---- conversions ----
+# ---- the very objects: no copies through bytes ----
 
-@pytest.mark.parametrize("metric", [faiss.METRIC_L2, faiss.METRIC_INNER_PRODUCT])
-def test_from_faiss_to_faiss_round_trip(rng, metric):
-    index, xb = _flat_with_data(rng, metric)
-    native = faiss_ext.from_faiss(index)
-    assert isinstance(native, faiss_ext.Index)
-    assert native.metric_type == metric and native.ntotal == index.ntotal
-    np.testing.assert_array_equal(native.reconstruct_n(0, native.ntotal), xb)
-    np.testing.assert_array_equal(native.reconstruct(7), xb[7])
-    back = faiss_ext.to_faiss(native)
-    assert isinstance(back, faiss.IndexFlat)
-    np.testing.assert_array_equal(back.reconstruct_n(0, back.ntotal), xb)
-    assert faiss_ext.from_faiss(native) is native
-    assert faiss_ext.to_faiss(index) is index
+def test_factory_twin_is_the_object_faiss_wraps(rng):
+    from faiss_ext import _faiss_ext_testing as testing
+    twin = faiss_ext.index_factory(D_DIM, "QSFlat")
+    idmap = faiss.IndexIDMap(twin)
+    assert testing.index_address(idmap.index) == testing.index_address(twin)
+    xb = random_data(rng, 50, D_DIM)
+    idmap.add_with_ids(xb, np.arange(50, dtype=np.int64) + 1000)
+    assert twin.ntotal == 50  # FAISS's wrapper added to the factory's object itself
+    np.testing.assert_array_equal(twin.reconstruct_n(0, 50), xb)
 
 
 def test_index_gpu_to_cpu_of_cpu_objects(rng):
@@ -247,16 +235,22 @@ def test_index_gpu_to_cpu_of_cpu_objects(rng):
     clone = faiss_ext.index_gpu_to_cpu(index)
     assert isinstance(clone, faiss.IndexFlat) and clone is not index
     np.testing.assert_array_equal(clone.reconstruct_n(0, clone.ntotal), xb)
-    # A CPU faiss_ext.Index becomes a faiss object that faiss can write.
-    cpu = faiss_ext.index_gpu_to_cpu(faiss_ext.from_faiss(index))
-    assert isinstance(cpu, faiss.IndexFlat)
+    # A CPU index of our factory comes back as a copy that faiss can write.
+    twin = faiss_ext.index_factory(D_DIM, "QSFlat")
+    twin.add(xb)
+    cpu = faiss_ext.index_gpu_to_cpu(twin)
+    assert isinstance(cpu, faiss.IndexFlat) and cpu is not twin
     np.testing.assert_array_equal(cpu.reconstruct_n(0, cpu.ntotal), xb)
     faiss.serialize_index(cpu)
 
 
-def test_conversion_rejects_other_objects():
-    with pytest.raises(TypeError, match="faiss_ext.Index or a faiss.Index"):
-        faiss_ext.from_faiss("not an index")
+def test_functions_reject_other_objects():
+    with pytest.raises(TypeError, match="must be a faiss.Index"):
+        faiss_ext.index_gpu_to_cpu("not an index")
+    with pytest.raises(TypeError, match="must be a faiss.Index"):
+        faiss_ext.write_index(object(), "never.index")
+    with pytest.raises(TypeError, match="must be a faiss.Index"):
+        faiss_ext.downcast_index(None)
     with pytest.raises(TypeError):
         faiss_ext.serialize_index(42)
     with pytest.raises(TypeError, match="uint8"):

@@ -50,7 +50,7 @@ def built(data):
 def test_factory_gives_untrained_twin(description, L, M, depth, width):
     index = faiss_ext.index_factory(24, description)
     assert isinstance(index, faiss_ext.IndexBiLevelLSH)
-    assert isinstance(index, faiss_ext.Index)
+    assert isinstance(index, faiss.Index)
     assert index.d == 24 and index.ntotal == 0 and not index.is_trained
     assert index.metric_type == faiss.METRIC_L2
     cfg = index.config
@@ -60,9 +60,6 @@ def test_factory_gives_untrained_twin(description, L, M, depth, width):
     defaults = faiss_ext.BiLevelLSHConfig()
     assert (cfg.seed, cfg.mean_rule_c, cfg.cuckoo_sub_tables) == \
         (defaults.seed, defaults.mean_rule_c, defaults.cuckoo_sub_tables)
-    # native or not: python3-faiss cannot hold it
-    assert isinstance(faiss_ext.index_factory(24, description, native=True),
-                      faiss_ext.IndexBiLevelLSH)
 
 
 def test_factory_defaults_are_the_config_defaults():
@@ -74,8 +71,8 @@ def test_factory_defaults_are_the_config_defaults():
 def test_factory_prefixes(data):
     xb, xq, _ = data
     idmap = faiss_ext.index_factory(D_DIM, "IDMap,BiLSH8x6_t3")
-    assert isinstance(idmap, faiss_ext.Index)
-    assert idmap.type_name.startswith("faiss::IndexIDMap")
+    assert isinstance(idmap, faiss.IndexIDMap)
+    assert isinstance(faiss_ext.downcast_index(idmap.index), faiss_ext.IndexBiLevelLSH)
     idmap.train(xb[:2000])
     ids = np.arange(2000, dtype=np.int64) * 3 + 7
     idmap.add_with_ids(xb[:2000], ids)
@@ -84,7 +81,7 @@ def test_factory_prefixes(data):
     assert np.all(D[:, 0] < 1e-3)
 
     pca = faiss_ext.index_factory(128, "PCA64,BiLSH16x8")
-    assert pca.type_name == "faiss::IndexPreTransform" and not pca.is_trained
+    assert isinstance(pca, faiss.IndexPreTransform) and not pca.is_trained
 
 
 @pytest.mark.parametrize("description,message", [
@@ -255,7 +252,7 @@ def test_save_load_round_trip(built, data, tmp_path):
     faiss_ext.write_index(built, path)
     data_bytes = faiss_ext.serialize_index(built)
     assert bytes(data_bytes[:4]) == b"IxBL"
-    for back in (faiss_ext.read_index(path), faiss_ext.read_index(str(path), native=True),
+    for back in (faiss_ext.read_index(path), faiss_ext.read_index(str(path)),
                  faiss_ext.deserialize_index(data_bytes),
                  faiss_ext.deserialize_index(bytes(data_bytes))):
         assert isinstance(back, faiss_ext.IndexBiLevelLSH)
@@ -284,18 +281,18 @@ def test_untrained_and_wrapped_round_trip(data):
     idmap.train(xb[:2000])
     idmap.add_with_ids(xb[:2000], np.arange(2000, dtype=np.int64) + 100)
     back = faiss_ext.deserialize_index(faiss_ext.serialize_index(idmap))
-    assert isinstance(back, faiss_ext.Index) and back.type_name.startswith("faiss::IndexIDMap")
+    assert isinstance(back, faiss.IndexIDMap)
+    assert isinstance(faiss_ext.downcast_index(back.index), faiss_ext.IndexBiLevelLSH)
     for a, b in zip(idmap.search(xq, 5), back.search(xq, 5)):
         np.testing.assert_array_equal(a, b)
 
 
-def test_faiss_cannot_hold_the_twin(built):
-    # our own type: faiss.write_index cannot take it; faiss_ext.write_index can
-    with pytest.raises((TypeError, RuntimeError)):
+def test_faiss_cannot_write_the_twin(built):
+    # our own type: FAISS 1.7.3's writer does not know it (no hook for
+    # foreign types); faiss_ext.write_index writes it
+    assert isinstance(built, faiss.Index)
+    with pytest.raises(RuntimeError, match="serialize"):
         faiss.write_index(built, "/tmp/never-written.index")
-    with pytest.raises(RuntimeError):
-        faiss_ext.to_faiss(built)
-    assert faiss_ext.from_faiss(built) is built
     # the stored vectors as a FAISS index: exact search over the same ids
     flat = built.to_index_flat()
     assert isinstance(flat, faiss.IndexFlatL2) and flat.ntotal == built.ntotal
@@ -349,7 +346,7 @@ def test_config_checks_values(field, value):
 
 def test_search_parameters():
     p = faiss_ext.SearchParametersBiLevelLSH()
-    assert isinstance(p, faiss_ext.SearchParameters)
+    assert isinstance(p, faiss.SearchParameters)
     assert (p.nprobe, p.min_candidates, p.tables, p.group_probes) == (1, 0, 0, 1)
     assert p.short_list == faiss_ext.BiLevelShortList.AUTO
     p = faiss_ext.SearchParametersBiLevelLSH(nprobe=8, min_candidates=100, tables=3,

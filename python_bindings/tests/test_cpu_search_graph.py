@@ -51,9 +51,6 @@ def test_factory_sgraph64():
     index = faiss_ext.index_factory(32, "SGraph64")
     assert isinstance(index, faiss.IndexHNSWFlat)
     assert index.hnsw.nb_neighbors(0) == 64
-    native = faiss_ext.index_factory(32, "SGraph64", native=True)
-    assert isinstance(native, faiss_ext.Index)
-    assert native.type_name == "faiss::IndexHNSWFlat"
 
 
 def test_factory_sgraph_prefixes(rng):
@@ -95,8 +92,7 @@ def test_twin_built_by_faiss_round_trips(rng, tmp_path):
 
     path = tmp_path / "sgraph.index"
     faiss.write_index(twin, str(path))
-    for back in (faiss_ext.read_index(path), faiss.read_index(str(path)),
-                 faiss_ext.to_faiss(faiss_ext.read_index(path, native=True))):
+    for back in (faiss_ext.read_index(path), faiss.read_index(str(path))):
         assert isinstance(back, faiss.IndexHNSWFlat)
         np.testing.assert_array_equal(level_zero_graph(back), graph)
         D2, I2 = back.search(xq, 10)
@@ -110,8 +106,9 @@ def test_exported():
     for name in ("GpuIndexSearchGraph", "GpuIndexSearchGraphConfig",
                  "SearchParametersSearchGraph"):
         assert name in faiss_ext.__all__
-        assert getattr(faiss_ext, name) is getattr(faiss_ext._faiss_ext, name)
-    assert issubclass(faiss_ext.GpuIndexSearchGraph, faiss_ext.Index)
+    assert issubclass(faiss_ext.GpuIndexSearchGraph, faiss.Index)
+    assert issubclass(faiss_ext.SearchParametersSearchGraph, faiss.SearchParameters)
+    assert faiss_ext.GpuIndexSearchGraphConfig is faiss_ext._faiss_ext.GpuIndexSearchGraphConfig
 
 
 def test_config_defaults_and_aliases():
@@ -163,7 +160,7 @@ def test_config_checks_values(field, value):
 
 def test_search_parameters():
     p = faiss_ext.SearchParametersSearchGraph()
-    assert isinstance(p, faiss_ext.SearchParameters)
+    assert isinstance(p, faiss.SearchParameters)
     assert (p.itopk, p.search_width, p.max_iterations, p.min_iterations, p.seed_rounds,
             p.entry_seeds, p.fp16) == (0, 0, 0, 0, 0, -1, -1)
     p = faiss_ext.SearchParametersSearchGraph(itopk=128, search_width=2, max_iterations=50,

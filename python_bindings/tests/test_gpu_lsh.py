@@ -195,7 +195,8 @@ def test_cloner_walks_idmap(res, data):
     ids = np.arange(N, dtype=np.int64) * 2 + 1
     cpu.add_with_ids(xb, ids)
     gpu = faiss_ext.index_cpu_to_gpu(res, 0, cpu)
-    assert isinstance(gpu, faiss_ext.Index) and gpu.type_name.startswith("faiss::IndexIDMap")
+    assert isinstance(gpu, faiss.IndexIDMap)
+    assert isinstance(faiss_ext.downcast_index(gpu.index), faiss_ext.GpuIndexBiLevelLSH)
     D, I = gpu.search(xq, K)
     D_ref, I_ref = cpu.search(xq, K)
     assert np.all(np.isin(I[I >= 0], ids))

@@ -274,10 +274,10 @@ def test_copy_to_gives_a_faiss_hnsw_faiss_can_search_and_save(built, xb, xq, tru
         _, I2 = back.search(xq, K)
         np.testing.assert_array_equal(I2, I)
 
-    # the GPU index written directly is written as its twin; to_faiss and the cloner agree
+    # the GPU index written directly is written as its twin; copy_to and the cloner agree
     path2 = str(tmp_path / "gpu.index")
     faiss_ext.write_index(index, path2)
-    for back in (faiss.read_index(path2), faiss_ext.to_faiss(index),
+    for back in (faiss.read_index(path2), index.copy_to(),
                  faiss_ext.index_gpu_to_cpu(index)):
         assert isinstance(back, faiss.IndexHNSWFlat)
         np.testing.assert_array_equal(level_zero_graph(back), graph)

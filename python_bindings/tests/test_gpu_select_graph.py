@@ -177,7 +177,7 @@ def test_config_fields_defaults_and_ranges():
             c.thheapSampleFactor = bad
     assert c.mergeQueueGroup == 2 and c.thheapSampleFactor == 1024  # unchanged
     p = faiss_ext.SearchParametersQuickSelectFlat(SA.TH_HEAP)
-    assert p.selectAlgo == SA.TH_HEAP and isinstance(p, faiss_ext.SearchParameters)
+    assert p.selectAlgo == SA.TH_HEAP and isinstance(p, faiss.SearchParameters)
     p.selectAlgo = SA.MERGE_QUEUE
     assert p.selectAlgo == SA.MERGE_QUEUE
 
