@@ -6,7 +6,10 @@
 // multiply-adds, sequential or pairwise). The bound must hold on every pair,
 // including data far from the origin, cancellations and tiny numbers, and
 // must not be vacuous: on non-negative data, where truncation errors all
-// point the same way, the observed error reaches a fair share of it.
+// point the same way, the observed error reaches a fair share of it. Also
+// the candidate count of the bounded search (impl/BoundedFlatSearch.h).
+#include <faiss/impl/FaissException.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "TestUtils.h"
+#include "faiss_ext/gpu/impl/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
 
 using faiss_ext::gpu::magnitudeSafe;
@@ -195,4 +199,18 @@ TEST(Tf32ErrorBound, TermsAreSane) {
     // Overflow guard.
     EXPECT_TRUE(magnitudeSafe(t128, 1e3, 1e3, 1e6));
     EXPECT_FALSE(magnitudeSafe(t128, 1e19, 1e19, 1e38));
+}
+
+TEST(BoundedCandidates, KeepTwiceKOrKPlus32WithinTheCorpus) {
+    using faiss_ext::gpu::boundedCandidateCount;
+    EXPECT_EQ(boundedCandidateCount(1, 1000000), 33);
+    EXPECT_EQ(boundedCandidateCount(10, 1000000), 42);
+    EXPECT_EQ(boundedCandidateCount(32, 1000000), 64);
+    EXPECT_EQ(boundedCandidateCount(1024, 1000000), 2048);
+    EXPECT_EQ(boundedCandidateCount(4097, 6000), 6000);  // capped at nb: every vector a candidate
+    EXPECT_EQ(boundedCandidateCount(5, 5), 5);
+    EXPECT_THROW(boundedCandidateCount(0, 10), faiss::FaissException);
+    EXPECT_THROW(boundedCandidateCount(11, 10), faiss::FaissException);
+    EXPECT_TRUE(faiss_ext::gpu::boundedSearchSupported(960));
+    EXPECT_FALSE(faiss_ext::gpu::boundedSearchSupported(0));
 }

@@ -19,25 +19,23 @@ namespace gpu {
 
 namespace {
 
-constexpr int kCertifyWarps = 8;
+constexpr int kRescoreWarps = 8;
 
-/// What the certify-and-rescore kernel reads, for one row block.
-struct CertifyArgs {
+/// What the rescoring kernel reads and writes, for one row block.
+struct RescoreArgs {
     const uint64_t* approxKeys;  // rows x m, sorted ascending (TF32 keys)
     int64_t m;                   // candidates per row
-    int64_t kk;                  // results per row
     const float* queries;        // rows x d (prepared)
     const float* querySqNorms;   // rows: FP32 |q|^2
     const float* vectors;        // nb x d
     const float* sqNorms;        // nb: stored |x|^2 (L2), else null
     int d;
     bool l2;
-    bool allCandidates;  // m == nb: nothing is left out
     Tf32BoundTerms terms;
     double xMaxNorm;         // upper bound of the largest true |x|
     double xMaxSqNorm;       // the largest stored |x|^2
     uint64_t* rescoredKeys;  // out: rows x m FP32 keys, unsorted
-    uint8_t* certified;      // out: rows flags
+    double* leftOutLower;    // out: rows lower bounds of the keys left out (NaN: none)
 };
 
 __device__ __forceinline__ float warpSumDown(float v) {
@@ -46,83 +44,53 @@ __device__ __forceinline__ float warpSumDown(float v) {
 }
 
 /// One block per query: each warp re-scores candidates j = warp, warp + 8,
-/// ... (lanes split the dimensions so that reads are coalesced; any order
-/// of FP32 summation is covered by the bound), lane 0 writes the FP32 key
-/// and folds key_j + e(q, x_j) of the kk best approximate keys into tau.
-__global__ void __launch_bounds__(32 * kCertifyWarps) certifyAndRescoreKernel(CertifyArgs a) {
+/// ... with the FP32 path's formula (lanes split the dimensions so that
+/// reads are coalesced; any order of FP32 summation is covered by the
+/// bound), and thread 0 bounds from below the re-scored key of every vector
+/// left out: its approximate key is >= the m-th one (the keys are sorted),
+/// so its FP32 key is >= that minus e(q, x_max).
+__global__ void __launch_bounds__(32 * kRescoreWarps) rescoreCandidatesKernel(RescoreArgs a) {
     const int64_t r = blockIdx.x;
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
     const float* q = a.queries + r * a.d;
     const uint64_t* keys = a.approxKeys + r * a.m;
-    const double qNorm = normUpperBound(a.terms, double(a.querySqNorms[r]));
-    double tau = -INFINITY;  // max of key_j + e_j over this warp's j < kk
-    bool tauFinite = true;   // false once some key_j + e_j is +inf or NaN
-
-    for (int64_t j = warp; j < a.m; j += kCertifyWarps) {
-        const uint64_t key = keys[j];
-        const uint32_t id = select::keyIndex(key);
+    for (int64_t j = warp; j < a.m; j += kRescoreWarps) {
+        const uint32_t id = select::keyIndex(keys[j]);
         const float* x = a.vectors + int64_t(id) * a.d;
-        float dot = 0.f, sq = 0.f;
-        for (int i = lane; i < a.d; i += 32) {
-            const float xi = x[i];
-            dot = fmaf(q[i], xi, dot);
-            if (!a.l2) sq = fmaf(xi, xi, sq);
-        }
+        float dot = 0.f;
+        for (int i = lane; i < a.d; i += 32) dot = fmaf(q[i], x[i], dot);
         dot = warpSumDown(dot);
-        if (!a.l2) sq = warpSumDown(sq);
         if (lane == 0) {
             // The FP32 path's key: the GEMM's alpha * q.x (alpha = -2 or
             // -1, exact), plus the stored |x|^2 for L2 with one rounding.
-            float value;
-            double xSq;
-            if (a.l2) {
-                const float nx = a.sqNorms[id];
-                value = __fadd_rn(-2.f * dot, nx);
-                xSq = double(nx);
-            } else {
-                value = -dot;
-                xSq = double(sq);
-            }
+            const float value = a.l2 ? __fadd_rn(-2.f * dot, a.sqNorms[id]) : -dot;
             a.rescoredKeys[r * a.m + j] = select::makeKey(value, id);
-            if (j < a.kk) {
-                const double e = tf32KeyErrorBound(a.terms, qNorm, normUpperBound(a.terms, xSq),
-                                                   a.l2 ? xSq : 0.0);
-                const double upper = __dadd_ru(double(select::keyValue(key)), e);
-                if (!(upper < INFINITY))
-                    tauFinite = false;  // NaN or +inf
-                else
-                    tau = fmax(tau, upper);
-            }
         }
     }
-
-    __shared__ double warpTau[kCertifyWarps];
-    __shared__ bool warpTauFinite[kCertifyWarps];
-    if (lane == 0) {
-        warpTau[warp] = tau;
-        warpTauFinite[warp] = tauFinite;
-    }
-    __syncthreads();
     if (threadIdx.x == 0) {
-        bool ok = true;
-        double t = -INFINITY;  // >= the kk-th smallest FP32 key among the candidates
-        for (int w = 0; w < kCertifyWarps; ++w) {
-            ok = ok && warpTauFinite[w];
-            t = fmax(t, warpTau[w]);
-        }
-        bool certified = a.allCandidates;
-        if (!certified && ok) {
-            // Every vector left out has an approximate key >= the m-th one
-            // (the keys are sorted), so an FP32 key >= that minus e(q, x_max).
-            const double lastKey = double(select::keyValue(keys[a.m - 1]));
-            const double eMax = tf32KeyErrorBound(a.terms, qNorm, a.xMaxNorm, a.xMaxSqNorm);
-            const double leftOutLower = __dsub_rd(lastKey, eMax);
-            certified = magnitudeSafe(a.terms, qNorm, a.xMaxNorm, a.xMaxSqNorm) &&
-                        leftOutLower > t && t < INFINITY;
-        }
-        a.certified[r] = certified ? 1 : 0;
+        const double qNorm = normUpperBound(a.terms, double(a.querySqNorms[r]));
+        const double lastKey = double(select::keyValue(keys[a.m - 1]));
+        const double eMax = tf32KeyErrorBound(a.terms, qNorm, a.xMaxNorm, a.xMaxSqNorm);
+        // NaN (never certified) when some product could overflow; a NaN or
+        // infinite key makes it NaN or -inf by itself.
+        a.leftOutLower[r] = magnitudeSafe(a.terms, qNorm, a.xMaxNorm, a.xMaxSqNorm)
+                                ? __dsub_rd(lastKey, eMax)
+                                : NAN;
     }
+}
+
+/// certified[r] = 1 when every vector left out is strictly worse than the
+/// kk-th re-scored key of row r (sorted rows of m keys), or nothing is left
+/// out. Written so that NaN and infinities never certify.
+__global__ void certifyRowsKernel(const uint64_t* sortedKeys, int64_t m, int64_t kk,
+                                  const double* leftOutLower, bool allCandidates, int64_t rows,
+                                  uint8_t* certified) {
+    const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const double kth = double(select::keyValue(sortedKeys[r * m + kk - 1]));
+    const bool ok = allCandidates || (kth < INFINITY && leftOutLower[r] > kth);
+    certified[r] = ok ? 1 : 0;
 }
 
 /// out row i = queries row rows[i] (d floats).
@@ -225,8 +193,11 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         rowSquaredNorms(queries, nq, d, querySqNorms.data(), stream);
 
         // Per row beyond the selection: m re-scored keys, their sort's
-        // temporary memory and a flag.
+        // temporary memory and the lower bound of the keys left out.
         const size_t extraPerRow = sizeof(uint64_t) * m + select::sortKeyRowsTempBytes(1, m) + 64;
+        // One flag per query, read back once after the last block (a read
+        // per block would stall the stream between blocks).
+        TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
         const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
         const TilePlan p = planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2,
                                       candidateSelection, extraPerRow);
@@ -237,24 +208,21 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         TempBuffer<uint64_t> rescored(res, device, size_t(p.rows) * m, stream);
         const size_t sortBytes = select::sortKeyRowsTempBytes(p.rows, m);
         TempBuffer<char> sortTemp(res, device, sortBytes, stream);
-        TempBuffer<uint8_t> certified(res, device, size_t(p.rows), stream);
-        std::vector<uint8_t> hostCertified(size_t(p.rows));
+        TempBuffer<double> leftOutLower(res, device, size_t(p.rows), stream);
         const float alpha = l2 ? -2.f : -1.f;
         cublasHandle_t blas = res->getBlasHandle(device);
 
-        CertifyArgs a;
+        RescoreArgs a;
         a.m = m;
-        a.kk = kk;
         a.vectors = corpus.vectors;
         a.sqNorms = l2 ? corpus.sqNorms : nullptr;
         a.d = d;
         a.l2 = l2;
-        a.allCandidates = m == nb;
         a.terms = terms;
         a.xMaxNorm = xMaxNorm;
         a.xMaxSqNorm = corpus.maxSqNorm;
         a.rescoredKeys = rescored.data();
-        a.certified = certified.data();
+        a.leftOutLower = leftOutLower.data();
 
         for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
             const int64_t rows = std::min(p.rows, nq - q0);
@@ -270,19 +238,23 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
             a.approxKeys = sel.finish();
             a.queries = q;
             a.querySqNorms = querySqNorms.data() + q0;
-            certifyAndRescoreKernel<<<unsigned(rows), 32 * kCertifyWarps, 0, stream>>>(a);
+            rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, stream>>>(a);
             FAISS_EXT_CUDA_CHECK_LAUNCH();
             select::sortKeyRows(rescored.data(), rows, m, sortTemp.data(), sortBytes, stream);
+            certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
+                rescored.data(), m, kk, leftOutLower.data(), m == nb, rows, certified.data() + q0);
+            FAISS_EXT_CUDA_CHECK_LAUNCH();
             // Every row is decoded; the uncertified ones are written over below.
             select::decodeKeys(rescored.data(), rows, kk, k, decode,
                                l2 ? querySqNorms.data() + q0 : nullptr, distances + size_t(q0) * k,
                                labels + size_t(q0) * k, stream, m);
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCertified.data(), certified.data(),
-                                                 size_t(rows), cudaMemcpyDeviceToHost, stream));
-            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-            for (int64_t r = 0; r < rows; ++r) {
-                if (!hostCertified[size_t(r)]) fallbackRows.push_back(q0 + r);
-            }
+        }
+        std::vector<uint8_t> hostCertified(static_cast<size_t>(nq));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCertified.data(), certified.data(), size_t(nq),
+                                             cudaMemcpyDeviceToHost, stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        for (int64_t r = 0; r < nq; ++r) {
+            if (!hostCertified[size_t(r)]) fallbackRows.push_back(r);
         }
     }  // the bounded pass's buffers go back before the fallback plans its tiles
 

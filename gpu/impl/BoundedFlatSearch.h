@@ -5,18 +5,25 @@
 //   1. TF32 GEMM tiles (gemmDotProductsTf32), and the RowSelector keeps the
 //      m = boundedCandidateCount(k, nb) smallest approximate keys per query.
 //   2. One kernel per block re-scores the m candidates in FP32 (the FP32
-//      path's formula: |x|^2 - 2 q.x for L2, -q.x otherwise) and certifies
-//      the query: with e(q, x) the bound of Tf32ErrorBound.h on
-//      |approximate key - FP32 key|, tau = max over the k best approximate
-//      keys of (key_j + e(q, x_j)) is at least the k-th smallest FP32 key
-//      among the candidates, and every vector left out has an FP32 key of at
-//      least (m-th approximate key) - e(q, x_max). When that exceeds tau (or
-//      m == nb) no vector left out can be among the k nearest, so the k best
-//      re-scored candidates are the FP32 path's answer (ties aside).
-//   3. Certified queries: the re-scored keys are sorted and decoded as the
-//      FP32 path decodes its keys. The others are searched again by the FP32
-//      path (the caller's fallback) after the last block and their rows
-//      written over.
+//      path's formula: |x|^2 - 2 q.x for L2, -q.x otherwise; any order of
+//      summation) and bounds the vectors left out: with e(q, x) the bound of
+//      Tf32ErrorBound.h on |approximate key - FP32 key|, each has an
+//      approximate key >= the m-th one, hence an FP32 key >= (m-th
+//      approximate key) - e(q, x_max).
+//   3. The re-scored keys are sorted. A query is certified when that lower
+//      bound exceeds its kk-th re-scored key (or m == nb): no vector left out
+//      can then be among its kk nearest, so the kk best re-scored
+//      candidates are exactly the kk nearest of the whole corpus by FP32
+//      keys, which are the FP32 path's neighbours (the two FP32 evaluations
+//      differ only in the order of summation: ties aside). Certified rows
+//      are decoded as the FP32 path decodes its keys; the others are
+//      searched again by the FP32 path (the caller's fallback) after the
+//      last block, and their rows written over.
+//
+// Compared with a threshold made of approximate keys plus their bounds
+// (max over the kk best of key_j + e(q, x_j)), the re-scored kk-th key is
+// exact, so the gap the certificate needs between ranks kk and m is about
+// e instead of 2e, with the same guarantee on the returned result.
 #pragma once
 
 #include <cuda_runtime_api.h>
