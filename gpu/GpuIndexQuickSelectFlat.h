@@ -6,7 +6,9 @@
 // one read per pass, one warp per query when queries are many and one block
 // per query when they are few, and a stack of partition references instead
 // of copies. Any k from 1 to ntotal; results equal faiss::IndexFlat's (ties
-// aside), sorted closest first.
+// aside), sorted closest first. The dot products run in FP32, or on the TF32
+// tensor cores with a proven error bound and FP32 re-scoring that keep the
+// results exact (DistancePrecision::TF32Bounded, docs/flat.md).
 //
 // Usage:
 //   faiss_ext::gpu::StandardGpuResources res;
