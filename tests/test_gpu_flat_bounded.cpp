@@ -1,7 +1,9 @@
 // DistancePrecision::TF32Bounded against the FP32 path of the same index:
 // a grid of metrics, dimensions and k; duplicates and near ties; data far
 // from the origin (the fallback, counted); a certified case (the fast route
-// really runs); tiling; host storage; real sets; bad knob values.
+// really runs); tiling; host storage; real sets; bad knob values. And the
+// hardware model behind the bound: the TF32 GEMM of this GPU against exact
+// dot products on inputs made to lose the most to TF32.
 //
 // What "equal" means here (checkSameAsFp32): rank by rank the distances
 // agree within the FP32 rounding tolerance below, and an id returned by one
@@ -13,11 +15,13 @@
 // factor of 2 for the decode and the host's reference arithmetic give
 // tol = 4 (d + 3) 2^-24 (|alpha| |q| X + X^2 + |q|^2) with X the largest
 // corpus norm (Higham, Accuracy and Stability of Numerical Algorithms, 3.1).
+#include <cuda_runtime_api.h>
 #include <faiss/impl/FaissException.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <set>
 #include <string>
@@ -28,6 +32,9 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/Distance.h"
+#include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 using faiss_ext::FlatMetric;
 using faiss_ext::gpu::BoundedSearchStats;
@@ -373,4 +380,96 @@ TEST(GpuFlatBounded, RealSets) {
         }
     }
     if (ran == 0) GTEST_SKIP() << "no real set found under " << dataDir();
+}
+
+namespace {
+
+/// A device copy of a host vector, freed at the end of the scope.
+template <class T>
+struct DeviceCopy {
+    T* p = nullptr;
+    explicit DeviceCopy(const std::vector<T>& h) {
+        FAISS_EXT_CUDA_CHECK(
+            cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(h.size(), 1)));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpy(p, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice));
+    }
+    ~DeviceCopy() { cudaFree(p); }
+    DeviceCopy(const DeviceCopy&) = delete;
+    DeviceCopy& operator=(const DeviceCopy&) = delete;
+};
+
+/// Floats whose mantissa bits below TF32's 10 are all ones: truncation to
+/// TF32 loses almost a full TF32 unit on each (round to nearest loses 2^-23).
+std::vector<float> worstForTruncation(int64_t n, int d, uint64_t seed) {
+    std::vector<float> v = randomVectors(n, d, seed, 0.5f, 4.f);
+    for (float& x : v) {
+        uint32_t b;
+        std::memcpy(&b, &x, 4);
+        b |= 0x1FFFu;
+        std::memcpy(&x, &b, 4);
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST(GpuFlatBounded, Tf32GemmStaysWithinTheModelledError) {
+    // The bound assumes: TF32 inputs within 2^-10 (truncation), exact
+    // products, FP32 accumulation with truncated alignment (unit 2^-22).
+    // Checked here on this GPU: |TF32 GEMM - exact q.x| <= (2 * 2^-10 +
+    // 2^-20 + (1 + 2^-10)^2 gamma(d + 2, 2^-22)) sum |q_i x_i|, on
+    // non-negative data (no cancellation: errors add up), data made to lose
+    // the most to truncation, and mixed signs. The largest ratio observed is
+    // printed: about 0.5 means truncation, far less means rounding.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    cublasHandle_t blas = res.getResources()->getBlasHandle(0);
+    const int64_t nq = 64, nx = 2048;
+    for (int d : {1, 97, 128, 960, 4096}) {
+        const faiss_ext::gpu::Tf32BoundTerms t = faiss_ext::gpu::tf32BoundTerms(d, false);
+        const double delta = std::ldexp(1.0, -10);
+        const double tf32Coef =
+            2 * delta + delta * delta +
+            (1 + delta) * (1 + delta) * faiss_ext::gpu::errorGamma(d + 2.0, std::ldexp(1.0, -22));
+        ASSERT_LT(tf32Coef, t.dotCoef);
+        struct Data {
+            const char* name;
+            std::vector<float> q, x;
+        };
+        const uint64_t s = kSeed + uint64_t(d);
+        std::vector<Data> sets;
+        sets.push_back({"non-negative", randomVectors(nq, d, s, 0.f, 1.f),
+                        randomVectors(nx, d, s + 1, 0.f, 1.f)});
+        sets.push_back({"worst-for-truncation", worstForTruncation(nq, d, s + 2),
+                        worstForTruncation(nx, d, s + 3)});
+        sets.push_back({"mixed-sign", randomVectors(nq, d, s + 4), randomVectors(nx, d, s + 5)});
+        for (const Data& data : sets) {
+            DeviceCopy<float> dq(data.q), dx(data.x);
+            DeviceCopy<float> dOut(std::vector<float>(size_t(nq * nx)));
+            faiss_ext::gpu::gemmDotProductsTf32(blas, dq.p, nq, dx.p, nx, d, -1.f, dOut.p, nx);
+            FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+            std::vector<float> out(size_t(nq * nx));
+            FAISS_EXT_CUDA_CHECK(
+                cudaMemcpy(out.data(), dOut.p, sizeof(float) * out.size(), cudaMemcpyDeviceToHost));
+            double worst = 0;
+            for (int64_t i = 0; i < nq; ++i) {
+                for (int64_t j = 0; j < nx; ++j) {
+                    double exact = 0, absSum = 0;
+                    for (int c = 0; c < d; ++c) {
+                        const double p =
+                            double(data.q[size_t(i * d + c)]) * double(data.x[size_t(j * d + c)]);
+                        exact += p;
+                        absSum += std::fabs(p);
+                    }
+                    const double err = std::fabs(double(out[size_t(i * nx + j)]) + exact);
+                    const double bound = tf32Coef * absSum + 1e-30;
+                    ASSERT_LE(err, bound) << data.name << " d=" << d << " query " << i << " vector "
+                                          << j << " seed " << kSeed;
+                    worst = std::max(worst, err / bound);
+                }
+            }
+            std::fprintf(stderr, "[bounded] TF32 GEMM, %s d=%d: largest error / modelled = %.3f\n",
+                         data.name, d, worst);
+        }
+    }
 }
