@@ -41,17 +41,23 @@ namespace gpu {
 
 /// Candidates the TF32 pass keeps per query for kk = min(k, nb) results:
 /// kk + max(kk, kBoundedMinSlack), at most nb. Why this slack: a query is
-/// certified when the approximate keys of ranks kk and m differ by more
-/// than about twice the bound, and the distance between ranks k and 2k
+/// certified when the keys of ranks kk and m differ by more than about the
+/// bound e(q, x_max), and the distance between ranks k and 2k
 /// grows with k (for intrinsic dimension d', radii grow as rank^(1/d')), so
 /// a slack proportional to k keeps that gap from shrinking as k grows,
-/// while the floor of 32 gives small k a gap of several ranks. The cost:
-/// re-scoring reads m * d floats per query. Against the TF32 GEMM (about
-/// 1.8 us per query on 1M x 128 on an H100, from issue 25's 17.6 ms for
-/// 10,000 queries) that is negligible up to k ~ 100 and about a fifth at
-/// k = 1024 (m = 2048: 1 MiB per query at ~3 TB/s), so the slack is the
-/// knob to tune for large k from the times and fallback counts that
-/// bench_flat --precision reports.
+/// while the floor of 32 gives small k a gap of several ranks. Estimated
+/// by a CPU emulation of the certificate (40 queries each; to be confirmed
+/// by bench_flat --precision on the GPU): a slack of k certified every query
+/// of the bench's clustered 1M x 128 set (k = 10, 100, 1024, 4096), its
+/// 100k x 960 set (k = 100, 1024, 3000) and Fashion-MNIST's 60k (k = 10,
+/// 100, 1024), while k / 2 fell to
+/// 88% on Fashion-MNIST at k = 100 and k / 4 (i.e. 32) to 87-88% on the
+/// clustered sets at k = 100. The cost: re-scoring reads m * d floats per
+/// query. Against the TF32 GEMM (about 1.8 us per query on 1M x 128 on an
+/// H100, from issue 25's 17.6 ms for 10,000 queries) that is negligible up
+/// to k ~ 100 and about a fifth at k = 1024 (m = 2048: 1 MiB per query at
+/// ~3 TB/s), so the slack is the knob to tune for large k from the times
+/// and fallback counts that bench_flat --precision reports.
 int64_t boundedCandidateCount(int64_t kk, int64_t nb);
 
 /// The floor of the slack above (see boundedCandidateCount).
