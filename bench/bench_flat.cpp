@@ -3,7 +3,9 @@
 //   faiss-cpu:IndexFlatL2  FAISS's exact CPU search, all cores, the process's
 //                          BLAS (OpenBLAS); large cases on a query subset
 //                          within a time budget, extrapolated (params.nq_timed)
-//   floor:cublas-sgemm     cuBLAS SGEMM of the same shapes alone (the floor)
+//   floor:cublas-sgemm     cuBLAS SGEMM of the same shapes alone (the floor);
+//                          floor:cublas-sgemm-tf32 the same in TF32 when
+//                          --precision includes tf32-bounded
 //   ours:quickselect       faiss_ext::gpu::GpuIndexQuickSelectFlat (FP32 distances)
 //   ours:quickselect-tf32-bounded
 //                          the same index with DistancePrecision::TF32Bounded
@@ -261,38 +263,48 @@ int main(int argc, char** argv) {
                 DeviceArray<float> dB(size_t(c.nb) * d), dQ(size_t(c.nq) * d), dC(size_t(tile) * c.nb);
                 FAISS_EXT_CUDA_CHECK(cudaMemcpy(dB.p, base.x.data(), base.x.size() * 4, cudaMemcpyHostToDevice));
                 FAISS_EXT_CUDA_CHECK(cudaMemcpy(dQ.p, query.x.data(), query.x.size() * 4, cudaMemcpyHostToDevice));
-                cublasHandle_t h;
-                FAISS_EXT_CUBLAS_CHECK(cublasCreate(&h));
-                FAISS_EXT_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-                auto run = [&]() {
-                    const float alpha = 1.f, beta = 0.f;
-                    for (int64_t q0 = 0; q0 < c.nq; q0 += tile) {
-                        const int tq = int(std::min(tile, c.nq - q0));
-                        // Column major: C (nb x tq) = B^T (nb x d) * Q (d x tq).
-                        FAISS_EXT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(c.nb), tq, d,
-                                                           &alpha, dB.p, d, dQ.p + q0 * d, d, &beta,
-                                                           dC.p, int(c.nb)));
+                // FP32, and TF32 (the bounded precision's GEMM) when it is benchmarked.
+                const bool tf32Too = std::find(precisions.begin(), precisions.end(),
+                                               gpu::DistancePrecision::TF32Bounded) !=
+                                     precisions.end();
+                for (bool tf32 : {false, true}) {
+                    if (tf32 && !tf32Too) continue;
+                    cublasHandle_t h;
+                    FAISS_EXT_CUBLAS_CHECK(cublasCreate(&h));
+                    FAISS_EXT_CUBLAS_CHECK(
+                            cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+                    auto run = [&]() {
+                        const float alpha = 1.f, beta = 0.f;
+                        for (int64_t q0 = 0; q0 < c.nq; q0 += tile) {
+                            const int tq = int(std::min(tile, c.nq - q0));
+                            // Column major: C (nb x tq) = B^T (nb x d) * Q (d x tq).
+                            FAISS_EXT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(c.nb), tq,
+                                                               d, &alpha, dB.p, d, dQ.p + q0 * d, d,
+                                                               &beta, dC.p, int(c.nb)));
+                        }
+                        FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+                    };
+                    run();  // warm-up
+                    std::vector<double> times;
+                    for (int r = 0; r < reps; ++r) {
+                        t0 = nowSeconds();
+                        run();
+                        times.push_back(nowSeconds() - t0);
                     }
-                    FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
-                };
-                run();  // warm-up
-                std::vector<double> times;
-                for (int r = 0; r < reps; ++r) {
-                    t0 = nowSeconds();
-                    run();
-                    times.push_back(nowSeconds() - t0);
+                    cublasDestroy(h);
+                    const double sec = median(times);
+                    JsonLine p;
+                    p.integer("tile_nq", tile).integer("reps", reps);
+                    p.str("math", tf32 ? "tf32 (CUBLAS_TF32_TENSOR_OP_MATH)" : "fp32 (CUBLAS_DEFAULT_MATH)");
+                    p.num("tflops", 2.0 * c.nb * c.nq * d / sec / 1e12).str("io", "device");
+                    JsonLine j = head(c, tf32 ? "floor:cublas-sgemm-tf32" : "floor:cublas-sgemm",
+                                      gpuDevice, 0);
+                    j.raw("params", p.text()).num("seconds", sec).num("qps", c.nq / sec).null("recall");
+                    j.str("git", c.git);
+                    emit(j);
+                    std::fprintf(stderr, "[bench_flat] floor%s: %.4f s (%.1f TFLOP/s)\n",
+                                 tf32 ? " (tf32)" : "", sec, 2.0 * c.nb * c.nq * d / sec / 1e12);
                 }
-                cublasDestroy(h);
-                const double sec = median(times);
-                JsonLine p;
-                p.integer("tile_nq", tile).integer("reps", reps).str("math", "fp32 (CUBLAS_DEFAULT_MATH)");
-                p.num("tflops", 2.0 * c.nb * c.nq * d / sec / 1e12).str("io", "device");
-                JsonLine j = head(c, "floor:cublas-sgemm", gpuDevice, 0);
-                j.raw("params", p.text()).num("seconds", sec).num("qps", c.nq / sec).null("recall");
-                j.str("git", c.git);
-                emit(j);
-                std::fprintf(stderr, "[bench_flat] floor: %.4f s (%.1f TFLOP/s)\n", sec,
-                             2.0 * c.nb * c.nq * d / sec / 1e12);
             } catch (const std::exception& e) {
                 ++failures;
                 std::fprintf(stderr, "[bench_flat] floor failed: %s\n", e.what());
