@@ -214,3 +214,98 @@ TEST(BoundedCandidates, KeepTwiceKOrKPlus32WithinTheCorpus) {
     EXPECT_TRUE(faiss_ext::gpu::boundedSearchSupported(960));
     EXPECT_FALSE(faiss_ext::gpu::boundedSearchSupported(0));
 }
+
+namespace {
+
+/// max(h1(t), h2(t)) of leftOutKeyLowerBound's derivation, in long double
+/// without its safety margins: what the bound must stay below at every norm.
+long double leftOutKeyFloor(const Tf32BoundTerms& t, double qNorm, double lastKey, double norm) {
+    const long double u = std::ldexp(1.0L, -24), g = t.fp32Gamma;
+    const long double h1 =
+        lastKey - (long double)tf32KeyErrorBound(t, qNorm, norm, norm * norm * (1.0 + g));
+    if (!t.l2) return h1;
+    const long double h2 = (1 - u) * (1 - g) * (long double)norm * norm -
+                           2 * (1 + u) * (1 + g) * (long double)qNorm * norm;
+    return std::max(h1, h2);
+}
+
+}  // namespace
+
+TEST(Tf32ErrorBound, LeftOutLowerBoundHoldsAtEveryNormAndBeatsTheOldOne) {
+    std::mt19937_64 rng(faiss_ext::test::kSeed);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (int trial = 0; trial < 2000; ++trial) {
+        const int d = 1 + int(unit(rng) * 1000);
+        const bool l2 = trial % 3 != 0;
+        const Tf32BoundTerms t = tf32BoundTerms(d, l2);
+        const double qNorm = std::exp(unit(rng) * 20 - 10);
+        const double xMax = std::exp(unit(rng) * 20 - 10);
+        const double lastKey = (unit(rng) * 4 - 2) * (qNorm * xMax + xMax * xMax);
+        const double bound = faiss_ext::gpu::leftOutKeyLowerBound(t, qNorm, lastKey, xMax);
+        const double old =
+            lastKey - tf32KeyErrorBound(t, qNorm, xMax, xMax * xMax * (1 + t.fp32Gamma));
+        const std::string where = "trial " + std::to_string(trial) + " d=" + std::to_string(d) +
+                                  (l2 ? " L2" : " IP") + " |q|=" + std::to_string(qNorm) +
+                                  " x_max=" + std::to_string(xMax) +
+                                  " lastKey=" + std::to_string(lastKey);
+        ASSERT_TRUE(std::isfinite(bound)) << where;
+        // Never below the bound made of e(q, x_max) (up to its 2^-50 margins).
+        EXPECT_GE(bound, old - 1e-12 * (std::fabs(lastKey) + std::fabs(old))) << where;
+        for (int i = 0; i <= 4000; ++i) {
+            const double norm = xMax * i / 4000.0;
+            ASSERT_LE((long double)bound, leftOutKeyFloor(t, qNorm, lastKey, norm))
+                << where << " at |x| = " << norm;
+        }
+    }
+    EXPECT_TRUE(
+        std::isnan(faiss_ext::gpu::leftOutKeyLowerBound(tf32BoundTerms(8, true), 1.0, NAN, 1.0)));
+    EXPECT_TRUE(std::isnan(
+        faiss_ext::gpu::leftOutKeyLowerBound(tf32BoundTerms(8, true), 1.0, INFINITY, 1.0)));
+}
+
+TEST(Tf32ErrorBound, LeftOutLowerBoundHoldsOnEmulatedSearchWithOutliers) {
+    // Unit-scale vectors plus a few of norm 1e3 (outliers), L2: the
+    // emulated TF32 keys select m candidates; every vector left out must
+    // have a re-scored key >= the bound, and the bound, unlike the one made
+    // of e(q, x_max), must still certify (exceed the k-th re-scored key).
+    const int d = 32, nb = 3000, nq = 20, k = 10, m = k + 32;
+    std::vector<float> xb = uniform(nb, d, -1.f, 1.f, faiss_ext::test::kSeed);
+    for (int i = 0; i < 5; ++i) {
+        for (int c = 0; c < d; ++c) xb[size_t((i * 577) * d + c)] *= 1000.f;
+    }
+    std::vector<float> xq(xb.begin() + 100 * d, xb.begin() + (100 + nq) * d);
+    for (float& v : xq) v += 1e-3f;
+    const Tf32BoundTerms t = tf32BoundTerms(d, true);
+    std::vector<float> nx(nb);
+    double maxSq = 0;
+    for (int j = 0; j < nb; ++j) {
+        nx[size_t(j)] = sumOfSquares(&xb[size_t(j * d)], d);
+        maxSq = std::max(maxSq, double(nx[size_t(j)]));
+    }
+    const double xMax = normUpperBound(t, maxSq);
+    int certified = 0, certifiedOld = 0;
+    for (int i = 0; i < nq; ++i) {
+        const float* q = &xq[size_t(i * d)];
+        const double qNorm = normUpperBound(t, sumOfSquares(q, d));
+        std::vector<std::pair<float, int>> approx(nb), exact(nb);
+        for (int j = 0; j < nb; ++j) {
+            const float* x = &xb[size_t(j * d)];
+            approx[size_t(j)] = {-2.f * tensorCoreDot(q, x, d, 8) + nx[size_t(j)], j};
+            exact[size_t(j)] = {-2.f * sequentialDot(q, x, d) + nx[size_t(j)], j};
+        }
+        std::sort(approx.begin(), approx.end());
+        std::vector<float> kept;
+        for (int j = 0; j < m; ++j) kept.push_back(exact[size_t(approx[size_t(j)].second)].first);
+        std::sort(kept.begin(), kept.end());
+        const double lastKey = approx[size_t(m - 1)].first;
+        const double bound = faiss_ext::gpu::leftOutKeyLowerBound(t, qNorm, lastKey, xMax);
+        for (int j = m; j < nb; ++j) {
+            ASSERT_GE(double(exact[size_t(approx[size_t(j)].second)].first), bound)
+                << "query " << i << " vector " << approx[size_t(j)].second;
+        }
+        certified += bound > kept[size_t(k - 1)];
+        certifiedOld += lastKey - tf32KeyErrorBound(t, qNorm, xMax, maxSq) > kept[size_t(k - 1)];
+    }
+    EXPECT_EQ(certified, nq);
+    EXPECT_EQ(certifiedOld, 0);
+}

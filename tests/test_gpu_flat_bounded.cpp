@@ -269,6 +269,32 @@ TEST(GpuFlatBounded, WellSeparatedDataIsCertified) {
     }
 }
 
+TEST(GpuFlatBounded, L2OutliersOfLargeNormDoNotBlockCertification) {
+    // The well-separated set of the test above plus 10 vectors of norm
+    // ~1e4: e(q, x_max) alone would be ~40, far above every gap, but under
+    // L2 a vector of large norm is far from these queries whatever its TF32
+    // key (leftOutKeyLowerBound), so every L2 query is still certified. The
+    // inner product gets no such help (a large norm can mean a close vector):
+    // only equality with FP32 is checked there.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 16;
+    auto xb = randomVectors(20000, d, kSeed);
+    faiss_ext::prepareVectors(FlatMetric::Cosine, 20000, d, xb.data());
+    for (int i = 0; i < 10; ++i) {
+        for (int c = 0; c < d; ++c) xb[size_t((1000 + i * 1500) * d + c)] *= 1e4f;
+    }
+    std::vector<float> xq(xb.begin(), xb.begin() + 100 * d);
+    std::mt19937_64 rng(kSeed);
+    std::uniform_real_distribution<float> jitter(-1e-4f, 1e-4f);
+    for (float& v : xq) v += jitter(rng);
+    const BoundedSearchStats s =
+        compareOn(res, FlatMetric::L2, d, xb, xq, 10, describe(FlatMetric::L2, d, 10, "outliers"));
+    EXPECT_EQ(s.certifiedQueries, 100) << describe(FlatMetric::L2, d, 10, "outliers");
+    compareOn(res, FlatMetric::InnerProduct, d, xb, xq, 10,
+              describe(FlatMetric::InnerProduct, d, 10, "outliers"));
+}
+
 TEST(GpuFlatBounded, TiledSearchEqualsFp32) {
     // A small temporary memory forces several row blocks and column tiles in
     // both the candidate pass and the fallback.

@@ -47,8 +47,9 @@ __device__ __forceinline__ float warpSumDown(float v) {
 /// ... with the FP32 path's formula (lanes split the dimensions so that
 /// reads are coalesced; any order of FP32 summation is covered by the
 /// bound), and thread 0 bounds from below the re-scored key of every vector
-/// left out: its approximate key is >= the m-th one (the keys are sorted),
-/// so its FP32 key is >= that minus e(q, x_max).
+/// left out (leftOutKeyLowerBound): its approximate key is >= the m-th one
+/// (the keys are sorted), so its FP32 key is >= that minus e(q, x), and for
+/// L2 also >= what its norm alone allows.
 __global__ void __launch_bounds__(32 * kRescoreWarps) rescoreCandidatesKernel(RescoreArgs a) {
     const int64_t r = blockIdx.x;
     const int warp = threadIdx.x >> 5;
@@ -71,11 +72,10 @@ __global__ void __launch_bounds__(32 * kRescoreWarps) rescoreCandidatesKernel(Re
     if (threadIdx.x == 0) {
         const double qNorm = normUpperBound(a.terms, double(a.querySqNorms[r]));
         const double lastKey = double(select::keyValue(keys[a.m - 1]));
-        const double eMax = tf32KeyErrorBound(a.terms, qNorm, a.xMaxNorm, a.xMaxSqNorm);
-        // NaN (never certified) when some product could overflow; a NaN or
-        // infinite key makes it NaN or -inf by itself.
+        // NaN (never certified) when some product could overflow, or when
+        // the m-th key is not finite.
         a.leftOutLower[r] = magnitudeSafe(a.terms, qNorm, a.xMaxNorm, a.xMaxSqNorm)
-                                ? __dsub_rd(lastKey, eMax)
+                                ? leftOutKeyLowerBound(a.terms, qNorm, lastKey, a.xMaxNorm)
                                 : NAN;
     }
 }

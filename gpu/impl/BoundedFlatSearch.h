@@ -9,7 +9,8 @@
 //      summation) and bounds the vectors left out: with e(q, x) the bound of
 //      Tf32ErrorBound.h on |approximate key - FP32 key|, each has an
 //      approximate key >= the m-th one, hence an FP32 key >= (m-th
-//      approximate key) - e(q, x_max).
+//      approximate key) - e(q, x); for L2 also >= what its norm alone
+//      allows (Tf32ErrorBound.h, leftOutKeyLowerBound).
 //   3. The re-scored keys are sorted. A query is certified when that lower
 //      bound exceeds its kk-th re-scored key (or m == nb): no vector left out
 //      can then be among its kk nearest, so the kk best re-scored

@@ -44,7 +44,8 @@
 //              + |alpha| 2^-125 (d (|q| + |x|) + 2d + 2),
 // a bound on |key_TF32 - key_FP32| and on |key_TF32 - key_rescored|. It
 // grows with |x| and n_x, so e(q, x_max), with x_max the corpus's largest
-// norm, bounds it for every vector. The norms it takes are upper bounds of
+// norm, bounds it for every vector; leftOutKeyLowerBound sharpens this for
+// L2, where a large norm also bounds the key from below. The norms it takes are upper bounds of
 // the true Euclidean norms: the stored n_x is an FP32 sum of squares, so
 // |x|^2 <= n_x / (1 - gamma(d + 1, u)).
 //
@@ -73,6 +74,7 @@ struct Tf32BoundTerms {
     double magCoef = 0.0;     ///< c_mag
     double normGrowth = 1.0;  ///< true |x|^2 <= stored |x|^2 * normGrowth
     double tinyDim = 0.0;     ///< d, for the subnormal term
+    double fp32Gamma = 0.0;   ///< gamma(d + 1, u): any FP32 dot product or sum of squares
     bool valid = false;       ///< false when d is too large for the gammas (d u >= 1/2)
 };
 
@@ -97,6 +99,7 @@ inline Tf32BoundTerms tf32BoundTerms(int d, bool l2) {
     t.magCoef = std::fmax(inputGrowth * (1.0 + gTf32), 1.0 + gFp32);
     t.normGrowth = 1.0 / (1.0 - gFp32);
     t.tinyDim = double(d);
+    t.fp32Gamma = gFp32;
     t.valid = d >= 1 && std::isfinite(gFp32) && std::isfinite(gTf32) && gFp32 < 0.5;
     return t;
 }
@@ -120,6 +123,64 @@ FAISS_EXT_HOST_DEVICE double tf32KeyErrorBound(const Tf32BoundTerms& t, double q
     if (t.l2) e += 2.0 * 5.9604644775390625e-08 * (xSqNorm + t.absAlpha * t.magCoef * p);
     e += t.absAlpha * 2.350988701644575e-38 * (t.tinyDim * (qNorm + xNorm) + 2.0 * t.tinyDim + 2.0);
     return e * kBoundInflation;
+}
+
+/// A lower bound of the re-scored key of every vector the TF32 selection
+/// left out, given lastKey, the m-th (largest kept) approximate key, for a
+/// query of norm at most qNorm over a corpus of norms at most xMaxNorm.
+///
+/// Each vector x left out has an approximate key >= lastKey, so its FP32
+/// key is >= h1(|x|) = lastKey - e(q, x), decreasing in |x|. For L2 its
+/// FP32 key is also >= h2(|x|) = (1 - u)(1 - g) |x|^2 - 2 (1 + u)(1 + g)
+/// |q| |x| (g = gamma(d + 1, u): the stored |x|^2 is at least (1 - g) |x|^2,
+/// the dot product at most (1 + g) |q| |x|, one rounding of the sum), a
+/// convex quadratic, increasing past its vertex v: a vector of large norm
+/// is far from the query whatever its TF32 key. So every key left out is
+/// at least min over t in [0, x_max] of max(h1(t), h2(t)). For any
+/// v <= a <= b <= x_max that minimum is at least min(h1(a), max(h1(b),
+/// h2(a)), h2(b)) (t <= a: h1(t) >= h1(a); a <= t <= b: h1(t) >= h1(b) and
+/// h2(t) >= h2(a); t >= b: h2(t) >= h2(b)), and at least h1(x_max); a and b
+/// come from bisecting for the crossing of h1 and h2, but the bound holds
+/// for whatever a and b the bisection ends with. Without the h2 term (inner
+/// products, where a large norm can mean a close vector) this is
+/// h1(x_max) = lastKey - e(q, x_max), which one outlier of large norm makes
+/// loose for every query; with it, L2 bounds each norm by what it costs.
+/// Every evaluation is made a lower bound by a margin of 2^-50 of the
+/// magnitudes summed (double rounding is 2^-53 per operation).
+FAISS_EXT_HOST_DEVICE double leftOutKeyLowerBound(const Tf32BoundTerms& t, double qNorm,
+                                                  double lastKey, double xMaxNorm) {
+    if (!(fabs(lastKey) < INFINITY)) return NAN;  // nothing is known (never certifies)
+    const double margin = 8.881784197001252e-16;  // 2^-50
+    const double u = 5.9604644775390625e-08;      // 2^-24
+    const double g = t.fp32Gamma;
+    auto h1 = [&](double norm) {
+        const double e = tf32KeyErrorBound(t, qNorm, norm, norm * norm * (1.0 + g));
+        return lastKey - e - margin * (fabs(lastKey) + e);
+    };
+    const double h1Max = h1(xMaxNorm);
+    if (!t.l2) return h1Max;
+    const double quad = (1.0 - u) * (1.0 - g) * (1.0 - margin);
+    const double lin = 2.0 * (1.0 + u) * (1.0 + g) * (1.0 + margin) * qNorm;
+    auto h2 = [&](double norm) {
+        const double tiny = t.absAlpha * 2.350988701644575e-38 *
+                            (t.tinyDim * (qNorm + norm) + 2.0 * t.tinyDim + 2.0);
+        const double a = quad * norm * norm, b = lin * norm;
+        return a - b - tiny - margin * (a + b + tiny);
+    };
+    double lo = lin / (2.0 * quad) * (1.0 + 1.0 / 1099511627776.0);  // >= the vertex
+    double hi = xMaxNorm;
+    if (!(lo < hi) || h2(hi) <= h1Max) return h1Max;  // no norm is excluded by h2
+    for (int i = 0; i < 64; ++i) {
+        const double mid = 0.5 * (lo + hi);
+        if (!(mid > lo && mid < hi)) break;
+        if (h1(mid) > h2(mid)) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    const double bound = fmin(fmin(h1(lo), fmax(h1(hi), h2(lo))), h2(hi));
+    return fmax(bound, h1Max);
 }
 
 /// Whether no product or partial sum of either path can overflow for a
