@@ -3,8 +3,15 @@
 //   faiss-cpu:IndexFlatL2  FAISS's exact CPU search, all cores, the process's
 //                          BLAS (OpenBLAS); large cases on a query subset
 //                          within a time budget, extrapolated (params.nq_timed)
-//   floor:cublas-sgemm     cuBLAS SGEMM of the same shapes alone (the floor)
-//   ours:quickselect       faiss_ext::gpu::GpuIndexQuickSelectFlat
+//   floor:cublas-sgemm     cuBLAS SGEMM of the same shapes alone (the floor);
+//                          floor:cublas-sgemm-tf32 the same in TF32 when
+//                          --precision includes tf32-bounded
+//   ours:quickselect       faiss_ext::gpu::GpuIndexQuickSelectFlat (FP32 distances)
+//   ours:quickselect-tf32-bounded
+//                          the same index with DistancePrecision::TF32Bounded
+//                          (--precision): params carry the certified / fallback
+//                          query counts and, when fp32 ran too, the share of
+//                          queries whose ids equal FP32's exactly
 // and prints one JSON object a line on stdout (progress goes to stderr).
 // Recall of ours is measured against FAISS's exact CPU result on the first
 // --recall-nq queries (not against ours: that would be circular), which is
@@ -12,7 +19,7 @@
 //
 //   bench_flat --base B --query Q --dataset NAME [--k 1,10,100,1024,4096]
 //              [--methods faiss-cpu,floor,ours] [--reps 3] [--cpu-budget 3]
-//              [--recall-nq 256] [--ref-out PREFIX]
+//              [--recall-nq 256] [--ref-out PREFIX] [--precision fp32,tf32-bounded]
 #include "bench/BenchData.h"
 #include "bench/BenchDevice.h"
 #include "bench/BenchUtil.h"
@@ -55,6 +62,7 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
   --recall-nq N        queries scored for recall (default 256)
   --ref-out PREFIX     write the exact reference ids to PREFIX.ivecs (recall-nq x max k)
   --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4)
+  --precision LIST     distance precisions of ours: fp32, tf32-bounded (default fp32)
   --git                print the commit compiled in and exit
 )";
 
@@ -100,7 +108,7 @@ int main(int argc, char** argv) {
         Args args(argc, argv, {"help", "git"});
         if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"base", "query", "dataset", "nq", "k", "methods", "reps", "cpu-budget",
-                         "recall-nq", "ref-out", "floor-mem-gib", "help", "git"});
+                         "recall-nq", "ref-out", "floor-mem-gib", "precision", "help", "git"});
         if (!args.has("base") || !args.has("query"))
             throw std::invalid_argument("--base and --query are required (see --help)");
 
@@ -130,6 +138,13 @@ int main(int argc, char** argv) {
         const int reps = int(std::max<int64_t>(1, args.getInt("reps", 3)));
         const double cpuBudget = args.getDouble("cpu-budget", 3.0);
         const int64_t nRecall = std::min<int64_t>(c.nq, args.getInt("recall-nq", 256));
+        std::vector<gpu::DistancePrecision> precisions;
+        for (const std::string& name : parseList(args.get("precision", "fp32"))) {
+            const gpu::DistancePrecision p = gpu::distancePrecisionFromName(name.c_str());
+            if (p == gpu::DistancePrecision::Auto)
+                throw std::invalid_argument("--precision: name fp32 or tf32-bounded, not auto");
+            precisions.push_back(p);
+        }
 
         // Exact reference on the recall subset: FAISS on the CPU, at kMax.
         faiss::IndexFlatL2 cpuIndex(d);
@@ -248,38 +263,48 @@ int main(int argc, char** argv) {
                 DeviceArray<float> dB(size_t(c.nb) * d), dQ(size_t(c.nq) * d), dC(size_t(tile) * c.nb);
                 FAISS_EXT_CUDA_CHECK(cudaMemcpy(dB.p, base.x.data(), base.x.size() * 4, cudaMemcpyHostToDevice));
                 FAISS_EXT_CUDA_CHECK(cudaMemcpy(dQ.p, query.x.data(), query.x.size() * 4, cudaMemcpyHostToDevice));
-                cublasHandle_t h;
-                FAISS_EXT_CUBLAS_CHECK(cublasCreate(&h));
-                FAISS_EXT_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-                auto run = [&]() {
-                    const float alpha = 1.f, beta = 0.f;
-                    for (int64_t q0 = 0; q0 < c.nq; q0 += tile) {
-                        const int tq = int(std::min(tile, c.nq - q0));
-                        // Column major: C (nb x tq) = B^T (nb x d) * Q (d x tq).
-                        FAISS_EXT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(c.nb), tq, d,
-                                                           &alpha, dB.p, d, dQ.p + q0 * d, d, &beta,
-                                                           dC.p, int(c.nb)));
+                // FP32, and TF32 (the bounded precision's GEMM) when it is benchmarked.
+                const bool tf32Too = std::find(precisions.begin(), precisions.end(),
+                                               gpu::DistancePrecision::TF32Bounded) !=
+                                     precisions.end();
+                for (bool tf32 : {false, true}) {
+                    if (tf32 && !tf32Too) continue;
+                    cublasHandle_t h;
+                    FAISS_EXT_CUBLAS_CHECK(cublasCreate(&h));
+                    FAISS_EXT_CUBLAS_CHECK(
+                            cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+                    auto run = [&]() {
+                        const float alpha = 1.f, beta = 0.f;
+                        for (int64_t q0 = 0; q0 < c.nq; q0 += tile) {
+                            const int tq = int(std::min(tile, c.nq - q0));
+                            // Column major: C (nb x tq) = B^T (nb x d) * Q (d x tq).
+                            FAISS_EXT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(c.nb), tq,
+                                                               d, &alpha, dB.p, d, dQ.p + q0 * d, d,
+                                                               &beta, dC.p, int(c.nb)));
+                        }
+                        FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+                    };
+                    run();  // warm-up
+                    std::vector<double> times;
+                    for (int r = 0; r < reps; ++r) {
+                        t0 = nowSeconds();
+                        run();
+                        times.push_back(nowSeconds() - t0);
                     }
-                    FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
-                };
-                run();  // warm-up
-                std::vector<double> times;
-                for (int r = 0; r < reps; ++r) {
-                    t0 = nowSeconds();
-                    run();
-                    times.push_back(nowSeconds() - t0);
+                    cublasDestroy(h);
+                    const double sec = median(times);
+                    JsonLine p;
+                    p.integer("tile_nq", tile).integer("reps", reps);
+                    p.str("math", tf32 ? "tf32 (CUBLAS_TF32_TENSOR_OP_MATH)" : "fp32 (CUBLAS_DEFAULT_MATH)");
+                    p.num("tflops", 2.0 * c.nb * c.nq * d / sec / 1e12).str("io", "device");
+                    JsonLine j = head(c, tf32 ? "floor:cublas-sgemm-tf32" : "floor:cublas-sgemm",
+                                      gpuDevice, 0);
+                    j.raw("params", p.text()).num("seconds", sec).num("qps", c.nq / sec).null("recall");
+                    j.str("git", c.git);
+                    emit(j);
+                    std::fprintf(stderr, "[bench_flat] floor%s: %.4f s (%.1f TFLOP/s)\n",
+                                 tf32 ? " (tf32)" : "", sec, 2.0 * c.nb * c.nq * d / sec / 1e12);
                 }
-                cublasDestroy(h);
-                const double sec = median(times);
-                JsonLine p;
-                p.integer("tile_nq", tile).integer("reps", reps).str("math", "fp32 (CUBLAS_DEFAULT_MATH)");
-                p.num("tflops", 2.0 * c.nb * c.nq * d / sec / 1e12).str("io", "device");
-                JsonLine j = head(c, "floor:cublas-sgemm", gpuDevice, 0);
-                j.raw("params", p.text()).num("seconds", sec).num("qps", c.nq / sec).null("recall");
-                j.str("git", c.git);
-                emit(j);
-                std::fprintf(stderr, "[bench_flat] floor: %.4f s (%.1f TFLOP/s)\n", sec,
-                             2.0 * c.nb * c.nq * d / sec / 1e12);
             } catch (const std::exception& e) {
                 ++failures;
                 std::fprintf(stderr, "[bench_flat] floor failed: %s\n", e.what());
@@ -298,35 +323,68 @@ int main(int argc, char** argv) {
                 DeviceArray<float> dQ(size_t(c.nq) * d);
                 FAISS_EXT_CUDA_CHECK(cudaMemcpy(dQ.p, query.x.data(), query.x.size() * 4, cudaMemcpyHostToDevice));
                 for (int64_t k : ks) {
-                    try {
-                        DeviceArray<float> dD(size_t(c.nq) * k);
-                        DeviceArray<int64_t> dI(size_t(c.nq) * k);
-                        index.search(c.nq, dQ.p, k, dD.p, dI.p);  // warm-up
-                        FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
-                        std::vector<double> times;
-                        for (int r = 0; r < reps; ++r) {
-                            t0 = nowSeconds();
-                            index.search(c.nq, dQ.p, k, dD.p, dI.p);
+                    std::vector<int64_t> fp32Ids;  // FP32's ids at this k, when it ran
+                    for (gpu::DistancePrecision precision : precisions) {
+                        const bool bounded = precision == gpu::DistancePrecision::TF32Bounded;
+                        const std::string method =
+                                bounded ? "ours:quickselect-tf32-bounded" : "ours:quickselect";
+                        try {
+                            gpu::SearchParametersQuickSelectFlat sp;
+                            sp.distancePrecision = precision;
+                            DeviceArray<float> dD(size_t(c.nq) * k);
+                            DeviceArray<int64_t> dI(size_t(c.nq) * k);
+                            index.search(c.nq, dQ.p, k, dD.p, dI.p, &sp);  // warm-up
                             FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
-                            times.push_back(nowSeconds() - t0);
+                            index.resetBoundedStats();
+                            std::vector<double> times;
+                            for (int r = 0; r < reps; ++r) {
+                                t0 = nowSeconds();
+                                index.search(c.nq, dQ.p, k, dD.p, dI.p, &sp);
+                                FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+                                times.push_back(nowSeconds() - t0);
+                            }
+                            const gpu::BoundedSearchStats stats = index.getBoundedStats();
+                            const double sec = median(times);
+                            std::vector<int64_t> I(size_t(c.nq) * k);
+                            FAISS_EXT_CUDA_CHECK(cudaMemcpy(I.data(), dI.p, I.size() * sizeof(int64_t),
+                                                            cudaMemcpyDeviceToHost));
+                            const double recall =
+                                    recallAtK(nRecall, int(k), I.data(), k, refI.data(), kMax, l2, false);
+                            JsonLine p;
+                            p.integer("reps", reps).str("io", "device").num("add_seconds", addSec);
+                            p.integer("recall_nq", nRecall).str("recall_ref", "faiss-cpu:IndexFlatL2");
+                            p.str("precision", gpu::distancePrecisionName(precision));
+                            if (bounded) {
+                                // Per search (the counters cover the timed runs).
+                                p.integer("certified_queries", stats.certifiedQueries / reps);
+                                p.integer("fallback_queries", stats.fallbackQueries / reps);
+                                if (!fp32Ids.empty()) {
+                                    int64_t same = 0;
+                                    for (int64_t qi = 0; qi < c.nq; ++qi) {
+                                        same += std::equal(I.begin() + qi * k, I.begin() + (qi + 1) * k,
+                                                           fp32Ids.begin() + qi * k);
+                                    }
+                                    p.num("same_ids_as_fp32", double(same) / double(c.nq));
+                                }
+                            } else {
+                                fp32Ids = std::move(I);
+                            }
+                            JsonLine j = head(c, method, gpuDevice, k);
+                            j.raw("params", p.text()).num("seconds", sec).num("qps", c.nq / sec);
+                            j.num("recall", recall).str("git", c.git);
+                            emit(j);
+                            std::fprintf(stderr, "[bench_flat] %s k=%lld: %.4f s, %.0f q/s, recall %.4f",
+                                         method.c_str(), (long long)k, sec, c.nq / sec, recall);
+                            if (bounded) {
+                                std::fprintf(stderr, ", fallback %lld of %lld queries",
+                                             (long long)(stats.fallbackQueries / reps), (long long)c.nq);
+                            }
+                            std::fprintf(stderr, "\n");
+                        } catch (const std::exception& e) {
+                            ++failures;
+                            std::fprintf(stderr, "[bench_flat] %s k=%lld failed: %s\n", method.c_str(),
+                                         (long long)k, e.what());
                         }
-                        const double sec = median(times);
-                        std::vector<int64_t> I(size_t(nRecall) * k);
-                        FAISS_EXT_CUDA_CHECK(cudaMemcpy(I.data(), dI.p, I.size() * sizeof(int64_t),
-                                                        cudaMemcpyDeviceToHost));
-                        const double recall = recallAtK(nRecall, int(k), I.data(), k, refI.data(), kMax, l2, false);
-                        JsonLine p;
-                        p.integer("reps", reps).str("io", "device").num("add_seconds", addSec);
-                        p.integer("recall_nq", nRecall).str("recall_ref", "faiss-cpu:IndexFlatL2");
-                        JsonLine j = head(c, "ours:quickselect", gpuDevice, k);
-                        j.raw("params", p.text()).num("seconds", sec).num("qps", c.nq / sec);
-                        j.num("recall", recall).str("git", c.git);
-                        emit(j);
-                        std::fprintf(stderr, "[bench_flat] ours k=%lld: %.4f s, %.0f q/s, recall %.4f\n",
-                                     (long long)k, sec, c.nq / sec, recall);
-                    } catch (const std::exception& e) {
-                        ++failures;
-                        std::fprintf(stderr, "[bench_flat] ours k=%lld failed: %s\n", (long long)k, e.what());
                     }
                 }
             } catch (const std::exception& e) {

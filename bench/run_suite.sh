@@ -6,6 +6,8 @@
 #
 #   bench/run_suite.sh flat               the whole flat suite (~5-8 minutes on an H100)
 #   bench/run_suite.sh flat --quick       one small generated set + siftsmall (a smoke test)
+#                                         (FX_FLAT_PRECISION=fp32,tf32-bounded adds the bounded
+#                                         TF32 path and the TF32 GEMM floor to every flat set)
 #   bench/run_suite.sh select             selection alone: bench_select (ours per algorithm, the
 #                                         memory-read floor) and torch_select.py (torch.topk), one
 #                                         pair of steps per nq (2.5 minutes on an H100)
@@ -108,7 +110,8 @@ find_data() {  # find_data NAME: first existing path among the data folders
 bench_pair() {  # bench_pair DATASET BASE QUERY KS: bench_flat, then torch on the same files
   local ds=$1 base=$2 query=$3 ks=$4
   run "$bin/bench_flat" --base "$base" --query "$query" --dataset "$ds" --k "$ks" \
-      --reps 3 --cpu-budget "${FX_CPU_BUDGET:-3}" --recall-nq 256 --ref-out "$tmp/ref"
+      --reps 3 --cpu-budget "${FX_CPU_BUDGET:-3}" --recall-nq 256 --ref-out "$tmp/ref" \
+      --precision "${FX_FLAT_PRECISION:-fp32}"
   if [ -f "$tmp/ref.ivecs" ]; then
     run env LD_LIBRARY_PATH="$py_ld_path" "$py" bench/torch_flat.py --base "$base" --query "$query" --dataset "$ds" --k "$ks" \
         --reps 3 --ref "$tmp/ref.ivecs"

@@ -1,6 +1,7 @@
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 
 #include "faiss_ext/RowCenteringTransform.h"
+#include "faiss_ext/gpu/impl/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/FlatSearch.h"
 #include "faiss_ext/gpu/impl/select/MergeQueue.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -17,6 +18,13 @@ namespace faiss_ext {
 namespace gpu {
 
 namespace {
+
+/// Throws unless p is a DistancePrecision member.
+void checkDistancePrecision(DistancePrecision p, const char* where) {
+    FAISS_THROW_IF_NOT_FMT(int(p) >= 0 && int(p) <= 2,
+                           "GpuIndexQuickSelectFlat: unknown distancePrecision %d in %s (Auto 0, "
+                           "FP32 1, TF32Bounded 2)", int(p), where);
+}
 
 /// The flat metric of a CPU twin, and its IndexFlat; throws for other indexes.
 FlatMetric twinMetric(const faiss::Index* index, const faiss::IndexFlat** flat) {
@@ -52,15 +60,6 @@ FlatMetric twinMetric(const faiss::Index* index, const faiss::IndexFlat** flat) 
 }
 
 }  // namespace
-
-const char* vectorStorageName(VectorStorage s) {
-    switch (s) {
-        case VectorStorage::Auto: return "auto";
-        case VectorStorage::Device: return "device";
-        case VectorStorage::Host: return "host";
-    }
-    return "unknown";
-}
 
 GpuIndexQuickSelectFlat::GpuIndexQuickSelectFlat(GpuResourcesProvider* provider, int dims,
                                                  FlatMetric metric,
@@ -107,6 +106,7 @@ void GpuIndexQuickSelectFlat::init_() {
     FAISS_THROW_IF_NOT_FMT(qsConfig_.thheapSampleFactor >= 1 && qsConfig_.thheapSampleFactor <= 1024,
                            "GpuIndexQuickSelectFlat: thheapSampleFactor %d not in [1, 1024]",
                            qsConfig_.thheapSampleFactor);
+    checkDistancePrecision(qsConfig_.distancePrecision, "the config");
     storage_.reset(new FlatStorage(resources_.get(), config_.device, d, flatMetric_,
                                    qsConfig_.storage));
     is_trained = true;
@@ -228,6 +228,32 @@ SelectAlgo GpuIndexQuickSelectFlat::resolveSelectAlgo(int64_t nq, int64_t k,
     return algo;
 }
 
+DistancePrecision GpuIndexQuickSelectFlat::resolveDistancePrecision(
+        int64_t nq, int64_t k, const faiss::SearchParameters* params) const {
+    DistancePrecision p = qsConfig_.distancePrecision;
+    checkDistancePrecision(p, "the config");
+    if (auto sp = dynamic_cast<const SearchParametersQuickSelectFlat*>(params)) {
+        checkDistancePrecision(sp->distancePrecision, "the search parameters");
+        if (sp->distancePrecision != DistancePrecision::Auto) p = sp->distancePrecision;
+    }
+    if (p == DistancePrecision::Auto) {
+        p = chooseDistancePrecision(nq, ntotal, k, d, flatMetric_);
+    }
+    return p;
+}
+
+BoundedSearchStats GpuIndexQuickSelectFlat::getBoundedStats() const {
+    BoundedSearchStats s;
+    s.certifiedQueries = boundedCertified_.load();
+    s.fallbackQueries = boundedFallback_.load();
+    return s;
+}
+
+void GpuIndexQuickSelectFlat::resetBoundedStats() {
+    boundedCertified_.store(0);
+    boundedFallback_.store(0);
+}
+
 void GpuIndexQuickSelectFlat::knnGraph(int64_t k, bool excludeSelf, float* distances,
                                        idx_t* labels,
                                        const SearchParametersQuickSelectFlat* params) const {
@@ -261,7 +287,24 @@ void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, fl
     o.algo = resolveSelectAlgo(n, k, params);
     o.group = qsConfig_.mergeQueueGroup;
     o.thFactor = qsConfig_.thheapSampleFactor;
-    storage_->search(x, n, k, distances, labels, o);
+    o.precision = resolveDistancePrecision(n, k, params);
+    BoundedSearchStats stats;
+    if (o.precision == DistancePrecision::TF32Bounded && ntotal > 0) {
+        // The candidates are selected at m = boundedCandidateCount(k, nb)
+        // per query: the algorithm is resolved for m. A merge queue forced
+        // by the caller but unable to hold m gives way to quick multi-select
+        // for the candidates only (the FP32 fallback keeps it at k).
+        const int64_t m = boundedCandidateCount(std::min<int64_t>(k, ntotal), ntotal);
+        if (o.algo == SelectAlgo::MergeQueue && m > select::kMergeQueueMaxK) {
+            o.candidateAlgo = SelectAlgo::QuickMultiSelect;
+        } else {
+            o.candidateAlgo = resolveSelectAlgo(n, m, params);
+        }
+        o.boundedStats = &stats;
+    }
+    storage_->search(x, n, k, distances, labels, o);  // counts only once it succeeds
+    boundedCertified_ += stats.certifiedQueries;
+    boundedFallback_ += stats.fallbackQueries;
 }
 
 }  // namespace gpu

@@ -6,7 +6,9 @@
 // one read per pass, one warp per query when queries are many and one block
 // per query when they are few, and a stack of partition references instead
 // of copies. Any k from 1 to ntotal; results equal faiss::IndexFlat's (ties
-// aside), sorted closest first.
+// aside), sorted closest first. The dot products run in FP32, or on the TF32
+// tensor cores with a proven error bound and FP32 re-scoring that keep the
+// results exact (DistancePrecision::TF32Bounded, docs/flat.md).
 //
 // Usage:
 //   faiss_ext::gpu::StandardGpuResources res;
@@ -17,6 +19,7 @@
 
 #include <faiss/IndexFlat.h>
 
+#include <atomic>
 #include <memory>
 
 #include "faiss_ext/Metric.h"
@@ -37,12 +40,19 @@ struct GpuIndexQuickSelectFlatConfig : GpuIndexConfig {
     int mergeQueueGroup = 4;
     /// TH-heap sample size n_S as a multiple of k (the paper's 8k .. 32k; 1..1024).
     int thheapSampleFactor = 8;
+    /// Default precision of the distance products (per search:
+    /// SearchParametersQuickSelectFlat). TF32Bounded stays exact: a proven
+    /// bound on the TF32 error picks the candidates re-scored in FP32, and
+    /// queries it cannot certify are searched in FP32 (getBoundedStats).
+    DistancePrecision distancePrecision = DistancePrecision::Auto;
 };
 
 /// Per-search knobs of GpuIndexQuickSelectFlat.
 struct SearchParametersQuickSelectFlat : faiss::SearchParameters {
     /// Overrides the index's selectAlgo for this search (Auto: the index's).
     SelectAlgo selectAlgo = SelectAlgo::Auto;
+    /// Overrides the index's distancePrecision for this search (Auto: the index's).
+    DistancePrecision distancePrecision = DistancePrecision::Auto;
 };
 
 class FlatStorage;
@@ -120,6 +130,21 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
     SelectAlgo resolveSelectAlgo(int64_t nq, int64_t k,
                                  const faiss::SearchParameters* params = nullptr) const;
 
+    /// The distance precision a search of nq queries at k runs: FP32 or
+    /// TF32Bounded (Auto resolved by chooseDistancePrecision). Throws on an
+    /// unknown value in the config or params.
+    DistancePrecision resolveDistancePrecision(int64_t nq, int64_t k,
+                                               const faiss::SearchParameters* params = nullptr) const;
+
+    /// Queries searched with TF32Bounded since construction or the last
+    /// resetBoundedStats(): certified from the TF32 candidates, or searched
+    /// again in FP32 (the bound could not certify them, or the vectors are
+    /// on the host). Safe to call while other threads search.
+    BoundedSearchStats getBoundedStats() const;
+
+    /// Zeroes the counters of getBoundedStats().
+    void resetBoundedStats();
+
   protected:
     // The search graph searches its entry-point sample with queries that are
     // already on the device, finite and prepared: through searchImpl_,
@@ -137,6 +162,9 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
     FlatMetric flatMetric_;
     GpuIndexQuickSelectFlatConfig qsConfig_;
     std::unique_ptr<FlatStorage> storage_;
+    // getBoundedStats(): searches of several threads add to them.
+    mutable std::atomic<int64_t> boundedCertified_{0};
+    mutable std::atomic<int64_t> boundedFallback_{0};
 };
 
 }  // namespace gpu

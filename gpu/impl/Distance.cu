@@ -26,12 +26,14 @@ public:
 
     /// Runs out (col-major m x n, ld ldc) = alpha * A^T B with A k x m (ld k),
     /// B k x n (ld k). Returns false when cuBLASLt cannot (caller falls back).
-    bool run(int device, cudaStream_t stream, int64_t m, int64_t n, int64_t k, float alpha,
-             const float* A, const float* B, float* C, int64_t ldc) {
+    /// compute: CUBLAS_COMPUTE_32F_PEDANTIC or CUBLAS_COMPUTE_32F_FAST_TF32;
+    /// algorithms are tuned per compute type (the fastest differ).
+    bool run(int device, cudaStream_t stream, cublasComputeType_t compute, int64_t m, int64_t n,
+             int64_t k, float alpha, const float* A, const float* B, float* C, int64_t ldc) {
         cublasLtHandle_t lt;
         cublasLtMatmulAlgo_t algo;
         bool haveAlgo = false;
-        Key key{device, m, n, k, ldc};
+        Key key{device, int(compute), m, n, k, ldc};
         {
             std::lock_guard<std::mutex> lock(mutex_);
             auto h = handles_.find(device);
@@ -47,7 +49,7 @@ public:
                 haveAlgo = true;
             }
         }
-        Desc desc(m, n, k, ldc);
+        Desc desc(compute, m, n, k, ldc);
         if (!desc.ok) return false;
         const float beta = 0.f;
         if (!haveAlgo) {
@@ -60,15 +62,15 @@ public:
     }
 
 private:
-    using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
+    using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>;
 
     struct Desc {
         cublasLtMatmulDesc_t op = nullptr;
         cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
         bool ok = false;
-        Desc(int64_t m, int64_t n, int64_t k, int64_t ldc) {
+        Desc(cublasComputeType_t compute, int64_t m, int64_t n, int64_t k, int64_t ldc) {
             cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-            ok = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F_PEDANTIC, CUDA_R_32F) == 0 &&
+            ok = cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F) == 0 &&
                  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)) == 0 &&
                  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)) == 0 &&
                  cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, k, m, k) == 0 &&
@@ -131,24 +133,47 @@ private:
     std::map<Key, cublasLtMatmulAlgo_t> algos_;
 };
 
+void checkTile(const char* who, int64_t nq, int64_t nx, int64_t ldOut) {
+    FAISS_THROW_IF_NOT_FMT(nq < (int64_t(1) << 31) && nx < (int64_t(1) << 31) &&
+                                   ldOut < (int64_t(1) << 31),
+                           "%s: tile too large (%lld x %lld)", who, (long long)nq, (long long)nx);
+}
+
 }  // namespace
 
 void gemmDotProducts(cublasHandle_t handle, const float* q, int64_t nq, const float* x,
                      int64_t nx, int d, float alpha, float* out, int64_t ldOut) {
     if (nq == 0 || nx == 0) return;
-    FAISS_THROW_IF_NOT_FMT(nq < (int64_t(1) << 31) && nx < (int64_t(1) << 31) &&
-                                   ldOut < (int64_t(1) << 31),
-                           "gemmDotProducts: tile too large (%lld x %lld)", (long long)nq,
-                           (long long)nx);
+    checkTile("gemmDotProducts", nq, nx, ldOut);
     cudaStream_t stream = nullptr;
     FAISS_EXT_CUBLAS_CHECK(cublasGetStream(handle, &stream));
     // Column-major view: out^T (nx x nq) = x (nx x d) * q^T (d x nq).
-    if (GemmTuner::get().run(getCurrentDevice(), stream, nx, nq, d, alpha, x, q, out, ldOut)) {
+    if (GemmTuner::get().run(getCurrentDevice(), stream, CUBLAS_COMPUTE_32F_PEDANTIC, nx, nq, d,
+                             alpha, x, q, out, ldOut)) {
         return;
     }
     const float beta = 0.f;
     FAISS_EXT_CUBLAS_CHECK(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(nx), int(nq), d,
                                        &alpha, x, d, q, d, &beta, out, int(ldOut)));
+}
+
+void gemmDotProductsTf32(cublasHandle_t handle, const float* q, int64_t nq, const float* x,
+                         int64_t nx, int d, float alpha, float* out, int64_t ldOut) {
+    if (nq == 0 || nx == 0) return;
+    checkTile("gemmDotProductsTf32", nq, nx, ldOut);
+    cudaStream_t stream = nullptr;
+    FAISS_EXT_CUBLAS_CHECK(cublasGetStream(handle, &stream));
+    if (GemmTuner::get().run(getCurrentDevice(), stream, CUBLAS_COMPUTE_32F_FAST_TF32, nx, nq, d,
+                             alpha, x, q, out, ldOut)) {
+        return;
+    }
+    // Without cuBLASLt: the same product through cublasGemmEx in TF32. The
+    // handle's math mode is left alone (other searches share it).
+    const float beta = 0.f;
+    FAISS_EXT_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(nx), int(nq), d,
+                                        &alpha, x, CUDA_R_32F, d, q, CUDA_R_32F, d, &beta, out,
+                                        CUDA_R_32F, int(ldOut), CUBLAS_COMPUTE_32F_FAST_TF32,
+                                        CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace gpu

@@ -1,6 +1,8 @@
 #include "faiss_ext/gpu/impl/FlatSearch.h"
 
+#include "faiss_ext/gpu/impl/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/Distance.h"
+#include "faiss_ext/gpu/impl/FlatTilePlan.h"
 #include "faiss_ext/gpu/impl/RowSelector.h"
 #include "faiss_ext/gpu/impl/VectorPrep.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
@@ -18,39 +20,6 @@ namespace {
 
 /// Keys carry 32-bit ids.
 constexpr int64_t kMaxVectors = (int64_t(1) << 32) - 1;
-
-/// The smallest corpus tile worth a GEMM launch.
-constexpr int64_t kMinTileCols = 8192;
-
-/// Rows a tile aims for: enough for one warp per row to fill the GPU. With
-/// the vectors on the host every row block streams the whole corpus over
-/// PCIe, so row blocks are then made as tall as memory allows.
-constexpr int64_t kTargetTileRows = 4096;
-constexpr int64_t kTargetTileRowsHost = 65536;
-
-struct TilePlan {
-    int64_t rows = 0;      // queries per row block
-    int64_t cols = 0;      // corpus vectors per tile
-    int64_t colTiles = 0;  // tiles over the corpus
-    size_t bytesPerRow = 0;
-    size_t fixedBytes = 0;
-};
-
-TilePlan planFor(int64_t nb, int64_t kk, int64_t cols, int d, bool onHost, bool l2,
-                 const FlatSearchOptions& opt) {
-    TilePlan p;
-    cols = std::min(nb, (cols + 3) / 4 * 4);  // rows of a tile start 16-byte aligned
-    p.cols = cols;
-    p.colTiles = (nb + cols - 1) / cols;
-    p.bytesPerRow = sizeof(float) * ((cols + 3) / 4 * 4) +
-                    RowSelector::bytesPerRow(opt.algo, cols, p.colTiles, nb, kk, opt.group,
-                                             opt.thFactor);
-    // Two staging tiles of vectors (and norms) when they come from the host.
-    p.fixedBytes = onHost ? 2 * (sizeof(float) * size_t(cols) * d + (l2 ? sizeof(float) * cols : 0)) +
-                                    4096
-                          : 0;
-    return p;
-}
 
 /// Synchronises a stream when leaving scope (also on exceptions), so that
 /// buffers it still uses are not released under it.
@@ -71,37 +40,6 @@ struct Event {
     Event(const Event&) = delete;
     Event& operator=(const Event&) = delete;
 };
-
-/// The tile plan of a search of nq queries over nb vectors (kk = min(k, nb)
-/// kept per row) within `budget` bytes of temporary memory: halves the tile
-/// width until row blocks are as tall as wanted; throws when not even one
-/// query fits.
-TilePlan planSearch(size_t budget, int64_t nb, int64_t nq, int64_t k, int64_t kk, int d,
-                    bool onHost, bool l2, const FlatSearchOptions& opt) {
-    const int64_t wantRows = std::min(nq, onHost ? kTargetTileRowsHost : kTargetTileRows);
-    TilePlan best;
-    int64_t bestRows = 0;
-    for (int64_t cols = nb;; cols = (cols + 1) / 2) {
-        TilePlan p = planFor(nb, kk, cols, d, onHost, l2, opt);
-        int64_t rows = budget > p.fixedBytes ? int64_t((budget - p.fixedBytes) / p.bytesPerRow) : 0;
-        rows = std::min<int64_t>(rows, nq);
-        rows = std::min<int64_t>(rows, (int64_t(1) << 31) / std::max<int64_t>(p.cols, 1));
-        if (rows > bestRows) {
-            best = p;
-            bestRows = rows;
-        }
-        if (rows >= wantRows || p.cols <= kMinTileCols) break;
-    }
-    if (bestRows < 1) {
-        const TilePlan least = planFor(nb, kk, std::min(nb, kMinTileCols), d, onHost, l2, opt);
-        FAISS_THROW_FMT("GPU temporary memory too small for a search with k = %lld over %lld "
-                        "vectors: %zu bytes available, at least %zu needed for one query tile "
-                        "(raise StandardGpuResources::setTempMemory)",
-                        (long long)k, (long long)nb, budget, least.bytesPerRow + least.fixedBytes);
-    }
-    best.rows = bestRows;
-    return best;
-}
 
 /// Queries as the metric compares them, in temporary memory where they had
 /// to be prepared, and their squared norms for L2.
@@ -313,13 +251,16 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
     DeviceScope scope(device_);
     if (ntotal_ + n > capacity_) reserve(std::max(ntotal_ + n, capacity_ + capacity_ / 2));
     cudaStream_t stream = res_->getDefaultStream(device_);
+    float addedMax = 0.f;  // the largest |x|^2 added (maxSquaredNorm synchronises)
     if (!onHost_) {
         float* dst = vectors_ + size_t(ntotal_) * d_;
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dst, x, sizeof(float) * size_t(n) * d_,
                                              cudaMemcpyDefault, stream));
         if (!prepared) prepareVectorsDevice(metric_, dst, n, d_, stream);
         if (norms_) rowSquaredNorms(dst, n, d_, norms_ + ntotal_, stream);
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        TempBuffer<unsigned> scratch(res_, device_, 1, stream);
+        addedMax = maxSquaredNorm(dst, n, d_, norms_ ? norms_ + ntotal_ : nullptr, scratch.data(),
+                                  stream);
     } else {
         // Through the device in chunks: preparation and norms run there.
         // Chunks within a quarter of the temporary memory (at most 64 MiB).
@@ -327,6 +268,7 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
         const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, int64_t(room / (4 * (d_ + 1)))));
         TempBuffer<float> buf(res_, device_, size_t(chunk) * d_, stream);
         TempBuffer<float> nbuf(res_, device_, norms_ ? size_t(chunk) : 0, stream);
+        TempBuffer<unsigned> scratch(res_, device_, 1, stream);
         for (int64_t i = 0; i < n; i += chunk) {
             const int64_t m = std::min(chunk, n - i);
             FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(buf.data(), x + size_t(i) * d_,
@@ -342,10 +284,13 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
                                                      sizeof(float) * m, cudaMemcpyDeviceToHost,
                                                      stream));
             }
-            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+            addedMax = std::max(addedMax, maxSquaredNorm(buf.data(), m, d_,
+                                                         norms_ ? nbuf.data() : nullptr,
+                                                         scratch.data(), stream));
         }
     }
     ntotal_ += n;
+    maxSqNorm_ = std::max(maxSqNorm_, double(addedMax));
 }
 
 void FlatStorage::reset() {
@@ -355,6 +300,7 @@ void FlatStorage::reset() {
     dNorms_.release();
     vectors_ = nullptr;
     norms_ = nullptr;
+    maxSqNorm_ = 0.0;
     ntotal_ = 0;
     capacity_ = 0;
     onHost_ = request_ == VectorStorage::Host;
@@ -387,9 +333,36 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     const PreparedQueries pq(res_, device_, metric_, d_, queries, nq, opt.queriesPrepared, stream);
     const float* q = pq.q;
 
+    if (opt.precision == DistancePrecision::TF32Bounded) {
+        if (!onHost_ && opt.selfBase < 0 && boundedSearchSupported(d_)) {
+            BoundedCorpus corpus;
+            corpus.vectors = vectors_;
+            corpus.sqNorms = l2 ? norms_ : nullptr;
+            corpus.nb = nb;
+            corpus.d = d_;
+            corpus.metric = metric_;
+            corpus.maxSqNorm = maxSqNorm_;
+            FlatSearchOptions fp32 = opt;
+            fp32.precision = DistancePrecision::FP32;
+            fp32.queriesPrepared = true;
+            fp32.boundedStats = nullptr;
+            boundedFlatSearch(
+                    res_, device_, stream, corpus, q, nq, k,
+                    {opt.candidateAlgo, opt.group, opt.thFactor}, distances, labels,
+                    [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
+                        search(sub, n, k, subD, subL, fp32);
+                    },
+                    opt.boundedStats);
+            return;
+        }
+        // The FP32 path below answers every query of this search.
+        if (opt.boundedStats) opt.boundedStats->fallbackQueries += nq;
+    }
+
     // Tile plan from the temporary memory budget (90% of what is left).
     const size_t budget = res_->getTempMemoryAvailable(device_) / 10 * 9;
-    const TilePlan p = planSearch(budget, nb, nq, k, kk, d_, onHost_, l2, opt);
+    const TilePlan p =
+            planSearch(budget, nb, nq, k, kk, d_, onHost_, l2, {opt.algo, opt.group, opt.thFactor});
 
     // One distance tile: GEMM and selection both fill the GPU, so a second
     // tile for overlapping them bought nothing when measured (H100), while

@@ -17,6 +17,15 @@ namespace gpu {
 /// How FlatStorage::search runs.
 struct FlatSearchOptions {
     SelectAlgo algo = SelectAlgo::QuickMultiSelect;  ///< resolved (not Auto)
+    /// FP32 or TF32Bounded (resolved, not Auto). TF32Bounded runs only for
+    /// vectors on the device and searches without selfBase; otherwise FP32
+    /// runs and the queries count as fallbacks.
+    DistancePrecision precision = DistancePrecision::FP32;
+    /// TF32Bounded: the algorithm (resolved) that selects the
+    /// boundedCandidateCount(k, nb) candidates per query.
+    SelectAlgo candidateAlgo = SelectAlgo::QuickMultiSelect;
+    /// TF32Bounded: queries of each route are added here (may be null).
+    BoundedSearchStats* boundedStats = nullptr;
     int group = 4;                                   ///< merge queue's G
     int thFactor = 8;                                ///< TH-heap's n_S / k
     bool queriesPrepared = false;                    ///< queries already prepared for the metric
@@ -83,6 +92,7 @@ private:
     int64_t capacity_ = 0;
     float* vectors_ = nullptr;  // device (dVectors_), or pinned host when onHost_
     float* norms_ = nullptr;    // |x|^2, L2 only; same memory space (dNorms_)
+    double maxSqNorm_ = 0.0;    // the largest FP32 |x|^2 stored (the TF32 bound's x_max)
     DeviceVector<float> dVectors_, dNorms_;  // own vectors_ / norms_ on the device
     mutable cudaStream_t copyStream_ = nullptr;
 };

@@ -3,6 +3,7 @@
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace faiss_ext {
 namespace gpu {
@@ -37,6 +38,24 @@ __global__ void rowSquaredNormsKernel(const float* x, int64_t n, int d, float* n
     for (int j = lane; j < d; j += 32) s += r[j] * r[j];
     s = warpSum(s);
     if (lane == 0) norms[row] = s;
+}
+
+/// atomicMax on the bits of non-negative floats (their order as unsigned).
+__global__ void maxSquaredNormKernel(const float* x, int64_t n, int d, const float* norms,
+                                     unsigned* maxBits) {
+    int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+    if (row >= n) return;
+    int lane = threadIdx.x & 31;
+    float s;
+    if (norms) {
+        s = norms[row];
+    } else {
+        const float* r = x + row * d;
+        s = 0.f;
+        for (int j = lane; j < d; j += 32) s += r[j] * r[j];
+        s = warpSum(s);
+    }
+    if (lane == 0) atomicMax(maxBits, __float_as_uint(fmaxf(s, 0.f)));
 }
 
 __global__ void prepareKernel(float* x, int64_t n, int d, bool center) {
@@ -116,6 +135,21 @@ void rowSquaredNorms(const float* x, int64_t n, int d, float* norms, cudaStream_
     if (n == 0) return;
     rowSquaredNormsKernel<<<blocksFor(n), 32 * kWarps, 0, stream>>>(x, n, d, norms);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+float maxSquaredNorm(const float* x, int64_t n, int d, const float* norms, unsigned* scratch,
+                     cudaStream_t stream) {
+    if (n == 0) return 0.f;
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(unsigned), stream));
+    maxSquaredNormKernel<<<blocksFor(n), 32 * kWarps, 0, stream>>>(x, n, d, norms, scratch);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    unsigned bits = 0;
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(&bits, scratch, sizeof(bits), cudaMemcpyDeviceToHost,
+                                         stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    float v;
+    std::memcpy(&v, &bits, sizeof(v));
+    return v;
 }
 
 void prepareVectorsDevice(FlatMetric metric, float* x, int64_t n, int d, cudaStream_t stream) {

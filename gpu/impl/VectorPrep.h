@@ -16,6 +16,12 @@ namespace gpu {
 /// norms[i] = |x_i|^2 for the n x d row-major matrix x (device pointers).
 void rowSquaredNorms(const float* x, int64_t n, int d, float* norms, cudaStream_t stream);
 
+/// The largest of the n squared norms: of `norms` (n floats) when given,
+/// else of the rows of x (n x d) computed as rowSquaredNorms computes them.
+/// scratch: one device word. Synchronises `stream`; 0 for n == 0.
+float maxSquaredNorm(const float* x, int64_t n, int d, const float* norms, unsigned* scratch,
+                     cudaStream_t stream);
+
 /// In place on the device: nothing for L2 / IP, L2 normalisation for cosine,
 /// centring then normalisation for Pearson (as faiss_ext::prepareVectors).
 void prepareVectorsDevice(FlatMetric metric, float* x, int64_t n, int d, cudaStream_t stream);

@@ -285,6 +285,18 @@ GPU per search. The C++ spellings (Auto, Device, Host) are aliases.
         .value("Device", VectorStorage::Device)
         .value("Host", VectorStorage::Host);
 
+    py::enum_<gpu::DistancePrecision>(m, "DistancePrecision", R"doc(
+Precision of GpuIndexQuickSelectFlat's distance products (config and search
+parameter `distancePrecision`); exact either way (docs/flat.md).
+
+AUTO: chosen per search (FP32 until the crossover is measured). FP32: cuBLAS
+FP32 GEMM. TF32_BOUNDED: TF32 tensor cores, a proven error bound, FP32
+re-scoring of the candidates and FP32 for queries it cannot certify.
+)doc")
+        .value("AUTO", gpu::DistancePrecision::Auto)
+        .value("FP32", gpu::DistancePrecision::FP32)
+        .value("TF32_BOUNDED", gpu::DistancePrecision::TF32Bounded);
+
     m.def(
         "select_algo_name", [](SelectAlgo a) { return std::string(gpu::selectAlgoName(a)); },
         "algo"_a, "'auto', 'quick-multi-select', 'merge-queue' or 'th-heap'.");
@@ -404,6 +416,8 @@ void bindQuickSelectFlat(py::module_& m) {
                        "Default k-selection algorithm (SelectAlgo).")
         .def_readwrite("storage", &GpuIndexQuickSelectFlatConfig::storage,
                        "Where the vectors live (VectorStorage; AUTO by default).")
+        .def_readwrite("distancePrecision", &GpuIndexQuickSelectFlatConfig::distancePrecision,
+                       "Precision of the distance products (DistancePrecision; AUTO by default).")
         .def_property(
             "mergeQueueGroup",
             [](const GpuIndexQuickSelectFlatConfig& c) { return c.mergeQueueGroup; },
@@ -429,6 +443,10 @@ void bindQuickSelectFlat(py::module_& m) {
              "selectAlgo"_a = SelectAlgo::Auto)
         .def_readwrite("selectAlgo", &gpu::SearchParametersQuickSelectFlat::selectAlgo,
                        "Overrides the index's selectAlgo for this search (AUTO: the "
+                       "index's).")
+        .def_readwrite("distancePrecision",
+                       &gpu::SearchParametersQuickSelectFlat::distancePrecision,
+                       "Overrides the index's distancePrecision for this search (AUTO: the "
                        "index's).");
 
     using Config = std::optional<GpuIndexQuickSelectFlatConfig>;

@@ -75,11 +75,13 @@ enum class KeyDecode : int {
     Identity = 2, ///< value as it is
 };
 
-/// Writes sorted keys (rows x kk) as distances and labels (rows x k, k >= kk),
+/// Writes sorted keys (rows x kk; row r starts at keys[r * keyStride],
+/// keyStride 0 meaning kk) as distances and labels (rows x k, k >= kk),
 /// padding columns kk..k-1 with label -1 and +inf (L2, Identity) / -inf
 /// (similarities). Either output may be null.
 void decodeKeys(const uint64_t* keys, int64_t rows, int64_t kk, int64_t k, KeyDecode decode,
-                const float* rowAdd, float* distances, int64_t* labels, cudaStream_t stream);
+                const float* rowAdd, float* distances, int64_t* labels, cudaStream_t stream,
+                int64_t keyStride = 0);
 
 }  // namespace select
 }  // namespace gpu

@@ -44,16 +44,16 @@ __global__ void rowOffsetsKernel(int64_t* offsets, int64_t rows, int64_t k) {
     if (i <= rows) offsets[i] = i * k;
 }
 
-__global__ void decodeKeysKernel(const uint64_t* keys, int64_t rows, int64_t kk, int64_t k,
-                                 KeyDecode decode, const float* rowAdd, float* distances,
-                                 int64_t* labels) {
+__global__ void decodeKeysKernel(const uint64_t* keys, int64_t keyStride, int64_t rows,
+                                 int64_t kk, int64_t k, KeyDecode decode, const float* rowAdd,
+                                 float* distances, int64_t* labels) {
     int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= rows * k) return;
     int64_t r = i / k, j = i % k;
     float d;
     int64_t label;
     if (j < kk) {
-        uint64_t key = keys[r * kk + j];
+        uint64_t key = keys[r * keyStride + j];
         float v = keyValue(key);
         label = int64_t(keyIndex(key));
         if (decode == KeyDecode::L2) {
@@ -116,11 +116,12 @@ void sortKeyRows(uint64_t* keys, int64_t rows, int64_t k, void* temp, size_t tem
 }
 
 void decodeKeys(const uint64_t* keys, int64_t rows, int64_t kk, int64_t k, KeyDecode decode,
-                const float* rowAdd, float* distances, int64_t* labels, cudaStream_t stream) {
+                const float* rowAdd, float* distances, int64_t* labels, cudaStream_t stream,
+                int64_t keyStride) {
     int64_t total = rows * k;
     if (total == 0) return;
-    decodeKeysKernel<<<unsigned((total + 255) / 256), 256, 0, stream>>>(keys, rows, kk, k, decode,
-                                                                        rowAdd, distances, labels);
+    decodeKeysKernel<<<unsigned((total + 255) / 256), 256, 0, stream>>>(
+            keys, keyStride > 0 ? keyStride : kk, rows, kk, k, decode, rowAdd, distances, labels);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 

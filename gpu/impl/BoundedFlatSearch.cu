@@ -1,0 +1,271 @@
+// The bounded TF32 search (see BoundedFlatSearch.h for the algorithm and
+// Tf32ErrorBound.h for the bound's derivation).
+#include <faiss/impl/FaissAssert.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "faiss_ext/gpu/impl/BoundedFlatSearch.h"
+#include "faiss_ext/gpu/impl/Distance.h"
+#include "faiss_ext/gpu/impl/RowSelector.h"
+#include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
+#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
+#include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+constexpr int kRescoreWarps = 8;
+
+/// What the rescoring kernel reads and writes, for one row block.
+struct RescoreArgs {
+    const uint64_t* approxKeys;  // rows x m, sorted ascending (TF32 keys)
+    int64_t m;                   // candidates per row
+    const float* queries;        // rows x d (prepared)
+    const float* querySqNorms;   // rows: FP32 |q|^2
+    const float* vectors;        // nb x d
+    const float* sqNorms;        // nb: stored |x|^2 (L2), else null
+    int d;
+    bool l2;
+    Tf32BoundTerms terms;
+    double xMaxNorm;         // upper bound of the largest true |x|
+    double xMaxSqNorm;       // the largest stored |x|^2
+    uint64_t* rescoredKeys;  // out: rows x m FP32 keys, unsorted
+    double* leftOutLower;    // out: rows lower bounds of the keys left out (NaN: none)
+};
+
+__device__ __forceinline__ float warpSumDown(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xFFFFFFFFu, v, o);
+    return v;  // lane 0 holds the sum
+}
+
+/// One block per query: each warp re-scores candidates j = warp, warp + 8,
+/// ... with the FP32 path's formula (lanes split the dimensions so that
+/// reads are coalesced; any order of FP32 summation is covered by the
+/// bound), and thread 0 bounds from below the re-scored key of every vector
+/// left out (leftOutKeyLowerBound): its approximate key is >= the m-th one
+/// (the keys are sorted), so its FP32 key is >= that minus e(q, x), and for
+/// L2 also >= what its norm alone allows.
+__global__ void __launch_bounds__(32 * kRescoreWarps) rescoreCandidatesKernel(RescoreArgs a) {
+    const int64_t r = blockIdx.x;
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+    const float* q = a.queries + r * a.d;
+    const uint64_t* keys = a.approxKeys + r * a.m;
+    for (int64_t j = warp; j < a.m; j += kRescoreWarps) {
+        const uint32_t id = select::keyIndex(keys[j]);
+        const float* x = a.vectors + int64_t(id) * a.d;
+        float dot = 0.f;
+        for (int i = lane; i < a.d; i += 32) dot = fmaf(q[i], x[i], dot);
+        dot = warpSumDown(dot);
+        if (lane == 0) {
+            // The FP32 path's key: the GEMM's alpha * q.x (alpha = -2 or
+            // -1, exact), plus the stored |x|^2 for L2 with one rounding.
+            const float value = a.l2 ? __fadd_rn(-2.f * dot, a.sqNorms[id]) : -dot;
+            a.rescoredKeys[r * a.m + j] = select::makeKey(value, id);
+        }
+    }
+    if (threadIdx.x == 0) {
+        const double qNorm = normUpperBound(a.terms, double(a.querySqNorms[r]));
+        const double lastKey = double(select::keyValue(keys[a.m - 1]));
+        // NaN (never certified) when some product could overflow, or when
+        // the m-th key is not finite.
+        a.leftOutLower[r] = magnitudeSafe(a.terms, qNorm, a.xMaxNorm, a.xMaxSqNorm)
+                                ? leftOutKeyLowerBound(a.terms, qNorm, lastKey, a.xMaxNorm)
+                                : NAN;
+    }
+}
+
+/// certified[r] = 1 when every vector left out is strictly worse than the
+/// kk-th re-scored key of row r (sorted rows of m keys), or nothing is left
+/// out. Written so that NaN and infinities never certify.
+__global__ void certifyRowsKernel(const uint64_t* sortedKeys, int64_t m, int64_t kk,
+                                  const double* leftOutLower, bool allCandidates, int64_t rows,
+                                  uint8_t* certified) {
+    const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const double kth = double(select::keyValue(sortedKeys[r * m + kk - 1]));
+    const bool ok = allCandidates || (kth < INFINITY && leftOutLower[r] > kth);
+    certified[r] = ok ? 1 : 0;
+}
+
+/// out row i = queries row rows[i] (d floats).
+__global__ void gatherRowsKernel(const float* queries, int d, const int64_t* rows, int64_t n,
+                                 float* out) {
+    const int64_t total = n * d;
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t i = t / d;
+        out[t] = queries[rows[i] * d + t % d];
+    }
+}
+
+/// Result row rows[i] = row i of (dIn, lIn) (k entries each; outputs may be null).
+__global__ void scatterResultsKernel(const float* dIn, const int64_t* lIn, int64_t k,
+                                     const int64_t* rows, int64_t n, float* distances,
+                                     int64_t* labels) {
+    const int64_t total = n * k;
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t i = t / k;
+        const int64_t dst = rows[i] * k + t % k;
+        if (distances) distances[dst] = dIn[t];
+        if (labels) labels[dst] = lIn[t];
+    }
+}
+
+unsigned gridFor(int64_t total) {
+    return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, 65535)));
+}
+
+/// Searches the queries of `rows` (global indices) by the FP32 path and
+/// writes their results over the rows of (distances, labels), in chunks
+/// within a quarter of the temporary memory left.
+void searchRowsByFp32(GpuResources* res, int device, cudaStream_t stream, const float* queries,
+                      int d, int64_t k, const std::vector<int64_t>& rows,
+                      const Fp32SearchFn& fp32Search, float* distances, int64_t* labels) {
+    if (rows.empty()) return;
+    const size_t rowBytes =
+        sizeof(float) * d + (sizeof(float) + sizeof(int64_t)) * size_t(k) + sizeof(int64_t);
+    const size_t room = res->getTempMemoryAvailable(device) / 4;
+    const int64_t n = int64_t(rows.size());
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n, int64_t(room / rowBytes)));
+    TempBuffer<int64_t> rowIds(res, device, size_t(chunk), stream);
+    TempBuffer<float> q(res, device, size_t(chunk) * d, stream);
+    TempBuffer<float> dOut(res, device, size_t(chunk) * k, stream);
+    TempBuffer<int64_t> lOut(res, device, size_t(chunk) * k, stream);
+    for (int64_t i0 = 0; i0 < n; i0 += chunk) {
+        const int64_t c = std::min(chunk, n - i0);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(rowIds.data(), rows.data() + i0, sizeof(int64_t) * c,
+                                             cudaMemcpyHostToDevice, stream));
+        gatherRowsKernel<<<gridFor(c * d), 256, 0, stream>>>(queries, d, rowIds.data(), c,
+                                                             q.data());
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        fp32Search(q.data(), c, dOut.data(), lOut.data());
+        scatterResultsKernel<<<gridFor(c * k), 256, 0, stream>>>(
+            dOut.data(), lOut.data(), k, rowIds.data(), c, distances, labels);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        // rows.data() is host memory read by the copy above; the next chunk
+        // reuses the buffers.
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+}
+
+}  // namespace
+
+int64_t boundedCandidateCount(int64_t kk, int64_t nb) {
+    FAISS_THROW_IF_NOT_FMT(kk >= 1 && nb >= 1 && kk <= nb,
+                           "boundedCandidateCount: need 1 <= k <= nb (k %lld, nb %lld)",
+                           (long long)kk, (long long)nb);
+    return std::min(nb, kk + std::max(kk, kBoundedMinSlack));
+}
+
+bool boundedSearchSupported(int d) { return d >= 1 && tf32BoundTerms(d, true).valid; }
+
+void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
+                       const BoundedCorpus& corpus, const float* queries, int64_t nq, int64_t k,
+                       const TileSelection& candidateSelection, float* distances, int64_t* labels,
+                       const Fp32SearchFn& fp32Search, BoundedSearchStats* stats) {
+    const int64_t nb = corpus.nb;
+    const int d = corpus.d;
+    FAISS_THROW_IF_NOT_FMT(nq >= 1 && k >= 1 && nb >= 1 && corpus.vectors,
+                           "boundedFlatSearch: bad arguments (nq %lld, k %lld, nb %lld)",
+                           (long long)nq, (long long)k, (long long)nb);
+    FAISS_THROW_IF_NOT_FMT(boundedSearchSupported(d),
+                           "boundedFlatSearch: dimension %d too large for the TF32 bound", d);
+    const bool l2 = corpus.metric == FlatMetric::L2;
+    FAISS_THROW_IF_NOT_MSG(!l2 || corpus.sqNorms, "boundedFlatSearch: L2 needs the stored norms");
+    const select::KeyDecode decode = l2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
+    const int64_t kk = std::min(k, nb);
+    const int64_t m = boundedCandidateCount(kk, nb);
+    const Tf32BoundTerms terms = tf32BoundTerms(d, l2);
+    const double xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
+
+    std::vector<int64_t> fallbackRows;
+    {
+        // Query norms (the bound's |q|; for L2 also the decode's |q|^2, the
+        // same kernel on the same prepared queries as the FP32 path).
+        TempBuffer<float> querySqNorms(res, device, size_t(nq), stream);
+        rowSquaredNorms(queries, nq, d, querySqNorms.data(), stream);
+
+        // Per row beyond the selection: m re-scored keys, their sort's
+        // temporary memory and the lower bound of the keys left out.
+        const size_t extraPerRow = sizeof(uint64_t) * m + select::sortKeyRowsTempBytes(1, m) + 64;
+        // One flag per query, read back once after the last block (a read
+        // per block would stall the stream between blocks).
+        TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
+        const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
+        const TilePlan p = planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2,
+                                      candidateSelection, extraPerRow);
+        const int64_t ldMax = (p.cols + 3) / 4 * 4;
+        TempBuffer<float> dist(res, device, size_t(p.rows) * ldMax, stream);
+        RowSelector sel(res, device, stream, candidateSelection.algo, p.rows, p.cols, p.colTiles,
+                        nb, m, candidateSelection.group, candidateSelection.thFactor);
+        TempBuffer<uint64_t> rescored(res, device, size_t(p.rows) * m, stream);
+        const size_t sortBytes = select::sortKeyRowsTempBytes(p.rows, m);
+        TempBuffer<char> sortTemp(res, device, sortBytes, stream);
+        TempBuffer<double> leftOutLower(res, device, size_t(p.rows), stream);
+        const float alpha = l2 ? -2.f : -1.f;
+        cublasHandle_t blas = res->getBlasHandle(device);
+
+        RescoreArgs a;
+        a.m = m;
+        a.vectors = corpus.vectors;
+        a.sqNorms = l2 ? corpus.sqNorms : nullptr;
+        a.d = d;
+        a.l2 = l2;
+        a.terms = terms;
+        a.xMaxNorm = xMaxNorm;
+        a.xMaxSqNorm = corpus.maxSqNorm;
+        a.rescoredKeys = rescored.data();
+        a.leftOutLower = leftOutLower.data();
+
+        for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
+            const int64_t rows = std::min(p.rows, nq - q0);
+            const float* q = queries + size_t(q0) * d;
+            sel.begin(rows);
+            for (int64_t c0 = 0; c0 < nb; c0 += p.cols) {
+                const int64_t w = std::min(p.cols, nb - c0);
+                const int64_t ld = (w + 3) / 4 * 4;
+                gemmDotProductsTf32(blas, q, rows, corpus.vectors + size_t(c0) * d, w, d, alpha,
+                                    dist.data(), ld);
+                sel.addTile(dist.data(), ld, l2 ? corpus.sqNorms + c0 : nullptr, uint32_t(c0), w);
+            }
+            a.approxKeys = sel.finish();
+            a.queries = q;
+            a.querySqNorms = querySqNorms.data() + q0;
+            rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, stream>>>(a);
+            FAISS_EXT_CUDA_CHECK_LAUNCH();
+            select::sortKeyRows(rescored.data(), rows, m, sortTemp.data(), sortBytes, stream);
+            certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
+                rescored.data(), m, kk, leftOutLower.data(), m == nb, rows, certified.data() + q0);
+            FAISS_EXT_CUDA_CHECK_LAUNCH();
+            // Every row is decoded; the uncertified ones are written over below.
+            select::decodeKeys(rescored.data(), rows, kk, k, decode,
+                               l2 ? querySqNorms.data() + q0 : nullptr, distances + size_t(q0) * k,
+                               labels + size_t(q0) * k, stream, m);
+        }
+        std::vector<uint8_t> hostCertified(static_cast<size_t>(nq));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCertified.data(), certified.data(), size_t(nq),
+                                             cudaMemcpyDeviceToHost, stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        for (int64_t r = 0; r < nq; ++r) {
+            if (!hostCertified[size_t(r)]) fallbackRows.push_back(r);
+        }
+    }  // the bounded pass's buffers go back before the fallback plans its tiles
+
+    searchRowsByFp32(res, device, stream, queries, d, k, fallbackRows, fp32Search, distances,
+                     labels);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (stats) {
+        stats->fallbackQueries += int64_t(fallbackRows.size());
+        stats->certifiedQueries += nq - int64_t(fallbackRows.size());
+    }
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext

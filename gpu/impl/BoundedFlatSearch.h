@@ -1,0 +1,95 @@
+// The bounded TF32 search behind DistancePrecision::TF32Bounded: exact k-NN
+// whose distance products run on the tensor cores.
+//
+// Per row block of queries:
+//   1. TF32 GEMM tiles (gemmDotProductsTf32), and the RowSelector keeps the
+//      m = boundedCandidateCount(k, nb) smallest approximate keys per query.
+//   2. One kernel per block re-scores the m candidates in FP32 (the FP32
+//      path's formula: |x|^2 - 2 q.x for L2, -q.x otherwise; any order of
+//      summation) and bounds the vectors left out: with e(q, x) the bound of
+//      Tf32ErrorBound.h on |approximate key - FP32 key|, each has an
+//      approximate key >= the m-th one, hence an FP32 key >= (m-th
+//      approximate key) - e(q, x); for L2 also >= what its norm alone
+//      allows (Tf32ErrorBound.h, leftOutKeyLowerBound).
+//   3. The re-scored keys are sorted. A query is certified when that lower
+//      bound exceeds its kk-th re-scored key (or m == nb): no vector left out
+//      can then be among its kk nearest, so the kk best re-scored
+//      candidates are exactly the kk nearest of the whole corpus by FP32
+//      keys, which are the FP32 path's neighbours (the two FP32 evaluations
+//      differ only in the order of summation: ties aside). Certified rows
+//      are decoded as the FP32 path decodes its keys; the others are
+//      searched again by the FP32 path (the caller's fallback) after the
+//      last block, and their rows written over.
+//
+// Compared with a threshold made of approximate keys plus their bounds
+// (max over the kk best of key_j + e(q, x_j)), the re-scored kk-th key is
+// exact, so the gap the certificate needs between ranks kk and m is about
+// e instead of 2e, with the same guarantee on the returned result.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/gpu/FlatOptions.h"
+#include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/impl/FlatTilePlan.h"
+
+namespace faiss_ext {
+namespace gpu {
+
+/// Candidates the TF32 pass keeps per query for kk = min(k, nb) results:
+/// kk + max(kk, kBoundedMinSlack), at most nb. Why this slack: a query is
+/// certified when the keys of ranks kk and m differ by more than about the
+/// bound e(q, x_max), and the distance between ranks k and 2k
+/// grows with k (for intrinsic dimension d', radii grow as rank^(1/d')), so
+/// a slack proportional to k keeps that gap from shrinking as k grows,
+/// while the floor of 32 gives small k a gap of several ranks. Estimated
+/// by a CPU emulation of the certificate (40 queries each; to be confirmed
+/// by bench_flat --precision on the GPU): a slack of k certified every query
+/// of the bench's clustered 1M x 128 set (k = 10, 100, 1024, 4096), its
+/// 100k x 960 set (k = 100, 1024, 3000) and Fashion-MNIST's 60k (k = 10,
+/// 100, 1024), while k / 2 fell to
+/// 88% on Fashion-MNIST at k = 100 and k / 4 (i.e. 32) to 87-88% on the
+/// clustered sets at k = 100. The cost: re-scoring reads m * d floats per
+/// query. Against the TF32 GEMM (about 1.8 us per query on 1M x 128 on an
+/// H100, from issue 25's 17.6 ms for 10,000 queries) that is negligible up
+/// to k ~ 100 and about a fifth at k = 1024 (m = 2048: 1 MiB per query at
+/// ~3 TB/s), so the slack is the knob to tune for large k from the times
+/// and fallback counts that bench_flat --precision reports.
+int64_t boundedCandidateCount(int64_t kk, int64_t nb);
+
+/// The floor of the slack above (see boundedCandidateCount).
+constexpr int64_t kBoundedMinSlack = 32;
+
+/// Whether the bound is defined for dimension d (d 2^-22 well below 1/2).
+bool boundedSearchSupported(int d);
+
+/// The stored corpus as the bounded search reads it (device pointers).
+struct BoundedCorpus {
+    const float* vectors = nullptr;  ///< nb x d, prepared for the metric
+    const float* sqNorms = nullptr;  ///< stored |x|^2 (L2 only, else null)
+    int64_t nb = 0;
+    int d = 0;
+    FlatMetric metric = FlatMetric::L2;
+    double maxSqNorm = 0.0;  ///< the largest stored FP32 |x|^2 over the corpus
+};
+
+/// Searches `n` prepared queries by the FP32 path, writing n x k results
+/// (device pointers).
+using Fp32SearchFn =
+    std::function<void(const float* queries, int64_t n, float* distances, int64_t* labels)>;
+
+/// Exact k-NN of nq prepared queries (device pointers; nq, k >= 1, nb >= 1)
+/// through TF32 candidates, certified re-scoring and the FP32 fallback.
+/// candidateSelection selects the m candidates (resolved for m). Adds the
+/// queries of each route to *stats (may be null). Synchronises `stream`.
+void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
+                       const BoundedCorpus& corpus, const float* queries, int64_t nq, int64_t k,
+                       const TileSelection& candidateSelection, float* distances, int64_t* labels,
+                       const Fp32SearchFn& fp32Search, BoundedSearchStats* stats);
+
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,503 @@
+// DistancePrecision::TF32Bounded against the FP32 path of the same index:
+// a grid of metrics, dimensions and k; duplicates and near ties; data far
+// from the origin (the fallback, counted); a certified case (the fast route
+// really runs); tiling; host storage; real sets; bad knob values. And the
+// hardware model behind the bound: the TF32 GEMM of this GPU against exact
+// dot products on inputs made to lose the most to TF32.
+//
+// What "equal" means here (checkSameAsFp32): rank by rank the distances
+// agree within the FP32 rounding tolerance below, and an id returned by one
+// path and not the other is a tie: its exact distance (double) is within
+// that tolerance of the k-th FP32 distance. The tolerance: both paths
+// compute each key with any-order FP32 sums, |key - exact| <=
+// gamma(d + 1, 2^-24) |alpha| |q| |x| + 2^-24 (|x|^2 + |alpha| |q| |x|),
+// then add |q|^2 with one more rounding; twice that (one per path) and a
+// factor of 2 for the decode and the host's reference arithmetic give
+// tol = 4 (d + 3) 2^-24 (|alpha| |q| X + X^2 + |q|^2) with X the largest
+// corpus norm (Higham, Accuracy and Stability of Numerical Algorithms, 3.1).
+#include <cuda_runtime_api.h>
+#include <faiss/impl/FaissException.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "LshTestData.h"
+#include "TestUtils.h"
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/Distance.h"
+#include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
+using faiss_ext::FlatMetric;
+using faiss_ext::gpu::BoundedSearchStats;
+using faiss_ext::gpu::DistancePrecision;
+using faiss_ext::gpu::GpuIndexQuickSelectFlat;
+using faiss_ext::gpu::GpuIndexQuickSelectFlatConfig;
+using faiss_ext::gpu::SearchParametersQuickSelectFlat;
+using faiss_ext::gpu::StandardGpuResources;
+using namespace faiss_ext::test;
+
+namespace {
+
+struct Results {
+    std::vector<float> D;
+    std::vector<int64_t> I;
+};
+
+Results searchWith(const GpuIndexQuickSelectFlat& index, const std::vector<float>& xq, int64_t k,
+                   DistancePrecision precision) {
+    const int64_t nq = int64_t(xq.size()) / index.d;
+    Results r;
+    r.D.resize(size_t(nq * k));
+    r.I.resize(size_t(nq * k));
+    SearchParametersQuickSelectFlat params;
+    params.distancePrecision = precision;
+    index.search(nq, xq.data(), k, r.D.data(), r.I.data(), &params);
+    return r;
+}
+
+double dotD(const float* a, const float* b, int d) {
+    double s = 0;
+    for (int i = 0; i < d; ++i) s += double(a[i]) * double(b[i]);
+    return s;
+}
+
+/// "" when `got` (bounded) equals `ref` (FP32) as the file's header says;
+/// else the first difference. stored: the index's (prepared) vectors;
+/// queries: the raw queries (prepared here for cosine / Pearson).
+std::string checkSameAsFp32(FlatMetric metric, int d, const std::vector<float>& stored,
+                            std::vector<float> queries, int64_t k, const Results& got,
+                            const Results& ref) {
+    faiss_ext::prepareVectors(metric, int64_t(queries.size()) / d, d, queries.data());
+    const bool l2 = metric == FlatMetric::L2;
+    const double alpha = l2 ? 2.0 : 1.0;
+    const int64_t nb = int64_t(stored.size()) / d, nq = int64_t(queries.size()) / d;
+    double maxSq = 0;
+    for (int64_t j = 0; j < nb; ++j) {
+        maxSq = std::max(maxSq, dotD(&stored[size_t(j * d)], &stored[size_t(j * d)], d));
+    }
+    auto exact = [&](int64_t qi, int64_t id) {
+        const float* q = &queries[size_t(qi * d)];
+        const float* x = &stored[size_t(id * d)];
+        if (!l2) return -dotD(q, x, d);  // smaller is closer, as keys
+        double s = 0;
+        for (int i = 0; i < d; ++i) {
+            const double t = double(q[i]) - double(x[i]);
+            s += t * t;
+        }
+        return s;
+    };
+    for (int64_t qi = 0; qi < nq; ++qi) {
+        const float* q = &queries[size_t(qi * d)];
+        const double qSq = dotD(q, q, d);
+        const double tol =
+            4.0 * (d + 3) * std::ldexp(1.0, -24) * (alpha * std::sqrt(qSq * maxSq) + maxSq + qSq) +
+            1e-30;
+        const std::string row = "query " + std::to_string(qi) + " (tolerance " +
+                                std::to_string(tol) + ", seed " + std::to_string(kSeed) + ")";
+        std::set<int64_t> gotIds, refIds;
+        for (int64_t j = 0; j < k; ++j) {
+            const size_t at = size_t(qi * k + j);
+            const int64_t gi = got.I[at], ri = ref.I[at];
+            if ((gi < 0) != (ri < 0)) return row + ": padding differs at rank " + std::to_string(j);
+            if (gi < 0) continue;
+            if (gi >= nb) return row + ": id " + std::to_string(gi) + " out of range";
+            if (!gotIds.insert(gi).second) return row + ": id " + std::to_string(gi) + " repeated";
+            refIds.insert(ri);
+            const double diff = std::fabs(double(got.D[at]) - double(ref.D[at]));
+            if (!(diff <= tol)) {
+                return row + ": rank " + std::to_string(j) + " distance " +
+                       std::to_string(got.D[at]) + " vs FP32 " + std::to_string(ref.D[at]);
+            }
+        }
+        if (refIds.empty()) continue;
+        // The k-th FP32 result as an exact key: the boundary of ties.
+        const int64_t last = ref.I[size_t(qi * k + int64_t(refIds.size()) - 1)];
+        const double boundary = exact(qi, last);
+        for (int64_t id : gotIds) {
+            if (refIds.count(id)) continue;
+            if (!(std::fabs(exact(qi, id) - boundary) <= 2 * tol)) {
+                return row + ": id " + std::to_string(id) +
+                       " returned, not by FP32, and not tied "
+                       "with the k-th (" +
+                       std::to_string(exact(qi, id)) + " vs " + std::to_string(boundary) + ")";
+            }
+        }
+        for (int64_t id : refIds) {
+            if (gotIds.count(id)) continue;
+            if (!(std::fabs(exact(qi, id) - boundary) <= 2 * tol)) {
+                return row + ": FP32's id " + std::to_string(id) +
+                       " missing and not tied with "
+                       "the k-th (" +
+                       std::to_string(exact(qi, id)) + " vs " + std::to_string(boundary) + ")";
+            }
+        }
+    }
+    return "";
+}
+
+/// Adds x to an index of `metric`, searches with both precisions and
+/// compares; returns the bounded search's counters.
+BoundedSearchStats compareOn(StandardGpuResources& res, FlatMetric metric, int d,
+                             const std::vector<float>& xb, const std::vector<float>& xq, int64_t k,
+                             const std::string& what, GpuIndexQuickSelectFlatConfig config = {}) {
+    GpuIndexQuickSelectFlat index(&res, d, metric, config);
+    index.add(int64_t(xb.size()) / d, xb.data());
+    std::vector<float> stored(xb.size());
+    index.reconstruct_n(0, index.ntotal, stored.data());
+    const Results ref = searchWith(index, xq, k, DistancePrecision::FP32);
+    EXPECT_EQ(index.getBoundedStats().certifiedQueries + index.getBoundedStats().fallbackQueries, 0)
+        << "an FP32 search counted as bounded: " << what;
+    const Results got = searchWith(index, xq, k, DistancePrecision::TF32Bounded);
+    const BoundedSearchStats s = index.getBoundedStats();
+    EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, int64_t(xq.size()) / d) << what;
+    EXPECT_EQ(checkSameAsFp32(metric, d, stored, xq, k, got, ref), "") << what;
+    return s;
+}
+
+std::string describe(FlatMetric m, int d, int64_t k, const char* data) {
+    return std::string(data) + " metric=" + faiss_ext::flatMetricName(m) +
+           " d=" + std::to_string(d) + " k=" + std::to_string(k) + " seed=" + std::to_string(kSeed);
+}
+
+const FlatMetric kMetrics[] = {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine,
+                               FlatMetric::Pearson};
+
+}  // namespace
+
+TEST(GpuFlatBounded, GridEqualsFp32) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int64_t nb = sized<int64_t>(12000, 9000);  // above 2 * 4097: m < nb at every k
+    const int64_t nq = sized<int64_t>(40, 8);
+    PartUnits units;
+    for (int d : {1, 3, 97, 128, 960}) {
+        const auto xb = clusteredVectors(nb, d, 30, kSeed + uint64_t(d));
+        const auto xq = clusteredVectors(nq, d, 30, kSeed + 7 + uint64_t(d));
+        for (FlatMetric m : kMetrics) {
+            for (int64_t k : {1, 10, 1024, 4097}) {
+                if (!units.next()) continue;
+                compareOn(res, m, d, xb, xq, k, describe(m, d, k, "clustered"));
+            }
+        }
+    }
+}
+
+TEST(GpuFlatBounded, KAboveCandidatesAndPadding) {
+    // m = nb (every vector a candidate: certified by construction) and k > nb.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 33;
+    const auto xb = randomVectors(500, d, kSeed);
+    const auto xq = randomVectors(20, d, kSeed + 1);
+    for (FlatMetric m : kMetrics) {
+        for (int64_t k : {300, 500, 700}) {
+            const BoundedSearchStats s =
+                compareOn(res, m, d, xb, xq, k, describe(m, d, k, "uniform"));
+            EXPECT_EQ(s.fallbackQueries, 0) << describe(m, d, k, "every vector a candidate");
+        }
+    }
+}
+
+TEST(GpuFlatBounded, DuplicatesAndNearTies) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 64;
+    const int64_t distinct = sized<int64_t>(3000, 1000);
+    auto base = clusteredVectors(distinct, d, 10, kSeed);
+    std::vector<float> xb;
+    std::mt19937_64 rng(kSeed);
+    std::normal_distribution<float> noise(0.f, 1e-6f);
+    for (int copy = 0; copy < 4; ++copy) {  // exact duplicates, then near duplicates
+        for (float v : base) xb.push_back(copy < 2 ? v : v + v * noise(rng));
+    }
+    // Queries: some are stored vectors themselves (distance 0, tied copies).
+    auto xq = clusteredVectors(30, d, 10, kSeed + 1);
+    xq.insert(xq.end(), base.begin(), base.begin() + 10 * d);
+    for (FlatMetric m : kMetrics) {
+        for (int64_t k : {1, 10, 1024})
+            compareOn(res, m, d, xb, xq, k, describe(m, d, k, "duplicates"));
+    }
+}
+
+TEST(GpuFlatBounded, FarFromOriginFallsBackAndIsCounted) {
+    // Large norms, small differences: the bound (proportional to |q| |x|)
+    // dwarfs the gaps between distances, so no query can be certified and
+    // every one is searched again in FP32, with the same results.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    for (int d : {3, 128}) {
+        auto xb = randomVectors(20000, d, kSeed, 1000.f, 1000.01f);
+        auto xq = randomVectors(50, d, kSeed + 1, 1000.f, 1000.01f);
+        for (FlatMetric m : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+            for (int64_t k : {1, 10, 1024}) {
+                const BoundedSearchStats s =
+                    compareOn(res, m, d, xb, xq, k, describe(m, d, k, "far-from-origin"));
+                EXPECT_EQ(s.fallbackQueries, 50) << describe(m, d, k, "far-from-origin");
+                EXPECT_EQ(s.certifiedQueries, 0) << describe(m, d, k, "far-from-origin");
+            }
+        }
+    }
+}
+
+TEST(GpuFlatBounded, WellSeparatedDataIsCertified) {
+    // Unit vectors in d = 16 and queries within 1e-4 per coordinate of
+    // stored ones: the nearest is at squared distance below 1e-6 and the
+    // 33rd at more than 0.3, while the bound is about 2^-8 |q| |x| ~ 0.004: every query is
+    // certified, so the TF32 route itself answers (and still equals FP32).
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 16;
+    auto xb = randomVectors(20000, d, kSeed);
+    faiss_ext::prepareVectors(FlatMetric::Cosine, 20000, d, xb.data());
+    std::vector<float> xq(xb.begin(), xb.begin() + 100 * d);
+    std::mt19937_64 rng(kSeed);
+    std::uniform_real_distribution<float> jitter(-1e-4f, 1e-4f);
+    for (float& v : xq) v += jitter(rng);
+    for (FlatMetric m : kMetrics) {
+        const BoundedSearchStats s =
+            compareOn(res, m, d, xb, xq, 1, describe(m, d, 1, "separated"));
+        EXPECT_EQ(s.certifiedQueries, 100) << describe(m, d, 1, "separated");
+    }
+}
+
+TEST(GpuFlatBounded, L2OutliersOfLargeNormDoNotBlockCertification) {
+    // The well-separated set of the test above plus 10 vectors of norm
+    // ~1e4: e(q, x_max) alone would be ~40, far above every gap, but under
+    // L2 a vector of large norm is far from these queries whatever its TF32
+    // key (leftOutKeyLowerBound), so every L2 query is still certified. The
+    // inner product gets no such help (a large norm can mean a close vector):
+    // only equality with FP32 is checked there.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 16;
+    auto xb = randomVectors(20000, d, kSeed);
+    faiss_ext::prepareVectors(FlatMetric::Cosine, 20000, d, xb.data());
+    for (int i = 0; i < 10; ++i) {
+        for (int c = 0; c < d; ++c) xb[size_t((1000 + i * 1500) * d + c)] *= 1e4f;
+    }
+    std::vector<float> xq(xb.begin(), xb.begin() + 100 * d);
+    std::mt19937_64 rng(kSeed);
+    std::uniform_real_distribution<float> jitter(-1e-4f, 1e-4f);
+    for (float& v : xq) v += jitter(rng);
+    const BoundedSearchStats s =
+        compareOn(res, FlatMetric::L2, d, xb, xq, 10, describe(FlatMetric::L2, d, 10, "outliers"));
+    EXPECT_EQ(s.certifiedQueries, 100) << describe(FlatMetric::L2, d, 10, "outliers");
+    compareOn(res, FlatMetric::InnerProduct, d, xb, xq, 10,
+              describe(FlatMetric::InnerProduct, d, 10, "outliers"));
+}
+
+TEST(GpuFlatBounded, TiledSearchEqualsFp32) {
+    // A small temporary memory forces several row blocks and column tiles in
+    // both the candidate pass and the fallback.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    res.setTempMemory(size_t(24) << 20);
+    const int d = 64;
+    const auto xb = clusteredVectors(sized<int64_t>(60000, 20000), d, 40, kSeed);
+    const auto xq = clusteredVectors(sized<int64_t>(700, 200), d, 40, kSeed + 1);
+    for (FlatMetric m : {FlatMetric::L2, FlatMetric::Cosine}) {
+        compareOn(res, m, d, xb, xq, 100, describe(m, d, 100, "tiled"));
+    }
+    // And with the fallback: far from the origin.
+    const auto farB = randomVectors(30000, d, kSeed + 2, 500.f, 500.01f);
+    const auto farQ = randomVectors(300, d, kSeed + 3, 500.f, 500.01f);
+    const BoundedSearchStats s = compareOn(res, FlatMetric::L2, d, farB, farQ, 50,
+                                           describe(FlatMetric::L2, d, 50, "tiled far"));
+    EXPECT_EQ(s.fallbackQueries, 300);
+}
+
+TEST(GpuFlatBounded, HostStorageRunsFp32AndCountsFallbacks) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    GpuIndexQuickSelectFlatConfig config;
+    config.storage = faiss_ext::gpu::VectorStorage::Host;
+    const int d = 32;
+    const auto xb = clusteredVectors(5000, d, 10, kSeed);
+    const auto xq = clusteredVectors(20, d, 10, kSeed + 1);
+    const BoundedSearchStats s =
+        compareOn(res, FlatMetric::L2, d, xb, xq, 10, "host storage", config);
+    EXPECT_EQ(s.fallbackQueries, 20);
+    EXPECT_EQ(s.certifiedQueries, 0);
+}
+
+TEST(GpuFlatBounded, ConfigDefaultAndReset) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    GpuIndexQuickSelectFlatConfig config;
+    config.distancePrecision = DistancePrecision::TF32Bounded;
+    const int d = 16;
+    GpuIndexQuickSelectFlat index(&res, d, FlatMetric::L2, config);
+    const auto xb = randomVectors(3000, d, kSeed);
+    index.add(3000, xb.data());
+    EXPECT_EQ(index.resolveDistancePrecision(10, 10), DistancePrecision::TF32Bounded);
+    std::vector<float> D(10 * 5);
+    std::vector<int64_t> I(10 * 5);
+    index.search(10, xb.data(), 5, D.data(), I.data());  // the config's precision
+    BoundedSearchStats s = index.getBoundedStats();
+    EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, 10);
+    index.resetBoundedStats();
+    s = index.getBoundedStats();
+    EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, 0);
+    // Auto resolves to FP32 until the crossover is measured (FlatOptions.h).
+    SearchParametersQuickSelectFlat params;
+    params.distancePrecision = DistancePrecision::FP32;
+    EXPECT_EQ(index.resolveDistancePrecision(10, 10, &params), DistancePrecision::FP32);
+    GpuIndexQuickSelectFlat autoIndex(&res, d, FlatMetric::L2);
+    EXPECT_EQ(autoIndex.resolveDistancePrecision(10, 10), DistancePrecision::FP32);
+}
+
+TEST(GpuFlatBounded, BadPrecisionValuesAreRefused) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 8;
+    GpuIndexQuickSelectFlatConfig bad;
+    bad.distancePrecision = static_cast<DistancePrecision>(7);
+    EXPECT_THROW(GpuIndexQuickSelectFlat(&res, d, FlatMetric::L2, bad), faiss::FaissException);
+    bad.distancePrecision = static_cast<DistancePrecision>(-1);
+    EXPECT_THROW(GpuIndexQuickSelectFlat(&res, d, FlatMetric::L2, bad), faiss::FaissException);
+
+    GpuIndexQuickSelectFlat index(&res, d, FlatMetric::L2);
+    const auto xb = randomVectors(100, d, kSeed);
+    index.add(100, xb.data());
+    std::vector<float> D(4 * 3, 42.f);
+    std::vector<int64_t> I(4 * 3, 42);
+    SearchParametersQuickSelectFlat params;
+    params.distancePrecision = static_cast<DistancePrecision>(3);
+    EXPECT_THROW(index.search(4, xb.data(), 3, D.data(), I.data(), &params), faiss::FaissException);
+    // Nothing was written or counted.
+    for (float v : D) EXPECT_EQ(v, 42.f);
+    for (int64_t v : I) EXPECT_EQ(v, 42);
+    EXPECT_EQ(index.getBoundedStats().certifiedQueries + index.getBoundedStats().fallbackQueries,
+              0);
+    EXPECT_THROW(faiss_ext::gpu::distancePrecisionFromName("tf16"), faiss::FaissException);
+    EXPECT_EQ(faiss_ext::gpu::distancePrecisionFromName("TF32-Bounded"),
+              DistancePrecision::TF32Bounded);
+}
+
+TEST(GpuFlatBounded, RealSets) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    int ran = 0;
+    for (const char* name : {"siftsmall", "fashion-mnist"}) {
+        // 18k base rows: the GPU machine's staged Fashion-MNIST holds 20k
+        // rows and the queries come from the rows past the base.
+        const auto& set = faiss_ext::lshtest::realVectors(name, sized<int64_t>(18000, 5000),
+                                                          sized<int64_t>(200, 30));
+        if (!set.missing.empty()) {
+            std::fprintf(stderr, "[bounded] %s skipped: %s\n", name, set.missing.c_str());
+            continue;
+        }
+        ++ran;
+        for (FlatMetric m : {FlatMetric::L2, FlatMetric::Cosine}) {
+            for (int64_t k : {10, 100}) {
+                const BoundedSearchStats s =
+                    compareOn(res, m, set.d, set.base, set.query, k, describe(m, set.d, k, name));
+                std::fprintf(stderr, "[bounded] %s %s k=%lld: %lld certified, %lld fallback\n",
+                             name, faiss_ext::flatMetricName(m), (long long)k,
+                             (long long)s.certifiedQueries, (long long)s.fallbackQueries);
+            }
+        }
+    }
+    if (ran == 0) GTEST_SKIP() << "no real set found under " << dataDir();
+}
+
+namespace {
+
+/// A device copy of a host vector, freed at the end of the scope.
+template <class T>
+struct DeviceCopy {
+    T* p = nullptr;
+    explicit DeviceCopy(const std::vector<T>& h) {
+        FAISS_EXT_CUDA_CHECK(
+            cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(h.size(), 1)));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpy(p, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice));
+    }
+    ~DeviceCopy() { cudaFree(p); }
+    DeviceCopy(const DeviceCopy&) = delete;
+    DeviceCopy& operator=(const DeviceCopy&) = delete;
+};
+
+/// Floats whose mantissa bits below TF32's 10 are all ones: truncation to
+/// TF32 loses almost a full TF32 unit on each (round to nearest loses 2^-23).
+std::vector<float> worstForTruncation(int64_t n, int d, uint64_t seed) {
+    std::vector<float> v = randomVectors(n, d, seed, 0.5f, 4.f);
+    for (float& x : v) {
+        uint32_t b;
+        std::memcpy(&b, &x, 4);
+        b |= 0x1FFFu;
+        std::memcpy(&x, &b, 4);
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST(GpuFlatBounded, Tf32GemmStaysWithinTheModelledError) {
+    // The bound assumes: TF32 inputs within 2^-10 (truncation), exact
+    // products, FP32 accumulation with truncated alignment (unit 2^-22).
+    // Checked here on this GPU: |TF32 GEMM - exact q.x| <= (2 * 2^-10 +
+    // 2^-20 + (1 + 2^-10)^2 gamma(d + 2, 2^-22)) sum |q_i x_i|, on
+    // non-negative data (no cancellation: errors add up), data made to lose
+    // the most to truncation, and mixed signs. The largest ratio observed is
+    // printed: about 0.5 means truncation, far less means rounding.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    cublasHandle_t blas = res.getResources()->getBlasHandle(0);
+    const int64_t nq = 64, nx = 2048;
+    for (int d : {1, 97, 128, 960, 4096}) {
+        const faiss_ext::gpu::Tf32BoundTerms t = faiss_ext::gpu::tf32BoundTerms(d, false);
+        const double delta = std::ldexp(1.0, -10);
+        const double tf32Coef =
+            2 * delta + delta * delta +
+            (1 + delta) * (1 + delta) * faiss_ext::gpu::errorGamma(d + 2.0, std::ldexp(1.0, -22));
+        ASSERT_LT(tf32Coef, t.dotCoef);
+        struct Data {
+            const char* name;
+            std::vector<float> q, x;
+        };
+        const uint64_t s = kSeed + uint64_t(d);
+        std::vector<Data> sets;
+        sets.push_back({"non-negative", randomVectors(nq, d, s, 0.f, 1.f),
+                        randomVectors(nx, d, s + 1, 0.f, 1.f)});
+        sets.push_back({"worst-for-truncation", worstForTruncation(nq, d, s + 2),
+                        worstForTruncation(nx, d, s + 3)});
+        sets.push_back({"mixed-sign", randomVectors(nq, d, s + 4), randomVectors(nx, d, s + 5)});
+        for (const Data& data : sets) {
+            DeviceCopy<float> dq(data.q), dx(data.x);
+            DeviceCopy<float> dOut(std::vector<float>(size_t(nq * nx)));
+            faiss_ext::gpu::gemmDotProductsTf32(blas, dq.p, nq, dx.p, nx, d, -1.f, dOut.p, nx);
+            FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+            std::vector<float> out(size_t(nq * nx));
+            FAISS_EXT_CUDA_CHECK(
+                cudaMemcpy(out.data(), dOut.p, sizeof(float) * out.size(), cudaMemcpyDeviceToHost));
+            double worst = 0;
+            for (int64_t i = 0; i < nq; ++i) {
+                for (int64_t j = 0; j < nx; ++j) {
+                    double exact = 0, absSum = 0;
+                    for (int c = 0; c < d; ++c) {
+                        const double p =
+                            double(data.q[size_t(i * d + c)]) * double(data.x[size_t(j * d + c)]);
+                        exact += p;
+                        absSum += std::fabs(p);
+                    }
+                    const double err = std::fabs(double(out[size_t(i * nx + j)]) + exact);
+                    const double bound = tf32Coef * absSum + 1e-30;
+                    ASSERT_LE(err, bound) << data.name << " d=" << d << " query " << i << " vector "
+                                          << j << " seed " << kSeed;
+                    worst = std::max(worst, err / bound);
+                }
+            }
+            std::fprintf(stderr, "[bounded] TF32 GEMM, %s d=%d: largest error / modelled = %.3f\n",
+                         data.name, d, worst);
+        }
+    }
+}
