@@ -144,8 +144,11 @@ void defTwinCopies(Cls& cls, const char* faissName, MakeTwin makeTwin) {
                         throw py::type_error("copy_to needs a faiss." + name + ", got " +
                                              indexTypeName(indexArgument(dst, "index")));
                     }
-                    py::gil_scoped_release release;
-                    self.copyTo(twin);
+                    {
+                        // the GIL back before py::none() touches a reference count
+                        py::gil_scoped_release release;
+                        self.copyTo(twin);
+                    }
                     return py::none();
                 }
                 std::unique_ptr<Twin> twin;
