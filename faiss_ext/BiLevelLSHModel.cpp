@@ -38,6 +38,24 @@ void BiLevelLSHConfig::check() const {
     FAISS_THROW_IF_NOT_FMT(cuckooMaxLoad > 0.f && cuckooMaxLoad <= 0.95f,
                            "BiLevelLSH: cuckooMaxLoad must be in (0, 0.95], got %g",
                            double(cuckooMaxLoad));
+    const int rule = int(widthRule);
+    FAISS_THROW_IF_NOT_FMT(rule == int(BiLevelWidthRule::RmsRadius) ||
+                               rule == int(BiLevelWidthRule::NeighbourDistance),
+                           "BiLevelLSH: widthRule must be RmsRadius (0) or NeighbourDistance "
+                           "(1), got %d",
+                           rule);
+    FAISS_THROW_IF_NOT_FMT(widthNeighbours >= 1 && widthNeighbours <= 1024,
+                           "BiLevelLSH: widthNeighbours must be in [1, 1024], got %d",
+                           widthNeighbours);
+    FAISS_THROW_IF_NOT_FMT(defaultNprobe >= 1 && defaultNprobe <= lsh::kMaxProbes,
+                           "BiLevelLSH: defaultNprobe must be in [1, %d], got %d", lsh::kMaxProbes,
+                           defaultNprobe);
+    FAISS_THROW_IF_NOT_FMT(defaultGroupProbes >= 1 && defaultGroupProbes <= lsh::kMaxGroupProbes,
+                           "BiLevelLSH: defaultGroupProbes must be in [1, %d], got %d",
+                           lsh::kMaxGroupProbes, defaultGroupProbes);
+    FAISS_THROW_IF_NOT_FMT(defaultMinCandidates >= 0,
+                           "BiLevelLSH: defaultMinCandidates must be >= 0, got %lld",
+                           (long long)defaultMinCandidates);
 }
 
 BiLevelLSHModel BiLevelLSHModel::initRandom(int d, const BiLevelLSHConfig& config) {
@@ -147,9 +165,13 @@ void BiLevelLSHModel::checkConsistent() const {
 }
 
 BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params, int64_t k,
-                                           const BiLevelLSHModel& model) {
+                                           const BiLevelLSHModel& model,
+                                           const BiLevelLSHConfig& config) {
     BiLevelSearchSettings s;
     SearchParametersBiLevelLSH def;
+    def.nprobe = config.defaultNprobe;
+    def.groupProbes = config.defaultGroupProbes;
+    def.minCandidates = config.defaultMinCandidates;
     const SearchParametersBiLevelLSH* p = &def;
     if (params) {
         p = dynamic_cast<const SearchParametersBiLevelLSH*>(params);

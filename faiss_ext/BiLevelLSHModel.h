@@ -15,6 +15,21 @@
 
 namespace faiss_ext {
 
+/// How train() sets the bucket width W_g of each RP-tree group.
+enum class BiLevelWidthRule : int {
+    /// W_g = bucketWidth x the RMS distance of the group's training vectors
+    /// to their mean (the only rule before issue 22). The right bucketWidth
+    /// then depends on the data: the radius of a group says little about how
+    /// far its points' neighbours are.
+    RmsRadius = 0,
+    /// W_g = bucketWidth x the median, over sampled training vectors of the
+    /// group, of the distance to their widthNeighbours-th nearest neighbour
+    /// in the group (estimated from a sample: lsh::neighbourDistanceWidths),
+    /// so that a bucket is a fixed multiple of the neighbourhood scale at any
+    /// scale, dimension and density of the data.
+    NeighbourDistance = 1,
+};
+
 /// Build parameters of a Bi-level LSH index.
 struct BiLevelLSHConfig {
     /// RP-tree depth: the data is split into 2^treeDepth groups, in [0, 14].
@@ -23,9 +38,14 @@ struct BiLevelLSHConfig {
     int nTables = 10;
     /// Projections per table M, in [1, 32].
     int nProjections = 8;
-    /// Bucket width of group g: W_g = bucketWidth x the RMS distance of the
-    /// group's training vectors to their mean (> 0).
-    float bucketWidth = 0.5f;
+    /// Bucket width of group g: W_g = bucketWidth x the group's scale set by
+    /// widthRule (> 0).
+    float bucketWidth = kDefaultNeighbourBucketWidth;
+    /// What W_g is a multiple of (see BiLevelWidthRule).
+    BiLevelWidthRule widthRule = BiLevelWidthRule::NeighbourDistance;
+    /// k of the k-th neighbour distance of BiLevelWidthRule::NeighbourDistance,
+    /// in [1, 1024]: the k the index is mostly searched with.
+    int widthNeighbours = 10;
     /// RP-tree mean rule: a group splits by a random projection at its median
     /// when diameter^2 <= meanRuleC x average squared interpoint distance,
     /// else by the median distance to its mean (> 0; Dasgupta & Freund use 10).
@@ -38,6 +58,18 @@ struct BiLevelLSHConfig {
     float cuckooMaxLoad = 0.8f;
     /// Seed of every random choice (projections, directions, hash functions).
     uint64_t seed = 1234;
+    /// Search settings used when search() gets no SearchParametersBiLevelLSH
+    /// (the autotuner writes its choice here): nprobe in [1, 128], groupProbes
+    /// in [1, 16] (both checked against M and the groups at search time),
+    /// minCandidates >= 0 (0 = k).
+    int defaultNprobe = 1;
+    int defaultGroupProbes = 1;
+    int64_t defaultMinCandidates = 0;
+
+    /// bucketWidth's default: with BiLevelWidthRule::NeighbourDistance, L 10,
+    /// M 8 and nprobe 1 it gave recall@10 0.8-0.95 on the clustered,
+    /// Fashion-MNIST and siftsmall sets (docs/bilevel-lsh.md).
+    static constexpr float kDefaultNeighbourBucketWidth = 4.f;
 
     /// Throws (naming the field) unless every field is in range.
     void check() const;
@@ -138,9 +170,12 @@ struct BiLevelLSHModel {
     void checkConsistent() const;
 };
 
-/// Resolves params (may be null or of another type: defaults) for k.
+/// Resolves params for k: null means the configuration's default search
+/// settings (defaultNprobe, defaultGroupProbes, defaultMinCandidates);
+/// another type throws.
 BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params, int64_t k,
-                                           const BiLevelLSHModel& model);
+                                           const BiLevelLSHModel& model,
+                                           const BiLevelLSHConfig& config);
 
 /// Seconds on a steady clock (the verbose build logs of both indexes).
 double lshWallSeconds();

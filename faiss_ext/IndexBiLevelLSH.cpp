@@ -2,6 +2,7 @@
 // with -ffp-contract=off: every leaf and code uses the canonical arithmetic
 // of BiLevelLSHCommon.h so that GpuIndexBiLevelLSH reproduces them.
 #include "faiss_ext/IndexBiLevelLSH.h"
+#include "faiss_ext/BiLevelLSHWidths.h"
 #include "faiss_ext/Metric.h"
 
 #include <faiss/impl/FaissAssert.h>
@@ -301,6 +302,7 @@ void IndexBiLevelLSH::train(int64_t n, const float* x) {
     checkFiniteVectors("IndexBiLevelLSH::train", n, d, x);
     BiLevelLSHModel model = BiLevelLSHModel::initRandom(d, config_);
     lsh::trainTreeCpu(&model, config_, n, x, verbose);
+    lsh::widthsFromHostData(&model, config_, n, x);
     model_ = std::move(model);
     is_trained = true;
 }
@@ -419,7 +421,7 @@ void IndexBiLevelLSH::search(int64_t n, const float* x, int64_t k, float* distan
     checkQueryArgs_("IndexBiLevelLSH::search", n, x, k);
     FAISS_THROW_IF_NOT_MSG(n == 0 || (distances && labels),
                            "IndexBiLevelLSH::search: distances and labels must not be null");
-    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
+    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, config_);
 #pragma omp parallel if (n > 1)
     {
         std::vector<int32_t> cand;
@@ -448,7 +450,7 @@ void IndexBiLevelLSH::getCandidates(int64_t n, const float* x, int64_t k,
     auto lock = readLock_();
     checkQueryArgs_("IndexBiLevelLSH::getCandidates", n, x, k);
     FAISS_THROW_IF_NOT_MSG(lims && ids, "IndexBiLevelLSH::getCandidates: null output");
-    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
+    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, config_);
     std::vector<std::vector<int32_t>> per(n);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int64_t i = 0; i < n; ++i)

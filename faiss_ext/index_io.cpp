@@ -7,11 +7,15 @@
 // in it stays readable by plain faiss::read_index, and our types get fourccs
 // FAISS does not use:
 //   "FxRC"  RowCenteringTransform: d_in (int32), d_out (int32), is_trained (u8)
-//   "IxBL"  IndexBiLevelLSH (the twin of GpuIndexBiLevelLSH), version 1:
+//   "IxBL"  IndexBiLevelLSH (the twin of GpuIndexBiLevelLSH), version 2:
 //           version (int32); the faiss::Index header; the BiLevelLSHConfig:
 //           treeDepth, nTables, nProjections (int32), bucketWidth, meanRuleC
 //           (float), diameterIterations, cuckooSubTables (int32),
-//           cuckooMaxLoad (float), seed (uint64); has_model (u8, = is_trained);
+//           cuckooMaxLoad (float), seed (uint64), then (version 2 only)
+//           widthRule, widthNeighbours, defaultNprobe, defaultGroupProbes
+//           (int32), defaultMinCandidates (int64); version 1 files read with
+//           widthRule RmsRadius (their rule) and the other four at their
+//           defaults; has_model (u8, = is_trained);
 //           when set, the BiLevelLSHModel: d, depth, nTables, nProjections,
 //           bits (int32), then in FAISS's vector layout (size_t count, data)
 //           nodeRule (u8), nodeVec, nodeThreshold, leafMean, leafWidth,
@@ -95,8 +99,8 @@ constexpr int64_t kHeaderDummy = int64_t(1) << 20;
 
 const uint32_t kFourccRowCentering = faiss::fourcc("FxRC");
 const uint32_t kFourccBiLevelLSH = faiss::fourcc("IxBL");
-/// Version of the "IxBL" layout written (and the only one read).
-constexpr int32_t kBiLevelLSHVersion = 1;
+/// Version of the "IxBL" layout written (1 is read too).
+constexpr int32_t kBiLevelLSHVersion = 2;
 /// Most vectors an IndexBiLevelLSH holds (its 32-bit ids).
 constexpr int64_t kBiLevelLSHMaxNtotal = (int64_t(1) << 31) - 2;
 /// The reader rebuilds the cuckoo hash table of an "IxBL" file: about
@@ -200,6 +204,11 @@ void writeBiLevelLSH(faiss::IOWriter* w, const IndexBiLevelLSH* idx) {
     writeValue<int32_t>(w, c.cuckooSubTables);
     writeValue<float>(w, c.cuckooMaxLoad);
     writeValue<uint64_t>(w, c.seed);
+    writeValue<int32_t>(w, int32_t(c.widthRule));
+    writeValue<int32_t>(w, c.widthNeighbours);
+    writeValue<int32_t>(w, c.defaultNprobe);
+    writeValue<int32_t>(w, c.defaultGroupProbes);
+    writeValue<int64_t>(w, c.defaultMinCandidates);
     writeValue<uint8_t>(w, m.empty() ? 0 : 1);
     if (!m.empty()) {
         writeValue<int32_t>(w, m.d);
@@ -812,8 +821,9 @@ void checkBiLevel(StreamReader& r, F&& check) {
 faiss::Index* readBiLevelLSH(StreamReader& r) {
     const char* cls = "IndexBiLevelLSH";
     const int32_t version = r.read<int32_t>("IndexBiLevelLSH version");
-    FAISS_THROW_IF_NOT_FMT(version == kBiLevelLSHVersion,
-                           "corrupt input '%s': %s has format version %d (this reader knows %d)",
+    FAISS_THROW_IF_NOT_FMT(version == 1 || version == kBiLevelLSHVersion,
+                           "corrupt input '%s': %s has format version %d (this reader knows 1 "
+                           "and %d)",
                            r.name.c_str(), cls, int(version), int(kBiLevelLSHVersion));
     IndexHeader hd = readHeader(r, cls);
     FAISS_THROW_IF_NOT_FMT(hd.d > 0, "corrupt input '%s': %s has d = %d", r.name.c_str(), cls,
@@ -838,6 +848,15 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
     c.cuckooSubTables = r.read<int32_t>("IndexBiLevelLSH cuckooSubTables");
     c.cuckooMaxLoad = r.read<float>("IndexBiLevelLSH cuckooMaxLoad");
     c.seed = r.read<uint64_t>("IndexBiLevelLSH seed");
+    if (version == 1) {
+        c.widthRule = BiLevelWidthRule::RmsRadius;  // the only rule then
+    } else {
+        c.widthRule = BiLevelWidthRule(r.read<int32_t>("IndexBiLevelLSH widthRule"));
+        c.widthNeighbours = r.read<int32_t>("IndexBiLevelLSH widthNeighbours");
+        c.defaultNprobe = r.read<int32_t>("IndexBiLevelLSH defaultNprobe");
+        c.defaultGroupProbes = r.read<int32_t>("IndexBiLevelLSH defaultGroupProbes");
+        c.defaultMinCandidates = r.read<int64_t>("IndexBiLevelLSH defaultMinCandidates");
+    }
     checkBiLevel(r, [&] { c.check(); });
 
     const uint8_t hasModel = r.read<uint8_t>("IndexBiLevelLSH has_model");

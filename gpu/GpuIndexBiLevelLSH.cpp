@@ -3,6 +3,8 @@
 // fails; the work is in gpu/impl/lsh/.
 #include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
 
+#include "faiss_ext/BiLevelLSHWidths.h"
+
 #include "faiss_ext/gpu/impl/VectorPrep.h"
 #include "faiss_ext/gpu/impl/lsh/LshEngine.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -83,7 +85,8 @@ void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
     checkFinite_(n, x, "GpuIndexBiLevelLSH::train: vector");
     DeviceVector<float> copy;
     const float* dX = x;
-    if (!onThisDevice_(x, "GpuIndexBiLevelLSH::train: x")) {
+    const bool onDevice = onThisDevice_(x, "GpuIndexBiLevelLSH::train: x");
+    if (!onDevice) {
         copy.allocate(resources_.get(), config_.device, size_t(n) * d, who, "training vectors");
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(copy.data(), x, size_t(n) * d * sizeof(float),
                                              cudaMemcpyHostToDevice, stream));
@@ -91,6 +94,21 @@ void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
     }
     BiLevelLSHModel model = BiLevelLSHModel::initRandom(d, lshConfig_);
     lsh_impl::trainTreeGpu(&model, lshConfig_, n, dX, stream, verbose);
+    if (lshConfig_.widthRule == BiLevelWidthRule::NeighbourDistance) {
+        // the same sampled rows through the same host code as the CPU twin
+        if (!onDevice) {
+            lsh::widthsFromHostData(&model, lshConfig_, n, x);
+        } else {
+            const std::vector<int64_t> rows = lsh::widthSampleRows(n, model.groups(), lshConfig_.seed);
+            std::vector<float> sample(rows.size() * size_t(d));
+            for (size_t i = 0; i < rows.size(); ++i)
+                FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(sample.data() + i * size_t(d),
+                                                     dX + size_t(rows[i]) * d, sizeof(float) * d,
+                                                     cudaMemcpyDeviceToHost, stream));
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+            lsh::neighbourDistanceWidths(&model, lshConfig_, int64_t(rows.size()), sample.data());
+        }
+    }
     auto st = std::make_unique<DeviceState>();
     st->model.upload(model, stream);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -155,7 +173,7 @@ BiLevelShortList GpuIndexBiLevelLSH::autoShortList(int64_t k, double meanCandida
 void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
                                      idx_t* labels, const faiss::SearchParameters* params) const {
     const char* who = "GpuIndexBiLevelLSH::search";
-    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
+    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, lshConfig_);
     const BiLevelShortList mode = s.shortList;
     FAISS_THROW_IF_NOT_FMT(mode != BiLevelShortList::Heap || k <= 1024,
                            "%s: the per-query heap handles k <= 1024, got %lld; use the work "
@@ -193,7 +211,7 @@ void GpuIndexBiLevelLSH::getCandidates(idx_t n, const float* x, idx_t k, std::ve
     FAISS_THROW_IF_NOT_FMT(is_trained, "%s: the index is not trained", who);
     FAISS_THROW_IF_NOT_FMT(n == 0 || x, "%s: x is null", who);
     FAISS_THROW_IF_NOT_MSG(lims && ids, "GpuIndexBiLevelLSH::getCandidates: null output");
-    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
+    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, lshConfig_);
     if (n > 0) checkFiniteVectors(who, n, d, x);
     lims->assign(n + 1, 0);
     ids->clear();

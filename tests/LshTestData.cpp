@@ -325,6 +325,9 @@ RecallPlan recallPlan(const std::string& name) {
     RecallPlan p;
     p.tables = {1, 2, 5, 10};
     p.config.nTables = 10;
+    // the widths below were found with the RMS radius rule (before widths
+    // came from neighbour distances); the new rule has its own tests
+    p.config.widthRule = BiLevelWidthRule::RmsRadius;
     if (name == "siftsmall") {
         p.config.treeDepth = 2;
         p.config.nProjections = 8;
