@@ -461,8 +461,17 @@ constexpr int kMaxGroupProbes = 16;
 /// of a distance node) of the nodes where its path leaves q's side. Ties go
 /// to the most recently pushed node, the near child being pushed after the
 /// far one. Tree arrays as in BiLevelLSHModel. Returns the number written.
+/// margin > 0 (with leafWidth, the groups' bucket widths) stops early: a
+/// further leaf is taken only when its score is at most (margin x W_h)^2,
+/// h the first (the query's own) leaf. Scores are sums of squared
+/// distances to splits, so a leaf farther than that from q can only hold
+/// neighbours farther than margin x W_h: the query pays for the groups
+/// across the splits it is close to, not for every groupProbes (the
+/// proportionate crossing of RP-tree leaves of issue 22). Leaves come out
+/// in non-decreasing score, so the cut is a prefix of the count = all list.
 FEXT_HD int bestGroups(const uint8_t* rule, const float* vec, const float* thr, int depth, int d,
-                       const float* q, int count, int* groups) {
+                       const float* q, int count, int* groups, const float* leafWidth = nullptr,
+                       float margin = 0.f) {
     if (depth == 0) {
         groups[0] = 0;
         return 1;
@@ -477,11 +486,13 @@ FEXT_HD int bestGroups(const uint8_t* rule, const float* vec, const float* thr, 
     node[0] = 0;
     seq[0] = nextSeq++;
     size = 1;
+    float maxScore = INFINITY;
     while (found < count && size > 0) {
         int best = 0;
         for (int i = 1; i < size; ++i)
             if (score[i] < score[best] || (score[i] == score[best] && seq[i] > seq[best])) best = i;
         const float sc = score[best];
+        if (sc > maxScore) break;
         const int nd = node[best];
         --size;
         score[best] = score[size];
@@ -489,6 +500,10 @@ FEXT_HD int bestGroups(const uint8_t* rule, const float* vec, const float* thr, 
         seq[best] = seq[size];
         if (nd >= internal) {
             groups[found++] = nd - internal;
+            if (found == 1 && margin > 0.f && leafWidth) {
+                const float r = mulRn(margin, leafWidth[nd - internal]);
+                maxScore = mulRn(r, r);
+            }
             continue;
         }
         const float* v = vec + size_t(nd) * d;

@@ -53,6 +53,12 @@ void BiLevelLSHConfig::check() const {
     FAISS_THROW_IF_NOT_FMT(defaultGroupProbes >= 1 && defaultGroupProbes <= lsh::kMaxGroupProbes,
                            "BiLevelLSH: defaultGroupProbes must be in [1, %d], got %d",
                            lsh::kMaxGroupProbes, defaultGroupProbes);
+    FAISS_THROW_IF_NOT_FMT(std::isfinite(defaultGroupMargin) && defaultGroupMargin >= 0.f,
+                           "BiLevelLSH: defaultGroupMargin must be a finite value >= 0, got %g",
+                           double(defaultGroupMargin));
+    FAISS_THROW_IF_NOT_FMT(autotuneRecall >= 0.f && autotuneRecall <= 1.f,
+                           "BiLevelLSH: autotuneRecall must be in [0, 1] (0 = off), got %g",
+                           double(autotuneRecall));
     FAISS_THROW_IF_NOT_FMT(defaultMinCandidates >= 0,
                            "BiLevelLSH: defaultMinCandidates must be >= 0, got %lld",
                            (long long)defaultMinCandidates);
@@ -172,6 +178,7 @@ BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params
     def.nprobe = config.defaultNprobe;
     def.groupProbes = config.defaultGroupProbes;
     def.minCandidates = config.defaultMinCandidates;
+    def.groupMargin = config.defaultGroupMargin;
     const SearchParametersBiLevelLSH* p = &def;
     if (params) {
         p = dynamic_cast<const SearchParametersBiLevelLSH*>(params);
@@ -194,12 +201,16 @@ BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params
                                p->groupProbes <= model.groups(),
                            "BiLevelLSH search: groupProbes must be in [1, %d], got %d",
                            std::min(lsh::kMaxGroupProbes, model.groups()), p->groupProbes);
+    FAISS_THROW_IF_NOT_FMT(std::isfinite(p->groupMargin) && p->groupMargin >= 0.f,
+                           "BiLevelLSH search: groupMargin must be a finite value >= 0, got %g",
+                           double(p->groupMargin));
     const int sl = int(p->shortList);
     FAISS_THROW_IF_NOT_FMT(sl >= 0 && sl <= 2, "BiLevelLSH search: unknown shortList %d", sl);
     s.nprobe = p->nprobe;
     s.minCandidates = p->minCandidates == 0 ? k : p->minCandidates;
     s.tables = p->tables == 0 ? model.nTables : p->tables;
     s.groupProbes = p->groupProbes;
+    s.groupMargin = p->groupMargin;
     s.shortList = p->shortList;
     return s;
 }

@@ -65,6 +65,15 @@ struct BiLevelLSHConfig {
     int defaultNprobe = 1;
     int defaultGroupProbes = 1;
     int64_t defaultMinCandidates = 0;
+    /// Default SearchParametersBiLevelLSH::groupMargin (finite, >= 0).
+    float defaultGroupMargin = 0.f;
+    /// When > 0 (at most 1), train(n, x) first runs the autotuner
+    /// (faiss_ext/BiLevelLSHAutoTune.h) for recall@widthNeighbours of this
+    /// value, with the last min(1000, n / 5) training vectors as held-out
+    /// queries and the others as the database, then trains with the build
+    /// parameters and default search settings it chose (the factory's
+    /// "BiLSHauto_r0.9"). 0 = train with the parameters as they are.
+    float autotuneRecall = 0.f;
 
     /// bucketWidth's default: with BiLevelWidthRule::NeighbourDistance, L 10,
     /// M 8 and nprobe 1 it gave recall@10 0.8-0.95 on the clustered,
@@ -98,6 +107,13 @@ struct SearchParametersBiLevelLSH : faiss::SearchParameters {
     /// best-first descent (lsh::bestGroups), for data whose neighbours
     /// straddle the splits.
     int groupProbes = 1;
+    /// When > 0, a group beyond the query's own is searched only when the
+    /// query is within groupMargin x W_h of it (W_h the bucket width of the
+    /// query's group; the distance summed over the splits between them:
+    /// lsh::bestGroups), at most groupProbes groups in all: the cost of
+    /// crossing a split falls on the queries near it. 0 = every one of the
+    /// groupProbes nearest groups. Finite, >= 0.
+    float groupMargin = 0.f;
     /// Short-list algorithm (GPU).
     BiLevelShortList shortList = BiLevelShortList::Auto;
 };
@@ -108,6 +124,7 @@ struct BiLevelSearchSettings {
     int64_t minCandidates = 1;
     int tables = 1;
     int groupProbes = 1;
+    float groupMargin = 0.f;
     BiLevelShortList shortList = BiLevelShortList::Auto;
 };
 

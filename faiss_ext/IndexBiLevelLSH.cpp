@@ -2,6 +2,7 @@
 // with -ffp-contract=off: every leaf and code uses the canonical arithmetic
 // of BiLevelLSHCommon.h so that GpuIndexBiLevelLSH reproduces them.
 #include "faiss_ext/IndexBiLevelLSH.h"
+#include "faiss_ext/BiLevelLSHAutoTune.h"
 #include "faiss_ext/BiLevelLSHWidths.h"
 #include "faiss_ext/Metric.h"
 
@@ -292,18 +293,34 @@ void IndexBiLevelLSH::train(int64_t n, const float* x) {
     FAISS_THROW_IF_NOT_FMT(ntotal == 0,
                            "IndexBiLevelLSH::train: the index holds %lld vectors; reset() first",
                            (long long)ntotal);
+    const bool tune = config_.autotuneRecall > 0.f;
     const int64_t groups = int64_t(1) << config_.treeDepth;
-    FAISS_THROW_IF_NOT_FMT(n >= groups,
+    FAISS_THROW_IF_NOT_FMT(tune || n >= groups,
                            "IndexBiLevelLSH::train: needs at least 2^treeDepth = %lld training "
                            "vectors, got %lld",
                            (long long)groups, (long long)n);
+    FAISS_THROW_IF_NOT_FMT(!tune || n >= kMinAutoTuneTrainingVectors,
+                           "IndexBiLevelLSH::train: autotuning (autotuneRecall %g) needs at least "
+                           "%lld training vectors, got %lld",
+                           double(config_.autotuneRecall), (long long)kMinAutoTuneTrainingVectors,
+                           (long long)n);
     FAISS_THROW_IF_NOT_MSG(x, "IndexBiLevelLSH::train: x is null");
     checkVectorCount("IndexBiLevelLSH::train", n, d);
     checkFiniteVectors("IndexBiLevelLSH::train", n, d, x);
-    BiLevelLSHModel model = BiLevelLSHModel::initRandom(d, config_);
-    lsh::trainTreeCpu(&model, config_, n, x, verbose);
-    lsh::widthsFromHostData(&model, config_, n, x);
+    BiLevelLSHConfig config = config_;
+    std::string verdict;
+    if (tune) {
+        BiLevelTuneEvaluatorCpu evaluator;
+        const BiLevelAutoTuneResult r = autoTuneForTraining(config_, d, n, x, verbose, &evaluator);
+        config = r.config;
+        verdict = r.verdict;
+    }
+    BiLevelLSHModel model = BiLevelLSHModel::initRandom(d, config);
+    lsh::trainTreeCpu(&model, config, n, x, verbose);
+    lsh::widthsFromHostData(&model, config, n, x);
+    config_ = config;
     model_ = std::move(model);
+    autoTuneVerdict_ = verdict;
     is_trained = true;
 }
 
@@ -383,7 +400,7 @@ void collectCandidates(const BiLevelLSHModel& model, const BiLevelLSHTables& tab
     int groups[lsh::kMaxGroupProbes];
     const int ng = lsh::bestGroups(model.nodeRule.data(), model.nodeVec.data(),
                                    model.nodeThreshold.data(), model.depth, d, q, s.groupProbes,
-                                   groups);
+                                   groups, model.leafWidth.data(), s.groupMargin);
     const lsh::CuckooView view = cuckoo.view();
     uint32_t u[lsh::kMaxProjections];
     float frac[lsh::kMaxProjections];

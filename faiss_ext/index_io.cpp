@@ -13,9 +13,10 @@
 //           (float), diameterIterations, cuckooSubTables (int32),
 //           cuckooMaxLoad (float), seed (uint64), then (version 2 only)
 //           widthRule, widthNeighbours, defaultNprobe, defaultGroupProbes
-//           (int32), defaultMinCandidates (int64); version 1 files read with
-//           widthRule RmsRadius (their rule) and the other four at their
-//           defaults; has_model (u8, = is_trained);
+//           (int32), defaultMinCandidates (int64), defaultGroupMargin,
+//           autotuneRecall (float); version 1 files read with widthRule
+//           RmsRadius (their rule) and the other six at their defaults;
+//           has_model (u8, = is_trained);
 //           when set, the BiLevelLSHModel: d, depth, nTables, nProjections,
 //           bits (int32), then in FAISS's vector layout (size_t count, data)
 //           nodeRule (u8), nodeVec, nodeThreshold, leafMean, leafWidth,
@@ -209,6 +210,8 @@ void writeBiLevelLSH(faiss::IOWriter* w, const IndexBiLevelLSH* idx) {
     writeValue<int32_t>(w, c.defaultNprobe);
     writeValue<int32_t>(w, c.defaultGroupProbes);
     writeValue<int64_t>(w, c.defaultMinCandidates);
+    writeValue<float>(w, c.defaultGroupMargin);
+    writeValue<float>(w, c.autotuneRecall);
     writeValue<uint8_t>(w, m.empty() ? 0 : 1);
     if (!m.empty()) {
         writeValue<int32_t>(w, m.d);
@@ -856,6 +859,8 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
         c.defaultNprobe = r.read<int32_t>("IndexBiLevelLSH defaultNprobe");
         c.defaultGroupProbes = r.read<int32_t>("IndexBiLevelLSH defaultGroupProbes");
         c.defaultMinCandidates = r.read<int64_t>("IndexBiLevelLSH defaultMinCandidates");
+        c.defaultGroupMargin = r.read<float>("IndexBiLevelLSH defaultGroupMargin");
+        c.autotuneRecall = r.read<float>("IndexBiLevelLSH autotuneRecall");
     }
     checkBiLevel(r, [&] { c.check(); });
 

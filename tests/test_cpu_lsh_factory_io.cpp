@@ -236,6 +236,8 @@ void expectSameConfig(const BiLevelLSHConfig& a, const BiLevelLSHConfig& b) {
     EXPECT_EQ(a.defaultNprobe, b.defaultNprobe);
     EXPECT_EQ(a.defaultGroupProbes, b.defaultGroupProbes);
     EXPECT_EQ(a.defaultMinCandidates, b.defaultMinCandidates);
+    EXPECT_EQ(a.defaultGroupMargin, b.defaultGroupMargin);
+    EXPECT_EQ(a.autotuneRecall, b.autotuneRecall);
 }
 
 void expectSameModel(const BiLevelLSHModel& a, const BiLevelLSHModel& b) {
@@ -486,13 +488,15 @@ constexpr size_t kOffWidthNeighbours = 85;
 constexpr size_t kOffDefaultNprobe = 89;
 constexpr size_t kOffDefaultGroupProbes = 93;
 constexpr size_t kOffDefaultMinCandidates = 97;
-constexpr size_t kOffHasModel = 105;
-constexpr size_t kOffModelD = 106;
-constexpr size_t kOffModelBits = 122;
-constexpr size_t kOffNodeRuleCount = 126;
-constexpr size_t kOffNodeRule = 134;
+constexpr size_t kOffDefaultGroupMargin = 105;
+constexpr size_t kOffAutotuneRecall = 109;
+constexpr size_t kOffHasModel = 113;
+constexpr size_t kOffModelD = 114;
+constexpr size_t kOffModelBits = 130;
+constexpr size_t kOffNodeRuleCount = 134;
+constexpr size_t kOffNodeRule = 142;
 /// Bytes version 2 added after the seed.
-constexpr size_t kVersion2ConfigBytes = 24;
+constexpr size_t kVersion2ConfigBytes = 32;
 
 template <typename T>
 Bytes patched(Bytes b, size_t at, T v) {
@@ -549,6 +553,12 @@ TEST(CpuLshIoCorrupt, CorruptHeaderAndConfigFieldsThrow) {
                   "group probes 17");
     expectCorrupt(patched<int64_t>(good, kOffDefaultMinCandidates, -1), "defaultMinCandidates",
                   "min candidates -1");
+    expectCorrupt(patched<float>(good, kOffDefaultGroupMargin, -1.f), "defaultGroupMargin",
+                  "group margin -1");
+    expectCorrupt(patched<float>(good, kOffDefaultGroupMargin, INFINITY), "defaultGroupMargin",
+                  "group margin inf");
+    expectCorrupt(patched<float>(good, kOffAutotuneRecall, 1.5f), "autotuneRecall",
+                  "autotune recall 1.5");
     expectCorrupt(patched<int32_t>(good, kOffVersion, -1), "version", "version -1");
     expectCorrupt(patched<int32_t>(good, kOffD, 0), "d = 0", "d 0");
     expectCorrupt(patched<int32_t>(good, kOffD, -5), "d = -5", "d -5");
@@ -633,6 +643,7 @@ TEST(CpuLshIo, DefaultSearchSettingsTravelAndApply) {
     c.defaultNprobe = 5;
     c.defaultGroupProbes = 2;
     c.defaultMinCandidates = 40;
+    c.defaultGroupMargin = 0.5f;
     twin->setContents(c, twin->getModel(), twin->getVectors());
     std::unique_ptr<faiss::Index> back(faiss_ext::deserialize_index(faiss_ext::serialize_index(twin.get())));
     expectSameTwin(*twin, back.get(), "bytes");
@@ -642,6 +653,7 @@ TEST(CpuLshIo, DefaultSearchSettingsTravelAndApply) {
     same.nprobe = 5;
     same.groupProbes = 2;
     same.minCandidates = 40;
+    same.groupMargin = 0.5f;
     std::vector<idx_t> limsA, idsA, limsB, idsB, limsC, idsC;
     twin->getCandidates(nq, q.data(), k, &limsA, &idsA, nullptr);
     twin->getCandidates(nq, q.data(), k, &limsB, &idsB, &same);

@@ -31,11 +31,13 @@ using namespace faiss_ext::lsh;
 __global__ void queryGroupsKernel(const uint8_t* __restrict__ rule, const float* __restrict__ vec,
                                   const float* __restrict__ thr, int depth, int d,
                                   const float* __restrict__ q, int64_t nq, int groupProbes,
+                                  const float* __restrict__ leafWidth, float groupMargin,
                                   int32_t* __restrict__ groups) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= nq) return;
     int g[kMaxGroupProbes];
-    const int found = bestGroups(rule, vec, thr, depth, d, q + size_t(i) * d, groupProbes, g);
+    const int found = bestGroups(rule, vec, thr, depth, d, q + size_t(i) * d, groupProbes, g,
+                                 leafWidth, groupMargin);
     for (int j = 0; j < groupProbes; ++j) groups[i * groupProbes + j] = j < found ? g[j] : -1;
 }
 
@@ -480,7 +482,8 @@ void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
     groups.allocate(size_t(nq) * s.groupProbes, who, "query groups");
     queryGroupsKernel<<<blocksFor(nq, 64), 64, 0, stream>>>(
         st.model.nodeRule.data(), st.model.nodeVec.data(), st.model.nodeThreshold.data(),
-        model.depth, d, dQ, nq, s.groupProbes, groups.data());
+        model.depth, d, dQ, nq, s.groupProbes, st.model.leafWidth.data(), s.groupMargin,
+        groups.data());
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     DeviceVector<float> qProj;
     qProj.allocate(size_t(nq) * LM, who, "query projections");
