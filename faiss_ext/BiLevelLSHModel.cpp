@@ -174,9 +174,12 @@ BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params
                                            const BiLevelLSHModel& model,
                                            const BiLevelLSHConfig& config) {
     BiLevelSearchSettings s;
+    // the configuration's defaults hold for any tree and M: clamped to what
+    // this model has (explicit parameters are checked instead)
     SearchParametersBiLevelLSH def;
-    def.nprobe = config.defaultNprobe;
-    def.groupProbes = config.defaultGroupProbes;
+    def.nprobe = std::min(config.defaultNprobe,
+                          std::min(lsh::kMaxProbes, 1 + lsh::maxPerturbations(model.nProjections)));
+    def.groupProbes = std::min(config.defaultGroupProbes, model.groups());
     def.minCandidates = config.defaultMinCandidates;
     def.groupMargin = config.defaultGroupMargin;
     const SearchParametersBiLevelLSH* p = &def;

@@ -852,7 +852,10 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
     c.cuckooMaxLoad = r.read<float>("IndexBiLevelLSH cuckooMaxLoad");
     c.seed = r.read<uint64_t>("IndexBiLevelLSH seed");
     if (version == 1) {
-        c.widthRule = BiLevelWidthRule::RmsRadius;  // the only rule then
+        // what version 1 indexes did: the RMS rule, one group per search
+        c.widthRule = BiLevelWidthRule::RmsRadius;
+        c.defaultGroupProbes = 1;
+        c.defaultGroupMargin = 0.f;
     } else {
         c.widthRule = BiLevelWidthRule(r.read<int32_t>("IndexBiLevelLSH widthRule"));
         c.widthNeighbours = r.read<int32_t>("IndexBiLevelLSH widthNeighbours");

@@ -530,7 +530,8 @@ TEST(CpuLshIoCorrupt, CorruptHeaderAndConfigFieldsThrow) {
               int32_t(faiss_ext::BiLevelWidthRule::NeighbourDistance));
     ASSERT_EQ(readAt<int32_t>(good, kOffWidthNeighbours), 10);
     ASSERT_EQ(readAt<int32_t>(good, kOffDefaultNprobe), 1);
-    ASSERT_EQ(readAt<int32_t>(good, kOffDefaultGroupProbes), 1);
+    ASSERT_EQ(readAt<int32_t>(good, kOffDefaultGroupProbes), 4);
+    ASSERT_EQ(readAt<float>(good, kOffDefaultGroupMargin), 0.05f);
     ASSERT_EQ(readAt<int64_t>(good, kOffDefaultMinCandidates), 0);
     ASSERT_EQ(readAt<int32_t>(good, kOffD), 8);
     ASSERT_EQ(readAt<int64_t>(good, kOffNtotal), 300);
@@ -631,6 +632,8 @@ TEST(CpuLshIo, Version1FilesReadWithTheRmsRadiusRule) {
     ASSERT_NE(lsh, nullptr);
     EXPECT_EQ(int(lsh->getConfig().widthRule), int(faiss_ext::BiLevelWidthRule::RmsRadius));
     EXPECT_EQ(lsh->getConfig().defaultNprobe, 1);
+    EXPECT_EQ(lsh->getConfig().defaultGroupProbes, 1);
+    EXPECT_EQ(lsh->getConfig().defaultGroupMargin, 0.f);
     expectSameModel(twin->getModel(), lsh->getModel());
     EXPECT_TRUE(twin->getVectors() == lsh->getVectors());
 }

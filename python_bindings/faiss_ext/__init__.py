@@ -69,8 +69,11 @@ import numpy as np
 
 from . import _faiss_ext as _C
 from ._faiss_ext import (
+    BiLevelAutoTuneOptions,
+    BiLevelAutoTuneResult,
     BiLevelLSHConfig,
     BiLevelShortList,
+    BiLevelWidthRule,
     FlatMetric,
     GpuClonerOptions,
     GpuIndexBiLevelLSH,
@@ -95,6 +98,7 @@ from ._faiss_ext import (
     StandardGpuResources,
     VectorFileFormat,
     VectorStorage,
+    autotune_bilevel_lsh,
     choose_select_algo,
     flat_metric_name,
     from_faiss_metric,
@@ -110,8 +114,11 @@ from ._faiss_ext import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "BiLevelAutoTuneOptions",
+    "BiLevelAutoTuneResult",
     "BiLevelLSHConfig",
     "BiLevelShortList",
+    "BiLevelWidthRule",
     "FlatMetric",
     "GpuClonerOptions",
     "GpuIndexBiLevelLSH",
@@ -136,6 +143,7 @@ __all__ = [
     "StandardGpuResources",
     "VectorFileFormat",
     "VectorStorage",
+    "autotune_bilevel_lsh",
     "choose_select_algo",
     "deserialize_index",
     "flat_metric_name",
