@@ -99,9 +99,10 @@ void BiLevelTuneEvaluatorCpu::search(int64_t nq, const float* q, int k,
     FAISS_THROW_IF_NOT_MSG(index_, "BiLevelTuneEvaluatorCpu::search: build() first");
     std::vector<float> D(size_t(nq) * k);
     index_->search(nq, q, k, D.data(), labels, &params);
+    const int64_t nc = std::min(nq, kTuneCandidateQueries);
     std::vector<int64_t> lims, ids;
-    index_->getCandidates(nq, q, k, &lims, &ids, &params);
-    *meanCandidates = nq > 0 ? double(lims[nq]) / double(nq) : 0;
+    index_->getCandidates(nc, q, k, &lims, &ids, &params);
+    *meanCandidates = nc > 0 ? double(lims[nc]) / double(nc) : 0;
 }
 
 void BiLevelTuneEvaluatorCpu::exactSearch(int d, int64_t n, const float* x, int64_t nq,
@@ -138,7 +139,8 @@ std::string describe(const BiLevelLSHConfig& c) {
 
 BiLevelAutoTuneResult autoTuneBiLevelLSH(int d, int64_t n, const float* x, int64_t nq,
                                          const float* q, const BiLevelAutoTuneOptions& options,
-                                         BiLevelTuneEvaluator* evaluator) {
+                                         BiLevelTuneEvaluator* evaluator,
+                                         const std::vector<BiLevelTunePoint>* measured) {
     const char* who = "autoTuneBiLevelLSH";
     options.check();
     FAISS_THROW_IF_NOT_FMT(d > 0, "%s: d must be > 0, got %d", who, d);
@@ -164,7 +166,9 @@ BiLevelAutoTuneResult autoTuneBiLevelLSH(int d, int64_t n, const float* x, int64
 
     BiLevelAutoTuneResult res;
     std::vector<int64_t> labels(size_t(nSel) * k);
+    if (measured) res.points = *measured;
     for (int depth : options.treeDepths) {
+        if (measured) break;
         if ((int64_t(64) << depth) > n) continue;
         for (const auto& lm : options.tablesProjections) {
             std::vector<float> widths = options.bucketWidths;

@@ -138,6 +138,13 @@ struct BiLevelAutoTuneResult {
     int builds = 0;
 };
 
+/// Queries whose candidates an evaluator counts (the first ones of a
+/// search): the count only feeds the cost model, and counting means merging
+/// every query's candidate lists on the host (for the GPU index, after
+/// copying its tables). Both evaluators count the same queries, so that they
+/// make the same choice.
+constexpr int64_t kTuneCandidateQueries = 256;
+
 /// How the tuner builds and searches one candidate index.
 class BiLevelTuneEvaluator {
   public:
@@ -145,7 +152,7 @@ class BiLevelTuneEvaluator {
     /// Trains and fills an index with config on the database.
     virtual void build(const BiLevelLSHConfig& config, int d, int64_t n, const float* x) = 0;
     /// Searches the built index: labels (nq x k) and the mean number of
-    /// distinct candidates per query.
+    /// distinct candidates per query (of the first kTuneCandidateQueries).
     virtual void search(int64_t nq, const float* q, int k, const SearchParametersBiLevelLSH& params,
                         int64_t* labels, double* meanCandidates) = 0;
     /// Exact k-NN ids of the queries in the database (the ground truth).
@@ -170,10 +177,15 @@ class BiLevelTuneEvaluatorCpu : public BiLevelTuneEvaluator {
 
 /// Tunes Bi-level LSH on a database (n x d, n >= 64) for held-out queries
 /// (nq x d, nq >= 10, not in the database, same distribution as the queries
-/// to come). Throws on bad arguments before any work.
+/// to come). Throws on bad arguments before any work. measured: when not
+/// null, the points of an earlier call on the same data, options and
+/// queries with a target at least this one's (its ladders went at least as
+/// far): the sweep is skipped and only the choice and its validation are
+/// made (one sweep at target 0.95 serves 0.9 too).
 BiLevelAutoTuneResult autoTuneBiLevelLSH(int d, int64_t n, const float* x, int64_t nq,
                                          const float* q, const BiLevelAutoTuneOptions& options,
-                                         BiLevelTuneEvaluator* evaluator);
+                                         BiLevelTuneEvaluator* evaluator,
+                                         const std::vector<BiLevelTunePoint>* measured = nullptr);
 
 /// Fewest training vectors of a train() that autotunes.
 constexpr int64_t kMinAutoTuneTrainingVectors = 200;

@@ -5,6 +5,7 @@
 
 #include <faiss/impl/FaissAssert.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace faiss_ext {
@@ -33,9 +34,12 @@ void GpuBiLevelLSHTuneEvaluator::search(int64_t nq, const float* q, int k,
     FAISS_THROW_IF_NOT_MSG(index_, "GpuBiLevelLSHTuneEvaluator::search: build() first");
     std::vector<float> D(size_t(nq) * k);
     index_->search(nq, q, k, D.data(), labels, &params);
+    // the candidate count only feeds the cost model: the first queries do
+    // (getCandidates copies the tables to the host and merges on the CPU)
+    const int64_t nc = std::min<int64_t>(nq, kTuneCandidateQueries);
     std::vector<int64_t> lims, ids;
-    index_->getCandidates(nq, q, k, &lims, &ids, &params);
-    *meanCandidates = nq > 0 ? double(lims[nq]) / double(nq) : 0;
+    index_->getCandidates(nc, q, k, &lims, &ids, &params);
+    *meanCandidates = nc > 0 ? double(lims[nc]) / double(nc) : 0;
 }
 
 void GpuBiLevelLSHTuneEvaluator::exactSearch(int d, int64_t n, const float* x, int64_t nq,

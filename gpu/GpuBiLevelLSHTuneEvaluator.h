@@ -28,6 +28,7 @@ class GpuBiLevelLSHTuneEvaluator : public BiLevelTuneEvaluator {
     ~GpuBiLevelLSHTuneEvaluator() override;
 
     void build(const BiLevelLSHConfig& config, int d, int64_t n, const float* x) override;
+    /// meanCandidates is measured on the first kTuneCandidateQueries queries.
     void search(int64_t nq, const float* q, int k, const SearchParametersBiLevelLSH& params,
                 int64_t* labels, double* meanCandidates) override;
     void exactSearch(int d, int64_t n, const float* x, int64_t nq, const float* q, int k,

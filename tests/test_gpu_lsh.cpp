@@ -109,13 +109,18 @@ std::vector<SearchParametersBiLevelLSH> twinSettings(int groups, int M) {
     p.minCandidates = 1;
     p.groupProbes = std::min(groups, 4);
     out.push_back(p);
+    p = SearchParametersBiLevelLSH();  // crossing splits only near them
+    p.groupProbes = std::min(groups, 8);
+    p.groupMargin = 0.05f;
+    out.push_back(p);
     return out;
 }
 
 std::string describe(const SearchParametersBiLevelLSH& p) {
     return "nprobe " + std::to_string(p.nprobe) + ", tables " + std::to_string(p.tables) +
            ", minCandidates " + std::to_string(p.minCandidates) + ", groupProbes " +
-           std::to_string(p.groupProbes) + ", shortList " + std::to_string(int(p.shortList));
+           std::to_string(p.groupProbes) + ", groupMargin " + std::to_string(p.groupMargin) +
+           ", shortList " + std::to_string(int(p.shortList));
 }
 
 /// Trains a twin on the CPU and an index on the GPU with the same
@@ -771,6 +776,8 @@ TEST(LshSanitize, SmallBuildSearchAndTables) {
     }
     SearchParametersBiLevelLSH p;
     p.nprobe = 3;
+    p.groupProbes = 8;
+    p.groupMargin = 0.05f;
     EXPECT_EQ(candidateDifference(candidates(*t.cpu, q.data(), nq, 10, &p),
                                   candidates(*t.gpu, q.data(), nq, 10, &p)),
               "");
