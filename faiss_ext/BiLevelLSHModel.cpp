@@ -38,6 +38,12 @@ void BiLevelLSHConfig::check() const {
     FAISS_THROW_IF_NOT_FMT(cuckooMaxLoad > 0.f && cuckooMaxLoad <= 0.95f,
                            "BiLevelLSH: cuckooMaxLoad must be in (0, 0.95], got %g",
                            double(cuckooMaxLoad));
+    FAISS_THROW_IF_NOT_FMT(lattice == lsh::kLatticeZM || lattice == lsh::kLatticeE8,
+                           "BiLevelLSH: lattice must be kLatticeZM (0) or kLatticeE8 (1), got %d",
+                           lattice);
+    FAISS_THROW_IF_NOT_FMT(lattice != lsh::kLatticeE8 || nProjections % 8 == 0,
+                           "BiLevelLSH: the E8 lattice needs nProjections a multiple of 8, got %d",
+                           nProjections);
     const int rule = int(widthRule);
     FAISS_THROW_IF_NOT_FMT(rule == int(BiLevelWidthRule::RmsRadius) ||
                                rule == int(BiLevelWidthRule::NeighbourDistance),
@@ -72,6 +78,7 @@ BiLevelLSHModel BiLevelLSHModel::initRandom(int d, const BiLevelLSHConfig& confi
     m.depth = config.treeDepth;
     m.nTables = config.nTables;
     m.nProjections = config.nProjections;
+    m.lattice = config.lattice;
     m.bits = lsh::bitsPerCoordinate(config.nProjections);
     const int nodes = m.internalNodes();
     const int G = m.groups();
@@ -154,6 +161,10 @@ void BiLevelLSHModel::checkConsistent() const {
                                bits == lsh::bitsPerCoordinate(nProjections),
                            "BiLevelLSH model: bad sizes (d %d, depth %d, L %d, M %d, bits %d)", d,
                            depth, nTables, nProjections, bits);
+    FAISS_THROW_IF_NOT_FMT((lattice == lsh::kLatticeZM ||
+                            (lattice == lsh::kLatticeE8 && nProjections % 8 == 0)),
+                           "BiLevelLSH model: lattice %d does not fit M = %d", lattice,
+                           nProjections);
     const size_t nodes = size_t(internalNodes()), G = size_t(groups());
     const size_t LM = size_t(nTables) * nProjections;
     FAISS_THROW_IF_NOT_MSG(nodeRule.size() == nodes && nodeVec.size() == nodes * d &&
@@ -180,6 +191,7 @@ BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params
     def.nprobe = std::min(config.defaultNprobe,
                           std::min(lsh::kMaxProbes, 1 + lsh::maxPerturbations(model.nProjections)));
     def.groupProbes = std::min(config.defaultGroupProbes, model.groups());
+    if (model.lattice == lsh::kLatticeE8) def.nprobe = 1;
     def.minCandidates = config.defaultMinCandidates;
     def.groupMargin = config.defaultGroupMargin;
     const SearchParametersBiLevelLSH* p = &def;
@@ -194,6 +206,11 @@ BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params
     FAISS_THROW_IF_NOT_FMT(p->nprobe >= 1 && p->nprobe <= maxProbe,
                            "BiLevelLSH search: nprobe must be in [1, %d] for M = %d, got %d",
                            maxProbe, M, p->nprobe);
+    FAISS_THROW_IF_NOT_FMT(model.lattice != lsh::kLatticeE8 || p->nprobe == 1,
+                           "BiLevelLSH search: nprobe must be 1 with the E8 lattice (multi-probe "
+                           "is defined on the Z^M grid; minCandidates widens along the Morton "
+                           "curve on both), got %d",
+                           p->nprobe);
     FAISS_THROW_IF_NOT_FMT(p->minCandidates >= 0,
                            "BiLevelLSH search: minCandidates must be >= 0, got %lld",
                            (long long)p->minCandidates);

@@ -43,6 +43,11 @@ struct BiLevelLSHConfig {
     float bucketWidth = kDefaultNeighbourBucketWidth;
     /// What W_g is a multiple of (see BiLevelWidthRule).
     BiLevelWidthRule widthRule = BiLevelWidthRule::NeighbourDistance;
+    /// Second-level lattice: lsh::kLatticeZM (the grid, default) or
+    /// lsh::kLatticeE8 (nProjections a multiple of 8; searches take nprobe 1:
+    /// multi-probe is defined on the grid only, the Morton widening of
+    /// minCandidates works on both).
+    int lattice = lsh::kLatticeZM;
     /// k of the k-th neighbour distance of BiLevelWidthRule::NeighbourDistance,
     /// in [1, 1024]: the k the index is mostly searched with.
     int widthNeighbours = 10;
@@ -143,6 +148,8 @@ struct BiLevelLSHModel {
     int depth = 0;
     int nTables = 0;
     int nProjections = 0;
+    /// lsh::LatticeKind of the codes (the configuration's lattice).
+    int lattice = lsh::kLatticeZM;
     /// Bits per code coordinate in the Morton key (lsh::bitsPerCoordinate).
     int bits = 0;
     /// Per internal node: lsh::NodeRule.

@@ -225,6 +225,7 @@ void buildTablesCpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     {
         std::vector<float> p(LM);
         uint32_t u[kMaxProjections];
+        float frac[kMaxProjections];
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < n; ++i) {
             const float* xi = x + size_t(i) * d;
@@ -232,12 +233,10 @@ void buildTablesCpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
             groupOf[i] = g;
             for (int j = 0; j < LM; ++j) p[j] = canonicalDot(model.proj.data() + size_t(j) * d, xi, d);
             for (int t = 0; t < L; ++t) {
-                for (int m = 0; m < M; ++m) {
-                    const int j = t * M + m;
-                    float frac;
-                    u[m] = lshCoordinate(p[j], model.leafOffset[size_t(g) * LM + j],
-                                         model.leafWidth[g], model.projBias[j], bits, &frac);
-                }
+                latticeCoordinates(model.lattice, p.data() + size_t(t) * M,
+                                   model.leafOffset.data() + size_t(g) * LM + size_t(t) * M,
+                                   model.leafWidth[g], model.projBias.data() + size_t(t) * M, M,
+                                   bits, u, frac);
                 mortons[size_t(t) * n + i] = mortonCode(u, M, bits);
             }
         }
@@ -411,12 +410,10 @@ void collectCandidates(const BiLevelLSHModel& model, const BiLevelLSHTables& tab
             p[m] = lsh::canonicalDot(model.proj.data() + size_t(t * M + m) * d, q, d);
         for (int gi = 0; gi < ng; ++gi) {
             const int g = groups[gi];
-            for (int m = 0; m < M; ++m) {
-                const int j = t * M + m;
-                u[m] = lsh::lshCoordinate(p[m], model.leafOffset[size_t(g) * LM + j],
-                                          model.leafWidth[g], model.projBias[j], model.bits,
-                                          &frac[m]);
-            }
+            lsh::latticeCoordinates(model.lattice, p,
+                                    model.leafOffset.data() + size_t(g) * LM + size_t(t) * M,
+                                    model.leafWidth[g], model.projBias.data() + size_t(t) * M, M,
+                                    model.bits, u, frac);
             const int ni = lsh::collectIntervals(
                 t, g, u, frac, M, model.bits, s.nprobe, s.minCandidates, tables.keySalt, view,
                 tables.bucketRanges.data(), tables.sortedCodes.data() + size_t(t) * ntotal,

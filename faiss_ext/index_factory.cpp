@@ -186,7 +186,8 @@ void parseBiLevelLSH(const std::string& component, const char* description, Leaf
         return;
     }
     spec->kind = LeafSpec::Kind::BiLevelLSH;
-    const char* form = "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>], e.g. BiLSH10x8_t6_w0.75";
+    const char* form =
+        "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>][_e8], e.g. BiLSH10x8_t6_w0.75";
     const std::string rest = component.substr(5);  // after "BiLSH"
     const size_t us = rest.find('_');
     const std::string head = rest.substr(0, us);
@@ -212,8 +213,18 @@ void parseBiLevelLSH(const std::string& component, const char* description, Leaf
 
     bool haveDepth = false;
     bool haveWidth = false;
+    bool haveLattice = false;
     for (const std::string& suffix : splitSuffixes(rest, us)) {
-        if (!suffix.empty() && suffix[0] == 't') {
+        if (suffix == "e8") {
+            FAISS_THROW_IF_NOT_FMT(!haveLattice, "index_factory: '%s' in '%s': '_e8' is given twice",
+                                   component.c_str(), description);
+            FAISS_THROW_IF_NOT_FMT(M % 8 == 0,
+                                   "index_factory: '%s' in '%s': the E8 lattice needs M a "
+                                   "multiple of 8, got %lld",
+                                   component.c_str(), description, M);
+            spec->lsh.lattice = lsh::kLatticeE8;
+            haveLattice = true;
+        } else if (!suffix.empty() && suffix[0] == 't') {
             FAISS_THROW_IF_NOT_FMT(!haveDepth, "index_factory: '%s' in '%s': '_t' is given twice",
                                    component.c_str(), description);
             const std::string v = suffix.substr(1);

@@ -14,8 +14,9 @@
 //           cuckooMaxLoad (float), seed (uint64), then (version 2 only)
 //           widthRule, widthNeighbours, defaultNprobe, defaultGroupProbes
 //           (int32), defaultMinCandidates (int64), defaultGroupMargin,
-//           autotuneRecall (float); version 1 files read with widthRule
-//           RmsRadius (their rule) and the other six at their defaults;
+//           autotuneRecall (float), lattice (int32; the model's too);
+//           version 1 files read with widthRule RmsRadius (their rule), one
+//           group per search and the other fields at their defaults;
 //           has_model (u8, = is_trained);
 //           when set, the BiLevelLSHModel: d, depth, nTables, nProjections,
 //           bits (int32), then in FAISS's vector layout (size_t count, data)
@@ -212,6 +213,7 @@ void writeBiLevelLSH(faiss::IOWriter* w, const IndexBiLevelLSH* idx) {
     writeValue<int64_t>(w, c.defaultMinCandidates);
     writeValue<float>(w, c.defaultGroupMargin);
     writeValue<float>(w, c.autotuneRecall);
+    writeValue<int32_t>(w, c.lattice);
     writeValue<uint8_t>(w, m.empty() ? 0 : 1);
     if (!m.empty()) {
         writeValue<int32_t>(w, m.d);
@@ -864,6 +866,7 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
         c.defaultMinCandidates = r.read<int64_t>("IndexBiLevelLSH defaultMinCandidates");
         c.defaultGroupMargin = r.read<float>("IndexBiLevelLSH defaultGroupMargin");
         c.autotuneRecall = r.read<float>("IndexBiLevelLSH autotuneRecall");
+        c.lattice = r.read<int32_t>("IndexBiLevelLSH lattice");
     }
     checkBiLevel(r, [&] { c.check(); });
 
@@ -878,6 +881,7 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
         m.nTables = r.read<int32_t>("IndexBiLevelLSH model nTables");
         m.nProjections = r.read<int32_t>("IndexBiLevelLSH model nProjections");
         m.bits = r.read<int32_t>("IndexBiLevelLSH model bits");
+        m.lattice = c.lattice;
         FAISS_THROW_IF_NOT_FMT(m.d == hd.d && m.depth == c.treeDepth && m.nTables == c.nTables &&
                                    m.nProjections == c.nProjections &&
                                    m.bits == lsh::bitsPerCoordinate(c.nProjections),

@@ -264,7 +264,7 @@ std::string modelDifference(const BiLevelLSHModel& a, const BiLevelLSHModel& b) 
             out += std::string(out.empty() ? "" : ", ") + name + " (at " + std::to_string(at) + ")";
     };
     if (a.d != b.d || a.depth != b.depth || a.nTables != b.nTables ||
-        a.nProjections != b.nProjections || a.bits != b.bits)
+        a.nProjections != b.nProjections || a.bits != b.bits || a.lattice != b.lattice)
         out = "sizes";
     field("nodeRule", firstDifference(a.nodeRule, b.nodeRule));
     field("nodeVec", firstDifference(a.nodeVec, b.nodeVec));

@@ -10,6 +10,9 @@
 //   CpuLshGroupMargin  groupMargin searches a prefix of the groupProbes
 //                      groups: between one group and all of them, a subset
 //                      of the larger margin's candidates
+//   CpuLshE8           the E8 decoder returns the nearest lattice point (brute
+//                      force over the neighbouring points); an E8 index
+//                      against the Z^M grid and exact search; its limits
 //   CpuLshAutoTune     the tuner's reported recall is within 0.02 of the
 //                      recall then measured on other queries of the same
 //                      distribution; its verdict when Bi-level LSH cannot
@@ -296,6 +299,109 @@ TEST(CpuLshGroupMargin, SearchesAPrefixOfTheNearestGroups) {
     EXPECT_THROW(index.getCandidates(nq, q.data(), k, &lims, &ids, &bad), faiss::FaissException);
     bad.groupMargin = std::nanf("");
     EXPECT_THROW(index.getCandidates(nq, q.data(), k, &lims, &ids, &bad), faiss::FaissException);
+}
+
+// ---------------------------------------------------------------- E8 lattice
+
+TEST(CpuLshE8, DecoderReturnsTheNearestLatticePoint) {
+    // brute force: every point of D8 and of D8 + 1/2 whose coordinates lie
+    // within one unit of floor(x_i) (the nearest point of E8 is among them:
+    // its covering radius is 1)
+    std::mt19937_64 rng(kSeed + 20);
+    std::uniform_real_distribution<float> u(-6.f, 6.f);
+    for (int trial = 0; trial < 60; ++trial) {
+        float x[8];
+        for (float& v : x) v = u(rng);
+        int32_t c[8];
+        lsh::nearestE8(x, c);
+        const bool allEven = std::all_of(c, c + 8, [](int32_t v) { return (v & 1) == 0; });
+        const bool allOdd = std::all_of(c, c + 8, [](int32_t v) { return (v & 1) == 1; });
+        ASSERT_TRUE(allEven || allOdd) << "trial " << trial;
+        int64_t sum = 0;
+        for (int32_t v : c) sum += v;
+        ASSERT_EQ(((sum % 4) + 4) % 4, 0) << "trial " << trial << ": not in E8";
+        double got = 0;
+        for (int i = 0; i < 8; ++i) got += (x[i] - 0.5 * c[i]) * (x[i] - 0.5 * c[i]);
+        double best = 1e30;
+        for (int coset = 0; coset < 2; ++coset) {
+            int idx[8] = {0};
+            for (;;) {  // 3^8 integer points around floor(x), shifted by coset / 2
+                double dist = 0;
+                int parity = 0;
+                for (int i = 0; i < 8; ++i) {
+                    const int z = int(std::floor(x[i])) - 1 + idx[i];
+                    parity ^= z & 1;
+                    const double p = z + 0.5 * coset;
+                    dist += (x[i] - p) * (x[i] - p);
+                }
+                if (parity == 0) best = std::min(best, dist);
+                int i = 0;
+                while (i < 8 && ++idx[i] == 3) idx[i++] = 0;
+                if (i == 8) break;
+            }
+        }
+        EXPECT_NEAR(got, best, 1e-4) << "trial " << trial;
+    }
+}
+
+TEST(CpuLshE8, AgainstTheGridOnTheSameData) {
+    // same data, tables, projections and widths: recall and candidates of
+    // the E8 codes beside the Z^M grid's (both at nprobe 1: multi-probe is
+    // the grid's), and exact search as the truth
+    const int d = 32, k = 10;
+    const int64_t n = 20000, nq = 300;
+    const auto all = test::clusteredVectors(n + nq, d, 40, kSeed + 21);
+    const std::vector<float> x(all.begin(), all.begin() + n * d);
+    const std::vector<float> q(all.begin() + n * d, all.end());
+    double best[2] = {0, 0};
+    for (int lattice : {int(lsh::kLatticeZM), int(lsh::kLatticeE8)}) {
+        for (float w : {2.f, 3.f}) {
+            BiLevelLSHConfig cfg;
+            cfg.treeDepth = 0;
+            cfg.nProjections = 8;
+            cfg.bucketWidth = w;
+            cfg.lattice = lattice;
+            IndexBiLevelLSH index(d, cfg);
+            index.train(n, x.data());
+            index.add(n, x.data());
+            SearchParametersBiLevelLSH p;
+            std::vector<idx_t> lims, ids;
+            index.getCandidates(nq, q.data(), k, &lims, &ids, &p);
+            const double r = recallOf(index, x, n, q, nq, d, k, &p);
+            std::printf("[lsh e8] clustered %lld x %d, L 10, M 8, W %g, nprobe 1: %s recall@10 "
+                        "%.4f, %.0f candidates\n",
+                        (long long)n, d, double(w), lattice == lsh::kLatticeE8 ? "E8 " : "Z^M",
+                        r, double(lims[nq]) / nq);
+            best[lattice] = std::max(best[lattice], r);
+        }
+    }
+    EXPECT_GT(best[lsh::kLatticeE8], 0.5) << "the E8 codes find few neighbours";
+    EXPECT_GT(best[lsh::kLatticeZM], 0.5);
+}
+
+TEST(CpuLshE8, LimitsAreRefused) {
+    BiLevelLSHConfig cfg;
+    cfg.lattice = lsh::kLatticeE8;
+    cfg.nProjections = 12;
+    EXPECT_THROW(cfg.check(), faiss::FaissException);
+    cfg.nProjections = 16;
+    EXPECT_NO_THROW(cfg.check());
+    const int d = 16;
+    const auto x = test::clusteredVectors(2000, d, 8, kSeed + 22);
+    IndexBiLevelLSH index(d, cfg);
+    index.train(2000, x.data());
+    index.add(2000, x.data());
+    std::vector<float> D(10);
+    std::vector<idx_t> I(10);
+    SearchParametersBiLevelLSH p;
+    p.nprobe = 2;
+    EXPECT_THROW(index.search(1, x.data(), 10, D.data(), I.data(), &p), faiss::FaissException);
+    index.search(1, x.data(), 10, D.data(), I.data());  // defaults: nprobe 1
+    EXPECT_EQ(I[0], 0);
+    std::unique_ptr<faiss::Index> f(index_factory(d, "BiLSH10x16_e8"));
+    EXPECT_EQ(dynamic_cast<IndexBiLevelLSH*>(f.get())->getConfig().lattice, int(lsh::kLatticeE8));
+    EXPECT_THROW(delete index_factory(d, "BiLSH10x12_e8"), faiss::FaissException);
+    EXPECT_THROW(delete index_factory(d, "BiLSH10x8_e8_e8"), faiss::FaissException);
 }
 
 // ---------------------------------------------------------------- autotuner

@@ -238,6 +238,7 @@ void expectSameConfig(const BiLevelLSHConfig& a, const BiLevelLSHConfig& b) {
     EXPECT_EQ(a.defaultMinCandidates, b.defaultMinCandidates);
     EXPECT_EQ(a.defaultGroupMargin, b.defaultGroupMargin);
     EXPECT_EQ(a.autotuneRecall, b.autotuneRecall);
+    EXPECT_EQ(a.lattice, b.lattice);
 }
 
 void expectSameModel(const BiLevelLSHModel& a, const BiLevelLSHModel& b) {
@@ -246,6 +247,7 @@ void expectSameModel(const BiLevelLSHModel& a, const BiLevelLSHModel& b) {
     EXPECT_EQ(a.nTables, b.nTables);
     EXPECT_EQ(a.nProjections, b.nProjections);
     EXPECT_EQ(a.bits, b.bits);
+    EXPECT_EQ(a.lattice, b.lattice);
     EXPECT_TRUE(a.nodeRule == b.nodeRule);
     EXPECT_TRUE(a.nodeVec == b.nodeVec);
     EXPECT_TRUE(a.nodeThreshold == b.nodeThreshold);
@@ -490,13 +492,14 @@ constexpr size_t kOffDefaultGroupProbes = 93;
 constexpr size_t kOffDefaultMinCandidates = 97;
 constexpr size_t kOffDefaultGroupMargin = 105;
 constexpr size_t kOffAutotuneRecall = 109;
-constexpr size_t kOffHasModel = 113;
-constexpr size_t kOffModelD = 114;
-constexpr size_t kOffModelBits = 130;
-constexpr size_t kOffNodeRuleCount = 134;
-constexpr size_t kOffNodeRule = 142;
+constexpr size_t kOffLattice = 113;
+constexpr size_t kOffHasModel = 117;
+constexpr size_t kOffModelD = 118;
+constexpr size_t kOffModelBits = 134;
+constexpr size_t kOffNodeRuleCount = 138;
+constexpr size_t kOffNodeRule = 146;
 /// Bytes version 2 added after the seed.
-constexpr size_t kVersion2ConfigBytes = 32;
+constexpr size_t kVersion2ConfigBytes = 36;
 
 template <typename T>
 Bytes patched(Bytes b, size_t at, T v) {
@@ -560,6 +563,8 @@ TEST(CpuLshIoCorrupt, CorruptHeaderAndConfigFieldsThrow) {
                   "group margin inf");
     expectCorrupt(patched<float>(good, kOffAutotuneRecall, 1.5f), "autotuneRecall",
                   "autotune recall 1.5");
+    expectCorrupt(patched<int32_t>(good, kOffLattice, 2), "lattice", "lattice 2");
+    expectCorrupt(patched<int32_t>(good, kOffLattice, 1), "lattice", "E8 with M = 4");
     expectCorrupt(patched<int32_t>(good, kOffVersion, -1), "version", "version -1");
     expectCorrupt(patched<int32_t>(good, kOffD, 0), "d = 0", "d 0");
     expectCorrupt(patched<int32_t>(good, kOffD, -5), "d = -5", "d -5");

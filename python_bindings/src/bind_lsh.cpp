@@ -109,7 +109,8 @@ std::string configRepr(const BiLevelLSHConfig& c) {
            ", default_group_probes=" + std::to_string(c.defaultGroupProbes) +
            ", default_group_margin=" + floatText(c.defaultGroupMargin) +
            ", default_min_candidates=" + std::to_string(c.defaultMinCandidates) +
-           ", autotune_recall=" + floatText(c.autotuneRecall) + ")";
+           ", autotune_recall=" + floatText(c.autotuneRecall) +
+           ", lattice=" + std::to_string(c.lattice) + ")";
 }
 
 void bindConfig(py::module_& m) {
@@ -184,6 +185,9 @@ defaultMinCandidates, autotuneRecall) are aliases.
                    "Bucket width as a multiple of each group's scale by width_rule (> 0).");
     defConfigField(cls, "width_rule", "widthRule", &BiLevelLSHConfig::widthRule,
                    "What bucket_width multiplies (BiLevelWidthRule).");
+    defConfigField(cls, "lattice", nullptr, &BiLevelLSHConfig::lattice,
+                   "Second-level lattice: 0 the Z^M grid, 1 E8 (n_projections a multiple of 8; "
+                   "searches take nprobe 1).");
     defConfigField(cls, "width_neighbours", "widthNeighbours", &BiLevelLSHConfig::widthNeighbours,
                    "k of the k-th neighbour distance of NEIGHBOUR_DISTANCE ([1, 1024]).");
     defConfigField(cls, "default_nprobe", "defaultNprobe", &BiLevelLSHConfig::defaultNprobe,
@@ -225,7 +229,7 @@ defaultMinCandidates, autotuneRecall) are aliases.
                        a.defaultGroupProbes == b.defaultGroupProbes &&
                        a.defaultGroupMargin == b.defaultGroupMargin &&
                        a.defaultMinCandidates == b.defaultMinCandidates &&
-                       a.autotuneRecall == b.autotuneRecall;
+                       a.autotuneRecall == b.autotuneRecall && a.lattice == b.lattice;
             },
             py::is_operator());
 }

@@ -50,7 +50,7 @@ struct IntervalArgs {
     const float* leafWidth;
     const float* bias;
     int64_t ntotal;
-    int L, M, bits, nprobe, tables, groupProbes, slots;
+    int L, M, bits, lattice, nprobe, tables, groupProbes, slots;
     int64_t minCandidates;
     uint64_t salt;
 };
@@ -73,11 +73,9 @@ __global__ void intervalsKernel(IntervalArgs a, const float* __restrict__ qProj,
     const int LM = a.L * a.M;
     uint32_t u[kMaxProjections];
     float frac[kMaxProjections];
-    for (int m = 0; m < a.M; ++m) {
-        const int j = t * a.M + m;
-        u[m] = lshCoordinate(qProj[size_t(q) * LM + j], a.leafOffset[size_t(g) * LM + j],
-                             a.leafWidth[g], a.bias[j], a.bits, &frac[m]);
-    }
+    latticeCoordinates(a.lattice, qProj + size_t(q) * LM + size_t(t) * a.M,
+                       a.leafOffset + size_t(g) * LM + size_t(t) * a.M, a.leafWidth[g],
+                       a.bias + size_t(t) * a.M, a.M, a.bits, u, frac);
     counts[tid] = collectIntervals(t, g, u, frac, a.M, a.bits, a.nprobe, a.minCandidates, a.salt,
                                    a.cuckoo, a.ranges, a.sortedCodes + size_t(t) * a.ntotal,
                                    a.groupStart[g], a.groupStart[g + 1], int64_t(t) * a.ntotal,
@@ -505,6 +503,7 @@ void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
     a.L = model.nTables;
     a.M = model.nProjections;
     a.bits = model.bits;
+    a.lattice = model.lattice;
     a.nprobe = s.nprobe;
     a.tables = s.tables;
     a.groupProbes = s.groupProbes;
