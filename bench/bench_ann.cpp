@@ -46,6 +46,7 @@ const char* kUsage =
     "                    of the query set (default 1000)\n"
     "  --tune-depths LIST, --tune-lm LIST (LxM,...), --tune-widths LIST: lsh: the\n"
     "                    autotuner's build settings (default 0,3; 10x8,16x12; 1.5,2,3,4)\n"
+    "  --tune-lattices LIST  lsh: 0 the Z^M grid, 1 E8 (M a multiple of 8) (default 0,1)\n"
     "  --k K             neighbours (default 10)\n"
     "  --fmnist-dir DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
     "  --degrees LIST    search graph : k-NN graph degrees, one build each (default 32:64)\n"
@@ -279,6 +280,7 @@ JsonLine lshParams(const BiLevelLSHConfig& cfg, const SearchParametersBiLevelLSH
         .str("width_rule", cfg.widthRule == BiLevelWidthRule::NeighbourDistance
                                ? "neighbour-distance"
                                : "rms-radius")
+        .str("lattice", cfg.lattice == lsh::kLatticeE8 ? "E8" : "ZM")
         .integer("nprobe", sp.nprobe)
         .integer("group_probes", sp.groupProbes)
         .num("group_margin", sp.groupMargin)
@@ -321,7 +323,8 @@ void measureLsh(Context& c, gpu::StandardGpuResources& res, const BiLevelLSHConf
     const SearchParametersBiLevelLSH chosen = defaultsOf(cfg);
     std::vector<int> probes = {chosen.nprobe};
     for (int np : {1, 2, 4, 8, 16, 32, 64})
-        if (np != chosen.nprobe && np <= 1 + lsh::maxPerturbations(cfg.nProjections))
+        if (np != chosen.nprobe && np <= 1 + lsh::maxPerturbations(cfg.nProjections) &&
+            cfg.lattice != lsh::kLatticeE8)  // E8: nprobe 1 only
             probes.push_back(np);
     std::vector<float> D(size_t(q.n) * c.k);
     std::vector<int64_t> I(size_t(q.n) * c.k);
@@ -369,6 +372,8 @@ void runLsh(Context& c, gpu::StandardGpuResources& res, const Args& a) {
     opt.bucketWidths.clear();
     for (const std::string& w : parseList(a.get("tune-widths", "1.5,2,3,4")))
         opt.bucketWidths.push_back(std::stof(w));
+    opt.lattices.clear();
+    for (int64_t v : parseIntList(a.get("tune-lattices", "0,1"))) opt.lattices.push_back(int(v));
     gpu::GpuBiLevelLSHTuneEvaluator evaluator(&res);
     std::vector<BiLevelTunePoint> points;
     for (double target : {0.95, 0.9}) {
@@ -377,7 +382,25 @@ void runLsh(Context& c, gpu::StandardGpuResources& res, const Args& a) {
         const BiLevelAutoTuneResult r = autoTuneBiLevelLSH(
             b.d, b.n, b.x.data(), t.n, t.x.data(), opt, &evaluator, points.empty() ? nullptr : &points);
         const double tuneSeconds = nowSeconds() - t0;
-        if (points.empty()) points = r.points;
+        if (points.empty()) {
+            // every setting the sweep measured, on the tuner's selection
+            // queries (recall and candidates; no timing): the grid against
+            // E8 and the group settings at equal builds
+            points = r.points;
+            for (const BiLevelTunePoint& p : points) {
+                JsonLine pp = lshParams(p.config, defaultsOf(p.config));
+                std::printf("%s\n", line(c, "ours:bilsh-tune-point")
+                                        .raw("params", pp.text())
+                                        .integer("tune_queries", t.n)
+                                        .num("recall", p.recall)
+                                        .num("candidates_per_query", p.candidates)
+                                        .num("predicted_speedup", p.predictedSpeedup)
+                                        .str("git", c.git)
+                                        .text()
+                                        .c_str());
+            }
+            std::fflush(stdout);
+        }
         std::fprintf(stderr, "[bench_ann] %s, autotune %.2f: %s (%d builds, %.1f s)\n",
                      c.data.name.c_str(), target, r.verdict.c_str(), r.builds, tuneSeconds);
         JsonLine tuner;
@@ -413,7 +436,7 @@ int main(int argc, char** argv) {
         if (a.printedHelpOrGit(kUsage)) return 0;
         a.checkKnown({"data", "methods", "nb", "nq", "k", "fmnist-dir", "degrees", "fp16", "itopk",
                       "width", "entry-seeds", "runs", "latency", "write-dir", "tune-queries",
-                      "write-root", "tune-depths", "tune-lm", "tune-widths", "help", "git"});
+                      "write-root", "tune-lattices", "tune-depths", "tune-lm", "tune-widths", "help", "git"});
         bool doGraph = false, doLsh = false;
         for (const std::string& m : parseList(a.get("methods", "graph"))) {
             if (m == "graph") doGraph = true;

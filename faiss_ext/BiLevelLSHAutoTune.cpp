@@ -54,6 +54,11 @@ void BiLevelAutoTuneOptions::check() const {
                                who, g.first, double(g.second), lsh::kMaxGroupProbes);
     for (int64_t m : minCandidates)
         FAISS_THROW_IF_NOT_FMT(m >= 0, "%s: minCandidates: %lld is not >= 0", who, (long long)m);
+    FAISS_THROW_IF_NOT_FMT(!lattices.empty(), "%s: lattices must not be empty", who);
+    for (int l : lattices)
+        FAISS_THROW_IF_NOT_FMT(l == lsh::kLatticeZM || l == lsh::kLatticeE8,
+                               "%s: lattices: %d is neither kLatticeZM (0) nor kLatticeE8 (1)", who,
+                               l);
     FAISS_THROW_IF_NOT_FMT(costNtotal >= 0, "%s: costNtotal must be >= 0, got %lld", who,
                            (long long)costNtotal);
     FAISS_THROW_IF_NOT_FMT(cost.exactSecondsPerQuery >= 0 && cost.exactSecondsPerFloat > 0 &&
@@ -127,9 +132,10 @@ SearchParametersBiLevelLSH searchOf(const BiLevelLSHConfig& c) {
 std::string describe(const BiLevelLSHConfig& c) {
     char buf[256];
     std::snprintf(buf, sizeof(buf),
-                  "depth %d, L %d, M %d, W %g x k-th neighbour distance, nprobe %d, groupProbes "
-                  "%d, groupMargin %g, minCandidates %lld",
-                  c.treeDepth, c.nTables, c.nProjections, double(c.bucketWidth), c.defaultNprobe,
+                  "depth %d, L %d, M %d%s, W %g x k-th neighbour distance, nprobe %d, "
+                  "groupProbes %d, groupMargin %g, minCandidates %lld",
+                  c.treeDepth, c.nTables, c.nProjections, c.lattice == lsh::kLatticeE8 ? " (E8)" : "",
+                  double(c.bucketWidth), c.defaultNprobe,
                   c.defaultGroupProbes, double(c.defaultGroupMargin),
                   (long long)c.defaultMinCandidates);
     return buf;
@@ -170,7 +176,9 @@ BiLevelAutoTuneResult autoTuneBiLevelLSH(int d, int64_t n, const float* x, int64
     for (int depth : options.treeDepths) {
         if (measured) break;
         if ((int64_t(64) << depth) > n) continue;
+        for (int lattice : options.lattices)
         for (const auto& lm : options.tablesProjections) {
+            if (lattice == lsh::kLatticeE8 && lm.second % 8 != 0) continue;
             std::vector<float> widths = options.bucketWidths;
             std::sort(widths.begin(), widths.end());
             for (float w : widths) {
@@ -179,6 +187,7 @@ BiLevelAutoTuneResult autoTuneBiLevelLSH(int d, int64_t n, const float* x, int64
                 cfg.nTables = lm.first;
                 cfg.nProjections = lm.second;
                 cfg.bucketWidth = w;
+                cfg.lattice = lattice;
                 cfg.widthRule = BiLevelWidthRule::NeighbourDistance;
                 cfg.widthNeighbours = k;
                 cfg.autotuneRecall = 0.f;  // the candidates do not tune again
@@ -186,10 +195,13 @@ BiLevelAutoTuneResult autoTuneBiLevelLSH(int d, int64_t n, const float* x, int64
                 evaluator->build(cfg, d, n, x);
                 ++res.builds;
                 if (options.verbose)
-                    std::printf("[autotune] build depth %d, L %d, M %d, W %g: %.2f s\n", depth,
-                                lm.first, lm.second, double(w), lshWallSeconds() - t0);
+                    std::printf("[autotune] build depth %d, L %d, M %d, W %g%s: %.2f s\n", depth,
+                                lm.first, lm.second, double(w),
+                                lattice == lsh::kLatticeE8 ? ", E8" : "", lshWallSeconds() - t0);
                 const int maxProbe =
-                    std::min(lsh::kMaxProbes, 1 + lsh::maxPerturbations(cfg.nProjections));
+                    lattice == lsh::kLatticeE8
+                        ? 1
+                        : std::min(lsh::kMaxProbes, 1 + lsh::maxPerturbations(cfg.nProjections));
                 bool reachedAtFirstProbe = false;
                 for (const auto& gs : options.groupSettings) {
                     if (depth == 0 && (gs.first != 1 || gs.second != 0.f)) continue;

@@ -86,6 +86,9 @@ struct BiLevelAutoTuneOptions {
     std::vector<std::pair<int, float>> groupSettings = {{1, 0.f}, {4, 0.02f}, {4, 0.05f}, {4, 0.f}, {8, 0.05f}};
     /// minCandidates tried (0 = k).
     std::vector<int64_t> minCandidates = {0};
+    /// Second-level lattices tried (lsh::LatticeKind); E8 only where M is a
+    /// multiple of 8, and with nprobe 1 (its searches have no multi-probe).
+    std::vector<int> lattices = {lsh::kLatticeZM};
     /// Database size of the throughput prediction; 0 = the n tuned on.
     int64_t costNtotal = 0;
     BiLevelCostModel cost;

@@ -2,6 +2,8 @@
 //   GpuLshWidths     widths from neighbour distances: training from device
 //                    memory (rows gathered from the GPU) and from host memory
 //                    give the CPU twin's model bit for bit
+//   GpuLshE8         an E8 index: the CPU twin's model, bucket keys and
+//                    candidates (Morton widening, several groups and margins)
 //   GpuLshAutoTune   the GPU evaluator makes the CPU evaluator's choice with
 //                    the same recall and candidates (the twins give the same
 //                    candidates); train() with autotuneRecall tunes on the GPU
@@ -71,6 +73,44 @@ TEST(GpuLshWidths, DeviceAndHostTrainingGiveTheTwinsModel) {
         cudaFree(dx);
         EXPECT_EQ(lshtest::modelDifference(cpu.getModel(), fromDevice.getModel()), "")
             << "seed " << kSeed;
+    }
+}
+
+TEST(GpuLshE8, SameModelKeysAndCandidatesAsTheTwin) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 48;
+    const int64_t n = 20000, nq = 300;
+    std::vector<float> x, q;
+    splitClustered(n, nq, d, kSeed + 34, &x, &q);
+    for (int M : {8, 16}) {
+        SCOPED_TRACE("M " + std::to_string(M));
+        BiLevelLSHConfig cfg;
+        cfg.treeDepth = 3;
+        cfg.nTables = 6;
+        cfg.nProjections = M;
+        cfg.lattice = lsh::kLatticeE8;
+        IndexBiLevelLSH cpu(d, cfg);
+        cpu.train(n, x.data());
+        cpu.add(n, x.data());
+        GpuIndexBiLevelLSH g(&res, d, cfg);
+        g.train(n, x.data());
+        g.add(n, x.data());
+        EXPECT_EQ(lshtest::modelDifference(cpu.getModel(), g.getModel()), "") << "seed " << kSeed;
+        EXPECT_EQ(g.numBucketKeys(), cpu.getTables().bucketKeys.size());
+        for (int64_t minC : {int64_t(0), int64_t(200)}) {
+            for (int gp : {1, 4}) {
+                SearchParametersBiLevelLSH p;
+                p.minCandidates = minC;
+                p.groupProbes = gp;
+                p.groupMargin = gp > 1 ? 0.05f : 0.f;
+                std::vector<idx_t> lc, ic, lg, ig;
+                cpu.getCandidates(nq, q.data(), 10, &lc, &ic, &p);
+                g.getCandidates(nq, q.data(), 10, &lg, &ig, &p);
+                EXPECT_EQ(lc, lg) << "minCandidates " << minC << ", groups " << gp;
+                EXPECT_EQ(ic, ig) << "minCandidates " << minC << ", groups " << gp;
+            }
+        }
     }
 }
 

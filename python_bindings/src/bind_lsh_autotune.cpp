@@ -39,7 +39,8 @@ recall ((0, 1), default 0.5); selection_margin: a setting is chosen only at
 recall >= target + this on the other part (default 0.005); the settings
 tried: tree_depths, tables_projections ([(L, M), ...]), bucket_widths
 (multiples of the k-th neighbour distance), nprobes, group_settings
-([(group_probes, group_margin), ...]), min_candidates; cost_ntotal: the
+([(group_probes, group_margin), ...]), min_candidates, lattices (0 the
+grid, 1 E8); cost_ntotal: the
 database size of the throughput prediction (0: the one tuned on); base: a
 BiLevelLSHConfig for the untuned fields; verbose. Checked when tuning.
 )doc")
@@ -54,6 +55,7 @@ BiLevelLSHConfig for the untuned fields; verbose. Checked when tuning.
         .def_readwrite("nprobes", &BiLevelAutoTuneOptions::nprobes)
         .def_readwrite("group_settings", &BiLevelAutoTuneOptions::groupSettings)
         .def_readwrite("min_candidates", &BiLevelAutoTuneOptions::minCandidates)
+        .def_readwrite("lattices", &BiLevelAutoTuneOptions::lattices)
         .def_readwrite("cost_ntotal", &BiLevelAutoTuneOptions::costNtotal)
         .def_readwrite("base", &BiLevelAutoTuneOptions::base)
         .def_readwrite("verbose", &BiLevelAutoTuneOptions::verbose);
