@@ -332,8 +332,8 @@ void measureLsh(Context& c, gpu::StandardGpuResources& res, const BiLevelLSHConf
     for (size_t i = 0; i < probes.size(); ++i) {
         SearchParametersBiLevelLSH sp = chosen;
         sp.nprobe = probes[i];
-        const double s =
-            timeMedian(c.runs, [&] { index.search(q.n, q.x.data(), c.k, D.data(), I.data(), &sp); });
+        const double s = timeMedian(
+            c.runs, [&] { index.search(q.n, q.x.data(), c.k, D.data(), I.data(), &sp); });
         const double r = recallOf(c, I);
         std::vector<int64_t> lims, ids;
         index.getCandidates(nCand, q.x.data(), c.k, &lims, &ids, &sp);
@@ -379,8 +379,9 @@ void runLsh(Context& c, gpu::StandardGpuResources& res, const Args& a) {
     for (double target : {0.95, 0.9}) {
         opt.targetRecall = target;
         const double t0 = nowSeconds();
-        const BiLevelAutoTuneResult r = autoTuneBiLevelLSH(
-            b.d, b.n, b.x.data(), t.n, t.x.data(), opt, &evaluator, points.empty() ? nullptr : &points);
+        const BiLevelAutoTuneResult r =
+            autoTuneBiLevelLSH(b.d, b.n, b.x.data(), t.n, t.x.data(), opt, &evaluator,
+                               points.empty() ? nullptr : &points);
         const double tuneSeconds = nowSeconds() - t0;
         if (points.empty()) {
             // every setting the sweep measured, on the tuner's selection
@@ -434,14 +435,36 @@ int main(int argc, char** argv) {
     try {
         Args a(argc, argv, {"help", "git"});
         if (a.printedHelpOrGit(kUsage)) return 0;
-        a.checkKnown({"data", "methods", "nb", "nq", "k", "fmnist-dir", "degrees", "fp16", "itopk",
-                      "width", "entry-seeds", "runs", "latency", "write-dir", "tune-queries",
-                      "write-root", "tune-lattices", "tune-depths", "tune-lm", "tune-widths", "help", "git"});
+        a.checkKnown({"data",
+                      "methods",
+                      "nb",
+                      "nq",
+                      "k",
+                      "fmnist-dir",
+                      "degrees",
+                      "fp16",
+                      "itopk",
+                      "width",
+                      "entry-seeds",
+                      "runs",
+                      "latency",
+                      "write-dir",
+                      "tune-queries",
+                      "write-root",
+                      "tune-lattices",
+                      "tune-depths",
+                      "tune-lm",
+                      "tune-widths",
+                      "help",
+                      "git"});
         bool doGraph = false, doLsh = false;
         for (const std::string& m : parseList(a.get("methods", "graph"))) {
-            if (m == "graph") doGraph = true;
-            else if (m == "lsh") doLsh = true;
-            else throw std::invalid_argument("--methods takes graph and/or lsh, got " + m);
+            if (m == "graph")
+                doGraph = true;
+            else if (m == "lsh")
+                doLsh = true;
+            else
+                throw std::invalid_argument("--methods takes graph and/or lsh, got " + m);
         }
         const std::vector<std::string> sets = parseList(a.get("data"));
         if (sets.size() > 1 && a.has("write-dir"))
@@ -452,8 +475,8 @@ int main(int argc, char** argv) {
             double t0 = nowSeconds();
             c.data = loadData(a, kind, doLsh ? a.getInt("tune-queries", 1000) : 0);
             std::fprintf(stderr, "[bench_ann] %s: nb %lld, nq %lld, d %d (%.1f s to make)\n",
-                         c.data.name.c_str(), (long long)c.data.base.n,
-                         (long long)c.data.queries.n, c.data.base.d, nowSeconds() - t0);
+                         c.data.name.c_str(), (long long)c.data.base.n, (long long)c.data.queries.n,
+                         c.data.base.d, nowSeconds() - t0);
             c.k = int(a.getInt("k", 10));
             c.runs = int(a.getInt("runs", 7));
             c.latencyQueries = int(a.getInt("latency", 200));

@@ -1,14 +1,14 @@
 // The Bi-level LSH autotuner (see BiLevelLSHAutoTune.h).
 #include "faiss_ext/BiLevelLSHAutoTune.h"
 
-#include "faiss_ext/IndexBiLevelLSH.h"
-
 #include <faiss/IndexFlat.h>
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+
+#include "faiss_ext/IndexBiLevelLSH.h"
 
 namespace faiss_ext {
 
@@ -134,10 +134,157 @@ std::string describe(const BiLevelLSHConfig& c) {
     std::snprintf(buf, sizeof(buf),
                   "depth %d, L %d, M %d%s, W %g x k-th neighbour distance, nprobe %d, "
                   "groupProbes %d, groupMargin %g, minCandidates %lld",
-                  c.treeDepth, c.nTables, c.nProjections, c.lattice == lsh::kLatticeE8 ? " (E8)" : "",
-                  double(c.bucketWidth), c.defaultNprobe,
-                  c.defaultGroupProbes, double(c.defaultGroupMargin),
+                  c.treeDepth, c.nTables, c.nProjections,
+                  c.lattice == lsh::kLatticeE8 ? " (E8)" : "", double(c.bucketWidth),
+                  c.defaultNprobe, c.defaultGroupProbes, double(c.defaultGroupMargin),
                   (long long)c.defaultMinCandidates);
+    return buf;
+}
+
+/// What the sweep of one tuning shares: the database, the selection
+/// queries and their exact neighbours, the goal and the cost model.
+struct Sweep {
+    int d;
+    int64_t n;
+    const float* x;
+    int64_t nSel;
+    const float* qSel;
+    const int64_t* exact;  ///< nSel x k
+    int64_t costN;
+    double goal;
+    const BiLevelAutoTuneOptions& options;
+    BiLevelTuneEvaluator* evaluator;
+};
+
+/// Measures one search setting of the built index and records it.
+const BiLevelTunePoint& measureSetting(const Sweep& sw, const BiLevelLSHConfig& config,
+                                       BiLevelAutoTuneResult* res) {
+    const int k = sw.options.k;
+    std::vector<int64_t> labels(size_t(sw.nSel) * k);
+    BiLevelTunePoint pt;
+    pt.config = config;
+    sw.evaluator->search(sw.nSel, sw.qSel, k, searchOf(config), labels.data(), &pt.candidates);
+    pt.recall = recallAgainstExact(sw.nSel, k, labels.data(), sw.exact);
+    pt.predictedSpeedup = sw.options.cost.speedup(sw.costN, sw.d, pt.candidates);
+    if (sw.options.verbose)
+        std::printf("[autotune]   %s: recall %.4f, %.0f candidates, predicted %.2fx exact\n",
+                    describe(config).c_str(), pt.recall, pt.candidates, pt.predictedSpeedup);
+    res->points.push_back(pt);
+    return res->points.back();
+}
+
+/// Builds cfg and runs its ladders: per group setting and minCandidates,
+/// nprobe rising until the goal is reached (further probes only cost
+/// more). Returns whether the cheapest search (one group, the first
+/// nprobe) already reached it.
+bool measureBuild(const Sweep& sw, const BiLevelLSHConfig& cfg, BiLevelAutoTuneResult* res) {
+    const double t0 = lshWallSeconds();
+    sw.evaluator->build(cfg, sw.d, sw.n, sw.x);
+    ++res->builds;
+    if (sw.options.verbose)
+        std::printf("[autotune] build depth %d, L %d, M %d, W %g%s: %.2f s\n", cfg.treeDepth,
+                    cfg.nTables, cfg.nProjections, double(cfg.bucketWidth),
+                    cfg.lattice == lsh::kLatticeE8 ? ", E8" : "", lshWallSeconds() - t0);
+    const int maxProbe =
+        cfg.lattice == lsh::kLatticeE8
+            ? 1
+            : std::min(lsh::kMaxProbes, 1 + lsh::maxPerturbations(cfg.nProjections));
+    bool reachedAtFirstProbe = false;
+    for (const auto& gs : sw.options.groupSettings) {
+        if (cfg.treeDepth == 0 && (gs.first != 1 || gs.second != 0.f)) continue;
+        if (gs.first > (1 << cfg.treeDepth)) continue;
+        for (int64_t minC : sw.options.minCandidates) {
+            bool first = true;
+            for (int np : sw.options.nprobes) {
+                if (np > maxProbe) continue;
+                BiLevelLSHConfig c = cfg;
+                c.defaultNprobe = np;
+                c.defaultGroupProbes = gs.first;
+                c.defaultGroupMargin = gs.second;
+                c.defaultMinCandidates = minC;
+                const bool reached = measureSetting(sw, c, res).recall >= sw.goal;
+                if (reached && first && gs.first == 1) reachedAtFirstProbe = true;
+                first = false;
+                if (reached) break;
+            }
+        }
+    }
+    return reachedAtFirstProbe;
+}
+
+/// Every build of the search space (depths that fit n, lattices that fit
+/// M), widths ascending: a wider bucket only adds candidates to a width
+/// that reached the goal with the cheapest search, so the rest are skipped.
+void sweepBuilds(const Sweep& sw, BiLevelAutoTuneResult* res) {
+    const BiLevelAutoTuneOptions& o = sw.options;
+    std::vector<float> widths = o.bucketWidths;
+    std::sort(widths.begin(), widths.end());
+    for (int depth : o.treeDepths) {
+        if ((int64_t(64) << depth) > sw.n) continue;
+        for (int lattice : o.lattices) {
+            for (const auto& lm : o.tablesProjections) {
+                if (lattice == lsh::kLatticeE8 && lm.second % 8 != 0) continue;
+                for (float w : widths) {
+                    BiLevelLSHConfig cfg = o.base;
+                    cfg.treeDepth = depth;
+                    cfg.nTables = lm.first;
+                    cfg.nProjections = lm.second;
+                    cfg.bucketWidth = w;
+                    cfg.lattice = lattice;
+                    cfg.widthRule = BiLevelWidthRule::NeighbourDistance;
+                    cfg.widthNeighbours = o.k;
+                    cfg.autotuneRecall = 0.f;  // the candidates do not tune again
+                    if (measureBuild(sw, cfg, res)) break;
+                }
+            }
+        }
+    }
+}
+
+/// The fastest point reaching the goal, else the most accurate (ties: the
+/// fastest); -1 when there are none.
+int choosePoint(const std::vector<BiLevelTunePoint>& points, double goal) {
+    int chosen = -1;
+    for (size_t i = 0; i < points.size(); ++i)
+        if (points[i].recall >= goal &&
+            (chosen < 0 || points[i].predictedSpeedup > points[chosen].predictedSpeedup))
+            chosen = int(i);
+    if (chosen >= 0) return chosen;
+    for (size_t i = 0; i < points.size(); ++i) {
+        const BiLevelTunePoint& p = points[i];
+        if (chosen < 0 || p.recall > points[chosen].recall ||
+            (p.recall == points[chosen].recall &&
+             p.predictedSpeedup > points[chosen].predictedSpeedup))
+            chosen = int(i);
+    }
+    return chosen;
+}
+
+/// The plain sentence of a result.
+std::string verdictOf(const BiLevelAutoTuneResult& res, const BiLevelAutoTuneOptions& options) {
+    char buf[1024];
+    const int k = options.k;
+    if (!res.reachedTarget) {
+        std::snprintf(buf, sizeof(buf),
+                      "Bi-level LSH cannot reach recall@%d %.3g on these data with the settings "
+                      "tried: the best reached %.4f (%s), at a predicted %.2fx the throughput of "
+                      "exact search; use exact search (GpuIndexQuickSelectFlat) or a graph index",
+                      k, options.targetRecall, res.recall, describe(res.config).c_str(),
+                      res.predictedSpeedup);
+    } else if (!res.beatsExact) {
+        std::snprintf(buf, sizeof(buf),
+                      "Bi-level LSH cannot beat exact search on these data: recall@%d %.4f "
+                      "(%s) is predicted at %.2fx the throughput of exact search; use exact "
+                      "search (GpuIndexQuickSelectFlat)",
+                      k, res.recall, describe(res.config).c_str(), res.predictedSpeedup);
+    } else {
+        std::snprintf(buf, sizeof(buf),
+                      "Bi-level LSH reaches recall@%d %.4f on held-out queries (target %.3g) at a "
+                      "predicted %.2fx the throughput of exact search, %.0f candidates per "
+                      "query: %s",
+                      k, res.recall, options.targetRecall, res.predictedSpeedup, res.candidates,
+                      describe(res.config).c_str());
+    }
     return buf;
 }
 
@@ -160,144 +307,51 @@ BiLevelAutoTuneResult autoTuneBiLevelLSH(int d, int64_t n, const float* x, int64
     checkFiniteVectors(who, n, d, x);
     checkFiniteVectors(who, nq, d, q);
 
+    // selection queries first, validation queries (the reported recall) last
     const int k = options.k;
     const int64_t nVal = std::max<int64_t>(
-        1, std::min<int64_t>(nq - 1, int64_t(std::llround(double(nq) * options.validationFraction))));
+        1,
+        std::min<int64_t>(nq - 1, int64_t(std::llround(double(nq) * options.validationFraction))));
     const int64_t nSel = nq - nVal;
-    const float* qVal = q + size_t(nSel) * d;
     std::vector<int64_t> exact(size_t(nq) * k);
     evaluator->exactSearch(d, n, x, nq, q, k, exact.data());
-    const int64_t costN = options.costNtotal > 0 ? options.costNtotal : n;
-    const double goal = std::min(1.0, options.targetRecall + options.selectionMargin);
+    const Sweep sw{d,
+                   n,
+                   x,
+                   nSel,
+                   q,
+                   exact.data(),
+                   options.costNtotal > 0 ? options.costNtotal : n,
+                   std::min(1.0, options.targetRecall + options.selectionMargin),
+                   options,
+                   evaluator};
 
     BiLevelAutoTuneResult res;
-    std::vector<int64_t> labels(size_t(nSel) * k);
-    if (measured) res.points = *measured;
-    for (int depth : options.treeDepths) {
-        if (measured) break;
-        if ((int64_t(64) << depth) > n) continue;
-        for (int lattice : options.lattices)
-        for (const auto& lm : options.tablesProjections) {
-            if (lattice == lsh::kLatticeE8 && lm.second % 8 != 0) continue;
-            std::vector<float> widths = options.bucketWidths;
-            std::sort(widths.begin(), widths.end());
-            for (float w : widths) {
-                BiLevelLSHConfig cfg = options.base;
-                cfg.treeDepth = depth;
-                cfg.nTables = lm.first;
-                cfg.nProjections = lm.second;
-                cfg.bucketWidth = w;
-                cfg.lattice = lattice;
-                cfg.widthRule = BiLevelWidthRule::NeighbourDistance;
-                cfg.widthNeighbours = k;
-                cfg.autotuneRecall = 0.f;  // the candidates do not tune again
-                const double t0 = lshWallSeconds();
-                evaluator->build(cfg, d, n, x);
-                ++res.builds;
-                if (options.verbose)
-                    std::printf("[autotune] build depth %d, L %d, M %d, W %g%s: %.2f s\n", depth,
-                                lm.first, lm.second, double(w),
-                                lattice == lsh::kLatticeE8 ? ", E8" : "", lshWallSeconds() - t0);
-                const int maxProbe =
-                    lattice == lsh::kLatticeE8
-                        ? 1
-                        : std::min(lsh::kMaxProbes, 1 + lsh::maxPerturbations(cfg.nProjections));
-                bool reachedAtFirstProbe = false;
-                for (const auto& gs : options.groupSettings) {
-                    if (depth == 0 && (gs.first != 1 || gs.second != 0.f)) continue;
-                    if (gs.first > (1 << depth)) continue;
-                    for (int64_t minC : options.minCandidates) {
-                        bool first = true;
-                        for (int np : options.nprobes) {
-                            if (np > maxProbe) continue;
-                            BiLevelTunePoint pt;
-                            pt.config = cfg;
-                            pt.config.defaultNprobe = np;
-                            pt.config.defaultGroupProbes = gs.first;
-                            pt.config.defaultGroupMargin = gs.second;
-                            pt.config.defaultMinCandidates = minC;
-                            evaluator->search(nSel, q, k, searchOf(pt.config), labels.data(),
-                                              &pt.candidates);
-                            pt.recall = recallAgainstExact(nSel, k, labels.data(), exact.data());
-                            pt.predictedSpeedup = options.cost.speedup(costN, d, pt.candidates);
-                            res.points.push_back(pt);
-                            if (options.verbose)
-                                std::printf("[autotune]   %s: recall %.4f, %.0f candidates, "
-                                            "predicted %.2fx exact\n",
-                                            describe(pt.config).c_str(), pt.recall, pt.candidates,
-                                            pt.predictedSpeedup);
-                            const bool reached = pt.recall >= goal;
-                            if (reached && first && gs.first == 1) reachedAtFirstProbe = true;
-                            first = false;
-                            if (reached) break;  // further probes only cost more
-                        }
-                    }
-                }
-                // a wider bucket only adds candidates to a width that reached
-                // the target with the cheapest search
-                if (reachedAtFirstProbe) break;
-            }
-        }
-    }
+    if (measured)
+        res.points = *measured;
+    else
+        sweepBuilds(sw, &res);
     FAISS_THROW_IF_NOT_FMT(!res.points.empty(),
                            "%s: no build setting fits a database of %lld vectors (tree depths "
                            "need 64 x 2^depth)",
                            who, (long long)n);
-
-    int chosen = -1;
-    for (size_t i = 0; i < res.points.size(); ++i) {
-        const BiLevelTunePoint& p = res.points[i];
-        if (p.recall >= goal &&
-            (chosen < 0 || p.predictedSpeedup > res.points[chosen].predictedSpeedup))
-            chosen = int(i);
-    }
-    res.reachedTarget = chosen >= 0;
-    if (!res.reachedTarget) {
-        for (size_t i = 0; i < res.points.size(); ++i) {
-            const BiLevelTunePoint& p = res.points[i];
-            if (chosen < 0 || p.recall > res.points[chosen].recall ||
-                (p.recall == res.points[chosen].recall &&
-                 p.predictedSpeedup > res.points[chosen].predictedSpeedup))
-                chosen = int(i);
-        }
-    }
-    const BiLevelTunePoint& best = res.points[chosen];
-    res.config = best.config;
-    res.selectionRecall = best.recall;
+    const int chosen = choosePoint(res.points, sw.goal);
+    res.reachedTarget = res.points[chosen].recall >= sw.goal;
+    res.config = res.points[chosen].config;
+    res.selectionRecall = res.points[chosen].recall;
 
     // the reported recall: queries that took no part in the choice
     evaluator->build(res.config, d, n, x);
     ++res.builds;
     std::vector<int64_t> valLabels(size_t(nVal) * k);
-    evaluator->search(nVal, qVal, k, searchOf(res.config), valLabels.data(), &res.candidates);
+    evaluator->search(nVal, q + size_t(nSel) * d, k, searchOf(res.config), valLabels.data(),
+                      &res.candidates);
     res.recall = recallAgainstExact(nVal, k, valLabels.data(), exact.data() + size_t(nSel) * k);
-    res.predictedSpeedup = options.cost.speedup(costN, d, res.candidates);
+    res.predictedSpeedup = options.cost.speedup(sw.costN, d, res.candidates);
     res.beatsExact = res.reachedTarget && res.predictedSpeedup > 1.0;
-
-    char buf[1024];
-    if (!res.reachedTarget) {
-        std::snprintf(buf, sizeof(buf),
-                      "Bi-level LSH cannot reach recall@%d %.3g on these data with the settings "
-                      "tried: the best reached %.4f (%s), at a predicted %.2fx the throughput of "
-                      "exact search; use exact search (GpuIndexQuickSelectFlat) or a graph index",
-                      k, options.targetRecall, res.recall, describe(res.config).c_str(),
-                      res.predictedSpeedup);
-    } else if (!res.beatsExact) {
-        std::snprintf(buf, sizeof(buf),
-                      "Bi-level LSH cannot beat exact search on these data: recall@%d %.4f "
-                      "(%s) is predicted at %.2fx the throughput of exact search; use exact "
-                      "search (GpuIndexQuickSelectFlat)",
-                      k, res.recall, describe(res.config).c_str(), res.predictedSpeedup);
-    } else {
-        std::snprintf(buf, sizeof(buf),
-                      "Bi-level LSH reaches recall@%d %.4f on held-out queries (target %.3g) at a "
-                      "predicted %.2fx the throughput of exact search, %.0f candidates per "
-                      "query: %s",
-                      k, res.recall, options.targetRecall, res.predictedSpeedup, res.candidates,
-                      describe(res.config).c_str());
-    }
-    res.verdict = buf;
-    if (options.verbose) std::printf("[autotune] %s (%d builds)\n", buf, res.builds);
+    res.verdict = verdictOf(res, options);
+    if (options.verbose)
+        std::printf("[autotune] %s (%d builds)\n", res.verdict.c_str(), res.builds);
     return res;
 }
 

@@ -30,13 +30,13 @@
 //   index.train(nb, xb); index.add(nb, xb); index.search(...);
 #pragma once
 
-#include "faiss_ext/BiLevelLSHModel.h"
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "faiss_ext/BiLevelLSHModel.h"
 
 namespace faiss_ext {
 
@@ -83,7 +83,8 @@ struct BiLevelAutoTuneOptions {
     std::vector<int> nprobes = {1, 2, 4, 8, 16, 32};
     /// groupProbes x groupMargin pairs tried on trees of depth > 0 (depth 0
     /// has one group); groupMargin 0 = all groupProbes groups.
-    std::vector<std::pair<int, float>> groupSettings = {{1, 0.f}, {4, 0.02f}, {4, 0.05f}, {4, 0.f}, {8, 0.05f}};
+    std::vector<std::pair<int, float>> groupSettings = {
+        {1, 0.f}, {4, 0.02f}, {4, 0.05f}, {4, 0.f}, {8, 0.05f}};
     /// minCandidates tried (0 = k).
     std::vector<int64_t> minCandidates = {0};
     /// Second-level lattices tried (lsh::LatticeKind); E8 only where M is a

@@ -25,9 +25,9 @@ constexpr int kDimensionNeighbours = 10;
 /// sampled distance and the log ratios for the extrapolation).
 struct RowMeasure {
     bool valid = false;
-    double atRank = 0;       ///< distance at rank k (m - 1) / (count - 1), when >= 1
-    double nearest = 0;      ///< distance to the nearest sampled neighbour
-    double meanLogRatio = 0; ///< (1 / (K - 1)) sum_j<K log(r_K / r_j)
+    double atRank = 0;        ///< distance at rank k (m - 1) / (count - 1), when >= 1
+    double nearest = 0;       ///< distance to the nearest sampled neighbour
+    double meanLogRatio = 0;  ///< (1 / (K - 1)) sum_j<K log(r_K / r_j)
 };
 
 double median(std::vector<double> v) {
@@ -81,12 +81,11 @@ void neighbourDistanceWidths(BiLevelLSHModel* model, const BiLevelLSHConfig& con
         if (m < kMinRowsPerGroup) continue;
         const int64_t count = std::max<int64_t>(model->leafTrainCount[g], m);
         // rank in the sample of the group's k-th neighbour
-        const double rank = count > 1 ? double(config.widthNeighbours) * double(m - 1) /
-                                            double(count - 1)
-                                      : 1.0;
+        const double rank =
+            count > 1 ? double(config.widthNeighbours) * double(m - 1) / double(count - 1) : 1.0;
         const int nq = int(std::min<int64_t>(m, kWidthQueriesPerGroup));
-        const int K = int(std::min<int64_t>(m - 1, std::max<int64_t>(kDimensionNeighbours,
-                                                                      int64_t(std::ceil(rank)) + 1)));
+        const int K = int(std::min<int64_t>(
+            m - 1, std::max<int64_t>(kDimensionNeighbours, int64_t(std::ceil(rank)) + 1)));
         std::vector<RowMeasure> rows(nq);
 #pragma omp parallel for schedule(dynamic)
         for (int qi = 0; qi < nq; ++qi) {

@@ -14,10 +14,10 @@
 // be 2x or 20x that distance depending on the dimension and the clustering.
 #pragma once
 
-#include "faiss_ext/BiLevelLSHModel.h"
-
 #include <cstdint>
 #include <vector>
+
+#include "faiss_ext/BiLevelLSHModel.h"
 
 namespace faiss_ext {
 namespace lsh {

@@ -1,19 +1,19 @@
 // GpuBiLevelLSHTuneEvaluator (see GpuBiLevelLSHTuneEvaluator.h).
 #include "faiss_ext/gpu/GpuBiLevelLSHTuneEvaluator.h"
 
-#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
-
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
 #include <vector>
+
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 
 namespace faiss_ext {
 namespace gpu {
 
 GpuBiLevelLSHTuneEvaluator::GpuBiLevelLSHTuneEvaluator(GpuResourcesProvider* provider,
                                                        GpuIndexBiLevelLSHConfig gpuConfig)
-        : provider_(provider), gpuConfig_(gpuConfig) {
+    : provider_(provider), gpuConfig_(gpuConfig) {
     FAISS_THROW_IF_NOT_MSG(provider, "GpuBiLevelLSHTuneEvaluator: null resources provider");
 }
 

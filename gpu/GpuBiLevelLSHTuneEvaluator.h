@@ -10,10 +10,10 @@
 //   auto r = faiss_ext::autoTuneBiLevelLSH(d, nb, xb, nq, xq, options, &eval);
 #pragma once
 
+#include <memory>
+
 #include "faiss_ext/BiLevelLSHAutoTune.h"
 #include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
-
-#include <memory>
 
 namespace faiss_ext {
 namespace gpu {

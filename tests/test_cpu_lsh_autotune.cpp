@@ -113,7 +113,8 @@ TEST(CpuLshWidths, EqualBucketWidthTimesTheExactMedianWhenTheGroupIsSampledWhole
     index.train(n, x.data());
     std::vector<double> exact;
     for (int i = 0; i < lsh::kWidthQueriesPerGroup; ++i)
-        exact.push_back(kthNeighbourDistance(x, n, d, int64_t(i) * n / lsh::kWidthQueriesPerGroup, k));
+        exact.push_back(
+            kthNeighbourDistance(x, n, d, int64_t(i) * n / lsh::kWidthQueriesPerGroup, k));
     const double want = 3.0 * medianOf(exact);
     const double got = index.getModel().leafWidth[0];
     EXPECT_NEAR(got, want, 1e-4 * want) << "seed " << kSeed;
@@ -127,8 +128,9 @@ TEST(CpuLshWidths, ExtrapolatedFromASampleCloseToTheExactMedian) {
     const int64_t n = 40000;
     for (const char* kind : {"clustered", "full-rank mixture"}) {
         SCOPED_TRACE(kind);
-        const auto x = std::string(kind) == "clustered" ? test::clusteredVectors(n, d, 20, kSeed + 1)
-                                                        : fullRankMixture(n, d, 30, kSeed + 1);
+        const auto x = std::string(kind) == "clustered"
+                           ? test::clusteredVectors(n, d, 20, kSeed + 1)
+                           : fullRankMixture(n, d, 30, kSeed + 1);
         BiLevelLSHConfig cfg;
         cfg.treeDepth = 0;
         cfg.bucketWidth = 1.f;
@@ -140,9 +142,10 @@ TEST(CpuLshWidths, ExtrapolatedFromASampleCloseToTheExactMedian) {
             exact.push_back(kthNeighbourDistance(x, n, d, int64_t(rng() % uint64_t(n)), k));
         const double want = medianOf(exact);
         const double got = index.getModel().leafWidth[0];
-        std::printf("[lsh widths] %s %lld x %d: estimated 10th-neighbour distance %.4f, exact "
-                    "median %.4f\n",
-                    kind, (long long)n, d, got, want);
+        std::printf(
+            "[lsh widths] %s %lld x %d: estimated 10th-neighbour distance %.4f, exact "
+            "median %.4f\n",
+            kind, (long long)n, d, got, want);
         EXPECT_GT(got, 0.75 * want) << "seed " << kSeed;
         EXPECT_LT(got, 1.33 * want) << "seed " << kSeed;
     }
@@ -237,9 +240,10 @@ TEST(CpuLshMultiProbe, ProbedBucketsAreNotEmptyOnFullIntrinsicDimension) {
         index.getCandidates(nq, q.data(), k, &lims, &ids, &p);
         const double cand = double(lims[nq]) / nq;
         const double recall = recallOf(index, x, n, q, nq, d, k, &p);
-        std::printf("[lsh multi-probe] full-rank mixture %lld x %d, nprobe %d: %.0f candidates, "
-                    "recall@10 %.4f\n",
-                    (long long)n, d, nprobe, cand, recall);
+        std::printf(
+            "[lsh multi-probe] full-rank mixture %lld x %d, nprobe %d: %.0f candidates, "
+            "recall@10 %.4f\n",
+            (long long)n, d, nprobe, cand, recall);
         if (nprobe > 1) {
             EXPECT_GT(cand, 1.2 * prevCand) << "nprobe " << nprobe << ": the probes found little";
             EXPECT_GT(recall, prevRecall) << "nprobe " << nprobe;
@@ -288,10 +292,11 @@ TEST(CpuLshGroupMargin, SearchesAPrefixOfTheNearestGroups) {
     EXPECT_TRUE(subset(one, small));
     EXPECT_TRUE(subset(small, mid));
     EXPECT_TRUE(subset(mid, all));
-    std::printf("[lsh group margin] clustered %lld x %d, depth 4, 8 group probes: %.0f / %.0f / "
-                "%.0f / %.0f candidates per query at margin 0 (one group), 0.02, 0.05, none\n",
-                (long long)n, d, double(one.first[nq]) / nq, double(small.first[nq]) / nq,
-                double(mid.first[nq]) / nq, double(all.first[nq]) / nq);
+    std::printf(
+        "[lsh group margin] clustered %lld x %d, depth 4, 8 group probes: %.0f / %.0f / "
+        "%.0f / %.0f candidates per query at margin 0 (one group), 0.02, 0.05, none\n",
+        (long long)n, d, double(one.first[nq]) / nq, double(small.first[nq]) / nq,
+        double(mid.first[nq]) / nq, double(all.first[nq]) / nq);
 
     SearchParametersBiLevelLSH bad;
     bad.groupMargin = -1.f;
@@ -368,10 +373,11 @@ TEST(CpuLshE8, AgainstTheGridOnTheSameData) {
             std::vector<idx_t> lims, ids;
             index.getCandidates(nq, q.data(), k, &lims, &ids, &p);
             const double r = recallOf(index, x, n, q, nq, d, k, &p);
-            std::printf("[lsh e8] clustered %lld x %d, L 10, M 8, W %g, nprobe 1: %s recall@10 "
-                        "%.4f, %.0f candidates\n",
-                        (long long)n, d, double(w), lattice == lsh::kLatticeE8 ? "E8 " : "Z^M",
-                        r, double(lims[nq]) / nq);
+            std::printf(
+                "[lsh e8] clustered %lld x %d, L 10, M 8, W %g, nprobe 1: %s recall@10 "
+                "%.4f, %.0f candidates\n",
+                (long long)n, d, double(w), lattice == lsh::kLatticeE8 ? "E8 " : "Z^M", r,
+                double(lims[nq]) / nq);
             best[lattice] = std::max(best[lattice], r);
         }
     }
@@ -439,11 +445,12 @@ TEST(CpuLshAutoTune, ReportedRecallHoldsOnOtherQueriesOfTheSameDistribution) {
     for (double target : {0.9, 0.95}) {
         SCOPED_TRACE("target " + std::to_string(target));
         BiLevelTuneEvaluatorCpu evaluator;
-        const BiLevelAutoTuneResult r =
-            autoTuneBiLevelLSH(d, n, x.data(), nHeld, held.data(), smallOptions(target), &evaluator);
-        std::printf("[lsh autotune] clustered %lld x %d, target %.2f: %s (%d builds, %zu "
-                    "settings)\n",
-                    (long long)n, d, target, r.verdict.c_str(), r.builds, r.points.size());
+        const BiLevelAutoTuneResult r = autoTuneBiLevelLSH(d, n, x.data(), nHeld, held.data(),
+                                                           smallOptions(target), &evaluator);
+        std::printf(
+            "[lsh autotune] clustered %lld x %d, target %.2f: %s (%d builds, %zu "
+            "settings)\n",
+            (long long)n, d, target, r.verdict.c_str(), r.builds, r.points.size());
         ASSERT_TRUE(r.reachedTarget) << r.verdict;
         EXPECT_GE(r.selectionRecall, target);
         // the chosen setting is the fastest measured that reached the target
@@ -452,17 +459,17 @@ TEST(CpuLshAutoTune, ReportedRecallHoldsOnOtherQueriesOfTheSameDistribution) {
             if (sameSettings(p.config, r.config)) chosen = &p;
         ASSERT_NE(chosen, nullptr) << "the chosen setting is not among the measured ones";
         for (const BiLevelTunePoint& p : r.points)
-            if (p.recall >= target + 0.005)
-                EXPECT_LE(p.predictedSpeedup, chosen->predictedSpeedup);
+            if (p.recall >= target + 0.005) EXPECT_LE(p.predictedSpeedup, chosen->predictedSpeedup);
         // an index built from the chosen configuration, searched without
         // parameters (its defaults are the chosen search settings)
         IndexBiLevelLSH index(d, r.config);
         index.train(n, x.data());
         index.add(n, x.data());
         const double measured = recallOf(index, x, n, other, nOther, d, k, nullptr);
-        std::printf("[lsh autotune]   reported recall %.4f, measured on %lld other queries "
-                    "%.4f\n",
-                    r.recall, (long long)nOther, measured);
+        std::printf(
+            "[lsh autotune]   reported recall %.4f, measured on %lld other queries "
+            "%.4f\n",
+            r.recall, (long long)nOther, measured);
         EXPECT_NEAR(r.recall, measured, 0.02) << "seed " << kSeed;
     }
 }
