@@ -288,15 +288,6 @@ JsonLine lshParams(const BiLevelLSHConfig& cfg, const SearchParametersBiLevelLSH
     return p;
 }
 
-SearchParametersBiLevelLSH defaultsOf(const BiLevelLSHConfig& c) {
-    SearchParametersBiLevelLSH p;
-    p.nprobe = c.defaultNprobe;
-    p.groupProbes = c.defaultGroupProbes;
-    p.groupMargin = c.defaultGroupMargin;
-    p.minCandidates = c.defaultMinCandidates;
-    return p;
-}
-
 /// Builds a GpuIndexBiLevelLSH with cfg on the base set (trained on all of
 /// it) and prints one line per search setting: `method` for the settings the
 /// configuration holds, `method`-sweep for the nprobe values around them.
@@ -311,7 +302,7 @@ void measureLsh(Context& c, gpu::StandardGpuResources& res, const BiLevelLSHConf
     const double trained = nowSeconds();
     index.add(b.n, b.x.data());
     const double built = nowSeconds();
-    JsonLine bp = lshParams(cfg, defaultsOf(cfg));
+    JsonLine bp = lshParams(cfg, searchParametersOf(cfg));
     bp.num("train_seconds", trained - t0).num("add_seconds", built - trained);
     std::printf("%s\n", line(c, method + "-build")
                             .raw("params", bp.text())
@@ -320,7 +311,7 @@ void measureLsh(Context& c, gpu::StandardGpuResources& res, const BiLevelLSHConf
                             .text()
                             .c_str());
     std::fflush(stdout);
-    const SearchParametersBiLevelLSH chosen = defaultsOf(cfg);
+    const SearchParametersBiLevelLSH chosen = searchParametersOf(cfg);
     std::vector<int> probes = {chosen.nprobe};
     for (int np : {1, 2, 4, 8, 16, 32, 64})
         if (np != chosen.nprobe && np <= 1 + lsh::maxPerturbations(cfg.nProjections) &&
@@ -389,7 +380,7 @@ void runLsh(Context& c, gpu::StandardGpuResources& res, const Args& a) {
             // E8 and the group settings at equal builds
             points = r.points;
             for (const BiLevelTunePoint& p : points) {
-                JsonLine pp = lshParams(p.config, defaultsOf(p.config));
+                JsonLine pp = lshParams(p.config, searchParametersOf(p.config));
                 std::printf("%s\n", line(c, "ours:bilsh-tune-point")
                                         .raw("params", pp.text())
                                         .integer("tune_queries", t.n)

@@ -102,12 +102,7 @@ void BiLevelTuneEvaluatorCpu::search(int64_t nq, const float* q, int k,
                                      const SearchParametersBiLevelLSH& params, int64_t* labels,
                                      double* meanCandidates) {
     FAISS_THROW_IF_NOT_MSG(index_, "BiLevelTuneEvaluatorCpu::search: build() first");
-    std::vector<float> D(size_t(nq) * k);
-    index_->search(nq, q, k, D.data(), labels, &params);
-    const int64_t nc = std::min(nq, kTuneCandidateQueries);
-    std::vector<int64_t> lims, ids;
-    index_->getCandidates(nc, q, k, &lims, &ids, &params);
-    *meanCandidates = nc > 0 ? double(lims[nc]) / double(nc) : 0;
+    searchAndCountCandidates(*index_, nq, q, k, params, labels, meanCandidates);
 }
 
 void BiLevelTuneEvaluatorCpu::exactSearch(int d, int64_t n, const float* x, int64_t nq,
@@ -119,15 +114,6 @@ void BiLevelTuneEvaluatorCpu::exactSearch(int d, int64_t n, const float* x, int6
 }
 
 namespace {
-
-SearchParametersBiLevelLSH searchOf(const BiLevelLSHConfig& c) {
-    SearchParametersBiLevelLSH p;
-    p.nprobe = c.defaultNprobe;
-    p.groupProbes = c.defaultGroupProbes;
-    p.groupMargin = c.defaultGroupMargin;
-    p.minCandidates = c.defaultMinCandidates;
-    return p;
-}
 
 std::string describe(const BiLevelLSHConfig& c) {
     char buf[256];
@@ -163,7 +149,8 @@ const BiLevelTunePoint& measureSetting(const Sweep& sw, const BiLevelLSHConfig& 
     std::vector<int64_t> labels(size_t(sw.nSel) * k);
     BiLevelTunePoint pt;
     pt.config = config;
-    sw.evaluator->search(sw.nSel, sw.qSel, k, searchOf(config), labels.data(), &pt.candidates);
+    sw.evaluator->search(sw.nSel, sw.qSel, k, searchParametersOf(config), labels.data(),
+                         &pt.candidates);
     pt.recall = recallAgainstExact(sw.nSel, k, labels.data(), sw.exact);
     pt.predictedSpeedup = sw.options.cost.speedup(sw.costN, sw.d, pt.candidates);
     if (sw.options.verbose)
@@ -344,8 +331,8 @@ BiLevelAutoTuneResult autoTuneBiLevelLSH(int d, int64_t n, const float* x, int64
     evaluator->build(res.config, d, n, x);
     ++res.builds;
     std::vector<int64_t> valLabels(size_t(nVal) * k);
-    evaluator->search(nVal, q + size_t(nSel) * d, k, searchOf(res.config), valLabels.data(),
-                      &res.candidates);
+    evaluator->search(nVal, q + size_t(nSel) * d, k, searchParametersOf(res.config),
+                      valLabels.data(), &res.candidates);
     res.recall = recallAgainstExact(nVal, k, valLabels.data(), exact.data() + size_t(nSel) * k);
     res.predictedSpeedup = options.cost.speedup(sw.costN, d, res.candidates);
     res.beatsExact = res.reachedTarget && res.predictedSpeedup > 1.0;

@@ -164,6 +164,21 @@ class BiLevelTuneEvaluator {
                              int64_t* labels) = 0;
 };
 
+/// What both evaluators' search() does with their index (IndexBiLevelLSH
+/// or GpuIndexBiLevelLSH): labels of the nq queries, and the mean distinct
+/// candidates of the first kTuneCandidateQueries.
+template <class IndexT>
+void searchAndCountCandidates(const IndexT& index, int64_t nq, const float* q, int k,
+                              const SearchParametersBiLevelLSH& params, int64_t* labels,
+                              double* meanCandidates) {
+    std::vector<float> distances(size_t(nq) * k);
+    index.search(nq, q, k, distances.data(), labels, &params);
+    const int64_t nc = nq < kTuneCandidateQueries ? nq : kTuneCandidateQueries;
+    std::vector<int64_t> lims, ids;
+    index.getCandidates(nc, q, k, &lims, &ids, &params);
+    *meanCandidates = nc > 0 ? double(lims[nc]) / double(nc) : 0;
+}
+
 /// Evaluates with the CPU twin (IndexBiLevelLSH) and faiss::IndexFlatL2.
 class BiLevelTuneEvaluatorCpu : public BiLevelTuneEvaluator {
   public:

@@ -181,19 +181,26 @@ void BiLevelLSHModel::checkConsistent() const {
                                "BiLevelLSH model: bucket width %g is not > 0", double(w));
 }
 
+SearchParametersBiLevelLSH searchParametersOf(const BiLevelLSHConfig& config) {
+    SearchParametersBiLevelLSH p;
+    p.nprobe = config.defaultNprobe;
+    p.groupProbes = config.defaultGroupProbes;
+    p.groupMargin = config.defaultGroupMargin;
+    p.minCandidates = config.defaultMinCandidates;
+    return p;
+}
+
 BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params, int64_t k,
                                            const BiLevelLSHModel& model,
                                            const BiLevelLSHConfig& config) {
     BiLevelSearchSettings s;
     // the configuration's defaults hold for any tree and M: clamped to what
     // this model has (explicit parameters are checked instead)
-    SearchParametersBiLevelLSH def;
-    def.nprobe = std::min(config.defaultNprobe,
+    SearchParametersBiLevelLSH def = searchParametersOf(config);
+    def.nprobe = std::min(def.nprobe,
                           std::min(lsh::kMaxProbes, 1 + lsh::maxPerturbations(model.nProjections)));
-    def.groupProbes = std::min(config.defaultGroupProbes, model.groups());
+    def.groupProbes = std::min(def.groupProbes, model.groups());
     if (model.lattice == lsh::kLatticeE8) def.nprobe = 1;
-    def.minCandidates = config.defaultMinCandidates;
-    def.groupMargin = config.defaultGroupMargin;
     const SearchParametersBiLevelLSH* p = &def;
     if (params) {
         p = dynamic_cast<const SearchParametersBiLevelLSH*>(params);

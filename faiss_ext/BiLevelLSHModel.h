@@ -201,6 +201,11 @@ struct BiLevelLSHModel {
     void checkConsistent() const;
 };
 
+/// The configuration's default search settings (defaultNprobe,
+/// defaultGroupProbes, defaultGroupMargin, defaultMinCandidates) as search
+/// parameters, as given (resolveBiLevelSearch lowers them to a model).
+SearchParametersBiLevelLSH searchParametersOf(const BiLevelLSHConfig& config);
+
 /// Resolves params for k: null means the configuration's default search
 /// settings (defaultNprobe, defaultGroupProbes, defaultMinCandidates);
 /// another type throws.

@@ -32,14 +32,7 @@ void GpuBiLevelLSHTuneEvaluator::search(int64_t nq, const float* q, int k,
                                         const SearchParametersBiLevelLSH& params, int64_t* labels,
                                         double* meanCandidates) {
     FAISS_THROW_IF_NOT_MSG(index_, "GpuBiLevelLSHTuneEvaluator::search: build() first");
-    std::vector<float> D(size_t(nq) * k);
-    index_->search(nq, q, k, D.data(), labels, &params);
-    // the candidate count only feeds the cost model: the first queries do
-    // (getCandidates copies the tables to the host and merges on the CPU)
-    const int64_t nc = std::min<int64_t>(nq, kTuneCandidateQueries);
-    std::vector<int64_t> lims, ids;
-    index_->getCandidates(nc, q, k, &lims, &ids, &params);
-    *meanCandidates = nc > 0 ? double(lims[nc]) / double(nc) : 0;
+    searchAndCountCandidates(*index_, nq, q, k, params, labels, meanCandidates);
 }
 
 void GpuBiLevelLSHTuneEvaluator::exactSearch(int d, int64_t n, const float* x, int64_t nq,

@@ -321,6 +321,26 @@ std::vector<uint64_t> distinctKeys(size_t n, uint64_t seed) {
     return keys;
 }
 
+BiLevelAutoTuneOptions smallTuneOptions(double target) {
+    BiLevelAutoTuneOptions opt;
+    opt.targetRecall = target;
+    opt.treeDepths = {0, 2};
+    opt.tablesProjections = {{8, 8}, {12, 10}};
+    opt.bucketWidths = {2.f, 3.f, 4.f};
+    opt.nprobes = {1, 4, 16};
+    opt.groupSettings = {{1, 0.f}, {4, 0.05f}};
+    return opt;
+}
+
+bool sameTunedSettings(const BiLevelLSHConfig& a, const BiLevelLSHConfig& b) {
+    return a.treeDepth == b.treeDepth && a.nTables == b.nTables &&
+           a.nProjections == b.nProjections && a.bucketWidth == b.bucketWidth &&
+           a.lattice == b.lattice && a.defaultNprobe == b.defaultNprobe &&
+           a.defaultGroupProbes == b.defaultGroupProbes &&
+           a.defaultGroupMargin == b.defaultGroupMargin &&
+           a.defaultMinCandidates == b.defaultMinCandidates;
+}
+
 RecallPlan recallPlan(const std::string& name) {
     RecallPlan p;
     p.tables = {1, 2, 5, 10};

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "LshTestData.h"
 #include "TestUtils.h"
 #include "faiss_ext/BiLevelLSHAutoTune.h"
 #include "faiss_ext/BiLevelLSHWidths.h"
@@ -412,27 +413,6 @@ TEST(CpuLshE8, LimitsAreRefused) {
 
 // ---------------------------------------------------------------- autotuner
 
-/// The same build and default search settings.
-bool sameSettings(const BiLevelLSHConfig& a, const BiLevelLSHConfig& b) {
-    return a.treeDepth == b.treeDepth && a.nTables == b.nTables &&
-           a.nProjections == b.nProjections && a.bucketWidth == b.bucketWidth &&
-           a.defaultNprobe == b.defaultNprobe && a.defaultGroupProbes == b.defaultGroupProbes &&
-           a.defaultGroupMargin == b.defaultGroupMargin &&
-           a.defaultMinCandidates == b.defaultMinCandidates;
-}
-
-/// A small search space, so that the tests run in seconds on two cores.
-BiLevelAutoTuneOptions smallOptions(double target) {
-    BiLevelAutoTuneOptions opt;
-    opt.targetRecall = target;
-    opt.treeDepths = {0, 2};
-    opt.tablesProjections = {{8, 8}, {12, 10}};
-    opt.bucketWidths = {2.f, 3.f, 4.f};
-    opt.nprobes = {1, 4, 16};
-    opt.groupSettings = {{1, 0.f}, {4, 0.05f}};
-    return opt;
-}
-
 TEST(CpuLshAutoTune, ReportedRecallHoldsOnOtherQueriesOfTheSameDistribution) {
     const int d = 32, k = 10;
     const int64_t n = 20000, nHeld = 1000, nOther = 1000;
@@ -445,8 +425,8 @@ TEST(CpuLshAutoTune, ReportedRecallHoldsOnOtherQueriesOfTheSameDistribution) {
     for (double target : {0.9, 0.95}) {
         SCOPED_TRACE("target " + std::to_string(target));
         BiLevelTuneEvaluatorCpu evaluator;
-        const BiLevelAutoTuneResult r = autoTuneBiLevelLSH(d, n, x.data(), nHeld, held.data(),
-                                                           smallOptions(target), &evaluator);
+        const BiLevelAutoTuneResult r = autoTuneBiLevelLSH(
+            d, n, x.data(), nHeld, held.data(), lshtest::smallTuneOptions(target), &evaluator);
         std::printf(
             "[lsh autotune] clustered %lld x %d, target %.2f: %s (%d builds, %zu "
             "settings)\n",
@@ -456,7 +436,7 @@ TEST(CpuLshAutoTune, ReportedRecallHoldsOnOtherQueriesOfTheSameDistribution) {
         // the chosen setting is the fastest measured that reached the target
         const BiLevelTunePoint* chosen = nullptr;
         for (const BiLevelTunePoint& p : r.points)
-            if (sameSettings(p.config, r.config)) chosen = &p;
+            if (lshtest::sameTunedSettings(p.config, r.config)) chosen = &p;
         ASSERT_NE(chosen, nullptr) << "the chosen setting is not among the measured ones";
         for (const BiLevelTunePoint& p : r.points)
             if (p.recall >= target + 0.005) EXPECT_LE(p.predictedSpeedup, chosen->predictedSpeedup);
@@ -481,7 +461,7 @@ TEST(CpuLshAutoTune, SaysPlainlyWhenBiLevelLSHCannotPay) {
     const int64_t n = 4000, nHeld = 200;
     const auto x = test::randomVectors(n, d, kSeed + 10);
     const auto held = test::randomVectors(nHeld, d, kSeed + 11);
-    BiLevelAutoTuneOptions opt = smallOptions(0.99);
+    BiLevelAutoTuneOptions opt = lshtest::smallTuneOptions(0.99);
     opt.treeDepths = {0};
     BiLevelTuneEvaluatorCpu evaluator;
     const BiLevelAutoTuneResult r =

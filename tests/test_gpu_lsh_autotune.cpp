@@ -41,14 +41,6 @@ void splitClustered(int64_t n, int64_t nq, int d, uint64_t seed, std::vector<flo
     q->assign(all.begin() + n * d, all.end());
 }
 
-bool sameSettings(const BiLevelLSHConfig& a, const BiLevelLSHConfig& b) {
-    return a.treeDepth == b.treeDepth && a.nTables == b.nTables &&
-           a.nProjections == b.nProjections && a.bucketWidth == b.bucketWidth &&
-           a.defaultNprobe == b.defaultNprobe && a.defaultGroupProbes == b.defaultGroupProbes &&
-           a.defaultGroupMargin == b.defaultGroupMargin &&
-           a.defaultMinCandidates == b.defaultMinCandidates;
-}
-
 TEST(GpuLshWidths, DeviceAndHostTrainingGiveTheTwinsModel) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
@@ -114,17 +106,6 @@ TEST(GpuLshE8, SameModelKeysAndCandidatesAsTheTwin) {
     }
 }
 
-BiLevelAutoTuneOptions smallOptions(double target) {
-    BiLevelAutoTuneOptions opt;
-    opt.targetRecall = target;
-    opt.treeDepths = {0, 2};
-    opt.tablesProjections = {{8, 8}, {12, 10}};
-    opt.bucketWidths = {2.f, 3.f, 4.f};
-    opt.nprobes = {1, 4, 16};
-    opt.groupSettings = {{1, 0.f}, {4, 0.05f}};
-    return opt;
-}
-
 TEST(GpuLshAutoTune, SameChoiceAsTheCpuEvaluatorAndTheRecallHolds) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
@@ -134,7 +115,7 @@ TEST(GpuLshAutoTune, SameChoiceAsTheCpuEvaluatorAndTheRecallHolds) {
     splitClustered(n, nHeld + nOther, d, kSeed + 32, &x, &rest);
     const std::vector<float> held(rest.begin(), rest.begin() + nHeld * d);
     const std::vector<float> other(rest.begin() + nHeld * d, rest.end());
-    const BiLevelAutoTuneOptions opt = smallOptions(0.9);
+    const BiLevelAutoTuneOptions opt = lshtest::smallTuneOptions(0.9);
     BiLevelTuneEvaluatorCpu cpuEval;
     gpu::GpuBiLevelLSHTuneEvaluator gpuEval(&res);
     const auto rc = autoTuneBiLevelLSH(d, n, x.data(), nHeld, held.data(), opt, &cpuEval);
@@ -146,7 +127,7 @@ TEST(GpuLshAutoTune, SameChoiceAsTheCpuEvaluatorAndTheRecallHolds) {
         EXPECT_EQ(rc.points[i].recall, rg.points[i].recall) << "setting " << i;
         EXPECT_EQ(rc.points[i].candidates, rg.points[i].candidates) << "setting " << i;
     }
-    EXPECT_TRUE(sameSettings(rc.config, rg.config));
+    EXPECT_TRUE(lshtest::sameTunedSettings(rc.config, rg.config));
     EXPECT_EQ(rc.recall, rg.recall);
     ASSERT_TRUE(rg.reachedTarget) << rg.verdict;
 
@@ -178,7 +159,7 @@ TEST(GpuLshAutoTune, TrainTunesToTheTwinsConfigurationAndModel) {
     g.train(n, x.data());
     std::printf("[gpu autotune] train(): %s\n", g.getAutoTuneVerdict().c_str());
     EXPECT_EQ(cpu.getAutoTuneVerdict(), g.getAutoTuneVerdict());
-    EXPECT_TRUE(sameSettings(cpu.getConfig(), g.getBiLevelConfig()));
+    EXPECT_TRUE(lshtest::sameTunedSettings(cpu.getConfig(), g.getBiLevelConfig()));
     EXPECT_EQ(g.getBiLevelConfig().autotuneRecall, 0.9f);
     EXPECT_EQ(lshtest::modelDifference(cpu.getModel(), g.getModel()), "") << "seed " << kSeed;
 }
