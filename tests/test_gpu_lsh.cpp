@@ -781,6 +781,26 @@ TEST(LshSanitize, SmallBuildSearchAndTables) {
     EXPECT_EQ(candidateDifference(candidates(*t.cpu, q.data(), nq, 10, &p),
                                   candidates(*t.gpu, q.data(), nq, 10, &p)),
               "");
+    // the E8 codes (table build and query kernels) and a data-driven width
+    // sample gathered from device memory
+    BiLevelLSHConfig e8 = cfg;
+    e8.nProjections = 8;
+    e8.lattice = lsh::kLatticeE8;
+    const Twins te = buildTwins(&res, d, e8, n, x.data(), gcfg);
+    SearchParametersBiLevelLSH pe;
+    pe.minCandidates = 30;
+    pe.groupProbes = 4;
+    pe.groupMargin = 0.1f;
+    expectSameResults(te, q.data(), nq, 10, pe, "sanitizer case, E8");
+    float* dx = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dx), x.size() * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    GpuIndexBiLevelLSH fromDevice(&res, d, cfg, gcfg);
+    fromDevice.train(n, dx);
+    cudaFree(dx);
+    EXPECT_EQ(lshtest::modelDifference(t.cpu->getModel(), fromDevice.getModel()), "");
+
     GpuIndexBiLevelLSH copy(&res, t.cpu.get());
     IndexBiLevelLSH back(d);
     copy.copyTo(&back);
