@@ -45,7 +45,7 @@ const char* kUsage =
     "  --tune-queries N  lsh: held-out queries of the autotuner, taken from the end\n"
     "                    of the query set (default 1000)\n"
     "  --tune-depths LIST, --tune-lm LIST (LxM,...), --tune-widths LIST: lsh: the\n"
-    "                    autotuner's build settings (default 0,3; 10x8,16x12; 1.5,2,3,4)\n"
+    "                    autotuner's build settings (default 0,3; 10x8,16x12; 2,3,4)\n"
     "  --tune-lattices LIST  lsh: 0 the Z^M grid, 1 E8 (M a multiple of 8) (default 0,1)\n"
     "  --k K             neighbours (default 10)\n"
     "  --fmnist-dir DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
@@ -361,7 +361,7 @@ void runLsh(Context& c, gpu::StandardGpuResources& res, const Args& a) {
         opt.tablesProjections.push_back({std::stoi(lm.substr(0, x)), std::stoi(lm.substr(x + 1))});
     }
     opt.bucketWidths.clear();
-    for (const std::string& w : parseList(a.get("tune-widths", "1.5,2,3,4")))
+    for (const std::string& w : parseList(a.get("tune-widths", "2,3,4")))
         opt.bucketWidths.push_back(std::stof(w));
     opt.lattices.clear();
     for (int64_t v : parseIntList(a.get("tune-lattices", "0,1"))) opt.lattices.push_back(int(v));

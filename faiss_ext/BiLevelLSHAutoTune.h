@@ -147,7 +147,7 @@ struct BiLevelAutoTuneResult {
 /// every query's candidate lists on the host (for the GPU index, after
 /// copying its tables). Both evaluators count the same queries, so that they
 /// make the same choice.
-constexpr int64_t kTuneCandidateQueries = 256;
+constexpr int64_t kTuneCandidateQueries = 128;
 
 /// How the tuner builds and searches one candidate index.
 class BiLevelTuneEvaluator {
