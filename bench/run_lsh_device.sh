@@ -39,7 +39,7 @@ python3 - "$OUT/lsh_ann.jsonl" <<'PY'
 import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    if r["method"].endswith("-build") or r["method"].endswith("-sweep"):
+    if r["method"].endswith(("-build", "-sweep", "-tune-point")):
         continue
     p = r.get("params", {})
     print("%-15s %-24s recall %.4f  qps %9.0f  x exact %5.2f  %s" % (
