@@ -36,7 +36,7 @@ What autotune_bilevel_lsh tries and aims at (faiss_ext/BiLevelLSHAutoTune.h).
 target_recall ((0, 1], default 0.9) of recall@k (k, default 10);
 validation_fraction: the part of the held-out queries kept for the reported
 recall ((0, 1), default 0.5); selection_margin: a setting is chosen only at
-recall >= target + this on the other part (default 0.005); the settings
+recall >= target + this on the other part (default 0.01); the settings
 tried: tree_depths, tables_projections ([(L, M), ...]), bucket_widths
 (multiples of the k-th neighbour distance), nprobes, group_settings
 ([(group_probes, group_margin), ...]), min_candidates, lattices (0 the
