@@ -5,7 +5,10 @@ in one folder per data set).
 
   FAISS GPU GpuIndexIVFFlat (nlist about 4 sqrt(n), nprobe sweep), through the
   faiss-gpu 1.15.1 anchor kit (its env script sets PYTHONPATH);
-  FAISS CPU IndexHNSWFlat (M 32, efConstruction 40, efSearch sweep, all cores).
+  FAISS CPU IndexHNSWFlat (M 32, efConstruction 40, efSearch sweep, all cores);
+  FAISS CPU IndexLSH (random-rotation binary codes, nbits 256 and 1024,
+  exhaustive Hamming scan of the first --lsh-queries queries, all cores).
+--anchors picks them (default ivf,hnsw).
 
 Prints one JSON line per setting (suite "ann", DESIGN.md's schema). Recall@k is
 the fraction of the exact ids found (ties are not re-checked here).
@@ -67,7 +70,10 @@ def main():
     ap.add_argument("--git", default="unknown")
     ap.add_argument("--hnsw-max-size", type=float, default=2e8, help="skip HNSW past n x d floats")
     ap.add_argument("--skip-hnsw", action="store_true")
+    ap.add_argument("--anchors", default="ivf,hnsw", help="ivf, hnsw and/or lsh")
+    ap.add_argument("--lsh-queries", type=int, default=1000, help="queries of the IndexLSH anchor")
     a = ap.parse_args()
+    anchors = set(a.anchors.split(","))
     gpu_name = "GPU"
     try:
         import subprocess
@@ -77,9 +83,13 @@ def main():
     threads = os.cpu_count()
     faiss.omp_set_num_threads(threads)
     folders = a.dirs.split(",")
-    for folder in folders:
-        ivf_anchor(faiss, folder, a, gpu_name)
-    if not a.skip_hnsw:
+    if "ivf" in anchors:
+        for folder in folders:
+            ivf_anchor(faiss, folder, a, gpu_name)
+    if "lsh" in anchors:
+        for folder in folders:
+            lsh_anchor(faiss, folder, a, threads)
+    if "hnsw" in anchors and not a.skip_hnsw:
         for folder in folders:
             hnsw_anchor(faiss, folder, a, threads)
 
@@ -111,6 +121,26 @@ def ivf_anchor(faiss, folder, a, gpu_name):
         emit(dict(base, method="faiss-gpu:IVFFlat", device=gpu_name, params={"nlist": nlist, "nprobe": nprobe},
                   seconds=s, qps=len(xq) / s, recall=recall(out["r"][1], gt, k),
                   latency_ms_nq1=latency(ivf, xq, k) * 1e3))
+
+
+def lsh_anchor(faiss, folder, a, threads):
+    xb, xq, gt, base = load(folder, a)
+    n, d = xb.shape
+    m = min(a.lsh_queries, len(xq))
+    xq, gt = xq[:m], gt[:m]
+    base = dict(base, nq=m)
+    cpu = "CPU (%d threads)" % threads
+    for nbits in (256, 1024):
+        t0 = time.perf_counter()
+        lsh = faiss.IndexLSH(d, nbits, True, True)  # random rotation, trained thresholds
+        lsh.train(xb)
+        lsh.add(xb)
+        build = time.perf_counter() - t0
+        emit(dict(base, method="faiss-cpu:IndexLSH-build", device=cpu, params={"nbits": nbits}, seconds=build))
+        out = {}
+        s = timed(lambda: out.__setitem__("r", lsh.search(xq, a.k)), runs=1)
+        emit(dict(base, method="faiss-cpu:IndexLSH", device=cpu, params={"nbits": nbits},
+                  seconds=s, qps=m / s, recall=recall(out["r"][1], gt, a.k)))
 
 
 def hnsw_anchor(faiss, folder, a, threads):

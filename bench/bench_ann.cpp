@@ -1,13 +1,23 @@
 // bench_ann: approximate search (suite "ann") on the four kinds of data the
 // benchmarks use (DESIGN.md): the easy clustered generator, the hard
 // generator, Fashion-MNIST and a real-derived set of augmented Fashion-MNIST
-// images (784-d, or 128-d by PCA). Per data set, in one run: our exact index
-// (throughput and the ground truth), then GpuIndexSearchGraph (build time,
-// recall@k against q/s over a sweep of itopk, search width and entry
-// points, and single-query latency). --write-dir writes the data and ground
-// truth for the FAISS anchors (bench/anchor_ann.py), run in their own process.
+// images (784-d, or 128-d by PCA). Per data set (--data takes a list, run
+// one after the other in one process), in one run: our exact index
+// (throughput and the ground truth), then the methods of --methods:
+//   graph  GpuIndexSearchGraph (build time, recall@k against q/s over a sweep
+//          of itopk, search width and entry points, single-query latency);
+//   lsh    GpuIndexBiLevelLSH with the default configuration, then tuned by
+//          the autotuner (faiss_ext/BiLevelLSHAutoTune.h, on the GPU) to
+//          recall 0.95 and 0.9 on --tune-queries held-out queries of the same
+//          distribution (the last rows of the query set, kept out of the
+//          measured queries), each built and measured on the measured
+//          queries with its chosen search settings and an nprobe sweep around
+//          them, beside the tuner's own recall, predicted speedup and verdict.
+// --write-dir writes the data and ground truth for the FAISS anchors
+// (bench/anchor_ann.py), run in their own process.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -16,6 +26,9 @@
 #include "AnnData.h"
 #include "BenchData.h"
 #include "BenchUtil.h"
+#include "faiss_ext/BiLevelLSHAutoTune.h"
+#include "faiss_ext/gpu/GpuBiLevelLSHTuneEvaluator.h"
+#include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
@@ -26,9 +39,15 @@ using namespace faiss_ext::bench;
 namespace {
 
 const char* kUsage =
-    "bench_ann --data clustered|hard|fmnist|fmnist-aug|fmnist-aug-pca [options]\n"
+    "bench_ann --data LIST of clustered|hard|fmnist|fmnist-aug|fmnist-aug-pca [options]\n"
+    "  --methods LIST    graph, lsh (default graph)\n"
     "  --nb N            base rows of generated / augmented sets (default 1M)\n"
-    "  --nq N            queries (default 10000)\n"
+    "  --nq N            queries (default 10000; Fashion-MNIST has 10000 in all)\n"
+    "  --tune-queries N  lsh: held-out queries of the autotuner, taken from the end\n"
+    "                    of the query set (default 1000)\n"
+    "  --tune-depths LIST, --tune-lm LIST (LxM,...), --tune-widths LIST: lsh: the\n"
+    "                    autotuner's build settings (default 0,3; 10x8,16x12; 2,3,4)\n"
+    "  --tune-lattices LIST  lsh: 0 the Z^M grid, 1 E8 (M a multiple of 8) (default 0,1)\n"
     "  --k K             neighbours (default 10)\n"
     "  --fmnist-dir DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
     "  --degrees LIST    search graph : k-NN graph degrees, one build each (default 32:64)\n"
@@ -44,17 +63,31 @@ const char* kUsage =
     "                    GNND build of the k-NN graph (default 32, 6, 0.001)\n"
     "  --device-queries  also time each setting with queries and results in device\n"
     "                    memory (qps_device_queries)\n"
-    "  --write-dir DIR   write base.fbin, query.fbin, gt.ivecs for the anchors\n";
+    "  --write-dir DIR   write base.fbin, query.fbin, gt.ivecs for the anchors\n"
+    "  --write-root DIR  the same into DIR/<data set> (an existing folder each)\n";
 
 struct Data {
     std::string name;
     Matrix base, queries;
+    /// Held-out queries of the autotuner (the last rows of the query set).
+    Matrix tuneQueries;
 };
 
-Data loadData(const Args& a) {
+/// Moves the last `count` rows of m into a new matrix.
+Matrix splitLastRows(Matrix& m, int64_t count) {
+    Matrix tail;
+    count = std::min(count, m.n);
+    tail.n = count;
+    tail.d = m.d;
+    tail.x.assign(m.x.end() - count * m.d, m.x.end());
+    m.n -= count;
+    m.x.resize(size_t(m.n) * m.d);
+    return tail;
+}
+
+Data loadData(const Args& a, const std::string& kind, int64_t tuneQueries) {
     Data out;
-    std::string kind = a.get("data");
-    int64_t nb = a.getInt("nb", 1000000), nq = a.getInt("nq", 10000);
+    int64_t nb = a.getInt("nb", 1000000), nq = a.getInt("nq", 10000) + tuneQueries;
     std::string dir = a.get("fmnist-dir", "/usr/share/datasets/fashion-mnist");
     if (kind == "clustered") {
         ClusteredSpec s;
@@ -82,6 +115,11 @@ Data loadData(const Args& a) {
             "fmnist-aug-pca");
     }
     out.name = kind;
+    if (tuneQueries > 0) {
+        if (out.queries.n <= tuneQueries)
+            throw std::invalid_argument("--tune-queries must be below the number of queries");
+        out.tuneQueries = splitLastRows(out.queries, tuneQueries);
+    }
     return out;
 }
 
@@ -112,6 +150,7 @@ struct Context {
     int latencyQueries = 200;
     std::string device, git;
     std::vector<int64_t> gt;  // nq x k exact ids
+    double exactQps = 0;
 };
 
 JsonLine line(const Context& c, const std::string& method) {
@@ -217,6 +256,7 @@ void runExact(Context& c, gpu::StandardGpuResources& res) {
     c.gt.assign(size_t(q.n) * c.k, -1);
     double s =
         timeMedian(c.runs, [&] { exact.search(q.n, q.x.data(), c.k, D.data(), c.gt.data()); });
+    c.exactQps = q.n / s;
     double lat = latency(c, exact, nullptr);
     std::printf("%s\n", line(c, "ours:exact")
                             .num("seconds", s)
@@ -321,6 +361,149 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                 }
 }
 
+/// The build and search settings of a Bi-level LSH line.
+JsonLine lshParams(const BiLevelLSHConfig& cfg, const SearchParametersBiLevelLSH& sp) {
+    JsonLine p;
+    p.integer("depth", cfg.treeDepth)
+        .integer("L", cfg.nTables)
+        .integer("M", cfg.nProjections)
+        .num("bucket_width", cfg.bucketWidth)
+        .str("width_rule", cfg.widthRule == BiLevelWidthRule::NeighbourDistance
+                               ? "neighbour-distance"
+                               : "rms-radius")
+        .str("lattice", cfg.lattice == lsh::kLatticeE8 ? "E8" : "ZM")
+        .integer("nprobe", sp.nprobe)
+        .integer("group_probes", sp.groupProbes)
+        .num("group_margin", sp.groupMargin)
+        .integer("min_candidates", sp.minCandidates);
+    return p;
+}
+
+/// Builds a GpuIndexBiLevelLSH with cfg on the base set (trained on all of
+/// it) and prints one line per search setting: `method` for the settings the
+/// configuration holds, `method`-sweep for the nprobe values around them.
+/// extra: fields of the tuner (or none).
+void measureLsh(Context& c, gpu::StandardGpuResources& res, const BiLevelLSHConfig& cfg,
+                const std::string& method, const JsonLine* extra) {
+    const Matrix& b = c.data.base;
+    const Matrix& q = c.data.queries;
+    gpu::GpuIndexBiLevelLSH index(&res, b.d, cfg);
+    const double t0 = nowSeconds();
+    index.train(b.n, b.x.data());
+    const double trained = nowSeconds();
+    index.add(b.n, b.x.data());
+    const double built = nowSeconds();
+    JsonLine bp = lshParams(cfg, searchParametersOf(cfg));
+    bp.num("train_seconds", trained - t0).num("add_seconds", built - trained);
+    std::printf("%s\n", line(c, method + "-build")
+                            .raw("params", bp.text())
+                            .num("seconds", built - t0)
+                            .str("git", c.git)
+                            .text()
+                            .c_str());
+    std::fflush(stdout);
+    const SearchParametersBiLevelLSH chosen = searchParametersOf(cfg);
+    std::vector<int> probes = {chosen.nprobe};
+    for (int np : {1, 2, 4, 8, 16, 32, 64})
+        if (np != chosen.nprobe && np <= 1 + lsh::maxPerturbations(cfg.nProjections) &&
+            cfg.lattice != lsh::kLatticeE8)  // E8: nprobe 1 only
+            probes.push_back(np);
+    std::vector<float> D(size_t(q.n) * c.k);
+    std::vector<int64_t> I(size_t(q.n) * c.k);
+    const int64_t nCand = std::min<int64_t>(q.n, 1000);
+    for (size_t i = 0; i < probes.size(); ++i) {
+        SearchParametersBiLevelLSH sp = chosen;
+        sp.nprobe = probes[i];
+        const double s = timeMedian(
+            c.runs, [&] { index.search(q.n, q.x.data(), c.k, D.data(), I.data(), &sp); });
+        const double r = recallOf(c, I);
+        std::vector<int64_t> lims, ids;
+        index.getCandidates(nCand, q.x.data(), c.k, &lims, &ids, &sp);
+        JsonLine p = lshParams(cfg, sp);
+        JsonLine j = line(c, i == 0 ? method : method + "-sweep");
+        j.raw("params", p.text())
+            .num("seconds", s)
+            .num("qps", q.n / s)
+            .num("recall", r)
+            .num("candidates_per_query", double(lims[nCand]) / double(nCand))
+            .num("speedup_vs_exact", (q.n / s) / c.exactQps);
+        if (i == 0) j.num("latency_ms_nq1", latency(c, index, &sp) * 1e3);
+        if (i == 0 && extra) j.raw("tuner", extra->text());
+        std::printf("%s\n", j.str("git", c.git).text().c_str());
+        std::fflush(stdout);
+    }
+}
+
+/// Bi-level LSH: the defaults, then the autotuner at 0.95 and 0.9 (one
+/// sweep, measured at 0.95, serves both choices).
+void runLsh(Context& c, gpu::StandardGpuResources& res, const Args& a) {
+    const Matrix& b = c.data.base;
+    const Matrix& t = c.data.tuneQueries;
+    measureLsh(c, res, BiLevelLSHConfig(), "ours:bilsh-default", nullptr);
+    if (t.n < 10) throw std::invalid_argument("lsh: --tune-queries must be >= 10");
+    BiLevelAutoTuneOptions opt;
+    opt.k = c.k;
+    opt.treeDepths.clear();
+    for (int64_t v : parseIntList(a.get("tune-depths", "0,3"))) opt.treeDepths.push_back(int(v));
+    opt.tablesProjections.clear();
+    for (const std::string& lm : parseList(a.get("tune-lm", "10x8,16x12"))) {
+        const size_t x = lm.find('x');
+        if (x == std::string::npos) throw std::invalid_argument("--tune-lm takes LxM items");
+        opt.tablesProjections.push_back({std::stoi(lm.substr(0, x)), std::stoi(lm.substr(x + 1))});
+    }
+    opt.bucketWidths.clear();
+    for (const std::string& w : parseList(a.get("tune-widths", "2,3,4")))
+        opt.bucketWidths.push_back(std::stof(w));
+    opt.lattices.clear();
+    for (int64_t v : parseIntList(a.get("tune-lattices", "0,1"))) opt.lattices.push_back(int(v));
+    gpu::GpuBiLevelLSHTuneEvaluator evaluator(&res);
+    std::vector<BiLevelTunePoint> points;
+    for (double target : {0.95, 0.9}) {
+        opt.targetRecall = target;
+        const double t0 = nowSeconds();
+        const BiLevelAutoTuneResult r =
+            autoTuneBiLevelLSH(b.d, b.n, b.x.data(), t.n, t.x.data(), opt, &evaluator,
+                               points.empty() ? nullptr : &points);
+        const double tuneSeconds = nowSeconds() - t0;
+        if (points.empty()) {
+            // every setting the sweep measured, on the tuner's selection
+            // queries (recall and candidates; no timing): the grid against
+            // E8 and the group settings at equal builds
+            points = r.points;
+            for (const BiLevelTunePoint& p : points) {
+                JsonLine pp = lshParams(p.config, searchParametersOf(p.config));
+                std::printf("%s\n", line(c, "ours:bilsh-tune-point")
+                                        .raw("params", pp.text())
+                                        .integer("tune_queries", t.n)
+                                        .num("recall", p.recall)
+                                        .num("candidates_per_query", p.candidates)
+                                        .num("predicted_speedup", p.predictedSpeedup)
+                                        .str("git", c.git)
+                                        .text()
+                                        .c_str());
+            }
+            std::fflush(stdout);
+        }
+        std::fprintf(stderr, "[bench_ann] %s, autotune %.2f: %s (%d builds, %.1f s)\n",
+                     c.data.name.c_str(), target, r.verdict.c_str(), r.builds, tuneSeconds);
+        JsonLine tuner;
+        tuner.num("target", target)
+            .num("tuned_recall", r.recall)
+            .num("selection_recall", r.selectionRecall)
+            .num("predicted_speedup", r.predictedSpeedup)
+            .boolean("reached_target", r.reachedTarget)
+            .boolean("beats_exact", r.beatsExact)
+            .integer("builds", r.builds)
+            .integer("settings", int64_t(r.points.size()))
+            .integer("tune_queries", t.n)
+            .num("tune_seconds", tuneSeconds)
+            .str("verdict", r.verdict);
+        char name[64];
+        std::snprintf(name, sizeof(name), "ours:bilsh-auto%.2f", target);
+        measureLsh(c, res, r.config, name, &tuner);
+    }
+}
+
 void writeForAnchors(const Context& c, const std::string& dir) {
     writeFbin(dir + "/base.fbin", c.data.base);
     writeFbin(dir + "/query.fbin", c.data.queries);
@@ -335,6 +518,7 @@ int main(int argc, char** argv) {
         Args a(argc, argv, {"help", "git", "device-queries"});
         if (a.printedHelpOrGit(kUsage)) return 0;
         a.checkKnown({"data",
+                      "methods",
                       "nb",
                       "nq",
                       "k",
@@ -346,34 +530,63 @@ int main(int argc, char** argv) {
                       "entry-seeds",
                       "runs",
                       "latency",
-                      "latency-blocks",
                       "write-dir",
-                      "help",
+                      "tune-queries",
+                      "write-root",
+                      "tune-lattices",
+                      "tune-depths",
+                      "tune-lm",
+                      "tune-widths",
+                      "latency-blocks",
                       "knn-samples",
                       "knn-iterations",
                       "knn-threshold",
                       "device-queries",
+                      "help",
                       "git"});
-        Context c;
-        double t0 = nowSeconds();
-        c.data = loadData(a);
-        std::fprintf(stderr, "[bench_ann] %s: nb %lld, nq %lld, d %d (%.1f s to make)\n",
-                     c.data.name.c_str(), (long long)c.data.base.n, (long long)c.data.queries.n,
-                     c.data.base.d, nowSeconds() - t0);
-        c.k = int(a.getInt("k", 10));
-        c.runs = int(a.getInt("runs", 7));
-        c.latencyQueries = int(a.getInt("latency", 200));
-        c.device = deviceName();
-        c.git = gitCommit();
+        bool doGraph = false, doLsh = false;
+        for (const std::string& m : parseList(a.get("methods", "graph"))) {
+            if (m == "graph")
+                doGraph = true;
+            else if (m == "lsh")
+                doLsh = true;
+            else
+                throw std::invalid_argument("--methods takes graph and/or lsh, got " + m);
+        }
+        const std::vector<std::string> sets = parseList(a.get("data"));
+        if (sets.size() > 1 && a.has("write-dir"))
+            throw std::invalid_argument("--write-dir takes one data set (--write-root: several)");
         gpu::StandardGpuResources res;
-        runExact(c, res);
-        if (a.has("write-dir")) writeForAnchors(c, a.get("write-dir"));
-        for (const std::string& pair : parseList(a.get("degrees", "32:64"))) {
-            size_t colon = pair.find(':');
-            if (colon == std::string::npos)
-                throw std::invalid_argument("--degrees takes GRAPH:KNN pairs, e.g. 32:64");
-            runGraph(c, res, a, std::stoi(pair.substr(0, colon)),
-                     std::stoi(pair.substr(colon + 1)));
+        for (const std::string& kind : sets) {
+            Context c;
+            double t0 = nowSeconds();
+            c.data = loadData(a, kind, doLsh ? a.getInt("tune-queries", 1000) : 0);
+            std::fprintf(stderr, "[bench_ann] %s: nb %lld, nq %lld, d %d (%.1f s to make)\n",
+                         c.data.name.c_str(), (long long)c.data.base.n, (long long)c.data.queries.n,
+                         c.data.base.d, nowSeconds() - t0);
+            c.k = int(a.getInt("k", 10));
+            c.runs = int(a.getInt("runs", 7));
+            c.latencyQueries = int(a.getInt("latency", 200));
+            c.device = deviceName();
+            c.git = gitCommit();
+            runExact(c, res);
+            if (a.has("write-dir")) writeForAnchors(c, a.get("write-dir"));
+            if (a.has("write-root")) writeForAnchors(c, a.get("write-root") + "/" + kind);
+            if (doGraph) {
+                for (const std::string& pair : parseList(a.get("degrees", "32:64"))) {
+                    size_t colon = pair.find(':');
+                    if (colon == std::string::npos)
+                        throw std::invalid_argument("--degrees takes GRAPH:KNN pairs, e.g. 32:64");
+                    runGraph(c, res, a, std::stoi(pair.substr(0, colon)),
+                             std::stoi(pair.substr(colon + 1)));
+                }
+            }
+            if (doLsh) {
+                const double tl = nowSeconds();
+                runLsh(c, res, a);
+                std::fprintf(stderr, "[bench_ann] %s: lsh %.1f s\n", c.data.name.c_str(),
+                             nowSeconds() - tl);
+            }
         }
         return 0;
     } catch (const std::exception& e) {

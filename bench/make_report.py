@@ -899,10 +899,48 @@ def ann_tables(rows, plots_dir, rel_plots, make_plots):
                     parts.append(f"{b['method'][:-6]} {b['seconds']:.2f} s")
             out.append("Builds: " + "; ".join(parts) + ".\n")
         out.extend(ann_single_query(d))
+        out += ann_lsh_table(d)
         if make_plots:
             name = f"ann_{ds}.png"
             ann_plot(d, ds, os.path.join(plots_dir, name))
             out.append(f"![{ds}]({rel_plots}/{name})\n")
+    return out
+
+
+def ann_lsh_label(r):
+    p = r.get("params", {})
+    lat = " E8" if p.get("lattice") == "E8" else ""
+    groups = (f", {p.get('group_probes')} groups within {p.get('group_margin'):g} W"
+              if p.get("group_probes", 1) > 1 else "")
+    return (f"depth {p.get('depth')}, L{p.get('L')} M{p.get('M')}{lat}, W {p.get('bucket_width'):g}, "
+            f"nprobe {p.get('nprobe')}{groups}")
+
+
+def ann_lsh_table(d):
+    """Bi-level LSH lines of a data set (bench_ann --methods lsh): the defaults and the autotuner's
+    choices as measured, beside the tuner's own report; FAISS CPU IndexLSH for reference."""
+    chosen = [r for r in d if r["method"] in ("ours:bilsh-default", "ours:bilsh-auto0.90", "ours:bilsh-auto0.95")]
+    if not chosen:
+        return []
+    out = ["Bi-level LSH (`GpuIndexBiLevelLSH`; the autotuner ran on the GPU on 1,000 held-out queries "
+           "of the same distribution, kept out of the measured ones):\n",
+           "| method | setting | recall@10 | q/s | x exact | tuner: recall / predicted x exact | verdict |",
+           "|---|---|---|---|---|---|---|"]
+    for r in chosen:
+        t = r.get("tuner") or {}
+        tuned = (f"{t['tuned_recall']:.4f} / {t['predicted_speedup']:.2f}x" if t else "–")
+        out.append(f"| {r['method']} | {ann_lsh_label(r)} | {r['recall']:.4f} | {fmt_qps(r['qps'])} | "
+                   f"{r.get('speedup_vs_exact', 0):.2f}x | {tuned} | {t.get('verdict', '') if t else ''} |")
+    for t in ANN_TARGETS[:2]:
+        best = fastest_reaching(d, t, lambda r: r["method"].startswith("ours:bilsh") and r.get("qps"))
+        if best:
+            out.append(f"| fastest Bi-level LSH line >= {t:.2f} | {ann_lsh_label(best)} | {best['recall']:.4f} | "
+                       f"{fmt_qps(best['qps'])} | {best.get('speedup_vs_exact', 0):.2f}x | | |")
+    for r in d:
+        if r["method"] == "faiss-cpu:IndexLSH":
+            out.append(f"| FAISS CPU IndexLSH (nq {r.get('nq')}) | nbits {r['params'].get('nbits')} | "
+                       f"{r['recall']:.4f} | {fmt_qps(r['qps'])} | | | |")
+    out.append("")
     return out
 
 
@@ -919,6 +957,8 @@ def ann_plot(rows, ds, path):
         key = r["method"]
         if r["method"] == "ours:graph":
             key = f"ours SGraph{p.get('graph_degree')}" + (" no entry pts" if p.get("entry_seeds") == 0 else "")
+        if r["method"].startswith("ours:bilsh"):  # a chosen setting and its nprobe sweep: one curve
+            key = r["method"].replace("-sweep", "")
         series.setdefault(key, []).append((r["recall"], r["qps"]))
     for key, pts in sorted(series.items()):
         pts.sort()

@@ -205,6 +205,88 @@ FEXT_HD uint32_t lshCoordinate(float proj, float offset, float width, float bias
     return uint32_t(int32_t(c) + (1 << (bits - 1)));
 }
 
+/// Second-level lattice of the LSH codes (Pan & Manocha use both).
+enum LatticeKind : int {
+    /// The Z^M grid: one floor per projection (lshCoordinate).
+    kLatticeZM = 0,
+    /// The E8 lattice on each block of 8 projections (M a multiple of 8):
+    /// the nearest lattice point, whose cells are closer to spheres than
+    /// Z^8's cubes (Conway & Sloane, "Sphere Packings, Lattices and Groups").
+    kLatticeE8 = 1,
+};
+
+/// Nearest point of D8 (integer vectors of even sum) to x: round every
+/// coordinate, and when the sum is odd round the coordinate farthest from
+/// its integer the other way (Conway & Sloane, "Fast quantizing and decoding
+/// algorithms for lattice quantizers and codes", IEEE Trans. Inf. Theory
+/// 28(2), 1982, doi:10.1109/TIT.1982.1056484). z receives the point.
+FEXT_HD void nearestD8(const float* x, float* z) {
+    int parity = 0, worst = 0;
+    float worstGap = -1.f;
+    for (int i = 0; i < 8; ++i) {
+        const float r = floorf(addRn(x[i], 0.5f));
+        z[i] = r;
+        const float gap = fabsf(subRn(x[i], r));
+        if (gap > worstGap) {
+            worstGap = gap;
+            worst = i;
+        }
+        parity ^= int(r) & 1;
+    }
+    if (parity) z[worst] = x[worst] > z[worst] ? addRn(z[worst], 1.f) : subRn(z[worst], 1.f);
+}
+
+/// Nearest point of E8 = D8 u (D8 + 1/2) to x (Conway & Sloane 1982): the
+/// closer of the nearest D8 point and the nearest point of the shifted
+/// coset (ties to D8). Writes its doubled coordinates (integers, all even
+/// or all odd) into c.
+FEXT_HD void nearestE8(const float* x, int32_t* c) {
+    float z0[8], z1[8], xh[8];
+    nearestD8(x, z0);
+    for (int i = 0; i < 8; ++i) xh[i] = subRn(x[i], 0.5f);
+    nearestD8(xh, z1);
+    float d0 = 0.f, d1 = 0.f;
+    for (int i = 0; i < 8; ++i) {
+        const float a = subRn(x[i], z0[i]);
+        const float b = subRn(xh[i], z1[i]);
+        d0 = addRn(d0, mulRn(a, a));
+        d1 = addRn(d1, mulRn(b, b));
+    }
+    for (int i = 0; i < 8; ++i) c[i] = d0 <= d1 ? 2 * int32_t(z0[i]) : 2 * int32_t(z1[i]) + 1;
+}
+
+/// The M code coordinates of one table (u, shifted to [0, 2^bits)) from
+/// its projections proj[0..M-1], the group's offsets and width, and the
+/// table's biases, on `lattice`. Z^M: lshCoordinate per projection, frac
+/// the positions inside the cells (multi-probe). E8: per block of 8 the
+/// doubled coordinates of the nearest E8 point of the scaled projections,
+/// clamped like lshCoordinate's; frac is 0 (no multi-probe on E8).
+FEXT_HD void latticeCoordinates(int lattice, const float* proj, const float* offset, float width,
+                                const float* bias, int M, int bits, uint32_t* u, float* frac) {
+    if (lattice != kLatticeE8) {
+        for (int m = 0; m < M; ++m)
+            u[m] = lshCoordinate(proj[m], offset[m], width, bias[m], bits, &frac[m]);
+        return;
+    }
+    const int32_t half = 1 << (bits - 1);
+    for (int b0 = 0; b0 + 8 <= M; b0 += 8) {
+        float x[8];
+        int32_t c[8];
+        for (int i = 0; i < 8; ++i) {
+            const float f = addRn(divRn(subRn(proj[b0 + i], offset[b0 + i]), width), bias[b0 + i]);
+            // keep the doubled coordinates inside int32 before the clamp
+            x[i] = f < -1.0e9f ? -1.0e9f : (f > 1.0e9f ? 1.0e9f : (f == f ? f : 0.f));
+        }
+        nearestE8(x, c);
+        for (int i = 0; i < 8; ++i) {
+            int32_t v = c[i] < -half ? -half : c[i];
+            v = v > half - 1 ? half - 1 : v;
+            u[b0 + i] = uint32_t(v + half);
+            frac[b0 + i] = 0.f;
+        }
+    }
+}
+
 /// Morton (Z-order) interleave of M coordinates of `bits` bits: bit b of
 /// coordinate i goes to position b * M + i.
 FEXT_HD uint64_t mortonCode(const uint32_t* u, int M, int bits) {
@@ -461,8 +543,17 @@ constexpr int kMaxGroupProbes = 16;
 /// of a distance node) of the nodes where its path leaves q's side. Ties go
 /// to the most recently pushed node, the near child being pushed after the
 /// far one. Tree arrays as in BiLevelLSHModel. Returns the number written.
+/// margin > 0 (with leafWidth, the groups' bucket widths) stops early: a
+/// further leaf is taken only when its score is at most (margin x W_h)^2,
+/// h the first (the query's own) leaf. Scores are sums of squared
+/// distances to splits, so a leaf farther than that from q can only hold
+/// neighbours farther than margin x W_h: the query pays for the groups
+/// across the splits it is close to, not for every groupProbes (the
+/// proportionate crossing of RP-tree leaves of issue 22). Leaves come out
+/// in non-decreasing score, so the cut is a prefix of the count = all list.
 FEXT_HD int bestGroups(const uint8_t* rule, const float* vec, const float* thr, int depth, int d,
-                       const float* q, int count, int* groups) {
+                       const float* q, int count, int* groups, const float* leafWidth = nullptr,
+                       float margin = 0.f) {
     if (depth == 0) {
         groups[0] = 0;
         return 1;
@@ -477,11 +568,13 @@ FEXT_HD int bestGroups(const uint8_t* rule, const float* vec, const float* thr, 
     node[0] = 0;
     seq[0] = nextSeq++;
     size = 1;
+    float maxScore = INFINITY;
     while (found < count && size > 0) {
         int best = 0;
         for (int i = 1; i < size; ++i)
             if (score[i] < score[best] || (score[i] == score[best] && seq[i] > seq[best])) best = i;
         const float sc = score[best];
+        if (sc > maxScore) break;
         const int nd = node[best];
         --size;
         score[best] = score[size];
@@ -489,6 +582,10 @@ FEXT_HD int bestGroups(const uint8_t* rule, const float* vec, const float* thr, 
         seq[best] = seq[size];
         if (nd >= internal) {
             groups[found++] = nd - internal;
+            if (found == 1 && margin > 0.f && leafWidth) {
+                const float r = mulRn(margin, leafWidth[nd - internal]);
+                maxScore = mulRn(r, r);
+            }
             continue;
         }
         const float* v = vec + size_t(nd) * d;

@@ -38,6 +38,36 @@ void BiLevelLSHConfig::check() const {
     FAISS_THROW_IF_NOT_FMT(cuckooMaxLoad > 0.f && cuckooMaxLoad <= 0.95f,
                            "BiLevelLSH: cuckooMaxLoad must be in (0, 0.95], got %g",
                            double(cuckooMaxLoad));
+    FAISS_THROW_IF_NOT_FMT(lattice == lsh::kLatticeZM || lattice == lsh::kLatticeE8,
+                           "BiLevelLSH: lattice must be kLatticeZM (0) or kLatticeE8 (1), got %d",
+                           lattice);
+    FAISS_THROW_IF_NOT_FMT(lattice != lsh::kLatticeE8 || nProjections % 8 == 0,
+                           "BiLevelLSH: the E8 lattice needs nProjections a multiple of 8, got %d",
+                           nProjections);
+    const int rule = int(widthRule);
+    FAISS_THROW_IF_NOT_FMT(rule == int(BiLevelWidthRule::RmsRadius) ||
+                               rule == int(BiLevelWidthRule::NeighbourDistance),
+                           "BiLevelLSH: widthRule must be RmsRadius (0) or NeighbourDistance "
+                           "(1), got %d",
+                           rule);
+    FAISS_THROW_IF_NOT_FMT(widthNeighbours >= 1 && widthNeighbours <= 1024,
+                           "BiLevelLSH: widthNeighbours must be in [1, 1024], got %d",
+                           widthNeighbours);
+    FAISS_THROW_IF_NOT_FMT(defaultNprobe >= 1 && defaultNprobe <= lsh::kMaxProbes,
+                           "BiLevelLSH: defaultNprobe must be in [1, %d], got %d", lsh::kMaxProbes,
+                           defaultNprobe);
+    FAISS_THROW_IF_NOT_FMT(defaultGroupProbes >= 1 && defaultGroupProbes <= lsh::kMaxGroupProbes,
+                           "BiLevelLSH: defaultGroupProbes must be in [1, %d], got %d",
+                           lsh::kMaxGroupProbes, defaultGroupProbes);
+    FAISS_THROW_IF_NOT_FMT(std::isfinite(defaultGroupMargin) && defaultGroupMargin >= 0.f,
+                           "BiLevelLSH: defaultGroupMargin must be a finite value >= 0, got %g",
+                           double(defaultGroupMargin));
+    FAISS_THROW_IF_NOT_FMT(autotuneRecall >= 0.f && autotuneRecall <= 1.f,
+                           "BiLevelLSH: autotuneRecall must be in [0, 1] (0 = off), got %g",
+                           double(autotuneRecall));
+    FAISS_THROW_IF_NOT_FMT(defaultMinCandidates >= 0,
+                           "BiLevelLSH: defaultMinCandidates must be >= 0, got %lld",
+                           (long long)defaultMinCandidates);
 }
 
 BiLevelLSHModel BiLevelLSHModel::initRandom(int d, const BiLevelLSHConfig& config) {
@@ -48,6 +78,7 @@ BiLevelLSHModel BiLevelLSHModel::initRandom(int d, const BiLevelLSHConfig& confi
     m.depth = config.treeDepth;
     m.nTables = config.nTables;
     m.nProjections = config.nProjections;
+    m.lattice = config.lattice;
     m.bits = lsh::bitsPerCoordinate(config.nProjections);
     const int nodes = m.internalNodes();
     const int G = m.groups();
@@ -130,6 +161,10 @@ void BiLevelLSHModel::checkConsistent() const {
                                bits == lsh::bitsPerCoordinate(nProjections),
                            "BiLevelLSH model: bad sizes (d %d, depth %d, L %d, M %d, bits %d)", d,
                            depth, nTables, nProjections, bits);
+    FAISS_THROW_IF_NOT_FMT((lattice == lsh::kLatticeZM ||
+                            (lattice == lsh::kLatticeE8 && nProjections % 8 == 0)),
+                           "BiLevelLSH model: lattice %d does not fit M = %d", lattice,
+                           nProjections);
     const size_t nodes = size_t(internalNodes()), G = size_t(groups());
     const size_t LM = size_t(nTables) * nProjections;
     FAISS_THROW_IF_NOT_MSG(nodeRule.size() == nodes && nodeVec.size() == nodes * d &&
@@ -146,10 +181,26 @@ void BiLevelLSHModel::checkConsistent() const {
                                "BiLevelLSH model: bucket width %g is not > 0", double(w));
 }
 
+SearchParametersBiLevelLSH searchParametersOf(const BiLevelLSHConfig& config) {
+    SearchParametersBiLevelLSH p;
+    p.nprobe = config.defaultNprobe;
+    p.groupProbes = config.defaultGroupProbes;
+    p.groupMargin = config.defaultGroupMargin;
+    p.minCandidates = config.defaultMinCandidates;
+    return p;
+}
+
 BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params, int64_t k,
-                                           const BiLevelLSHModel& model) {
+                                           const BiLevelLSHModel& model,
+                                           const BiLevelLSHConfig& config) {
     BiLevelSearchSettings s;
-    SearchParametersBiLevelLSH def;
+    // the configuration's defaults hold for any tree and M: clamped to what
+    // this model has (explicit parameters are checked instead)
+    SearchParametersBiLevelLSH def = searchParametersOf(config);
+    def.nprobe = std::min(def.nprobe,
+                          std::min(lsh::kMaxProbes, 1 + lsh::maxPerturbations(model.nProjections)));
+    def.groupProbes = std::min(def.groupProbes, model.groups());
+    if (model.lattice == lsh::kLatticeE8) def.nprobe = 1;
     const SearchParametersBiLevelLSH* p = &def;
     if (params) {
         p = dynamic_cast<const SearchParametersBiLevelLSH*>(params);
@@ -162,6 +213,11 @@ BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params
     FAISS_THROW_IF_NOT_FMT(p->nprobe >= 1 && p->nprobe <= maxProbe,
                            "BiLevelLSH search: nprobe must be in [1, %d] for M = %d, got %d",
                            maxProbe, M, p->nprobe);
+    FAISS_THROW_IF_NOT_FMT(model.lattice != lsh::kLatticeE8 || p->nprobe == 1,
+                           "BiLevelLSH search: nprobe must be 1 with the E8 lattice (multi-probe "
+                           "is defined on the Z^M grid; minCandidates widens along the Morton "
+                           "curve on both), got %d",
+                           p->nprobe);
     FAISS_THROW_IF_NOT_FMT(p->minCandidates >= 0,
                            "BiLevelLSH search: minCandidates must be >= 0, got %lld",
                            (long long)p->minCandidates);
@@ -172,12 +228,16 @@ BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params
                                p->groupProbes <= model.groups(),
                            "BiLevelLSH search: groupProbes must be in [1, %d], got %d",
                            std::min(lsh::kMaxGroupProbes, model.groups()), p->groupProbes);
+    FAISS_THROW_IF_NOT_FMT(std::isfinite(p->groupMargin) && p->groupMargin >= 0.f,
+                           "BiLevelLSH search: groupMargin must be a finite value >= 0, got %g",
+                           double(p->groupMargin));
     const int sl = int(p->shortList);
     FAISS_THROW_IF_NOT_FMT(sl >= 0 && sl <= 2, "BiLevelLSH search: unknown shortList %d", sl);
     s.nprobe = p->nprobe;
     s.minCandidates = p->minCandidates == 0 ? k : p->minCandidates;
     s.tables = p->tables == 0 ? model.nTables : p->tables;
     s.groupProbes = p->groupProbes;
+    s.groupMargin = p->groupMargin;
     s.shortList = p->shortList;
     return s;
 }

@@ -2,6 +2,8 @@
 // with -ffp-contract=off: every leaf and code uses the canonical arithmetic
 // of BiLevelLSHCommon.h so that GpuIndexBiLevelLSH reproduces them.
 #include "faiss_ext/IndexBiLevelLSH.h"
+#include "faiss_ext/BiLevelLSHAutoTune.h"
+#include "faiss_ext/BiLevelLSHWidths.h"
 #include "faiss_ext/Metric.h"
 
 #include <faiss/impl/FaissAssert.h>
@@ -223,6 +225,7 @@ void buildTablesCpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     {
         std::vector<float> p(LM);
         uint32_t u[kMaxProjections];
+        float frac[kMaxProjections];
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < n; ++i) {
             const float* xi = x + size_t(i) * d;
@@ -230,12 +233,10 @@ void buildTablesCpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
             groupOf[i] = g;
             for (int j = 0; j < LM; ++j) p[j] = canonicalDot(model.proj.data() + size_t(j) * d, xi, d);
             for (int t = 0; t < L; ++t) {
-                for (int m = 0; m < M; ++m) {
-                    const int j = t * M + m;
-                    float frac;
-                    u[m] = lshCoordinate(p[j], model.leafOffset[size_t(g) * LM + j],
-                                         model.leafWidth[g], model.projBias[j], bits, &frac);
-                }
+                latticeCoordinates(model.lattice, p.data() + size_t(t) * M,
+                                   model.leafOffset.data() + size_t(g) * LM + size_t(t) * M,
+                                   model.leafWidth[g], model.projBias.data() + size_t(t) * M, M,
+                                   bits, u, frac);
                 mortons[size_t(t) * n + i] = mortonCode(u, M, bits);
             }
         }
@@ -291,17 +292,34 @@ void IndexBiLevelLSH::train(int64_t n, const float* x) {
     FAISS_THROW_IF_NOT_FMT(ntotal == 0,
                            "IndexBiLevelLSH::train: the index holds %lld vectors; reset() first",
                            (long long)ntotal);
+    const bool tune = config_.autotuneRecall > 0.f;
     const int64_t groups = int64_t(1) << config_.treeDepth;
-    FAISS_THROW_IF_NOT_FMT(n >= groups,
+    FAISS_THROW_IF_NOT_FMT(tune || n >= groups,
                            "IndexBiLevelLSH::train: needs at least 2^treeDepth = %lld training "
                            "vectors, got %lld",
                            (long long)groups, (long long)n);
+    FAISS_THROW_IF_NOT_FMT(!tune || n >= kMinAutoTuneTrainingVectors,
+                           "IndexBiLevelLSH::train: autotuning (autotuneRecall %g) needs at least "
+                           "%lld training vectors, got %lld",
+                           double(config_.autotuneRecall), (long long)kMinAutoTuneTrainingVectors,
+                           (long long)n);
     FAISS_THROW_IF_NOT_MSG(x, "IndexBiLevelLSH::train: x is null");
     checkVectorCount("IndexBiLevelLSH::train", n, d);
     checkFiniteVectors("IndexBiLevelLSH::train", n, d, x);
-    BiLevelLSHModel model = BiLevelLSHModel::initRandom(d, config_);
-    lsh::trainTreeCpu(&model, config_, n, x, verbose);
+    BiLevelLSHConfig config = config_;
+    std::string verdict;
+    if (tune) {
+        BiLevelTuneEvaluatorCpu evaluator;
+        const BiLevelAutoTuneResult r = autoTuneForTraining(config_, d, n, x, verbose, &evaluator);
+        config = r.config;
+        verdict = r.verdict;
+    }
+    BiLevelLSHModel model = BiLevelLSHModel::initRandom(d, config);
+    lsh::trainTreeCpu(&model, config, n, x, verbose);
+    lsh::widthsFromHostData(&model, config, n, x);
+    config_ = config;
     model_ = std::move(model);
+    autoTuneVerdict_ = verdict;
     is_trained = true;
 }
 
@@ -381,7 +399,7 @@ void collectCandidates(const BiLevelLSHModel& model, const BiLevelLSHTables& tab
     int groups[lsh::kMaxGroupProbes];
     const int ng = lsh::bestGroups(model.nodeRule.data(), model.nodeVec.data(),
                                    model.nodeThreshold.data(), model.depth, d, q, s.groupProbes,
-                                   groups);
+                                   groups, model.leafWidth.data(), s.groupMargin);
     const lsh::CuckooView view = cuckoo.view();
     uint32_t u[lsh::kMaxProjections];
     float frac[lsh::kMaxProjections];
@@ -392,12 +410,10 @@ void collectCandidates(const BiLevelLSHModel& model, const BiLevelLSHTables& tab
             p[m] = lsh::canonicalDot(model.proj.data() + size_t(t * M + m) * d, q, d);
         for (int gi = 0; gi < ng; ++gi) {
             const int g = groups[gi];
-            for (int m = 0; m < M; ++m) {
-                const int j = t * M + m;
-                u[m] = lsh::lshCoordinate(p[m], model.leafOffset[size_t(g) * LM + j],
-                                          model.leafWidth[g], model.projBias[j], model.bits,
-                                          &frac[m]);
-            }
+            lsh::latticeCoordinates(model.lattice, p,
+                                    model.leafOffset.data() + size_t(g) * LM + size_t(t) * M,
+                                    model.leafWidth[g], model.projBias.data() + size_t(t) * M, M,
+                                    model.bits, u, frac);
             const int ni = lsh::collectIntervals(
                 t, g, u, frac, M, model.bits, s.nprobe, s.minCandidates, tables.keySalt, view,
                 tables.bucketRanges.data(), tables.sortedCodes.data() + size_t(t) * ntotal,
@@ -419,7 +435,7 @@ void IndexBiLevelLSH::search(int64_t n, const float* x, int64_t k, float* distan
     checkQueryArgs_("IndexBiLevelLSH::search", n, x, k);
     FAISS_THROW_IF_NOT_MSG(n == 0 || (distances && labels),
                            "IndexBiLevelLSH::search: distances and labels must not be null");
-    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
+    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, config_);
 #pragma omp parallel if (n > 1)
     {
         std::vector<int32_t> cand;
@@ -448,7 +464,7 @@ void IndexBiLevelLSH::getCandidates(int64_t n, const float* x, int64_t k,
     auto lock = readLock_();
     checkQueryArgs_("IndexBiLevelLSH::getCandidates", n, x, k);
     FAISS_THROW_IF_NOT_MSG(lims && ids, "IndexBiLevelLSH::getCandidates: null output");
-    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
+    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, config_);
     std::vector<std::vector<int32_t>> per(n);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int64_t i = 0; i < n; ++i)

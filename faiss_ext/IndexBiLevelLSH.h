@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <vector>
 
 namespace faiss_ext {
@@ -71,8 +72,18 @@ public:
                              faiss::MetricType metric = faiss::METRIC_L2);
 
     /// Builds the RP-tree and the projections from n >= 2^treeDepth finite
-    /// vectors. Only while the index is empty (reset() first).
+    /// vectors. Only while the index is empty (reset() first). With
+    /// config.autotuneRecall > 0 it first tunes the configuration on the
+    /// training vectors (n >= kMinAutoTuneTrainingVectors; see
+    /// BiLevelLSHConfig::autotuneRecall), getConfig() then returns the
+    /// choice and getAutoTuneVerdict() the tuner's verdict.
     void train(int64_t n, const float* x) override;
+
+    /// The autotuner's verdict at the last train() (empty when it did not
+    /// tune): the recall reached on held-out training vectors and the
+    /// predicted throughput against exact search, or why Bi-level LSH does
+    /// not pay on these data.
+    const std::string& getAutoTuneVerdict() const { return autoTuneVerdict_; }
 
     /// Adds n finite vectors (ids ntotal ..) and rebuilds the tables. Needs
     /// train(). On error nothing changes.
@@ -172,6 +183,7 @@ private:
     std::vector<float> vectors_;
     BiLevelLSHTables tables_;
     CuckooHashTable cuckoo_;
+    std::string autoTuneVerdict_;
 };
 
 namespace lsh {

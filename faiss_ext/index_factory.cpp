@@ -141,11 +141,53 @@ float parsePositiveFloat(const std::string& text) {
     return std::isfinite(f) && f > 0.f ? f : nan;
 }
 
+/// Parses "BiLSHauto[_r<recall>][_k<k>]" into spec: an index whose train()
+/// runs the autotuner for recall@k (default 0.9 at k 10); throws naming the
+/// problem.
+void parseBiLevelLSHAuto(const std::string& component, const char* description, LeafSpec* spec) {
+    spec->kind = LeafSpec::Kind::BiLevelLSH;
+    const char* form = "BiLSHauto[_r<recall>][_k<k>], e.g. BiLSHauto_r0.95";
+    const std::string rest = component.substr(9);  // after "BiLSHauto"
+    FAISS_THROW_IF_NOT_FMT(rest.empty() || rest[0] == '_',
+                           "index_factory: '%s' in '%s': expected %s", component.c_str(),
+                           description, form);
+    spec->lsh.autotuneRecall = 0.9f;
+    bool haveRecall = false, haveK = false;
+    for (const std::string& suffix : splitSuffixes(rest, rest.empty() ? std::string::npos : 0)) {
+        if (!suffix.empty() && suffix[0] == 'r' && !haveRecall) {
+            const float r = parsePositiveFloat(suffix.substr(1));
+            FAISS_THROW_IF_NOT_FMT(std::isfinite(r) && r <= 1.f,
+                                   "index_factory: '%s' in '%s': the target recall after '_r' "
+                                   "must be a decimal number in (0, 1], got '%s'",
+                                   component.c_str(), description, suffix.substr(1).c_str());
+            spec->lsh.autotuneRecall = r;
+            haveRecall = true;
+        } else if (!suffix.empty() && suffix[0] == 'k' && !haveK) {
+            const long long k = parseBoundedDigits(suffix.substr(1), 1024);
+            FAISS_THROW_IF_NOT_FMT(k >= 1,
+                                   "index_factory: '%s' in '%s': k after '_k' must be an "
+                                   "integer in [1, 1024], got '%s'",
+                                   component.c_str(), description, suffix.substr(1).c_str());
+            spec->lsh.widthNeighbours = int(k);
+            haveK = true;
+        } else {
+            FAISS_THROW_FMT("index_factory: '%s' in '%s': unknown or repeated suffix '_%s' "
+                            "(expected %s)",
+                            component.c_str(), description, suffix.c_str(), form);
+        }
+    }
+}
+
 /// Parses "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>]" (suffixes in any
 /// order, each at most once) into spec; throws naming the problem.
 void parseBiLevelLSH(const std::string& component, const char* description, LeafSpec* spec) {
+    if (component.compare(0, 9, "BiLSHauto") == 0) {
+        parseBiLevelLSHAuto(component, description, spec);
+        return;
+    }
     spec->kind = LeafSpec::Kind::BiLevelLSH;
-    const char* form = "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>], e.g. BiLSH10x8_t6_w0.75";
+    const char* form =
+        "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>][_e8], e.g. BiLSH10x8_t6_w0.75";
     const std::string rest = component.substr(5);  // after "BiLSH"
     const size_t us = rest.find('_');
     const std::string head = rest.substr(0, us);
@@ -171,8 +213,18 @@ void parseBiLevelLSH(const std::string& component, const char* description, Leaf
 
     bool haveDepth = false;
     bool haveWidth = false;
+    bool haveLattice = false;
     for (const std::string& suffix : splitSuffixes(rest, us)) {
-        if (!suffix.empty() && suffix[0] == 't') {
+        if (suffix == "e8") {
+            FAISS_THROW_IF_NOT_FMT(!haveLattice, "index_factory: '%s' in '%s': '_e8' is given twice",
+                                   component.c_str(), description);
+            FAISS_THROW_IF_NOT_FMT(M % 8 == 0,
+                                   "index_factory: '%s' in '%s': the E8 lattice needs M a "
+                                   "multiple of 8, got %lld",
+                                   component.c_str(), description, M);
+            spec->lsh.lattice = lsh::kLatticeE8;
+            haveLattice = true;
+        } else if (!suffix.empty() && suffix[0] == 't') {
             FAISS_THROW_IF_NOT_FMT(!haveDepth, "index_factory: '%s' in '%s': '_t' is given twice",
                                    component.c_str(), description);
             const std::string v = suffix.substr(1);

@@ -44,15 +44,23 @@ constexpr int kGnndDefaultSeed = 1234;
 ///     NN-Descent when vectors are added; index_cpu_to_gpu turns it into a
 ///     GpuKnnGraphGNND with these parameters. Cosine: "L2norm,GNND64" with
 ///     METRIC_INNER_PRODUCT.
-///   - "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>]": Bi-level LSH
+///   - "BiLSH<L>x<M>[_t<treeDepth>][_w<bucketWidth>][_e8]": Bi-level LSH
 ///     (GpuIndexBiLevelLSH on a GPU). Its CPU twin is an untrained
 ///     faiss_ext::IndexBiLevelLSH(d, config) with config.nTables = L (hash
 ///     tables, [1, 64]), config.nProjections = M (projections per table,
 ///     [1, 32]), config.treeDepth (RP-tree depth, [0, 14], default 4) and
-///     config.bucketWidth (a finite decimal number > 0, default 0.5); the
-///     other BiLevelLSHConfig fields keep their defaults. The suffixes may
-///     come in either order, each at most once: "BiLSH10x8",
-///     "BiLSH10x8_t6_w0.75". METRIC_L2 only (p-stable LSH).
+///     config.bucketWidth (a finite decimal number > 0, default 4: the
+///     multiple of the k-th neighbour distance); the
+///     other BiLevelLSHConfig fields keep their defaults; "_e8" sets the E8
+///     lattice (M a multiple of 8). The suffixes may come in any order, each
+///     at most once: "BiLSH10x8", "BiLSH10x8_t6_w0.75", "BiLSH16x16_e8".
+///     METRIC_L2 only (p-stable LSH).
+///   - "BiLSHauto[_r<recall>][_k<k>]": Bi-level LSH that tunes itself: an
+///     untrained IndexBiLevelLSH whose config.autotuneRecall = recall
+///     (default 0.9, in (0, 1]) and widthNeighbours = k (default 10), so
+///     that train() runs the autotuner (faiss_ext/BiLevelLSHAutoTune.h) on
+///     the training vectors and keeps its choice: "BiLSHauto",
+///     "BiLSHauto_r0.95", "BiLSHauto_r0.9_k20".
 ///   - "SGraph<R>": graph-based approximate search (GpuIndexSearchGraph on a
 ///     GPU: a GNND k-NN graph optimised into a search graph of degree R, even,
 ///     in [4, 128]; the k-NN graph has degree 2R). Its CPU twin is

@@ -7,11 +7,17 @@
 // in it stays readable by plain faiss::read_index, and our types get fourccs
 // FAISS does not use:
 //   "FxRC"  RowCenteringTransform: d_in (int32), d_out (int32), is_trained (u8)
-//   "IxBL"  IndexBiLevelLSH (the twin of GpuIndexBiLevelLSH), version 1:
+//   "IxBL"  IndexBiLevelLSH (the twin of GpuIndexBiLevelLSH), version 2:
 //           version (int32); the faiss::Index header; the BiLevelLSHConfig:
 //           treeDepth, nTables, nProjections (int32), bucketWidth, meanRuleC
 //           (float), diameterIterations, cuckooSubTables (int32),
-//           cuckooMaxLoad (float), seed (uint64); has_model (u8, = is_trained);
+//           cuckooMaxLoad (float), seed (uint64), then (version 2 only)
+//           widthRule, widthNeighbours, defaultNprobe, defaultGroupProbes
+//           (int32), defaultMinCandidates (int64), defaultGroupMargin,
+//           autotuneRecall (float), lattice (int32; the model's too);
+//           version 1 files read with widthRule RmsRadius (their rule), one
+//           group per search and the other fields at their defaults;
+//           has_model (u8, = is_trained);
 //           when set, the BiLevelLSHModel: d, depth, nTables, nProjections,
 //           bits (int32), then in FAISS's vector layout (size_t count, data)
 //           nodeRule (u8), nodeVec, nodeThreshold, leafMean, leafWidth,
@@ -95,8 +101,8 @@ constexpr int64_t kHeaderDummy = int64_t(1) << 20;
 
 const uint32_t kFourccRowCentering = faiss::fourcc("FxRC");
 const uint32_t kFourccBiLevelLSH = faiss::fourcc("IxBL");
-/// Version of the "IxBL" layout written (and the only one read).
-constexpr int32_t kBiLevelLSHVersion = 1;
+/// Version of the "IxBL" layout written (1 is read too).
+constexpr int32_t kBiLevelLSHVersion = 2;
 /// Most vectors an IndexBiLevelLSH holds (its 32-bit ids).
 constexpr int64_t kBiLevelLSHMaxNtotal = (int64_t(1) << 31) - 2;
 /// The reader rebuilds the cuckoo hash table of an "IxBL" file: about
@@ -200,6 +206,14 @@ void writeBiLevelLSH(faiss::IOWriter* w, const IndexBiLevelLSH* idx) {
     writeValue<int32_t>(w, c.cuckooSubTables);
     writeValue<float>(w, c.cuckooMaxLoad);
     writeValue<uint64_t>(w, c.seed);
+    writeValue<int32_t>(w, int32_t(c.widthRule));
+    writeValue<int32_t>(w, c.widthNeighbours);
+    writeValue<int32_t>(w, c.defaultNprobe);
+    writeValue<int32_t>(w, c.defaultGroupProbes);
+    writeValue<int64_t>(w, c.defaultMinCandidates);
+    writeValue<float>(w, c.defaultGroupMargin);
+    writeValue<float>(w, c.autotuneRecall);
+    writeValue<int32_t>(w, c.lattice);
     writeValue<uint8_t>(w, m.empty() ? 0 : 1);
     if (!m.empty()) {
         writeValue<int32_t>(w, m.d);
@@ -821,8 +835,9 @@ void checkBiLevel(StreamReader& r, F&& check) {
 faiss::Index* readBiLevelLSH(StreamReader& r) {
     const char* cls = "IndexBiLevelLSH";
     const int32_t version = r.read<int32_t>("IndexBiLevelLSH version");
-    FAISS_THROW_IF_NOT_FMT(version == kBiLevelLSHVersion,
-                           "corrupt input '%s': %s has format version %d (this reader knows %d)",
+    FAISS_THROW_IF_NOT_FMT(version == 1 || version == kBiLevelLSHVersion,
+                           "corrupt input '%s': %s has format version %d (this reader knows 1 "
+                           "and %d)",
                            r.name.c_str(), cls, int(version), int(kBiLevelLSHVersion));
     IndexHeader hd = readHeader(r, cls);
     FAISS_THROW_IF_NOT_FMT(hd.d > 0, "corrupt input '%s': %s has d = %d", r.name.c_str(), cls,
@@ -847,6 +862,21 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
     c.cuckooSubTables = r.read<int32_t>("IndexBiLevelLSH cuckooSubTables");
     c.cuckooMaxLoad = r.read<float>("IndexBiLevelLSH cuckooMaxLoad");
     c.seed = r.read<uint64_t>("IndexBiLevelLSH seed");
+    if (version == 1) {
+        // what version 1 indexes did: the RMS rule, one group per search
+        c.widthRule = BiLevelWidthRule::RmsRadius;
+        c.defaultGroupProbes = 1;
+        c.defaultGroupMargin = 0.f;
+    } else {
+        c.widthRule = BiLevelWidthRule(r.read<int32_t>("IndexBiLevelLSH widthRule"));
+        c.widthNeighbours = r.read<int32_t>("IndexBiLevelLSH widthNeighbours");
+        c.defaultNprobe = r.read<int32_t>("IndexBiLevelLSH defaultNprobe");
+        c.defaultGroupProbes = r.read<int32_t>("IndexBiLevelLSH defaultGroupProbes");
+        c.defaultMinCandidates = r.read<int64_t>("IndexBiLevelLSH defaultMinCandidates");
+        c.defaultGroupMargin = r.read<float>("IndexBiLevelLSH defaultGroupMargin");
+        c.autotuneRecall = r.read<float>("IndexBiLevelLSH autotuneRecall");
+        c.lattice = r.read<int32_t>("IndexBiLevelLSH lattice");
+    }
     checkBiLevel(r, [&] { c.check(); });
 
     const uint8_t hasModel = r.read<uint8_t>("IndexBiLevelLSH has_model");
@@ -860,6 +890,7 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
         m.nTables = r.read<int32_t>("IndexBiLevelLSH model nTables");
         m.nProjections = r.read<int32_t>("IndexBiLevelLSH model nProjections");
         m.bits = r.read<int32_t>("IndexBiLevelLSH model bits");
+        m.lattice = c.lattice;
         FAISS_THROW_IF_NOT_FMT(m.d == hd.d && m.depth == c.treeDepth && m.nTables == c.nTables &&
                                    m.nProjections == c.nProjections &&
                                    m.bits == lsh::bitsPerCoordinate(c.nProjections),

@@ -56,8 +56,9 @@ cases["nndescent_k_zero"] = put(seed("gnnd_built"), "i", HDR + 8, 0)
 # IndexNNDescentFlat: empty, but flagged has_built (FAISS's search would
 # draw random start nodes modulo ntotal = 0)
 cases["nndescent_empty_has_built"] = put(seed("gnnd_empty"), "B", HDR + 36, 1)
-# IndexBiLevelLSH ("IxBL", version first): version 2
-cases["ixbl_version_2"] = put(seed("bilsh"), "i", 4, 2)
+# IndexBiLevelLSH ("IxBL", version first; the seed is a version 1 file,
+# which the reader still reads beside version 2): version 99
+cases["ixbl_version_99"] = put(seed("bilsh"), "i", 4, 99)
 IXBL_CFG = 4 + 4 + 33  # fourcc, version, header
 # treeDepth 15 (at most 14)
 cases["ixbl_tree_depth_15"] = put(seed("bilsh"), "i", IXBL_CFG, 15)

@@ -3,6 +3,10 @@
 // fails; the work is in gpu/impl/lsh/.
 #include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
 
+#include "faiss_ext/BiLevelLSHAutoTune.h"
+#include "faiss_ext/BiLevelLSHWidths.h"
+#include "faiss_ext/gpu/GpuBiLevelLSHTuneEvaluator.h"
+
 #include "faiss_ext/gpu/impl/VectorPrep.h"
 #include "faiss_ext/gpu/impl/lsh/LshEngine.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -71,31 +75,75 @@ void GpuIndexBiLevelLSH::train(idx_t n, const float* x) {
     const char* who = "GpuIndexBiLevelLSH::train";
     FAISS_THROW_IF_NOT_FMT(ntotal == 0, "%s: the index holds %lld vectors; reset() first", who,
                            (long long)ntotal);
+    const bool tune = lshConfig_.autotuneRecall > 0.f;
     const int64_t groups = int64_t(1) << lshConfig_.treeDepth;
-    FAISS_THROW_IF_NOT_FMT(n >= groups,
+    FAISS_THROW_IF_NOT_FMT(tune || n >= groups,
                            "%s: needs at least 2^treeDepth = %lld training vectors, got %lld", who,
                            (long long)groups, (long long)n);
+    FAISS_THROW_IF_NOT_FMT(!tune || n >= kMinAutoTuneTrainingVectors,
+                           "%s: autotuning (autotuneRecall %g) needs at least %lld training "
+                           "vectors, got %lld",
+                           who, double(lshConfig_.autotuneRecall),
+                           (long long)kMinAutoTuneTrainingVectors, (long long)n);
     FAISS_THROW_IF_NOT_MSG(x, "GpuIndexBiLevelLSH::train: x is null");
     checkVectorCount(who, n, d);
     checkUsable_();
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     checkFinite_(n, x, "GpuIndexBiLevelLSH::train: vector");
+    BiLevelLSHConfig lshConfig = lshConfig_;
+    std::string verdict;
+    if (tune) {
+        // the tuner reads the vectors on the host (held-out queries, widths)
+        std::vector<float> hostCopy;
+        const float* hostX = x;
+        if (onThisDevice_(x, "GpuIndexBiLevelLSH::train: x")) {
+            hostCopy.resize(size_t(n) * d);
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCopy.data(), x, hostCopy.size() * sizeof(float),
+                                                 cudaMemcpyDeviceToHost, stream));
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+            hostX = hostCopy.data();
+        }
+        GpuResourcesProviderFromInstance provider(resources_);
+        GpuBiLevelLSHTuneEvaluator evaluator(&provider, gpuConfig_);
+        const BiLevelAutoTuneResult r =
+            autoTuneForTraining(lshConfig_, d, n, hostX, verbose, &evaluator);
+        lshConfig = r.config;
+        verdict = r.verdict;
+    }
     DeviceVector<float> copy;
     const float* dX = x;
-    if (!onThisDevice_(x, "GpuIndexBiLevelLSH::train: x")) {
+    const bool onDevice = onThisDevice_(x, "GpuIndexBiLevelLSH::train: x");
+    if (!onDevice) {
         copy.allocate(resources_.get(), config_.device, size_t(n) * d, who, "training vectors");
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(copy.data(), x, size_t(n) * d * sizeof(float),
                                              cudaMemcpyHostToDevice, stream));
         dX = copy.data();
     }
-    BiLevelLSHModel model = BiLevelLSHModel::initRandom(d, lshConfig_);
-    lsh_impl::trainTreeGpu(&model, lshConfig_, n, dX, stream, verbose);
+    BiLevelLSHModel model = BiLevelLSHModel::initRandom(d, lshConfig);
+    lsh_impl::trainTreeGpu(&model, lshConfig, n, dX, stream, verbose);
+    if (lshConfig.widthRule == BiLevelWidthRule::NeighbourDistance) {
+        // the same sampled rows through the same host code as the CPU twin
+        if (!onDevice) {
+            lsh::widthsFromHostData(&model, lshConfig, n, x);
+        } else {
+            const std::vector<int64_t> rows = lsh::widthSampleRows(n, model.groups(), lshConfig.seed);
+            std::vector<float> sample(rows.size() * size_t(d));
+            for (size_t i = 0; i < rows.size(); ++i)
+                FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(sample.data() + i * size_t(d),
+                                                     dX + size_t(rows[i]) * d, sizeof(float) * d,
+                                                     cudaMemcpyDeviceToHost, stream));
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+            lsh::neighbourDistanceWidths(&model, lshConfig, int64_t(rows.size()), sample.data());
+        }
+    }
     auto st = std::make_unique<DeviceState>();
     st->model.upload(model, stream);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    lshConfig_ = lshConfig;
     model_ = std::move(model);
     state_ = std::move(st);
+    autoTuneVerdict_ = verdict;
     is_trained = true;
 }
 
@@ -155,7 +203,7 @@ BiLevelShortList GpuIndexBiLevelLSH::autoShortList(int64_t k, double meanCandida
 void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
                                      idx_t* labels, const faiss::SearchParameters* params) const {
     const char* who = "GpuIndexBiLevelLSH::search";
-    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
+    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, lshConfig_);
     const BiLevelShortList mode = s.shortList;
     FAISS_THROW_IF_NOT_FMT(mode != BiLevelShortList::Heap || k <= 1024,
                            "%s: the per-query heap handles k <= 1024, got %lld; use the work "
@@ -193,7 +241,7 @@ void GpuIndexBiLevelLSH::getCandidates(idx_t n, const float* x, idx_t k, std::ve
     FAISS_THROW_IF_NOT_FMT(is_trained, "%s: the index is not trained", who);
     FAISS_THROW_IF_NOT_FMT(n == 0 || x, "%s: x is null", who);
     FAISS_THROW_IF_NOT_MSG(lims && ids, "GpuIndexBiLevelLSH::getCandidates: null output");
-    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_);
+    const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, lshConfig_);
     if (n > 0) checkFiniteVectors(who, n, d, x);
     lims->assign(n + 1, 0);
     ids->clear();

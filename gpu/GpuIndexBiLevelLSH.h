@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace faiss_ext {
@@ -76,8 +77,14 @@ public:
     ~GpuIndexBiLevelLSH() override;
 
     /// Builds the RP-tree and projections on the GPU from n >= 2^treeDepth
-    /// finite vectors (host or device pointer). Only while empty.
+    /// finite vectors (host or device pointer). Only while empty. With
+    /// autotuneRecall > 0 it first tunes the configuration on the GPU
+    /// (GpuBiLevelLSHTuneEvaluator; see BiLevelLSHConfig::autotuneRecall).
     void train(idx_t n, const float* x) override;
+
+    /// The autotuner's verdict at the last train() (empty when it did not
+    /// tune), as IndexBiLevelLSH::getAutoTuneVerdict.
+    const std::string& getAutoTuneVerdict() const { return autoTuneVerdict_; }
 
     /// Removes the vectors, keeps the training.
     void reset() override;
@@ -134,6 +141,7 @@ private:
     GpuIndexBiLevelLSHConfig gpuConfig_;
     BiLevelLSHModel model_;
     std::unique_ptr<lsh_impl::DeviceState> state_;
+    std::string autoTuneVerdict_;
 };
 
 }  // namespace gpu

@@ -264,7 +264,7 @@ std::string modelDifference(const BiLevelLSHModel& a, const BiLevelLSHModel& b) 
             out += std::string(out.empty() ? "" : ", ") + name + " (at " + std::to_string(at) + ")";
     };
     if (a.d != b.d || a.depth != b.depth || a.nTables != b.nTables ||
-        a.nProjections != b.nProjections || a.bits != b.bits)
+        a.nProjections != b.nProjections || a.bits != b.bits || a.lattice != b.lattice)
         out = "sizes";
     field("nodeRule", firstDifference(a.nodeRule, b.nodeRule));
     field("nodeVec", firstDifference(a.nodeVec, b.nodeVec));
@@ -321,10 +321,33 @@ std::vector<uint64_t> distinctKeys(size_t n, uint64_t seed) {
     return keys;
 }
 
+BiLevelAutoTuneOptions smallTuneOptions(double target) {
+    BiLevelAutoTuneOptions opt;
+    opt.targetRecall = target;
+    opt.treeDepths = {0, 2};
+    opt.tablesProjections = {{8, 8}, {12, 10}};
+    opt.bucketWidths = {2.f, 3.f, 4.f};
+    opt.nprobes = {1, 4, 16};
+    opt.groupSettings = {{1, 0.f}, {4, 0.05f}};
+    return opt;
+}
+
+bool sameTunedSettings(const BiLevelLSHConfig& a, const BiLevelLSHConfig& b) {
+    return a.treeDepth == b.treeDepth && a.nTables == b.nTables &&
+           a.nProjections == b.nProjections && a.bucketWidth == b.bucketWidth &&
+           a.lattice == b.lattice && a.defaultNprobe == b.defaultNprobe &&
+           a.defaultGroupProbes == b.defaultGroupProbes &&
+           a.defaultGroupMargin == b.defaultGroupMargin &&
+           a.defaultMinCandidates == b.defaultMinCandidates;
+}
+
 RecallPlan recallPlan(const std::string& name) {
     RecallPlan p;
     p.tables = {1, 2, 5, 10};
     p.config.nTables = 10;
+    // the widths below were found with the RMS radius rule (before widths
+    // came from neighbour distances); the new rule has its own tests
+    p.config.widthRule = BiLevelWidthRule::RmsRadius;
     if (name == "siftsmall") {
         p.config.treeDepth = 2;
         p.config.nProjections = 8;

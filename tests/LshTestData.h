@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "faiss_ext/BiLevelLSHAutoTune.h"
 #include "faiss_ext/BiLevelLSHModel.h"
 
 namespace faiss_ext {
@@ -56,6 +57,16 @@ double recallAt10(const RealSet& set, int64_t nq, const int64_t* labels, int64_t
 /// directions, thresholds, leaves, projections); else the fields that
 /// differ, with the first differing position of each.
 std::string modelDifference(const BiLevelLSHModel& a, const BiLevelLSHModel& b);
+
+/// The autotuner's options of the tests: target recall@10 `target` over a
+/// small search space (depths 0 and 2, L x M 8 x 8 and 12 x 10, widths 2-4,
+/// nprobe 1, 4, 16, one group or four within margin 0.05), so that a tuning
+/// takes seconds on two cores.
+BiLevelAutoTuneOptions smallTuneOptions(double target);
+
+/// True when a and b hold the same tuned settings: tree depth, L, M,
+/// bucket width, lattice and the four default search settings.
+bool sameTunedSettings(const BiLevelLSHConfig& a, const BiLevelLSHConfig& b);
 
 /// n x d clustered vectors whose RP-tree uses both split rules: a tight
 /// Gaussian core (97%) and six small far clusters (3%), so the diameter is

@@ -231,6 +231,14 @@ void expectSameConfig(const BiLevelLSHConfig& a, const BiLevelLSHConfig& b) {
     EXPECT_EQ(a.cuckooSubTables, b.cuckooSubTables);
     EXPECT_EQ(a.cuckooMaxLoad, b.cuckooMaxLoad);
     EXPECT_EQ(a.seed, b.seed);
+    EXPECT_EQ(int(a.widthRule), int(b.widthRule));
+    EXPECT_EQ(a.widthNeighbours, b.widthNeighbours);
+    EXPECT_EQ(a.defaultNprobe, b.defaultNprobe);
+    EXPECT_EQ(a.defaultGroupProbes, b.defaultGroupProbes);
+    EXPECT_EQ(a.defaultMinCandidates, b.defaultMinCandidates);
+    EXPECT_EQ(a.defaultGroupMargin, b.defaultGroupMargin);
+    EXPECT_EQ(a.autotuneRecall, b.autotuneRecall);
+    EXPECT_EQ(a.lattice, b.lattice);
 }
 
 void expectSameModel(const BiLevelLSHModel& a, const BiLevelLSHModel& b) {
@@ -239,6 +247,7 @@ void expectSameModel(const BiLevelLSHModel& a, const BiLevelLSHModel& b) {
     EXPECT_EQ(a.nTables, b.nTables);
     EXPECT_EQ(a.nProjections, b.nProjections);
     EXPECT_EQ(a.bits, b.bits);
+    EXPECT_EQ(a.lattice, b.lattice);
     EXPECT_TRUE(a.nodeRule == b.nodeRule);
     EXPECT_TRUE(a.nodeVec == b.nodeVec);
     EXPECT_TRUE(a.nodeThreshold == b.nodeThreshold);
@@ -475,11 +484,22 @@ constexpr size_t kOffTables = 45;
 constexpr size_t kOffProjections = 49;
 constexpr size_t kOffBucketWidth = 53;
 constexpr size_t kOffMaxLoad = 69;
-constexpr size_t kOffHasModel = 81;
-constexpr size_t kOffModelD = 82;
-constexpr size_t kOffModelBits = 98;
-constexpr size_t kOffNodeRuleCount = 102;
-constexpr size_t kOffNodeRule = 110;
+constexpr size_t kOffSeed = 73;
+constexpr size_t kOffWidthRule = 81;  // version 2: five fields after the seed
+constexpr size_t kOffWidthNeighbours = 85;
+constexpr size_t kOffDefaultNprobe = 89;
+constexpr size_t kOffDefaultGroupProbes = 93;
+constexpr size_t kOffDefaultMinCandidates = 97;
+constexpr size_t kOffDefaultGroupMargin = 105;
+constexpr size_t kOffAutotuneRecall = 109;
+constexpr size_t kOffLattice = 113;
+constexpr size_t kOffHasModel = 117;
+constexpr size_t kOffModelD = 118;
+constexpr size_t kOffModelBits = 134;
+constexpr size_t kOffNodeRuleCount = 138;
+constexpr size_t kOffNodeRule = 146;
+/// Bytes version 2 added after the seed.
+constexpr size_t kVersion2ConfigBytes = 36;
 
 template <typename T>
 Bytes patched(Bytes b, size_t at, T v) {
@@ -507,7 +527,15 @@ TEST(CpuLshIoCorrupt, CorruptHeaderAndConfigFieldsThrow) {
     const Bytes good = faiss_ext::serialize_index(twin.get());
     ASSERT_EQ(tryRead(good), "ok");
     // the offsets above describe this file
-    ASSERT_EQ(readAt<int32_t>(good, kOffVersion), 1);
+    ASSERT_EQ(readAt<int32_t>(good, kOffVersion), 2);
+    ASSERT_EQ(readAt<uint64_t>(good, kOffSeed), twin->getConfig().seed);
+    ASSERT_EQ(readAt<int32_t>(good, kOffWidthRule),
+              int32_t(faiss_ext::BiLevelWidthRule::NeighbourDistance));
+    ASSERT_EQ(readAt<int32_t>(good, kOffWidthNeighbours), 10);
+    ASSERT_EQ(readAt<int32_t>(good, kOffDefaultNprobe), 1);
+    ASSERT_EQ(readAt<int32_t>(good, kOffDefaultGroupProbes), 4);
+    ASSERT_EQ(readAt<float>(good, kOffDefaultGroupMargin), 0.05f);
+    ASSERT_EQ(readAt<int64_t>(good, kOffDefaultMinCandidates), 0);
     ASSERT_EQ(readAt<int32_t>(good, kOffD), 8);
     ASSERT_EQ(readAt<int64_t>(good, kOffNtotal), 300);
     ASSERT_EQ(good[kOffTrained], 1);
@@ -519,7 +547,24 @@ TEST(CpuLshIoCorrupt, CorruptHeaderAndConfigFieldsThrow) {
     ASSERT_EQ(readAt<int32_t>(good, kOffModelD), 8);
     ASSERT_EQ(readAt<size_t>(good, kOffNodeRuleCount), 3u);
 
-    expectCorrupt(patched<int32_t>(good, kOffVersion, 2), "version", "version 2");
+    expectCorrupt(patched<int32_t>(good, kOffVersion, 3), "version", "version 3");
+    expectCorrupt(patched<int32_t>(good, kOffVersion, 0), "version", "version 0");
+    expectCorrupt(patched<int32_t>(good, kOffWidthRule, 2), "widthRule", "width rule 2");
+    expectCorrupt(patched<int32_t>(good, kOffWidthNeighbours, 0), "widthNeighbours",
+                  "width neighbours 0");
+    expectCorrupt(patched<int32_t>(good, kOffDefaultNprobe, 0), "defaultNprobe", "nprobe 0");
+    expectCorrupt(patched<int32_t>(good, kOffDefaultGroupProbes, 17), "defaultGroupProbes",
+                  "group probes 17");
+    expectCorrupt(patched<int64_t>(good, kOffDefaultMinCandidates, -1), "defaultMinCandidates",
+                  "min candidates -1");
+    expectCorrupt(patched<float>(good, kOffDefaultGroupMargin, -1.f), "defaultGroupMargin",
+                  "group margin -1");
+    expectCorrupt(patched<float>(good, kOffDefaultGroupMargin, INFINITY), "defaultGroupMargin",
+                  "group margin inf");
+    expectCorrupt(patched<float>(good, kOffAutotuneRecall, 1.5f), "autotuneRecall",
+                  "autotune recall 1.5");
+    expectCorrupt(patched<int32_t>(good, kOffLattice, 2), "lattice", "lattice 2");
+    expectCorrupt(patched<int32_t>(good, kOffLattice, 1), "lattice", "E8 with M = 4");
     expectCorrupt(patched<int32_t>(good, kOffVersion, -1), "version", "version -1");
     expectCorrupt(patched<int32_t>(good, kOffD, 0), "d = 0", "d 0");
     expectCorrupt(patched<int32_t>(good, kOffD, -5), "d = -5", "d -5");
@@ -579,6 +624,52 @@ struct StreamOnlyReader : faiss::IOReader {
         return n;
     }
 };
+
+TEST(CpuLshIo, Version1FilesReadWithTheRmsRadiusRule) {
+    // a version 1 file is a version 2 file without the five fields after the
+    // seed; its widths were set by the RMS radius, the only rule then
+    auto twin = filledTwin(300, 8, "BiLSH4x4_t2");
+    Bytes v1 = faiss_ext::serialize_index(twin.get());
+    v1.erase(v1.begin() + kOffWidthRule, v1.begin() + kOffWidthRule + kVersion2ConfigBytes);
+    std::memcpy(v1.data() + kOffVersion, "\1\0\0\0", 4);
+    std::unique_ptr<faiss::Index> back(faiss_ext::deserialize_index(v1));
+    auto* lsh = dynamic_cast<IndexBiLevelLSH*>(back.get());
+    ASSERT_NE(lsh, nullptr);
+    EXPECT_EQ(int(lsh->getConfig().widthRule), int(faiss_ext::BiLevelWidthRule::RmsRadius));
+    EXPECT_EQ(lsh->getConfig().defaultNprobe, 1);
+    EXPECT_EQ(lsh->getConfig().defaultGroupProbes, 1);
+    EXPECT_EQ(lsh->getConfig().defaultGroupMargin, 0.f);
+    expectSameModel(twin->getModel(), lsh->getModel());
+    EXPECT_TRUE(twin->getVectors() == lsh->getVectors());
+}
+
+TEST(CpuLshIo, DefaultSearchSettingsTravelAndApply) {
+    // the configuration's default search settings are saved, and a search
+    // without parameters uses them (the autotuner's choice)
+    auto twin = filledTwin(2000, kD, "BiLSH6x6_t3");
+    BiLevelLSHConfig c = twin->getConfig();
+    c.defaultNprobe = 5;
+    c.defaultGroupProbes = 2;
+    c.defaultMinCandidates = 40;
+    c.defaultGroupMargin = 0.5f;
+    twin->setContents(c, twin->getModel(), twin->getVectors());
+    std::unique_ptr<faiss::Index> back(faiss_ext::deserialize_index(faiss_ext::serialize_index(twin.get())));
+    expectSameTwin(*twin, back.get(), "bytes");
+    const int nq = 30, k = 10;
+    auto q = test::clusteredVectors(nq, kD, 25, kSeed + 11);
+    SearchParametersBiLevelLSH same, plain;
+    same.nprobe = 5;
+    same.groupProbes = 2;
+    same.minCandidates = 40;
+    same.groupMargin = 0.5f;
+    std::vector<idx_t> limsA, idsA, limsB, idsB, limsC, idsC;
+    twin->getCandidates(nq, q.data(), k, &limsA, &idsA, nullptr);
+    twin->getCandidates(nq, q.data(), k, &limsB, &idsB, &same);
+    twin->getCandidates(nq, q.data(), k, &limsC, &idsC, &plain);
+    EXPECT_EQ(limsA, limsB);
+    EXPECT_EQ(idsA, idsB);
+    EXPECT_GT(limsA.back(), limsC.back()) << "the defaults did not widen the search";
+}
 
 TEST(CpuLshIoCorrupt, LargeClaimsOnAStreamFailWithoutAllocatingThem) {
     // a model of d = 2^20 (the largest accepted) and depth 14: the nodeVec

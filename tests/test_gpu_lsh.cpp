@@ -109,13 +109,18 @@ std::vector<SearchParametersBiLevelLSH> twinSettings(int groups, int M) {
     p.minCandidates = 1;
     p.groupProbes = std::min(groups, 4);
     out.push_back(p);
+    p = SearchParametersBiLevelLSH();  // crossing splits only near them
+    p.groupProbes = std::min(groups, 8);
+    p.groupMargin = 0.05f;
+    out.push_back(p);
     return out;
 }
 
 std::string describe(const SearchParametersBiLevelLSH& p) {
     return "nprobe " + std::to_string(p.nprobe) + ", tables " + std::to_string(p.tables) +
            ", minCandidates " + std::to_string(p.minCandidates) + ", groupProbes " +
-           std::to_string(p.groupProbes) + ", shortList " + std::to_string(int(p.shortList));
+           std::to_string(p.groupProbes) + ", groupMargin " + std::to_string(p.groupMargin) +
+           ", shortList " + std::to_string(int(p.shortList));
 }
 
 /// Trains a twin on the CPU and an index on the GPU with the same
@@ -771,9 +776,31 @@ TEST(LshSanitize, SmallBuildSearchAndTables) {
     }
     SearchParametersBiLevelLSH p;
     p.nprobe = 3;
+    p.groupProbes = 8;
+    p.groupMargin = 0.05f;
     EXPECT_EQ(candidateDifference(candidates(*t.cpu, q.data(), nq, 10, &p),
                                   candidates(*t.gpu, q.data(), nq, 10, &p)),
               "");
+    // the E8 codes (table build and query kernels) and a data-driven width
+    // sample gathered from device memory
+    BiLevelLSHConfig e8 = cfg;
+    e8.nProjections = 8;
+    e8.lattice = lsh::kLatticeE8;
+    const Twins te = buildTwins(&res, d, e8, n, x.data(), gcfg);
+    SearchParametersBiLevelLSH pe;
+    pe.minCandidates = 30;
+    pe.groupProbes = 4;
+    pe.groupMargin = 0.1f;
+    expectSameResults(te, q.data(), nq, 10, pe, "sanitizer case, E8");
+    float* dx = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dx), x.size() * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    GpuIndexBiLevelLSH fromDevice(&res, d, cfg, gcfg);
+    fromDevice.train(n, dx);
+    cudaFree(dx);
+    EXPECT_EQ(lshtest::modelDifference(t.cpu->getModel(), fromDevice.getModel()), "");
+
     GpuIndexBiLevelLSH copy(&res, t.cpu.get());
     IndexBiLevelLSH back(d);
     copy.copyTo(&back);

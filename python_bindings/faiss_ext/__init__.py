@@ -93,8 +93,11 @@ import numpy as np  # noqa: E402
 
 from . import _faiss_ext as _C  # noqa: E402
 from ._faiss_ext import (  # noqa: E402
+    BiLevelAutoTuneOptions,
+    BiLevelAutoTuneResult,
     BiLevelLSHConfig,
     BiLevelShortList,
+    BiLevelWidthRule,
     FlatMetric,
     GpuClonerOptions,
     GpuIndexBiLevelLSHConfig,
@@ -108,6 +111,7 @@ from ._faiss_ext import (  # noqa: E402
     StandardGpuResources,
     VectorFileFormat,
     VectorStorage,
+    autotune_bilevel_lsh,
     choose_select_algo,
     flat_metric_name,
     from_faiss_metric,
@@ -144,8 +148,11 @@ SearchParametersSearchGraph = proxy_class(_C.SearchParametersSearchGraph, faiss.
 SearchParametersBiLevelLSH = proxy_class(_C.SearchParametersBiLevelLSH, faiss.SearchParameters)
 
 __all__ = [
+    "BiLevelAutoTuneOptions",
+    "BiLevelAutoTuneResult",
     "BiLevelLSHConfig",
     "BiLevelShortList",
+    "BiLevelWidthRule",
     "FlatMetric",
     "GpuClonerOptions",
     "GpuIndexBiLevelLSH",
@@ -168,6 +175,7 @@ __all__ = [
     "StandardGpuResources",
     "VectorFileFormat",
     "VectorStorage",
+    "autotune_bilevel_lsh",
     "choose_select_algo",
     "deserialize_index",
     "downcast_index",

@@ -8,6 +8,7 @@
 #include <faiss/impl/FaissException.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +18,9 @@
 #include <vector>
 
 #include "bindings.h"
+#include "faiss_ext/BiLevelLSHAutoTune.h"
 #include "faiss_ext/IndexBiLevelLSH.h"
+#include "faiss_ext/gpu/GpuBiLevelLSHTuneEvaluator.h"
 #include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
 
 namespace faiss_ext {
@@ -101,11 +104,29 @@ std::string configRepr(const BiLevelLSHConfig& c) {
            ", diameter_iterations=" + std::to_string(c.diameterIterations) +
            ", cuckoo_sub_tables=" + std::to_string(c.cuckooSubTables) +
            ", cuckoo_max_load=" + floatText(c.cuckooMaxLoad) + ", seed=" + std::to_string(c.seed) +
-           ")";
+           ", width_rule=" + std::string(py::str(py::cast(c.widthRule))) +
+           ", width_neighbours=" + std::to_string(c.widthNeighbours) +
+           ", default_nprobe=" + std::to_string(c.defaultNprobe) +
+           ", default_group_probes=" + std::to_string(c.defaultGroupProbes) +
+           ", default_group_margin=" + floatText(c.defaultGroupMargin) +
+           ", default_min_candidates=" + std::to_string(c.defaultMinCandidates) +
+           ", autotune_recall=" + floatText(c.autotuneRecall) +
+           ", lattice=" + std::to_string(c.lattice) + ")";
 }
 
 void bindConfig(py::module_& m) {
     using namespace pybind11::literals;
+    py::enum_<BiLevelWidthRule>(m, "BiLevelWidthRule", R"doc(
+What BiLevelLSHConfig.bucket_width multiplies: NEIGHBOUR_DISTANCE (default:
+each group's median distance to its width_neighbours-th nearest neighbour,
+estimated from a sample of the training vectors) or RMS_RADIUS (each group's
+RMS distance to its mean, the rule before issue 22). The C++ spellings
+(NeighbourDistance, RmsRadius) are aliases.
+)doc")
+        .value("RMS_RADIUS", BiLevelWidthRule::RmsRadius)
+        .value("NEIGHBOUR_DISTANCE", BiLevelWidthRule::NeighbourDistance)
+        .value("RmsRadius", BiLevelWidthRule::RmsRadius)
+        .value("NeighbourDistance", BiLevelWidthRule::NeighbourDistance);
     const BiLevelLSHConfig defaults;
     py::class_<BiLevelLSHConfig> cls(m, "BiLevelLSHConfig", R"doc(
 Build parameters of Bi-level LSH (IndexBiLevelLSH and GpuIndexBiLevelLSH).
@@ -114,14 +135,24 @@ Build parameters of Bi-level LSH (IndexBiLevelLSH and GpuIndexBiLevelLSH).
 
 tree_depth: RP-tree depth, 2^tree_depth groups ([0, 14], default 4);
 n_tables: hash tables L ([1, 64], default 10); n_projections: projections
-per table M ([1, 32], default 8); bucket_width: W_g = bucket_width x the RMS
-radius of group g (> 0, default 0.5); mean_rule_c: the RP-tree mean rule's c
+per table M ([1, 32], default 8); bucket_width: W_g = bucket_width x group
+g's scale by width_rule (> 0, default 4: 4 x the median distance to the 10th
+nearest neighbour); mean_rule_c: the RP-tree mean rule's c
 (> 0, default 10); diameter_iterations: of the diameter approximation
 ([1, 1000], default 8); cuckoo_sub_tables: f ([2, 8], default 4);
 cuckoo_max_load: largest keys / slots ((0, 0.95], default 0.8); seed: of
-every random choice (default 1234). Out-of-range values raise ValueError.
+every random choice (default 1234). Properties only (not constructor
+arguments): width_rule (a BiLevelWidthRule), width_neighbours ([1, 1024],
+default 10); default_nprobe, default_group_probes, default_group_margin,
+default_min_candidates: the search settings of a search without parameters
+(defaults 1, 4, 0.05, 0; the autotuner writes its choice there);
+autotune_recall: > 0 makes train() tune the configuration for that
+recall@width_neighbours first ((0, 1], default 0: off; see
+autotune_bilevel_lsh). Out-of-range values raise ValueError.
 The C++ spellings (treeDepth, nTables, nProjections, bucketWidth, meanRuleC,
-diameterIterations, cuckooSubTables, cuckooMaxLoad) are aliases.
+diameterIterations, cuckooSubTables, cuckooMaxLoad, widthRule,
+widthNeighbours, defaultNprobe, defaultGroupProbes, defaultGroupMargin,
+defaultMinCandidates, autotuneRecall) are aliases.
 )doc");
     cls.def(py::init([](int treeDepth, int nTables, int nProjections, float bucketWidth,
                         float meanRuleC, int diameterIterations, int cuckooSubTables,
@@ -152,7 +183,27 @@ diameterIterations, cuckooSubTables, cuckooMaxLoad) are aliases.
     defConfigField(cls, "n_projections", "nProjections", &BiLevelLSHConfig::nProjections,
                    "Projections per table M ([1, 32]).");
     defConfigField(cls, "bucket_width", "bucketWidth", &BiLevelLSHConfig::bucketWidth,
-                   "Bucket width as a multiple of each group's RMS radius (> 0).");
+                   "Bucket width as a multiple of each group's scale by width_rule (> 0).");
+    defConfigField(cls, "width_rule", "widthRule", &BiLevelLSHConfig::widthRule,
+                   "What bucket_width multiplies (BiLevelWidthRule).");
+    defConfigField(cls, "lattice", nullptr, &BiLevelLSHConfig::lattice,
+                   "Second-level lattice: 0 the Z^M grid, 1 E8 (n_projections a multiple of 8; "
+                   "searches take nprobe 1).");
+    defConfigField(cls, "width_neighbours", "widthNeighbours", &BiLevelLSHConfig::widthNeighbours,
+                   "k of the k-th neighbour distance of NEIGHBOUR_DISTANCE ([1, 1024]).");
+    defConfigField(cls, "default_nprobe", "defaultNprobe", &BiLevelLSHConfig::defaultNprobe,
+                   "nprobe of a search without parameters ([1, 128]).");
+    defConfigField(cls, "default_group_probes", "defaultGroupProbes",
+                   &BiLevelLSHConfig::defaultGroupProbes,
+                   "group_probes of a search without parameters ([1, 16]).");
+    defConfigField(cls, "default_group_margin", "defaultGroupMargin",
+                   &BiLevelLSHConfig::defaultGroupMargin,
+                   "group_margin of a search without parameters (>= 0).");
+    defConfigField(cls, "default_min_candidates", "defaultMinCandidates",
+                   &BiLevelLSHConfig::defaultMinCandidates,
+                   "min_candidates of a search without parameters (>= 0, 0: k).");
+    defConfigField(cls, "autotune_recall", "autotuneRecall", &BiLevelLSHConfig::autotuneRecall,
+                   "> 0: train() first tunes the configuration for this recall ([0, 1]).");
     defConfigField(cls, "mean_rule_c", "meanRuleC", &BiLevelLSHConfig::meanRuleC,
                    "c of the RP-tree mean rule (> 0).");
     defConfigField(cls, "diameter_iterations", "diameterIterations",
@@ -173,7 +224,13 @@ diameterIterations, cuckooSubTables, cuckooMaxLoad) are aliases.
                        a.nProjections == b.nProjections && a.bucketWidth == b.bucketWidth &&
                        a.meanRuleC == b.meanRuleC && a.diameterIterations == b.diameterIterations &&
                        a.cuckooSubTables == b.cuckooSubTables &&
-                       a.cuckooMaxLoad == b.cuckooMaxLoad && a.seed == b.seed;
+                       a.cuckooMaxLoad == b.cuckooMaxLoad && a.seed == b.seed &&
+                       a.widthRule == b.widthRule && a.widthNeighbours == b.widthNeighbours &&
+                       a.defaultNprobe == b.defaultNprobe &&
+                       a.defaultGroupProbes == b.defaultGroupProbes &&
+                       a.defaultGroupMargin == b.defaultGroupMargin &&
+                       a.defaultMinCandidates == b.defaultMinCandidates &&
+                       a.autotuneRecall == b.autotuneRecall && a.lattice == b.lattice;
             },
             py::is_operator());
 }
@@ -199,6 +256,13 @@ int64_t checkMinCandidates(int64_t v) {
 int checkTables(int v) {
     if (v < 0 || v > lsh::kMaxTables) {
         throw py::value_error("tables must be 0 (all) or in [1, L], got " + std::to_string(v));
+    }
+    return v;
+}
+
+float checkGroupMargin(float v) {
+    if (!(v >= 0.f) || !std::isfinite(v)) {
+        throw py::value_error("group_margin must be a finite value >= 0, got " + floatText(v));
     }
     return v;
 }
@@ -238,24 +302,37 @@ nprobe: buckets probed per table, the query's own included (multi-probe;
 table, when the probed buckets hold fewer items, the query's bucket widens
 along the Morton hierarchy until it holds this many (0: k; default 0);
 tables: tables searched (0: all, default); group_probes: RP-tree groups
-searched per query ([1, 16], default 1: the query's own leaf); short_list:
+searched per query ([1, 16], default 1: the query's own leaf); group_margin:
+when > 0, a group beyond the query's own is searched only when the query is
+within group_margin x its group's bucket width of it (default 0: all
+group_probes groups); short_list:
 a BiLevelShortList (GPU only). Values the index cannot take (nprobe past
 1 + 2M + 2M(M-1), tables > L) raise RuntimeError at the search. The C++
-spellings (minCandidates, groupProbes, shortList) are aliases.
+spellings (minCandidates, groupProbes, groupMargin, shortList) are aliases.
+A search without parameters uses the index configuration's default_*
+settings instead.
 )doc");
     cls.def(py::init([](int nprobe, int64_t minCandidates, int tables, int groupProbes,
-                        BiLevelShortList shortList) {
+                        BiLevelShortList shortList, float groupMargin) {
                 SearchParametersBiLevelLSH p;
                 p.nprobe = checkNprobe(nprobe);
                 p.minCandidates = checkMinCandidates(minCandidates);
                 p.tables = checkTables(tables);
                 p.groupProbes = checkGroupProbes(groupProbes);
                 p.shortList = shortList;
+                p.groupMargin = checkGroupMargin(groupMargin);
                 return p;
             }),
             "nprobe"_a = defaults.nprobe, "min_candidates"_a = defaults.minCandidates,
             "tables"_a = defaults.tables, "group_probes"_a = defaults.groupProbes,
-            "short_list"_a = defaults.shortList);
+            "short_list"_a = defaults.shortList, "group_margin"_a = defaults.groupMargin);
+    auto marginGet = [](const SearchParametersBiLevelLSH& p) { return p.groupMargin; };
+    auto marginSet = [](SearchParametersBiLevelLSH& p, float v) {
+        p.groupMargin = checkGroupMargin(v);
+    };
+    cls.def_property("group_margin", marginGet, marginSet,
+                     "Search a further group only within group_margin x W of it (0: all).")
+        .def_property("groupMargin", marginGet, marginSet, "C++ spelling of group_margin.");
     auto nprobeGet = [](const SearchParametersBiLevelLSH& p) { return p.nprobe; };
     auto nprobeSet = [](SearchParametersBiLevelLSH& p, int v) { p.nprobe = checkNprobe(v); };
     auto minGet = [](const SearchParametersBiLevelLSH& p) { return p.minCandidates; };
@@ -286,6 +363,7 @@ spellings (minCandidates, groupProbes, shortList) are aliases.
                    ", min_candidates=" + std::to_string(p.minCandidates) +
                    ", tables=" + std::to_string(p.tables) +
                    ", group_probes=" + std::to_string(p.groupProbes) +
+                   ", group_margin=" + floatText(p.groupMargin) +
                    ", short_list=" + std::string(py::str(py::cast(p.shortList))) + ")";
         });
 }
@@ -395,6 +473,9 @@ gives the stored vectors as a faiss.IndexFlatL2 (exact search, same ids).
         .def_property_readonly(
             "config", [](const IndexBiLevelLSH& self) { return self.getConfig(); },
             "A copy of the build configuration (BiLevelLSHConfig).")
+        .def_property_readonly(
+            "autotune_verdict", [](const IndexBiLevelLSH& self) { return self.getAutoTuneVerdict(); },
+            "The autotuner's verdict at the last train() ('' when it did not tune).")
         .def(
             "get_config", [](const IndexBiLevelLSH& self) { return self.getConfig(); },
             "A copy of the build configuration (BiLevelLSHConfig).")
@@ -643,6 +724,10 @@ returns it; None: a new IndexBiLevelLSH.
         .def_property_readonly(
             "config", [](const GpuIndexBiLevelLSH& self) { return self.getBiLevelConfig(); },
             "A copy of the build configuration (BiLevelLSHConfig).")
+        .def_property_readonly(
+            "autotune_verdict",
+            [](const GpuIndexBiLevelLSH& self) { return self.getAutoTuneVerdict(); },
+            "The autotuner's verdict at the last train() ('' when it did not tune).")
         .def(
             "get_config", [](const GpuIndexBiLevelLSH& self) { return self.getBiLevelConfig(); },
             "A copy of the build configuration (BiLevelLSHConfig).")

@@ -107,6 +107,11 @@ void bindSearchGraph(py::module_& m);
 /// GpuIndexConfig and GpuResourcesProvider).
 void bindLsh(py::module_& m);
 
+/// Binds the Bi-level LSH autotuner: BiLevelAutoTuneOptions,
+/// BiLevelAutoTuneResult, autotune_bilevel_lsh (after bindLsh: uses its
+/// BiLevelLSHConfig).
+void bindLshAutoTune(py::module_& m);
+
 /// Binds the factory and read / write / serialize / deserialize.
 void bindIo(py::module_& m);
 

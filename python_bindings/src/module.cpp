@@ -35,5 +35,6 @@ PYBIND11_MODULE(_faiss_ext, m) {
     faiss_ext::python::bindGnnd(m);
     faiss_ext::python::bindSearchGraph(m);
     faiss_ext::python::bindLsh(m);
+    faiss_ext::python::bindLshAutoTune(m);
     faiss_ext::python::bindIo(m);
 }

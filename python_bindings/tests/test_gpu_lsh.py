@@ -243,3 +243,24 @@ def test_bad_input(res, gpu, data):
         untrained.search(xq, K)
     with pytest.raises(RuntimeError):
         untrained.train(xb[:3])  # fewer than 2^tree_depth = 16 vectors
+
+
+def test_autotune_on_the_gpu_makes_the_cpu_choice(res):
+    """autotune_bilevel_lsh with GPU resources measures the CPU twin's recall
+    at every setting (same candidates), so it makes the same choice."""
+    x = clustered(93, 8000 + 400, 16)
+    xb, held = x[:8000], x[8000:]
+    opt = faiss_ext.BiLevelAutoTuneOptions()
+    opt.tree_depths = [0, 2]
+    opt.tables_projections = [(8, 8)]
+    opt.bucket_widths = [2.0, 3.0]
+    opt.nprobes = [1, 4]
+    cpu = faiss_ext.autotune_bilevel_lsh(xb, held, opt)
+    gpu = faiss_ext.autotune_bilevel_lsh(xb, held, opt, res)
+    assert [p["recall"] for p in cpu.points] == [p["recall"] for p in gpu.points]
+    assert cpu.config == gpu.config and cpu.recall == gpu.recall
+    index = faiss_ext.GpuIndexBiLevelLSH(res, 16, gpu.config)
+    index.train(xb)
+    index.add(xb)
+    D, I = index.search(held, 10)
+    assert I.shape == (400, 10)

@@ -31,11 +31,13 @@ using namespace faiss_ext::lsh;
 __global__ void queryGroupsKernel(const uint8_t* __restrict__ rule, const float* __restrict__ vec,
                                   const float* __restrict__ thr, int depth, int d,
                                   const float* __restrict__ q, int64_t nq, int groupProbes,
+                                  const float* __restrict__ leafWidth, float groupMargin,
                                   int32_t* __restrict__ groups) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= nq) return;
     int g[kMaxGroupProbes];
-    const int found = bestGroups(rule, vec, thr, depth, d, q + size_t(i) * d, groupProbes, g);
+    const int found = bestGroups(rule, vec, thr, depth, d, q + size_t(i) * d, groupProbes, g,
+                                 leafWidth, groupMargin);
     for (int j = 0; j < groupProbes; ++j) groups[i * groupProbes + j] = j < found ? g[j] : -1;
 }
 
@@ -48,7 +50,7 @@ struct IntervalArgs {
     const float* leafWidth;
     const float* bias;
     int64_t ntotal;
-    int L, M, bits, nprobe, tables, groupProbes, slots;
+    int L, M, bits, lattice, nprobe, tables, groupProbes, slots;
     int64_t minCandidates;
     uint64_t salt;
 };
@@ -71,11 +73,9 @@ __global__ void intervalsKernel(IntervalArgs a, const float* __restrict__ qProj,
     const int LM = a.L * a.M;
     uint32_t u[kMaxProjections];
     float frac[kMaxProjections];
-    for (int m = 0; m < a.M; ++m) {
-        const int j = t * a.M + m;
-        u[m] = lshCoordinate(qProj[size_t(q) * LM + j], a.leafOffset[size_t(g) * LM + j],
-                             a.leafWidth[g], a.bias[j], a.bits, &frac[m]);
-    }
+    latticeCoordinates(a.lattice, qProj + size_t(q) * LM + size_t(t) * a.M,
+                       a.leafOffset + size_t(g) * LM + size_t(t) * a.M, a.leafWidth[g],
+                       a.bias + size_t(t) * a.M, a.M, a.bits, u, frac);
     counts[tid] = collectIntervals(t, g, u, frac, a.M, a.bits, a.nprobe, a.minCandidates, a.salt,
                                    a.cuckoo, a.ranges, a.sortedCodes + size_t(t) * a.ntotal,
                                    a.groupStart[g], a.groupStart[g + 1], int64_t(t) * a.ntotal,
@@ -480,7 +480,8 @@ void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
     groups.allocate(size_t(nq) * s.groupProbes, who, "query groups");
     queryGroupsKernel<<<blocksFor(nq, 64), 64, 0, stream>>>(
         st.model.nodeRule.data(), st.model.nodeVec.data(), st.model.nodeThreshold.data(),
-        model.depth, d, dQ, nq, s.groupProbes, groups.data());
+        model.depth, d, dQ, nq, s.groupProbes, st.model.leafWidth.data(), s.groupMargin,
+        groups.data());
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     DeviceVector<float> qProj;
     qProj.allocate(size_t(nq) * LM, who, "query projections");
@@ -502,6 +503,7 @@ void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
     a.L = model.nTables;
     a.M = model.nProjections;
     a.bits = model.bits;
+    a.lattice = model.lattice;
     a.nprobe = s.nprobe;
     a.tables = s.tables;
     a.groupProbes = s.groupProbes;

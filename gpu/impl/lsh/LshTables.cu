@@ -57,6 +57,7 @@ __global__ void leafKernel(const uint8_t* __restrict__ rule, const float* __rest
 
 /// Morton code of row i in table t: codes[t * n + i]; values c = t * n + i.
 __global__ void codesKernel(const float* __restrict__ projOut, int64_t n, int L, int M, int bits,
+                            int lattice,
                             const int32_t* __restrict__ group, const float* __restrict__ leafOffset,
                             const float* __restrict__ leafWidth, const float* __restrict__ bias,
                             uint64_t* __restrict__ codes, int32_t* __restrict__ vals) {
@@ -67,12 +68,10 @@ __global__ void codesKernel(const float* __restrict__ projOut, int64_t n, int L,
     const int g = group[i];
     const int LM = L * M;
     uint32_t u[kMaxProjections];
-    for (int m = 0; m < M; ++m) {
-        const int j = t * M + m;
-        float frac;
-        u[m] = lshCoordinate(projOut[size_t(i) * LM + j], leafOffset[size_t(g) * LM + j],
-                             leafWidth[g], bias[j], bits, &frac);
-    }
+    float frac[kMaxProjections];
+    latticeCoordinates(lattice, projOut + size_t(i) * LM + size_t(t) * M,
+                       leafOffset + size_t(g) * LM + size_t(t) * M, leafWidth[g],
+                       bias + size_t(t) * M, M, bits, u, frac);
     codes[c] = mortonCode(u, M, bits);
     vals[c] = int32_t(c);
 }
@@ -191,7 +190,8 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
         projOut.allocate(size_t(n) * LM, who, "projections");
         projectRows(st->vectors.data(), n, d, st->model.proj.data(), LM, projOut.data(), stream);
         codesKernel<<<blocksFor(total, 256), 256, 0, stream>>>(
-            projOut.data(), n, L, M, model.bits, group.data(), st->model.leafOffset.data(),
+            projOut.data(), n, L, M, model.bits, model.lattice, group.data(),
+            st->model.leafOffset.data(),
             st->model.leafWidth.data(), st->model.projBias.data(), codes.data(), vals.data());
         FAISS_EXT_CUDA_CHECK_LAUNCH();
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
