@@ -70,6 +70,9 @@ faiss.write_index(flat, path)
 
 
 def git_commit():
+    # FAISS_EXT_GIT first: a copy of the tree (the GPU machine's) may carry a stale .git
+    if os.environ.get("FAISS_EXT_GIT"):
+        return os.environ["FAISS_EXT_GIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, cwd=os.path.dirname(__file__)).stdout.strip()

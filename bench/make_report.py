@@ -46,7 +46,7 @@ SETTING_KEYS = ["sweep", "note", "depth", "tree_depth", "L", "n_tables", "M", "n
 def setting_identity(r):
     """The setting of a line (lsh suite: its `setting` field or its setting parameters; ann suite: all
     its parameters but timings); None elsewhere."""
-    if r.get("suite") in ("ann", "ann-device-queries"):
+    if r.get("suite") in ("ann", "ann-device-queries", "ann-lsh", "flat-tf32"):
         p = r.get("params") or {}
         return tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted(p.items()) if not k.endswith("seconds"))
     if r.get("suite") != "lsh":
@@ -1021,6 +1021,28 @@ def main():
         elif s == "ann":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += ann_tables(srows, out_dir, ".", make_plots)
+        elif s == "ann-lsh":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
+            for ds in sorted({r.get("dataset") for r in srows}):
+                d = [r for r in srows if r.get("dataset") == ds]
+                exact = next((r for r in d if r["method"] == "ours:exact"), None)
+                gen.append(f"### `{ds}` ({d[0].get('nb')} x {d[0].get('d')}, {d[0].get('device', '')})\n")
+                if exact:
+                    gen.append(f"Our exact index in the same run: {fmt_qps(exact['qps'])} q/s.\n")
+                gen += ann_lsh_table(d)
+        elif s == "flat-tf32":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. Exact search with "
+                       "FP32 distances and with bounded TF32 distances re-scored in FP32 (one run), beside "
+                       "the cuBLAS FP32 and TF32 GEMM floors.\n")
+            gen.append("| data | method | k | q/s | recall | certified / fallback queries | same ids as FP32 |")
+            gen.append("|---|---|---|---|---|---|---|")
+            for r in srows:
+                p = r.get("params", {})
+                cf = (f"{p['certified_queries']} / {p['fallback_queries']}" if "certified_queries" in p else "")
+                gen.append(f"| {r.get('dataset')} {r.get('nb')} x {r.get('d')} | {r['method']} | {r.get('k') or ''} | "
+                           f"{fmt_qps(r.get('qps'))} | {fmt(r.get('recall'), '.4f')} | {cf} | "
+                           f"{fmt(p.get('same_ids_as_fp32'), '.4f')} |")
+            gen.append("")
         elif s == "ann-device-queries":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += ann_device_query_table(srows)
