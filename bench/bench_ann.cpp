@@ -166,7 +166,9 @@ JsonLine line(const Context& c, const std::string& method) {
     return j;
 }
 
-double recallOf(const Context& c, const std::vector<int64_t>& I) {
+/// Recall@k of I (the first `rows` queries' results; all queries when
+/// rows < 0) against the exact ground truth.
+double recallOf(const Context& c, const std::vector<int64_t>& I, int64_t rows = -1) {
     const Matrix& b = c.data.base;
     const Matrix& q = c.data.queries;
     auto l2 = [&](int64_t qi, int64_t id) {
@@ -177,7 +179,7 @@ double recallOf(const Context& c, const std::vector<int64_t>& I) {
         }
         return s;
     };
-    return recallAtK(q.n, c.k, I.data(), c.k, c.gt.data(), c.k, l2, false);
+    return recallAtK(rows < 0 ? q.n : rows, c.k, I.data(), c.k, c.gt.data(), c.k, l2, false);
 }
 
 /// Single-query searches of the first queries: the median latency and the
@@ -201,18 +203,9 @@ SingleQuery singleQueries(const Context& c, const Index& index,
                      I.data() + size_t(i) * c.k, params);
         t.push_back(nowSeconds() - t0);
     }
-    const Matrix& b = c.data.base;
-    auto l2 = [&](int64_t qi, int64_t id) {
-        double s = 0;
-        for (int j = 0; j < b.d; ++j) {
-            double d = double(q.x[size_t(qi) * q.d + j]) - b.x[size_t(id) * b.d + j];
-            s += d * d;
-        }
-        return s;
-    };
     SingleQuery r;
     r.seconds = median(t);
-    r.recall = recallAtK(m, c.k, I.data(), c.k, c.gt.data(), c.k, l2, false);
+    r.recall = recallOf(c, I, m);
     return r;
 }
 

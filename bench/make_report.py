@@ -843,6 +843,33 @@ def ann_single_query(rows):
             + "; ".join(parts) + ".\n"]
 
 
+def ann_lsh_suite(rows):
+    """The ann-lsh suite: per data set, our exact index of the same run and the Bi-level LSH table."""
+    out = []
+    for ds in sorted({r.get("dataset") for r in rows}):
+        d = [r for r in rows if r.get("dataset") == ds]
+        exact = next((r for r in d if r["method"] == "ours:exact"), None)
+        out.append(f"### `{ds}` ({d[0].get('nb')} x {d[0].get('d')}, {d[0].get('device', '')})\n")
+        if exact:
+            out.append(f"Our exact index in the same run: {fmt_qps(exact['qps'])} q/s.\n")
+        out += ann_lsh_table(d)
+    return out
+
+
+def flat_tf32_table(rows):
+    """The flat-tf32 suite: FP32 and bounded TF32 exact search, the GEMM floors, fallbacks."""
+    out = ["| data | method | k | q/s | recall | certified / fallback queries | same ids as FP32 |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p = r.get("params", {})
+        cf = (f"{p['certified_queries']} / {p['fallback_queries']}" if "certified_queries" in p else "")
+        out.append(f"| {r.get('dataset')} {r.get('nb')} x {r.get('d')} | {r['method']} | {r.get('k') or ''} | "
+                   f"{fmt_qps(r.get('qps'))} | {fmt(r.get('recall'), '.4f')} | {cf} | "
+                   f"{fmt(p.get('same_ids_as_fp32'), '.4f')} |")
+    out.append("")
+    return out
+
+
 def ann_device_query_table(rows):
     """Graph search timed with queries and results in device memory beside the
     same setting with host arrays (one run)."""
@@ -1023,26 +1050,12 @@ def main():
             gen += ann_tables(srows, out_dir, ".", make_plots)
         elif s == "ann-lsh":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
-            for ds in sorted({r.get("dataset") for r in srows}):
-                d = [r for r in srows if r.get("dataset") == ds]
-                exact = next((r for r in d if r["method"] == "ours:exact"), None)
-                gen.append(f"### `{ds}` ({d[0].get('nb')} x {d[0].get('d')}, {d[0].get('device', '')})\n")
-                if exact:
-                    gen.append(f"Our exact index in the same run: {fmt_qps(exact['qps'])} q/s.\n")
-                gen += ann_lsh_table(d)
+            gen += ann_lsh_suite(srows)
         elif s == "flat-tf32":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. Exact search with "
                        "FP32 distances and with bounded TF32 distances re-scored in FP32 (one run), beside "
                        "the cuBLAS FP32 and TF32 GEMM floors.\n")
-            gen.append("| data | method | k | q/s | recall | certified / fallback queries | same ids as FP32 |")
-            gen.append("|---|---|---|---|---|---|---|")
-            for r in srows:
-                p = r.get("params", {})
-                cf = (f"{p['certified_queries']} / {p['fallback_queries']}" if "certified_queries" in p else "")
-                gen.append(f"| {r.get('dataset')} {r.get('nb')} x {r.get('d')} | {r['method']} | {r.get('k') or ''} | "
-                           f"{fmt_qps(r.get('qps'))} | {fmt(r.get('recall'), '.4f')} | {cf} | "
-                           f"{fmt(p.get('same_ids_as_fp32'), '.4f')} |")
-            gen.append("")
+            gen += flat_tf32_table(srows)
         elif s == "ann-device-queries":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += ann_device_query_table(srows)
