@@ -40,7 +40,8 @@ template <typename T>
 struct DeviceBuf {
     T* p = nullptr;
     explicit DeviceBuf(size_t n) {
-        if (cudaMalloc(&p, sizeof(T) * std::max<size_t>(n, 1)) != cudaSuccess) {
+        if (cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(n, 1)) !=
+            cudaSuccess) {
             throw std::runtime_error("cudaMalloc failed");
         }
     }
