@@ -104,8 +104,8 @@ bool setBlasThreads(int n) {
 /// queries dQ), each synchronised: the latency a single caller sees.
 double singleQueryLatency(const gpu::GpuIndexQuickSelectFlat& index, const float* dQ, int64_t nq,
                           int d, int64_t k, int calls) {
-    DeviceArray<float> dD(size_t(k));
-    DeviceArray<int64_t> dI(size_t(k));
+    DeviceArray<float> dD{size_t(k)};
+    DeviceArray<int64_t> dI{size_t(k)};
     index.search(1, dQ, k, dD.p, dI.p);  // warm-up
     FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<double> times;
