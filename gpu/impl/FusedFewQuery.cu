@@ -214,7 +214,12 @@ __global__ void __launch_bounds__(kThreads) fusedFewQueryKernel(FusedArgs a) {
     mergeBuffers<NQ>(s, a);
     for (int i = threadIdx.x; i < nqg * a.kk; i += kThreads) {
         const int qi = i / a.kk, r = i % a.kk;
-        a.out[(q0 + qi) * a.outStride + int64_t(blockIdx.y) * a.kk + r] = s.seg[qi * a.seg + r];
+        const int64_t slot = int64_t(blockIdx.y) * a.kk + r;
+        uint64_t key = s.seg[qi * a.seg + r];
+        // A chunk shorter than kk pads its list; the merge's selection wants
+        // distinct keys, so each pad gets its own key above every real one.
+        if (key == select::kMaxKey) key = select::kMaxKey - 1 - uint64_t(slot);
+        a.out[(q0 + qi) * a.outStride + slot] = key;
     }
 }
 
