@@ -20,6 +20,10 @@
 //   bench_flat --base B --query Q --dataset NAME [--k 1,10,100,1024,4096]
 //              [--methods faiss-cpu,floor,ours] [--reps 3] [--cpu-budget 3]
 //              [--recall-nq 256] [--ref-out PREFIX] [--precision fp32,tf32-bounded]
+//              [--single-query N]
+// --single-query N adds, per k, the latency of one-query searches: the
+// median of N calls of search(1 query) (each synchronised), as a line with
+// nq 1 and params.mode "single-query" (ours, FP32).
 #include "bench/BenchData.h"
 #include "bench/BenchDevice.h"
 #include "bench/BenchUtil.h"
@@ -63,6 +67,7 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
   --ref-out PREFIX     write the exact reference ids to PREFIX.ivecs (recall-nq x max k)
   --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4)
   --precision LIST     distance precisions of ours: fp32, tf32-bounded (default fp32)
+  --single-query N     also time N one-query searches per k (median latency; ours)
   --git                print the commit compiled in and exit
 )";
 
@@ -95,6 +100,40 @@ bool setBlasThreads(int n) {
     return true;
 }
 
+/// Median seconds of `calls` one-query searches (query i % nq of the device
+/// queries dQ), each synchronised: the latency a single caller sees.
+double singleQueryLatency(const gpu::GpuIndexQuickSelectFlat& index, const float* dQ, int64_t nq,
+                          int d, int64_t k, int calls) {
+    DeviceArray<float> dD{size_t(k)};
+    DeviceArray<int64_t> dI{size_t(k)};
+    index.search(1, dQ, k, dD.p, dI.p);  // warm-up
+    FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<double> times;
+    for (int i = 0; i < calls; ++i) {
+        const double t0 = nowSeconds();
+        index.search(1, dQ + size_t(i % nq) * d, k, dD.p, dI.p);
+        FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+        times.push_back(nowSeconds() - t0);
+    }
+    return median(times);
+}
+
+/// The --single-query line of ours at k.
+void emitSingleQuery(const Common& c, const std::string& device, int64_t k, int calls,
+                     double sec) {
+    Common one = c;
+    one.nq = 1;
+    JsonLine p;
+    p.str("mode", "single-query").integer("calls", calls).str("io", "device");
+    p.str("precision", "fp32").str("latency", "median of the calls");
+    JsonLine j = head(one, "ours:quickselect", device, k);
+    j.raw("params", p.text()).num("seconds", sec).num("qps", 1.0 / sec).null("recall");
+    j.str("git", c.git);
+    emit(j);
+    std::fprintf(stderr, "[bench_flat] ours single-query k=%lld: %.4f ms (median of %d)\n",
+                 (long long)k, sec * 1e3, calls);
+}
+
 std::string envOr(const char* name, const char* def) {
     const char* v = std::getenv(name);
     return v && *v ? v : def;
@@ -108,7 +147,8 @@ int main(int argc, char** argv) {
         Args args(argc, argv, {"help", "git"});
         if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"base", "query", "dataset", "nq", "k", "methods", "reps", "cpu-budget",
-                         "recall-nq", "ref-out", "floor-mem-gib", "precision", "help", "git"});
+                         "recall-nq", "ref-out", "floor-mem-gib", "precision", "single-query", "help",
+                         "git"});
         if (!args.has("base") || !args.has("query"))
             throw std::invalid_argument("--base and --query are required (see --help)");
 
@@ -138,6 +178,7 @@ int main(int argc, char** argv) {
         const int reps = int(std::max<int64_t>(1, args.getInt("reps", 3)));
         const double cpuBudget = args.getDouble("cpu-budget", 3.0);
         const int64_t nRecall = std::min<int64_t>(c.nq, args.getInt("recall-nq", 256));
+        const int singleCalls = int(std::max<int64_t>(0, args.getInt("single-query", 0)));
         std::vector<gpu::DistancePrecision> precisions;
         for (const std::string& name : parseList(args.get("precision", "fp32"))) {
             const gpu::DistancePrecision p = gpu::distancePrecisionFromName(name.c_str());
@@ -323,6 +364,16 @@ int main(int argc, char** argv) {
                 DeviceArray<float> dQ(size_t(c.nq) * d);
                 FAISS_EXT_CUDA_CHECK(cudaMemcpy(dQ.p, query.x.data(), query.x.size() * 4, cudaMemcpyHostToDevice));
                 for (int64_t k : ks) {
+                    if (singleCalls > 0) {
+                        try {
+                            emitSingleQuery(c, gpuDevice, k, singleCalls,
+                                            singleQueryLatency(index, dQ.p, c.nq, d, k, singleCalls));
+                        } catch (const std::exception& e) {
+                            ++failures;
+                            std::fprintf(stderr, "[bench_flat] single-query k=%lld failed: %s\n",
+                                         (long long)k, e.what());
+                        }
+                    }
                     std::vector<int64_t> fp32Ids;  // FP32's ids at this k, when it ran
                     for (gpu::DistancePrecision precision : precisions) {
                         const bool bounded = precision == gpu::DistancePrecision::TF32Bounded;

@@ -9,6 +9,11 @@ the CPU), ties counted as hits by distances recomputed in float64.
 
     python3 bench/torch_flat.py --base B.fbin --query Q.fbin --dataset NAME \
         [--k 1,10,100,1024,4096] [--reps 3] [--ref REF.ivecs] [--tile-gib 4]
+        [--single-query N]
+
+--single-query N adds, per k, the latency of one-query searches (the median of
+N calls on one query each, synchronised), as a line with nq 1 and
+params.mode "single-query", like bench_flat --single-query.
 """
 import argparse
 import gzip
@@ -89,6 +94,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="timed runs after one warm-up; median reported")
     ap.add_argument("--ref", default=None, help="exact reference ids (.ivecs) from bench_flat --ref-out")
     ap.add_argument("--tile-gib", type=float, default=4.0, help="size of one distance tile")
+    ap.add_argument("--single-query", type=int, default=0,
+                    help="also time this many one-query searches per k (median latency)")
     ap.add_argument("--git", default=os.environ.get("FAISS_EXT_GIT", "unknown"))
     args = ap.parse_args()
 
@@ -130,10 +137,40 @@ def main():
             del dist
         return D, I
 
+    def single_query_latency(k, calls):
+        """Median seconds of `calls` searches of one query each, synchronised."""
+        def one(i):
+            q = xq[i % nq:i % nq + 1]
+            dist = torch.mm(q, xb.t())
+            dist.mul_(-2.0).add_(xb_norm[None, :]).add_((q * q).sum(dim=1, keepdim=True))
+            return torch.topk(dist, k, dim=1, largest=False, sorted=True)
+        one(0)  # warm-up
+        torch.cuda.synchronize()
+        times = []
+        for i in range(calls):
+            t0 = time.perf_counter()
+            one(i)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
     status = 0
     for k in [int(s) for s in args.k.split(",") if s]:
         if k < 1 or k > nb:
             continue
+        if args.single_query > 0:
+            try:
+                sec = single_query_latency(k, args.single_query)
+                line = {"suite": "flat", "dataset": args.dataset or os.path.basename(args.base),
+                        "method": "torch:mm+topk", "device": device_name, "nb": nb, "d": d, "nq": 1,
+                        "k": k, "params": {"mode": "single-query", "calls": args.single_query,
+                                           "io": "device", "torch": torch.__version__, "tf32": False},
+                        "seconds": sec, "qps": 1.0 / sec, "recall": None, "git": args.git}
+                print(json.dumps(line), flush=True)
+                print(f"[torch_flat] single-query k={k}: {sec * 1e3:.4f} ms", file=sys.stderr)
+            except Exception as e:  # report and go on
+                status = 1
+                print(f"[torch_flat] single-query k={k} failed: {e}", file=sys.stderr)
         try:
             search(k)  # warm-up
             torch.cuda.synchronize()

@@ -3,6 +3,8 @@
 #include "faiss_ext/gpu/impl/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/Distance.h"
 #include "faiss_ext/gpu/impl/FlatTilePlan.h"
+#include "faiss_ext/gpu/impl/FusedFewQuery.h"
+#include "faiss_ext/gpu/impl/LargeKFlatSearch.h"
 #include "faiss_ext/gpu/impl/RowSelector.h"
 #include "faiss_ext/gpu/impl/VectorPrep.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
@@ -358,6 +360,11 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
         // The FP32 path below answers every query of this search.
         if (opt.boundedStats) opt.boundedStats->fallbackQueries += nq;
     }
+    if (searchSpecialPath_(q, l2 ? pq.norms->data() : nullptr, nq, k, distances, labels, opt,
+                           stream)) {
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        return;
+    }
 
     // Tile plan from the temporary memory budget (90% of what is left).
     const size_t budget = res_->getTempMemoryAvailable(device_) / 10 * 9;
@@ -408,6 +415,46 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
                            distances + size_t(q0) * k, labels + size_t(q0) * k, stream);
     }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+bool FlatStorage::searchSpecialPath_(const float* q, const float* qNorms, int64_t nq, int64_t k,
+                                     float* distances, int64_t* labels,
+                                     const FlatSearchOptions& opt, cudaStream_t stream) const {
+    const int64_t kk = std::min(k, ntotal_);
+    // As the tile planner: 90% of the temporary memory left.
+    const size_t budget = res_->getTempMemoryAvailable(device_) / 10 * 9;
+    FlatSearchShape shape;
+    shape.nq = nq;
+    shape.nb = ntotal_;
+    shape.kk = kk;
+    shape.d = d_;
+    shape.onDevice = !onHost_;
+    shape.selfExcluded = opt.selfBase >= 0;
+    // Sizing the radix tile asks CUB: only where the path may be taken.
+    const bool radixCandidate = opt.path == FlatSearchPath::RadixLargeK ||
+                                (opt.path == FlatSearchPath::Auto && kk >= kRadixMinK &&
+                                 nq <= kRadixMaxQueries);
+    if (radixCandidate && shape.onDevice && !shape.selfExcluded) {
+        shape.radixRowsFit = radixRowsFit(budget, ntotal_, kk, nq);
+    }
+    const FlatSearchPath path = resolveFlatSearchPath(opt.path, shape);
+    if (path == FlatSearchPath::Tiled) return false;
+    DeviceCorpus corpus;
+    corpus.vectors = vectors_;
+    corpus.sqNorms = metric_ == FlatMetric::L2 ? norms_ : nullptr;
+    corpus.nb = ntotal_;
+    corpus.d = d_;
+    const select::KeyDecode decode =
+            metric_ == FlatMetric::L2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
+    if (path == FlatSearchPath::RadixLargeK) {
+        radixLargeKSearch(res_, device_, stream, corpus, q, nq, k, decode, qNorms, distances,
+                          labels, budget);
+        return true;
+    }
+    TempBuffer<uint64_t> keys(res_, device_, size_t(nq) * kk, stream);
+    fusedFewQuerySelect(res_, device_, stream, corpus, q, nq, kk, keys.data());
+    select::decodeKeys(keys.data(), nq, kk, k, decode, qNorms, distances, labels, stream);
+    return true;
 }
 
 void FlatStorage::knnGraph(int64_t k, bool excludeSelf, float* distances, int64_t* labels,

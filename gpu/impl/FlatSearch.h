@@ -7,6 +7,7 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/impl/FlatSearchPath.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <cstdint>
@@ -32,6 +33,9 @@ struct FlatSearchOptions {
     /// >= 0: query i is stored vector selfBase + i and its own pair is
     /// excluded (k-NN graphs).
     int64_t selfBase = -1;
+    /// The FP32 engine: Auto picks by chooseFlatSearchPath (FlatSearchPath.h);
+    /// tests force the others (a forced path that cannot run the shape throws).
+    FlatSearchPath path = FlatSearchPath::Auto;
 };
 
 /// Vectors of a flat index.
@@ -81,6 +85,11 @@ private:
                    DeviceVector<float>* dn) const;
     static void freeHost_(float* v, float* nn);
     bool wantHost_(int64_t n) const;
+    /// Runs the few-query or large-k engine when opt.path resolves to one
+    /// (queries prepared, qNorms |q|^2 for L2); false: the tiled path runs.
+    bool searchSpecialPath_(const float* q, const float* qNorms, int64_t nq, int64_t k,
+                            float* distances, int64_t* labels, const FlatSearchOptions& opt,
+                            cudaStream_t stream) const;
 
     GpuResources* res_;
     int device_;

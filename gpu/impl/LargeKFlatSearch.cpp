@@ -1,0 +1,73 @@
+#include "faiss_ext/gpu/impl/LargeKFlatSearch.h"
+
+#include "faiss_ext/gpu/impl/Distance.h"
+#include "faiss_ext/gpu/impl/select/RadixSelectRows.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
+#include <faiss/impl/FaissAssert.h>
+
+#include <algorithm>
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+int64_t paddedWidth(int64_t nb) { return (nb + 3) / 4 * 4; }
+
+/// Temporary bytes of a row block of `rows` rows: the distance tile, the
+/// selected keys, the radix scratch and the sort's temporary memory.
+size_t blockBytes(int64_t rows, int64_t nb, int64_t kk) {
+    return sizeof(float) * size_t(rows) * paddedWidth(nb) + sizeof(uint64_t) * size_t(rows) * kk +
+           select::radixSelectScratchBytes(rows) + select::sortKeyRowsTempBytes(rows, kk) +
+           4 * 256;  // allocation rounding
+}
+
+}  // namespace
+
+int64_t radixRowsFit(size_t budget, int64_t nb, int64_t kk, int64_t nq) {
+    FAISS_THROW_IF_NOT_FMT(nb >= 1 && kk >= 1 && kk <= nb && nq >= 1,
+                           "radixRowsFit: bad shape (nb %lld, k %lld, nq %lld)", (long long)nb,
+                           (long long)kk, (long long)nq);
+    // Row blocks are launched as grid rows (< 65536) and GEMM tiles stay
+    // under 2^31 entries, as the tiled path's planner keeps them.
+    int64_t rows = std::min<int64_t>({nq, 65535, (int64_t(1) << 31) / paddedWidth(nb)});
+    while (rows >= 1 && blockBytes(rows, nb, kk) > budget) rows /= 2;
+    return std::max<int64_t>(rows, 0);
+}
+
+void radixLargeKSearch(GpuResources* res, int device, cudaStream_t stream,
+                       const DeviceCorpus& corpus, const float* queries, int64_t nq, int64_t k,
+                       select::KeyDecode decode, const float* qNorms, float* distances,
+                       int64_t* labels, size_t budget) {
+    FAISS_THROW_IF_NOT_FMT(k >= 1 && nq >= 0 && corpus.nb >= 1 && corpus.d >= 1,
+                           "radixLargeKSearch: bad shape (nq %lld, k %lld, nb %lld, d %d)",
+                           (long long)nq, (long long)k, (long long)corpus.nb, corpus.d);
+    if (nq == 0) return;
+    const int64_t nb = corpus.nb, kk = std::min(k, nb), ld = paddedWidth(nb);
+    const int64_t rowsMax = radixRowsFit(budget, nb, kk, nq);
+    FAISS_THROW_IF_NOT_FMT(rowsMax >= 1, "radix large-k search: %zu bytes of temporary memory "
+                           "hold no full distance row of %lld vectors at k = %lld", budget,
+                           (long long)nb, (long long)kk);
+    TempBuffer<float> dist(res, device, size_t(rowsMax) * ld, stream);
+    TempBuffer<uint64_t> keys(res, device, size_t(rowsMax) * kk, stream);
+    const size_t radixBytes = select::radixSelectScratchBytes(rowsMax);
+    TempBuffer<char> radixScratch(res, device, radixBytes, stream);
+    const size_t sortBytes = select::sortKeyRowsTempBytes(rowsMax, kk);
+    TempBuffer<char> sortTemp(res, device, sortBytes, stream);
+    const float alpha = corpus.sqNorms ? -2.f : -1.f;  // as the tiled path's keys
+    cublasHandle_t blas = res->getBlasHandle(device);
+    for (int64_t q0 = 0; q0 < nq; q0 += rowsMax) {
+        const int64_t rows = std::min(rowsMax, nq - q0);
+        gemmDotProducts(blas, queries + size_t(q0) * corpus.d, rows, corpus.vectors, nb, corpus.d,
+                        alpha, dist.data(), ld);
+        select::radixSelectRows(dist.data(), ld, corpus.sqNorms, 0, rows, nb, kk, keys.data(),
+                                radixScratch.data(), radixBytes, stream);
+        select::sortKeyRows(keys.data(), rows, kk, sortTemp.data(), sortBytes, stream);
+        select::decodeKeys(keys.data(), rows, kk, k, decode, qNorms ? qNorms + q0 : nullptr,
+                           distances + size_t(q0) * k, labels + size_t(q0) * k, stream);
+    }
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,106 @@
+// The rule that picks the exact flat search's engine (impl/FlatSearchPath.h)
+// and the checks on forced paths: host-side logic, no GPU needed.
+#include "TestUtils.h"
+
+#include "faiss_ext/gpu/impl/FlatSearchPath.h"
+
+#include <faiss/impl/FaissException.h>
+
+#include <cstring>
+
+using faiss_ext::gpu::chooseFlatSearchPath;
+using faiss_ext::gpu::FlatSearchPath;
+using faiss_ext::gpu::FlatSearchShape;
+using faiss_ext::gpu::kFewQueryMaxK;
+using faiss_ext::gpu::kFewQueryMaxQueries;
+using faiss_ext::gpu::kRadixMaxQueries;
+using faiss_ext::gpu::kRadixMinK;
+using faiss_ext::gpu::resolveFlatSearchPath;
+
+namespace {
+
+FlatSearchShape shape(int64_t nq, int64_t nb, int64_t kk, int d = 128) {
+    FlatSearchShape s;
+    s.nq = nq;
+    s.nb = nb;
+    s.kk = kk;
+    s.d = d;
+    s.radixRowsFit = nq;  // memory for every row unless a test says otherwise
+    return s;
+}
+
+TEST(CpuFlatSearchPath, FewQueriesTakeTheFusedPath) {
+    EXPECT_EQ(chooseFlatSearchPath(shape(1, 1000000, 10)), FlatSearchPath::FusedFewQuery);
+    EXPECT_EQ(chooseFlatSearchPath(shape(kFewQueryMaxQueries, 1000000, kFewQueryMaxK)),
+              FlatSearchPath::FusedFewQuery);
+    EXPECT_EQ(chooseFlatSearchPath(shape(3, 7, 7, 1)), FlatSearchPath::FusedFewQuery);
+}
+
+TEST(CpuFlatSearchPath, LargeKWithFewQueriesTakesTheRadixPath) {
+    EXPECT_EQ(chooseFlatSearchPath(shape(256, 1000000, 32768)), FlatSearchPath::RadixLargeK);
+    EXPECT_EQ(chooseFlatSearchPath(shape(200, 100000, 3000, 960)), FlatSearchPath::RadixLargeK);
+    EXPECT_EQ(chooseFlatSearchPath(shape(1, 1000000, kRadixMinK)), FlatSearchPath::RadixLargeK);
+    EXPECT_EQ(chooseFlatSearchPath(shape(kRadixMaxQueries, 1000000, kRadixMinK)),
+              FlatSearchPath::RadixLargeK);
+}
+
+TEST(CpuFlatSearchPath, OtherShapesStayTiled) {
+    EXPECT_EQ(chooseFlatSearchPath(shape(kFewQueryMaxQueries + 1, 1000000, 10)),
+              FlatSearchPath::Tiled);
+    EXPECT_EQ(chooseFlatSearchPath(shape(10000, 1000000, 10)), FlatSearchPath::Tiled);
+    EXPECT_EQ(chooseFlatSearchPath(shape(kRadixMaxQueries + 1, 1000000, 4096)),
+              FlatSearchPath::Tiled);
+    EXPECT_EQ(chooseFlatSearchPath(shape(64, 1000000, kFewQueryMaxK + 1)), FlatSearchPath::Tiled);
+    FlatSearchShape noRoom = shape(256, 1000000, 32768);
+    noRoom.radixRowsFit = 0;
+    EXPECT_EQ(chooseFlatSearchPath(noRoom), FlatSearchPath::Tiled);
+}
+
+TEST(CpuFlatSearchPath, HostStorageAndKnnGraphsStayTiled) {
+    FlatSearchShape host = shape(1, 1000000, 10);
+    host.onDevice = false;
+    EXPECT_EQ(chooseFlatSearchPath(host), FlatSearchPath::Tiled);
+    FlatSearchShape graph = shape(1, 1000000, 10);
+    graph.selfExcluded = true;
+    EXPECT_EQ(chooseFlatSearchPath(graph), FlatSearchPath::Tiled);
+    FlatSearchShape hostLargeK = shape(256, 1000000, 32768);
+    hostLargeK.onDevice = false;
+    EXPECT_EQ(chooseFlatSearchPath(hostLargeK), FlatSearchPath::Tiled);
+}
+
+TEST(CpuFlatSearchPath, ForcedPathsAreCheckedAgainstTheShape) {
+    EXPECT_EQ(resolveFlatSearchPath(FlatSearchPath::Auto, shape(1, 1000, 10)),
+              FlatSearchPath::FusedFewQuery);
+    EXPECT_EQ(resolveFlatSearchPath(FlatSearchPath::Tiled, shape(1, 1000, 10)),
+              FlatSearchPath::Tiled);
+    // The radix path runs any k when forced (tests), the fused one only its shapes.
+    EXPECT_EQ(resolveFlatSearchPath(FlatSearchPath::RadixLargeK, shape(3, 1000, 10)),
+              FlatSearchPath::RadixLargeK);
+    EXPECT_THROW(resolveFlatSearchPath(FlatSearchPath::FusedFewQuery,
+                                       shape(kFewQueryMaxQueries + 1, 1000, 10)),
+                 faiss::FaissException);
+    EXPECT_THROW(resolveFlatSearchPath(FlatSearchPath::FusedFewQuery,
+                                       shape(1, 100000, kFewQueryMaxK + 1)),
+                 faiss::FaissException);
+    FlatSearchShape host = shape(1, 1000, 10);
+    host.onDevice = false;
+    EXPECT_THROW(resolveFlatSearchPath(FlatSearchPath::FusedFewQuery, host), faiss::FaissException);
+    EXPECT_THROW(resolveFlatSearchPath(FlatSearchPath::RadixLargeK, host), faiss::FaissException);
+    FlatSearchShape noRoom = shape(3, 1000, 10);
+    noRoom.radixRowsFit = 0;
+    EXPECT_THROW(resolveFlatSearchPath(FlatSearchPath::RadixLargeK, noRoom),
+                 faiss::FaissException);
+    EXPECT_THROW(resolveFlatSearchPath(FlatSearchPath(7), shape(1, 1000, 10)),
+                 faiss::FaissException);
+}
+
+TEST(CpuFlatSearchPath, Names) {
+    EXPECT_STREQ(faiss_ext::gpu::flatSearchPathName(FlatSearchPath::Auto), "auto");
+    EXPECT_STREQ(faiss_ext::gpu::flatSearchPathName(FlatSearchPath::Tiled), "tiled");
+    EXPECT_STREQ(faiss_ext::gpu::flatSearchPathName(FlatSearchPath::FusedFewQuery),
+                 "fused-few-query");
+    EXPECT_STREQ(faiss_ext::gpu::flatSearchPathName(FlatSearchPath::RadixLargeK),
+                 "radix-large-k");
+}
+
+}  // namespace

@@ -1,0 +1,277 @@
+// The few-query engines of the exact flat search (impl/FlatSearchPath.h):
+// the fused few-query kernel and the radix large-k path, each forced on
+// FlatStorage and compared with the tiled FP32 path of the same vectors
+// (compareKnn: distances within FP32 rounding rank by rank, differing ids
+// only where tied), and through the index's Auto dispatch against
+// faiss::IndexFlat. Grid: nq, k, d, metric, corpora that are not a
+// multiple of the kernels' tiles, k > nb, duplicates and all-equal vectors.
+#include "TestUtils.h"
+
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/FlatSearch.h"
+#include "faiss_ext/gpu/impl/FlatSearchPath.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/impl/FaissException.h>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using faiss_ext::FlatMetric;
+using faiss_ext::gpu::FlatSearchOptions;
+using faiss_ext::gpu::FlatSearchPath;
+using faiss_ext::gpu::FlatStorage;
+using faiss_ext::gpu::StandardGpuResources;
+using faiss_ext::gpu::VectorStorage;
+using namespace faiss_ext::test;
+
+namespace {
+
+/// Device memory for one test buffer.
+template <typename T>
+struct DeviceBuf {
+    T* p = nullptr;
+    explicit DeviceBuf(size_t n) {
+        if (cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(n, 1)) !=
+            cudaSuccess) {
+            throw std::runtime_error("cudaMalloc failed");
+        }
+    }
+    ~DeviceBuf() { cudaFree(p); }
+    DeviceBuf(const DeviceBuf&) = delete;
+    DeviceBuf& operator=(const DeviceBuf&) = delete;
+};
+
+struct Knn {
+    std::vector<float> D;
+    std::vector<int64_t> I;
+};
+
+/// FlatStorage::search on `path` with host queries in and host results out.
+Knn searchPath(const FlatStorage& store, const std::vector<float>& xq, int d, int64_t k,
+               FlatSearchPath path) {
+    const int64_t nq = int64_t(xq.size()) / d;
+    DeviceBuf<float> q(xq.size()), D(size_t(nq * k));
+    DeviceBuf<int64_t> I(size_t(nq * k));
+    EXPECT_EQ(cudaMemcpy(q.p, xq.data(), sizeof(float) * xq.size(), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    FlatSearchOptions opt;
+    opt.path = path;
+    store.search(q.p, nq, k, D.p, I.p, opt);
+    Knn r;
+    r.D.resize(size_t(nq * k));
+    r.I.resize(size_t(nq * k));
+    EXPECT_EQ(cudaMemcpy(r.D.data(), D.p, sizeof(float) * r.D.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(r.I.data(), I.p, sizeof(int64_t) * r.I.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return r;
+}
+
+std::string describe(const char* what, int64_t nb, int64_t nq, int64_t k, int d, FlatMetric m) {
+    return std::string(what) + " nb=" + std::to_string(nb) + " nq=" + std::to_string(nq) +
+           " k=" + std::to_string(k) + " d=" + std::to_string(d) + " metric=" +
+           faiss_ext::flatMetricName(m) + " seed=" + std::to_string(kSeed);
+}
+
+/// `path` forced on a device FlatStorage of xb equals the tiled path.
+void checkPathEqualsTiled(StandardGpuResources& res, FlatSearchPath path, FlatMetric metric, int d,
+                          const std::vector<float>& xb, const std::vector<float>& xq, int64_t k) {
+    const int64_t nb = int64_t(xb.size()) / d, nq = int64_t(xq.size()) / d;
+    FlatStorage store(res.getResources().get(), 0, d, metric, VectorStorage::Device);
+    store.append(xb.data(), nb, /*prepared=*/false);
+    const Knn got = searchPath(store, xq, d, k, path);
+    const Knn ref = searchPath(store, xq, d, k, FlatSearchPath::Tiled);
+    const std::string err = compareKnn(nq, k, got.D.data(), got.I.data(), ref.D.data(),
+                                       ref.I.data(), metric != FlatMetric::L2);
+    EXPECT_EQ(err, "") << describe(faiss_ext::gpu::flatSearchPathName(path), nb, nq, k, d, metric);
+}
+
+TEST(GpuFlatFewQueries, FusedEqualsTiledOnGrid) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    for (int d : {1, 3, 97, 128, 960}) {
+        // Not a multiple of the kernel's 256-vector tiles.
+        const int64_t nb = d >= 960 ? 5003 : sized<int64_t>(20011, 3001);
+        const std::vector<float> xb = randomVectors(nb, d, kSeed + d);
+        for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+            for (int64_t nq : {1, 3, 17, 32}) {
+                const std::vector<float> xq = randomVectors(nq, d, kSeed + 7 * d + nq);
+                for (int64_t k : {1, 10, 100, 1024}) {
+                    checkPathEqualsTiled(res, FlatSearchPath::FusedFewQuery, metric, d, xb, xq, k);
+                }
+            }
+        }
+    }
+}
+
+TEST(GpuFlatFewQueries, FusedCosinePearsonAndClustered) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 64;
+    const std::vector<float> xb = clusteredVectors(9000, d, 20, kSeed);
+    const std::vector<float> xq = clusteredVectors(9, d, 20, kSeed + 1);
+    for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine,
+                              FlatMetric::Pearson}) {
+        for (int64_t k : {5, 64, 300}) {
+            checkPathEqualsTiled(res, FlatSearchPath::FusedFewQuery, metric, d, xb, xq, k);
+        }
+    }
+}
+
+TEST(GpuFlatFewQueries, FusedKBeyondNbPads) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 16;
+    const std::vector<float> xb = randomVectors(50, d, kSeed);
+    const std::vector<float> xq = randomVectors(4, d, kSeed + 1);
+    for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+        checkPathEqualsTiled(res, FlatSearchPath::FusedFewQuery, metric, d, xb, xq, 100);
+        FlatStorage store(res.getResources().get(), 0, d, metric, VectorStorage::Device);
+        store.append(xb.data(), 50, false);
+        const Knn r = searchPath(store, xq, d, 100, FlatSearchPath::FusedFewQuery);
+        for (int64_t q = 0; q < 4; ++q) {
+            for (int64_t j = 50; j < 100; ++j) {
+                EXPECT_EQ(r.I[size_t(q * 100 + j)], -1) << "query " << q << " rank " << j;
+                EXPECT_TRUE(std::isinf(r.D[size_t(q * 100 + j)]));
+            }
+        }
+    }
+}
+
+/// All vectors equal: every distance ties, so both engines must return ids
+/// 0 .. k-1 in order (ties go to the smaller id).
+void checkAllEqualTakesSmallestIds(FlatSearchPath path, int64_t nb, int64_t nq, int64_t k) {
+    StandardGpuResources res;
+    const int d = 8;
+    std::vector<float> xb(size_t(nb) * d, 0.25f);
+    const std::vector<float> xq = randomVectors(nq, d, kSeed);
+    FlatStorage store(res.getResources().get(), 0, d, FlatMetric::L2, VectorStorage::Device);
+    store.append(xb.data(), nb, false);
+    const Knn r = searchPath(store, xq, d, k, path);
+    for (int64_t q = 0; q < nq; ++q) {
+        for (int64_t j = 0; j < k; ++j) {
+            ASSERT_EQ(r.I[size_t(q * k + j)], j) << faiss_ext::gpu::flatSearchPathName(path)
+                                                 << " query " << q << " rank " << j;
+        }
+    }
+}
+
+TEST(GpuFlatFewQueries, AllEqualVectorsTieBreakBySmallestId) {
+    FAISS_EXT_REQUIRE_GPU();
+    checkAllEqualTakesSmallestIds(FlatSearchPath::FusedFewQuery, 10007, 3, 100);
+    checkAllEqualTakesSmallestIds(FlatSearchPath::FusedFewQuery, 10007, 2, 1024);
+    // Ties fill the k-th value: the radix path's column passes decide.
+    checkAllEqualTakesSmallestIds(FlatSearchPath::RadixLargeK, 30011, 3, 4097);
+}
+
+TEST(GpuFlatFewQueries, DuplicatedVectors) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 32;
+    const std::vector<float> base = randomVectors(4000, d, kSeed);
+    std::vector<float> xb;
+    for (int rep = 0; rep < 3; ++rep) xb.insert(xb.end(), base.begin(), base.end());
+    const std::vector<float> xq(base.begin(), base.begin() + 5 * d);  // queries among the vectors
+    for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+        checkPathEqualsTiled(res, FlatSearchPath::FusedFewQuery, metric, d, xb, xq, 30);
+        checkPathEqualsTiled(res, FlatSearchPath::RadixLargeK, metric, d, xb, xq, 3000);
+    }
+}
+
+TEST(GpuFlatFewQueries, RadixLargeKEqualsTiled) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    struct Shape {
+        int64_t nb, nq, k;
+        int d;
+    };
+    const std::vector<Shape> shapes = {
+            {sized<int64_t>(100003, 20011), 1, 3000, 128},
+            {sized<int64_t>(100003, 20011), 7, 4097, 97},
+            {sized<int64_t>(300001, 40009), sized<int64_t>(256, 16), 32768, 3},
+            {sized<int64_t>(100003, 40009), sized<int64_t>(200, 9), 3000, 128},
+            {20011, 5, 4097, 960},
+            {5000, 3, 2048, 1},
+    };
+    for (const Shape& s : shapes) {
+        const std::vector<float> xb = randomVectors(s.nb, s.d, kSeed + s.d);
+        const std::vector<float> xq = randomVectors(s.nq, s.d, kSeed + s.nq);
+        for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+            checkPathEqualsTiled(res, FlatSearchPath::RadixLargeK, metric, s.d, xb, xq, s.k);
+        }
+    }
+}
+
+TEST(GpuFlatFewQueries, RadixKBeyondNbPads) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 8;
+    const std::vector<float> xb = randomVectors(3001, d, kSeed);
+    const std::vector<float> xq = randomVectors(2, d, kSeed + 1);
+    checkPathEqualsTiled(res, FlatSearchPath::RadixLargeK, FlatMetric::L2, d, xb, xq, 4097);
+}
+
+/// The index's Auto dispatch (fused at nq <= 32, k <= 1024; radix at large
+/// k) against faiss::IndexFlat on the CPU.
+TEST(GpuFlatFewQueries, AutoDispatchMatchesIndexFlat) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    struct Shape {
+        int64_t nq, k;
+    };
+    const int d = 40;
+    const int64_t nb = 30011;
+    const std::vector<float> xb = randomVectors(nb, d, kSeed);
+    for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+        faiss_ext::gpu::GpuIndexQuickSelectFlat gpu(&res, d, metric);
+        gpu.add(nb, xb.data());
+        faiss::IndexFlat cpu(d, faiss_ext::toFaissMetric(metric));
+        cpu.add(nb, xb.data());
+        for (Shape s : {Shape{1, 10}, Shape{3, 100}, Shape{17, 1024}, Shape{64, 10},
+                        Shape{5, 3000}, Shape{40, 4097}}) {
+            const std::vector<float> xq = randomVectors(s.nq, d, kSeed + s.nq);
+            std::vector<float> D(size_t(s.nq * s.k)), refD(D.size());
+            std::vector<int64_t> I(D.size()), refI(D.size());
+            gpu.search(s.nq, xq.data(), s.k, D.data(), I.data());
+            cpu.search(s.nq, xq.data(), s.k, refD.data(), refI.data());
+            EXPECT_EQ(compareKnn(s.nq, s.k, D.data(), I.data(), refD.data(), refI.data(),
+                                 metric != FlatMetric::L2),
+                      "")
+                    << describe("auto", nb, s.nq, s.k, d, metric);
+        }
+    }
+}
+
+TEST(GpuFlatFewQueries, ForcedPathThatCannotRunThrows) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 8;
+    const std::vector<float> xb = randomVectors(2000, d, kSeed);
+    const std::vector<float> xq = randomVectors(33, d, kSeed + 1);
+    FlatStorage dev(res.getResources().get(), 0, d, FlatMetric::L2, VectorStorage::Device);
+    dev.append(xb.data(), 2000, false);
+    EXPECT_THROW(searchPath(dev, xq, d, 10, FlatSearchPath::FusedFewQuery), faiss::FaissException);
+    const std::vector<float> one(xq.begin(), xq.begin() + d);
+    EXPECT_THROW(searchPath(dev, one, d, 1025, FlatSearchPath::FusedFewQuery),
+                 faiss::FaissException);
+    FlatStorage host(res.getResources().get(), 0, d, FlatMetric::L2, VectorStorage::Host);
+    host.append(xb.data(), 2000, false);
+    EXPECT_THROW(searchPath(host, one, d, 10, FlatSearchPath::FusedFewQuery),
+                 faiss::FaissException);
+    EXPECT_THROW(searchPath(host, one, d, 3000, FlatSearchPath::RadixLargeK),
+                 faiss::FaissException);
+    // Auto on host storage keeps the tiled path and answers.
+    const Knn r = searchPath(host, one, d, 10, FlatSearchPath::Auto);
+    EXPECT_EQ(r.I[0] >= 0, true);
+}
+
+}  // namespace
