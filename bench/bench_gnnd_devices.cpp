@@ -261,6 +261,7 @@ int main(int argc, char** argv) {
         opt.verbose = verbose;
         opt.hostMemoryBytes = store == "files" ? 0 : -1;
         opt.splitOneShard = split;
+        opt.schedule = GnndFileSchedule::AllPairs;  // the shard merges on several devices
         opt.config.buildDegree = fileDegree;
         std::vector<GpuResourcesProvider*> providers;
         std::string name;

@@ -54,7 +54,9 @@ int clusterCount(int64_t n, int overlap, int64_t capacity, int shards);
 /// most maxRows; lists of fewer than minRows are packed with others (the
 /// union of their members, so no neighbour candidate is lost) until each
 /// pack holds minRows, a last short pack joining the smallest list that
-/// has room. Empty lists are dropped. minRows <= maxRows.
+/// has room. Empty lists are dropped. minRows <= maxRows; with minRows <=
+/// maxRows / 2 every list ends with minRows..maxRows rows (else a pack that
+/// would pass maxRows is closed short).
 std::vector<std::vector<int>> packAndSplit(std::vector<std::vector<int>> lists, int64_t minRows,
                                            int64_t maxRows);
 
