@@ -44,6 +44,8 @@ const char* kUsage = R"(bench_gnnd_schedules: gnndBuildFromFile's schedules on o
                         in-memory,allpairs4,allpairs8,partitioned8)
   --overlap O           clusters per vector of the partitioned modes (default 2)
   --device-limit-gib G  device memory limit of the file builds' resources (default: none)
+  --build-degree K      list length of the builds (default 0: the file build's 2k, in memory k)
+  --iterations I        GNND iterations at most (default 20)
   --rows R              rows sampled for recall@10 (default 2000)
   --workdir DIR         where the vector file and graphs go (default /tmp)
   --reuse               keep and reuse the vector file when it exists with the right size
@@ -185,7 +187,7 @@ struct Run {
     JsonLine params;
 };
 
-Run inMemory(const std::string& path, int64_t n) {
+Run inMemory(const std::string& path, int64_t n, const GpuKnnGraphGNNDConfig& cfg) {
     std::vector<float> x(size_t(n) * kD);
     FILE* f = std::fopen(path.c_str(), "rb");
     if (!f || std::fread(x.data(), 4, x.size(), f) != x.size()) {
@@ -194,20 +196,22 @@ Run inMemory(const std::string& path, int64_t n) {
     }
     std::fclose(f);
     StandardGpuResources res;
-    GpuKnnGraphGNND index(&res, kD, kK, faiss_ext::FlatMetric::L2);
+    GpuKnnGraphGNND index(&res, kD, kK, faiss_ext::FlatMetric::L2, cfg);
     const double t0 = nowSeconds();
     index.add(n, x.data());
     Run r;
     r.method = "ours:gnnd-in-memory";
     r.seconds = nowSeconds() - t0;
-    r.params.integer("build_degree", (kK + 31) / 32 * 32);
+    r.params.integer("build_degree", cfg.buildDegree ? cfg.buildDegree : (kK + 31) / 32 * 32);
+    r.params.integer("max_iterations", cfg.maxIterations);
     const std::vector<int> g = index.getGraphInt();
     r.ids.assign(g.begin(), g.end());  // n x kK; the sampled rows are taken by the caller
     return r;
 }
 
 Run fileBuild(const std::string& path, const std::string& graph, GnndFileSchedule schedule,
-              int shards, int overlap, double limitGib, bool verbose, const std::string& workdir) {
+              int shards, int overlap, double limitGib, bool verbose, const std::string& workdir,
+              const GpuKnnGraphGNNDConfig& cfg) {
     StandardGpuResources res;
     if (limitGib > 0) res.setDeviceMemoryLimit(size_t(limitGib * double(size_t(1) << 30)));
     GnndFileBuildOptions opt;
@@ -215,6 +219,7 @@ Run fileBuild(const std::string& path, const std::string& graph, GnndFileSchedul
     opt.overlap = overlap;
     opt.verbose = verbose;
     opt.workDir = workdir;
+    opt.config = cfg;
     Run r;
     const double t0 = nowSeconds();
     const int64_t n = fileBytes(path) / (4 * kD);
@@ -228,7 +233,7 @@ Run fileBuild(const std::string& path, const std::string& graph, GnndFileSchedul
     r.params.integer("largest_cluster", rep.largestCluster).integer("build_degree", rep.buildDegree);
     r.params.num("device_limit_gib", limitGib).num("partition_s", rep.partitionSeconds);
     r.params.num("build_s", rep.buildSeconds).num("merge_s", rep.mergeSeconds);
-    r.params.boolean("in_host_memory", rep.inHostMemory);
+    r.params.boolean("in_host_memory", rep.inHostMemory).integer("max_iterations", cfg.maxIterations);
     return r;
 }
 
@@ -241,11 +246,14 @@ int main(int argc, char** argv) {
     bool reuse = false, verbose = false;
     std::string data = "clustered", workdir = "/tmp";
     std::vector<std::string> modes = {"in-memory", "allpairs4", "allpairs8", "partitioned8"};
+    GpuKnnGraphGNNDConfig cfg;
     try {
         Args args(argc, argv, {"help", "git", "reuse", "verbose"});
         if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"help", "git", "n", "data", "modes", "overlap", "device-limit-gib", "rows",
-                         "workdir", "reuse", "verbose"});
+                         "workdir", "reuse", "verbose", "build-degree", "iterations"});
+        cfg.buildDegree = int(args.getInt("build-degree", 0));
+        cfg.maxIterations = int(args.getInt("iterations", cfg.maxIterations));
         n = args.getInt("n", n);
         nRows = args.getInt("rows", nRows);
         overlap = int(args.getInt("overlap", overlap));
@@ -287,7 +295,7 @@ int main(int argc, char** argv) {
         try {
             Run r;
             if (mode == "in-memory") {
-                r = inMemory(path, n);
+                r = inMemory(path, n, cfg);
                 std::vector<int64_t> sampled(rows.size() * kR);
                 const int stride = int(r.ids.size() / size_t(n));
                 for (size_t i = 0; i < rows.size(); ++i)
@@ -302,7 +310,7 @@ int main(int argc, char** argv) {
                 const int shards = digits.empty() ? 0 : std::atoi(digits.c_str());
                 r = fileBuild(path, graph, allPairs ? GnndFileSchedule::AllPairs
                                                     : GnndFileSchedule::Partitioned,
-                              shards, overlap, limitGib, verbose, workdir);
+                              shards, overlap, limitGib, verbose, workdir, cfg);
                 r.ids = graphRows(graph, rows, kK);
                 std::remove(graph.c_str());
             }

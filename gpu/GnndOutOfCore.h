@@ -138,7 +138,7 @@ struct GnndFileBuildReport {
     int64_t n = 0;            ///< vectors in the file
     int d = 0;                ///< dimension
     int64_t shardSize = 0;    ///< vectors per shard
-    int shards = 0;           ///< number of shards (AllPairs; Partitioned: of the same shard size)
+    int shards = 0;           ///< number of shards (Partitioned: those a given shardSize makes, else 0)
     int merges = 0;           ///< GGM merges run (shards * (shards - 1) / 2)
     double buildSeconds = 0;  ///< GNND of the shards (Partitioned: of the clusters, folds included)
     double mergeSeconds = 0;  ///< all merges
