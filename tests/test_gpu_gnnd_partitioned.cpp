@@ -206,8 +206,10 @@ TEST(GpuGnndPartitioned, FailedBuildLeavesNoOutput) {
     const std::string out = tmp.file("graph.ivecs");
     const std::string older = "an older graph";
     std::ofstream(out) << older;
+    // resources set up before any allocation is made to fail
+    StandardGpuResources res;
+    res.getResources()->initializeForDevice(0);
     auto build = [&](GnndFileBuildOptions opt) {
-        StandardGpuResources res;
         opt.shardSize = n / 5;
         opt.schedule = GnndFileSchedule::Partitioned;
         return faiss_ext::gpu::gnndBuildFromFile({&res}, raw, VectorFileFormat::RawFloat32, d, k,

@@ -122,6 +122,10 @@ public:
 private:
     /// Capacity of one build, cluster count, host budget; fills the report's plan.
     void plan_(GnndFileBuildReport& rep) {
+        FAISS_THROW_IF_NOT_FMT(n_ < int64_t(std::numeric_limits<int>::max()),
+                               "gnndBuildFromFile: %lld vectors: the partitioned schedule keeps "
+                               "int32 ids (fewer than 2^31)",
+                               (long long)n_);
         size_t resident = 0, temp = 0;
         deviceBudget(in_.devices, in_.res, &resident, &temp);
         const int64_t minRows = std::min<int64_t>(n_, int64_t(in_.k) + 1);
