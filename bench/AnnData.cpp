@@ -55,8 +55,12 @@ HardMixture makeHardMixture(const HardSpec& s) {
 }  // namespace
 
 Matrix generateHard(const HardSpec& spec, int64_t n, uint64_t stream) {
-    if (spec.d <= 0 || spec.clusters <= 0 || n < 0)
-        throw std::invalid_argument("generateHard: d, clusters must be > 0 and n >= 0");
+    return generateHardRows(spec, 0, n, stream);
+}
+
+Matrix generateHardRows(const HardSpec& spec, int64_t row0, int64_t n, uint64_t stream) {
+    if (spec.d <= 0 || spec.clusters <= 0 || n < 0 || row0 < 0)
+        throw std::invalid_argument("generateHard: d, clusters must be > 0 and n, row0 >= 0");
     HardMixture m = makeHardMixture(spec);
     Matrix out;
     out.n = n;
@@ -65,7 +69,7 @@ Matrix generateHard(const HardSpec& spec, int64_t n, uint64_t stream) {
     int d = spec.d;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-        auto rng = rowRng(spec.seed, stream, i);
+        auto rng = rowRng(spec.seed, stream, row0 + i);
         std::uniform_real_distribution<double> u(0.0, 1.0);
         std::normal_distribution<float> g(0.f, 1.f);
         int c = int(std::lower_bound(m.cumulative.begin(), m.cumulative.end(), u(rng)) -

@@ -29,6 +29,10 @@ struct HardSpec {
 /// hundred in a million). `stream` picks independent rows (0 base, 1 queries).
 Matrix generateHard(const HardSpec& spec, int64_t n, uint64_t stream);
 
+/// Rows [row0, row0 + n) of generateHard's stream (the same values), for
+/// sets generated and written in chunks.
+Matrix generateHardRows(const HardSpec& spec, int64_t row0, int64_t n, uint64_t stream);
+
 /// count 28 x 28 images made from `images` (m x 784, pixel values 0..255)
 /// by seeded augmentations: rotation within +-12 degrees, scaling by
 /// 0.9..1.1, shifts within +-2 pixels, an elastic distortion (a smooth

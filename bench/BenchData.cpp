@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <stdexcept>
+#include <vector>
 
 namespace faiss_ext {
 namespace bench {
@@ -198,6 +200,29 @@ Matrix generateClustered(const ClusteredSpec& spec, int64_t n, uint64_t stream) 
         }
     }
     return out;
+}
+
+void generateCentresRows(int64_t row0, int64_t m, int d, float* out) {
+    if (row0 % kCentresBlockRows != 0 || m < 0 || d <= 0)
+        throw std::invalid_argument("generateCentresRows: row0 must be a multiple of the block");
+    const int C = 1000;
+    std::vector<float> cent(size_t(C) * d);
+    {
+        std::mt19937 rng(7);
+        std::normal_distribution<float> nd(0, 1);
+        for (auto& v : cent) v = nd(rng) * 4;
+    }
+    const int64_t b0 = row0 / kCentresBlockRows, end = row0 + m;
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t b = b0; b < (end + kCentresBlockRows - 1) / kCentresBlockRows; ++b) {
+        std::mt19937_64 rng(1000003ull * uint64_t(b) + 11);
+        std::normal_distribution<float> nd(0, 1);
+        for (int64_t i = b * kCentresBlockRows; i < std::min(end, (b + 1) * kCentresBlockRows); ++i) {
+            const int c = int(rng() % C);
+            float* row = out + size_t(i - row0) * d;
+            for (int j = 0; j < d; ++j) row[j] = cent[size_t(c) * d + j] + nd(rng);
+        }
+    }
 }
 
 int defaultClusters(int64_t nb) {

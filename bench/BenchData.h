@@ -43,6 +43,16 @@ struct ClusteredSpec {
 /// queries). Deterministic for (spec, n, stream) whatever the thread count.
 Matrix generateClustered(const ClusteredSpec& spec, int64_t n, uint64_t stream);
 
+/// Rows of generateCentresRows's independent random streams.
+constexpr int64_t kCentresBlockRows = 65536;
+
+/// Rows [row0, row0 + m) of the "clustered-1000-centres" set of the GNND
+/// device benches (1000 Gaussian centres of spread 4 in d dimensions, unit
+/// Gaussian noise around them), into out (m x d). Each block of
+/// kCentresBlockRows rows has its own seeded stream, so row0 must be a
+/// multiple of it; the same values for any thread count and chunking.
+void generateCentresRows(int64_t row0, int64_t m, int d, float* out);
+
 /// The number of clusters the programs use for nb generated vectors:
 /// about one per 500 vectors, between 16 and 4096.
 int defaultClusters(int64_t nb);

@@ -20,6 +20,7 @@
 //                      builds also split over the devices; with --shards 1 the file build's
 //                      one shard too, GnndFileBuildOptions::splitOneShard)
 // Results: docs/benchmarks.md ("Several GPUs").
+#include "bench/BenchData.h"
 #include "bench/BenchUtil.h"
 #include "faiss_ext/gpu/GnndOutOfCore.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
@@ -47,27 +48,10 @@ double now() {
             .count();
 }
 
-/// N x D clustered vectors (1000 Gaussian centres), generated in parallel
-/// with a fixed stream per block of rows (the same values for any thread count).
+/// N x D clustered vectors (1000 Gaussian centres; BenchData.h).
 std::vector<float> generate(int64_t N, int D) {
     std::vector<float> X(size_t(N) * D);
-    const int C = 1000;
-    std::vector<float> cent(size_t(C) * D);
-    {
-        std::mt19937 rng(7);
-        std::normal_distribution<float> nd(0, 1);
-        for (auto& v : cent) v = nd(rng) * 4;
-    }
-    const int64_t block = 65536;
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t b = 0; b < (N + block - 1) / block; ++b) {
-        std::mt19937_64 rng(1000003ull * uint64_t(b) + 11);
-        std::normal_distribution<float> nd(0, 1);
-        for (int64_t i = b * block; i < std::min(N, (b + 1) * block); ++i) {
-            const int c = int(rng() % C);
-            for (int j = 0; j < D; ++j) X[size_t(i) * D + j] = cent[size_t(c) * D + j] + nd(rng);
-        }
-    }
+    faiss_ext::bench::generateCentresRows(0, N, D, X.data());
     return X;
 }
 
@@ -261,6 +245,7 @@ int main(int argc, char** argv) {
         opt.verbose = verbose;
         opt.hostMemoryBytes = store == "files" ? 0 : -1;
         opt.splitOneShard = split;
+        opt.schedule = GnndFileSchedule::AllPairs;  // the shard merges on several devices
         opt.config.buildDegree = fileDegree;
         std::vector<GpuResourcesProvider*> providers;
         std::string name;

@@ -533,6 +533,7 @@ int main(int argc, char** argv) {
                 }
                 gpu::GnndFileBuildOptions opt;
                 opt.workDir = tmp;
+                opt.schedule = gpu::GnndFileSchedule::AllPairs;  // this method measures the shard merges
                 opt.shardSize = args.getInt("ooc-shard-size", 0);
                 const int64_t shard = (n + targetShards - 1) / targetShards;
                 size_t limit = 0;

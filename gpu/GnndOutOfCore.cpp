@@ -1,14 +1,14 @@
 #include "faiss_ext/gpu/GnndOutOfCore.h"
 
 #include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/gnnd/FileBuildCommon.h"
 #include "faiss_ext/gpu/impl/gnnd/FileBuildProgress.h"
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
+#include "faiss_ext/gpu/impl/gnnd/PartitionedBuild.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <faiss/impl/FaissAssert.h>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,173 +27,13 @@ namespace gpu {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-struct FileCloser {
-    void operator()(FILE* f) const {
-        if (f) std::fclose(f);
-    }
-};
-using File = std::unique_ptr<FILE, FileCloser>;
-
-File openFile(const std::string& path, const char* mode, const char* who = "gnndBuildFromFile") {
-    File f(std::fopen(path.c_str(), mode));
-    FAISS_THROW_IF_NOT_FMT(f, "%s: cannot open '%s' (%s): %s", who, path.c_str(),
-                           mode[0] == 'r' ? "read" : "write", std::strerror(errno));
-    return f;
-}
-
-/// The directory part of a file path ("." when there is none).
-std::string dirOf(const std::string& path) {
-    size_t slash = path.find_last_of('/');
-    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
-
-/// List length of a file build when the config leaves it to us: twice k,
-/// rounded up to a multiple of 32, at most the largest (GnndFileBuildOptions).
-int fileBuildDegree(int k) {
-    return std::max(std::min(gnnd::kMaxBuildDegree, (2 * k + 31) / 32 * 32), (k + 31) / 32 * 32);
-}
-
-/// An output file written under a temporary name beside its final one and
-/// renamed when complete (commit); removed if it never is.
-class PendingOutput {
-public:
-    explicit PendingOutput(const std::string& path)
-            : path_(path), temp_(path + ".partial"), file_(openFile(temp_, "wb")) {}
-    ~PendingOutput() {
-        if (!committed_) {
-            file_.reset();
-            std::remove(temp_.c_str());
-        }
-    }
-    FILE* get() const { return file_.get(); }
-    /// Closes the file (checking that every byte reached it) and gives it its name.
-    void commit() {
-        FILE* f = file_.release();
-        const bool closed = std::fclose(f) == 0;
-        if (!closed) std::remove(temp_.c_str());
-        FAISS_THROW_IF_NOT_FMT(closed, "gnndBuildFromFile: cannot write '%s' (disk full?)",
-                               temp_.c_str());
-        FAISS_THROW_IF_NOT_FMT(std::rename(temp_.c_str(), path_.c_str()) == 0,
-                               "gnndBuildFromFile: cannot rename '%s' to '%s': %s", temp_.c_str(),
-                               path_.c_str(), std::strerror(errno));
-        committed_ = true;
-    }
-
-private:
-    std::string path_, temp_;
-    File file_;
-    bool committed_ = false;
-};
-
-/// Host memory available now: MemAvailable of /proc/meminfo, else the free
-/// physical pages.
-size_t availableHostBytes() {
-    if (FILE* f = std::fopen("/proc/meminfo", "r")) {
-        char line[256];
-        unsigned long long kb = 0;
-        bool found = false;
-        while (std::fgets(line, sizeof(line), f)) {
-            if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-                found = true;
-                break;
-            }
-        }
-        std::fclose(f);
-        if (found) return size_t(kb) * 1024;
-    }
-    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
-}
-
-int64_t fileSize(FILE* f) {
-    std::fseek(f, 0, SEEK_END);
-    int64_t s = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
-    return s;
-}
-
-/// A vector file: n rows of d floats, fvecs or raw.
-class VectorFile {
-public:
-    VectorFile(const std::string& path, VectorFileFormat fmt, int d) : path_(path), fmt_(fmt) {
-        File f = openFile(path, "rb");
-        int64_t size = fileSize(f.get());
-        if (fmt == VectorFileFormat::Fvecs) {
-            int32_t d0 = 0;
-            FAISS_THROW_IF_NOT_FMT(size >= 4 && std::fread(&d0, 4, 1, f.get()) == 1,
-                                   "gnndBuildFromFile: '%s' is empty or unreadable", path.c_str());
-            FAISS_THROW_IF_NOT_FMT(d0 > 0 && d0 < (1 << 20),
-                                   "gnndBuildFromFile: '%s' is not an fvecs file (first "
-                                   "dimension %d)",
-                                   path.c_str(), d0);
-            FAISS_THROW_IF_NOT_FMT(d <= 0 || d == d0,
-                                   "gnndBuildFromFile: '%s' holds d = %d vectors, d = %d was given",
-                                   path.c_str(), d0, d);
-            d_ = d0;
-            int64_t row = 4 + 4 * int64_t(d_);
-            FAISS_THROW_IF_NOT_FMT(size % row == 0,
-                                   "gnndBuildFromFile: '%s' is truncated or corrupt: %lld bytes "
-                                   "is not a multiple of the %lld-byte fvecs row",
-                                   path.c_str(), (long long)size, (long long)row);
-            n_ = size / row;
-        } else {
-            FAISS_THROW_IF_NOT_FMT(d > 0, "gnndBuildFromFile: raw float32 files need d > 0 (got %d)",
-                                   d);
-            d_ = d;
-            int64_t row = 4 * int64_t(d_);
-            FAISS_THROW_IF_NOT_FMT(size % row == 0,
-                                   "gnndBuildFromFile: '%s' is truncated or corrupt: %lld bytes "
-                                   "is not a multiple of d * 4 = %lld",
-                                   path.c_str(), (long long)size, (long long)row);
-            n_ = size / row;
-        }
-    }
-    int64_t n() const { return n_; }
-    int d() const { return d_; }
-
-    /// Rows [r0, r0 + m) into out (m x d).
-    void read(int64_t r0, int64_t m, float* out) const {
-        File f = openFile(path_, "rb");
-        if (fmt_ == VectorFileFormat::RawFloat32) {
-            std::fseek(f.get(), long(r0 * 4 * d_), SEEK_SET);
-            size_t got = std::fread(out, sizeof(float) * d_, size_t(m), f.get());
-            FAISS_THROW_IF_NOT_FMT(got == size_t(m), "gnndBuildFromFile: short read in '%s'",
-                                   path_.c_str());
-            return;
-        }
-        std::fseek(f.get(), long(r0 * (4 + 4 * int64_t(d_))), SEEK_SET);
-        std::vector<char> buf(size_t(4 + 4 * d_) * std::min<int64_t>(m, 4096));
-        for (int64_t i = 0; i < m;) {
-            int64_t b = std::min<int64_t>(m - i, 4096);
-            size_t got = std::fread(buf.data(), size_t(4 + 4 * d_), size_t(b), f.get());
-            FAISS_THROW_IF_NOT_FMT(got == size_t(b), "gnndBuildFromFile: short read in '%s'",
-                                   path_.c_str());
-            for (int64_t r = 0; r < b; ++r) {
-                const char* row = buf.data() + r * (4 + 4 * int64_t(d_));
-                int32_t dr;
-                std::memcpy(&dr, row, 4);
-                FAISS_THROW_IF_NOT_FMT(dr == d_,
-                                       "gnndBuildFromFile: '%s' row %lld has dimension %d, "
-                                       "expected %d (corrupt fvecs file)",
-                                       path_.c_str(), (long long)(r0 + i + r), dr, d_);
-                std::memcpy(out + (i + r) * d_, row + 4, sizeof(float) * d_);
-            }
-            i += b;
-        }
-    }
-
-private:
-    std::string path_;
-    VectorFileFormat fmt_;
-    int64_t n_ = 0;
-    int d_ = 0;
-};
+using gnnd::Clock;
+using gnnd::File;
+using gnnd::VectorFile;
+using gnnd::dirOf;
+using gnnd::fileSize;
+using gnnd::openFile;
+using gnnd::since;
 
 /// Host copy of one shard: vectors and its canonical graph.
 struct ShardData {
@@ -446,7 +286,7 @@ public:
             res_.push_back(res);
         }
         const auto& c = opt.config;
-        K_ = gnnd::resolveBuildDegree(k, c.buildDegree > 0 ? c.buildDegree : fileBuildDegree(k));
+        K_ = gnnd::resolveBuildDegree(k, c.buildDegree > 0 ? c.buildDegree : gnnd::fileBuildDegree(k));
         params_ = gnnd::makeParams(c, K_, toFaissMetric(metric) == faiss::METRIC_INNER_PRODUCT,
                                    opt.verbose);
         d_ = file.d();
@@ -459,9 +299,37 @@ public:
         if (workDir_.empty()) workDir_ = outDir_;
         // every shard in host memory when it fits the budget
         const size_t need = size_t(n_) * (sizeof(float) * d_ + 2 * (sizeof(int) + sizeof(float)) * K_);
-        const size_t budget = opt.hostMemoryBytes < 0 ? availableHostBytes() / 2
-                                                      : size_t(opt.hostMemoryBytes);
+        const size_t budget = gnnd::hostBudget(opt.hostMemoryBytes);
         shards_.reset(new ShardStore(file, S_, nShards_, K_, need <= budget, workDir_));
+    }
+
+    /// The schedule that runs: opt.schedule, or for Auto AllPairs up to
+    /// kAutoAllPairsMaxShards shards and when the partitioned schedule's
+    /// lists and memberships would not fit the host budget (AllPairs can
+    /// keep its shards in files), Partitioned otherwise.
+    GnndFileSchedule schedule() const {
+        if (opt_.schedule != GnndFileSchedule::Auto) return opt_.schedule;
+        if (nShards_ <= kAutoAllPairsMaxShards) return GnndFileSchedule::AllPairs;
+        const size_t lists = size_t(n_) * k_ * (sizeof(int) + sizeof(float)) +
+                             2 * size_t(n_) * opt_.overlap * sizeof(int);
+        return lists <= gnnd::hostBudget(opt_.hostMemoryBytes) ? GnndFileSchedule::Partitioned
+                                                              : GnndFileSchedule::AllPairs;
+    }
+
+    /// The partitioned schedule (PartitionedBuild.h) with this build's
+    /// devices and parameters; a given shardSize sets the cluster count.
+    GnndFileBuildReport runPartitioned() const {
+        gnnd::PartitionedInput in;
+        in.file = &file_;
+        in.k = k_;
+        in.metric = metric_;
+        in.options = &opt_;
+        in.graphPath = graphPath_;
+        in.devices = devices_;
+        in.res = res_;
+        in.params = params_;
+        in.shards = opt_.shardSize > 0 ? nShards_ : 0;
+        return gnnd::buildPartitioned(in);
     }
 
     GnndFileBuildReport run() {
@@ -478,9 +346,9 @@ public:
         // probe the output's directory (and the work directory when shard
         // files are used) before any GPU work; the output itself is not
         // touched before the graph is complete
-        probeDir_(outDir_);
-        if (!shards_->inRam() && workDir_ != outDir_) probeDir_(workDir_);
-        if (!opt_.distancesPath.empty()) probeDir_(dirOf(opt_.distancesPath));
+        gnnd::probeDir(outDir_);
+        if (!shards_->inRam() && workDir_ != outDir_) gnnd::probeDir(workDir_);
+        if (!opt_.distancesPath.empty()) gnnd::probeDir(dirOf(opt_.distancesPath));
         try {
             auto tb = Clock::now();
             std::vector<int> distinct;
@@ -533,18 +401,8 @@ private:
                                    (long long)opt_.shardSize, k_);
             S_ = std::min<int64_t>(opt_.shardSize, n_);
         } else {
-            size_t budget = SIZE_MAX, temp = SIZE_MAX;
-            for (size_t w = 0; w < devices_.size(); ++w) {
-                // workers sharing a device share its memory
-                size_t share = size_t(std::count(devices_.begin(), devices_.end(), devices_[w]));
-                DeviceScope scope(devices_[w]);
-                size_t freeB = 0, totalB = 0;
-                FAISS_EXT_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
-                size_t lim = res_[w]->getDeviceMemoryLimit(devices_[w]);
-                budget = std::min(budget, std::min(lim == SIZE_MAX ? lim : lim / share,
-                                                   freeB / 2 / share));
-                temp = std::min(temp, res_[w]->getTempMemoryAvailable(devices_[w]) / share);
-            }
+            size_t budget = 0, temp = 0;
+            gnnd::deviceBudget(devices_, res_, &budget, &temp);
             int64_t lo = minShard, hi = n_;
             FAISS_THROW_IF_NOT_FMT(pairResidentBytes_(lo) <= budget && pairTempBytes_(lo) <= temp,
                                    "gnndBuildFromFile: even shards of %lld vectors do not fit the "
@@ -566,15 +424,6 @@ private:
                                (long long)(n_ - (nShards_ - 1) * S_), k_);
     }
 
-    void probeDir_(const std::string& dir) const {
-        char name[112];
-        std::snprintf(name, sizeof(name), "/.gnnd_probe_%p", (const void*)this);
-        const std::string probe = dir + name;
-        File f = openFile(probe, "wb");
-        f.reset();
-        std::remove(probe.c_str());
-    }
-
     /// A worker for entry w of devices_ with room for `rows` vectors (-1: a
     /// pair of shards) and, with `lists`, their lists and own graphs.
     std::unique_ptr<ShardWorker> makeWorker_(size_t w, int64_t rows = -1, bool lists = true) const {
@@ -585,23 +434,7 @@ private:
     /// Runs fn(worker index) on one thread per device; rethrows the first error.
     template <typename Fn>
     void onWorkers_(Fn fn) {
-        std::vector<std::thread> threads;
-        std::exception_ptr err;
-        std::mutex m;
-        for (size_t w = 0; w < devices_.size(); ++w) {
-            threads.emplace_back([&, w] {
-                try {
-                    DeviceScope scope(devices_[w]);
-                    fn(w);
-                } catch (...) {
-                    std::lock_guard<std::mutex> g(m);
-                    if (!err) err = std::current_exception();
-                    failed_ = true;
-                }
-            });
-        }
-        for (auto& t : threads) t.join();
-        if (err) std::rethrow_exception(err);
+        gnnd::runOnWorkers(devices_, &failed_, fn);
     }
 
     void buildShards_() {
@@ -755,39 +588,15 @@ private:
     }
 
     void writeOutput_() {
-        PendingOutput g(graphPath_);
-        std::unique_ptr<PendingOutput> dfile;
-        if (!opt_.distancesPath.empty()) dfile.reset(new PendingOutput(opt_.distancesPath));
-        bool ip = params_.innerProduct;
-        std::vector<int> row(size_t(k_) + 1);
-        std::vector<float> drow(size_t(k_) + 1);
-        int32_t kk = k_;
+        gnnd::GraphWriter out(graphPath_, opt_.distancesPath, k_, params_.innerProduct);
         for (int i = 0; i < nShards_; ++i) {
             ShardData fromFile;
             const ShardData& s = shards_->finalLists(i, fromFile);
             FAISS_THROW_IF_NOT_FMT(s.n == shards_->rows(i) && s.ids.size() == size_t(s.n) * K_,
                                    "gnndBuildFromFile: internal error: shard %d is incomplete", i);
-            for (int64_t r = 0; r < s.n; ++r) {
-                std::memcpy(row.data(), &kk, 4);
-                std::memcpy(row.data() + 1, s.ids.data() + size_t(r) * K_, sizeof(int) * k_);
-                FAISS_THROW_IF_NOT_FMT(std::fwrite(row.data(), 4, row.size(), g.get()) == row.size(),
-                                       "gnndBuildFromFile: cannot write '%s' (disk full?)",
-                                       graphPath_.c_str());
-                if (dfile) {
-                    std::memcpy(drow.data(), &kk, 4);
-                    for (int j = 0; j < k_; ++j) {
-                        float v = s.dists[size_t(r) * K_ + j];
-                        drow[1 + j] = ip ? -v : v;
-                    }
-                    FAISS_THROW_IF_NOT_FMT(
-                            std::fwrite(drow.data(), 4, drow.size(), dfile->get()) == drow.size(),
-                            "gnndBuildFromFile: cannot write '%s'", opt_.distancesPath.c_str());
-                }
-            }
+            out.write(s.ids.data(), s.dists.data(), s.n, K_);
         }
-        // the distances first: the graph's name appears only when all is written
-        if (dfile) dfile->commit();
-        g.commit();
+        out.commit();
     }
 
     const VectorFile& file_;
@@ -828,9 +637,28 @@ GnndFileBuildReport gnndBuildFromFile(const std::vector<GpuResourcesProvider*>& 
                            "gnndBuildFromFile: hostMemoryBytes = %lld (give -1 for automatic, 0 "
                            "for shard files, or a byte count)",
                            (long long)options.hostMemoryBytes);
+    FAISS_THROW_IF_NOT_FMT(options.schedule == GnndFileSchedule::Auto ||
+                                   options.schedule == GnndFileSchedule::AllPairs ||
+                                   options.schedule == GnndFileSchedule::Partitioned,
+                           "gnndBuildFromFile: unknown schedule %d", int(options.schedule));
+    FAISS_THROW_IF_NOT_FMT(options.overlap >= 1 && options.overlap <= kMaxOverlap,
+                           "gnndBuildFromFile: overlap = %d (clusters per vector: 1..%d)",
+                           options.overlap, kMaxOverlap);
+    FAISS_THROW_IF_NOT_FMT(options.sampleRows >= 0,
+                           "gnndBuildFromFile: sampleRows = %lld < 0 (0: automatic)",
+                           (long long)options.sampleRows);
     VectorFile file(vectorsPath, format, d);
     Builder b(providers, file, k, metric, options, graphPath);
-    return b.run();
+    return b.schedule() == GnndFileSchedule::Partitioned ? b.runPartitioned() : b.run();
+}
+
+const char* fileScheduleName(GnndFileSchedule s) {
+    switch (s) {
+        case GnndFileSchedule::Auto: return "auto";
+        case GnndFileSchedule::AllPairs: return "all-pairs";
+        case GnndFileSchedule::Partitioned: return "partitioned";
+    }
+    return "unknown";
 }
 
 std::vector<int> readGraphIvecs(const std::string& path, int64_t* n, int* k) {

@@ -9,6 +9,10 @@
 // next pair's data is read (and the last pair's graphs written) by a host
 // thread while the GPU merges. With several devices, shard builds and the
 // merges of each round (disjoint pairs) run on all devices at once.
+// That all-pairs schedule costs shards x (shards - 1) / 2 merges; past a few
+// shards the partitioned schedule (GnndFileSchedule::Partitioned,
+// impl/gnnd/PartitionedBuild.h: k-means clusters with overlap, one GNND
+// build per cluster, lists folded per vector) grows linearly instead.
 #pragma once
 
 #include "faiss_ext/Metric.h"
@@ -27,6 +31,35 @@ enum class VectorFileFormat : int {
     Fvecs = 0,    ///< per vector: int32 d, then d float32 (the TEXMEX format)
     RawFloat32 = 1,  ///< n x d float32, row major, no header (d given)
 };
+
+/// How gnndBuildFromFile covers the pairs of vectors that may be neighbours
+/// (docs/gnnd.md, "Schedules").
+enum class GnndFileSchedule : int {
+    /// AllPairs up to kAutoAllPairsMaxShards shards, Partitioned past it.
+    Auto = 0,
+    /// Contiguous shards; GGM merges every pair of shards once: exact
+    /// coverage, time growing with the square of the shard count.
+    AllPairs = 1,
+    /// Data-aware partition (DiskANN, Subramanya et al., NeurIPS 2019;
+    /// SPANN, Chen et al., NeurIPS 2021, arXiv 2111.08566): k-means
+    /// centroids of a sample; each vector joins its `overlap` nearest
+    /// clusters; one GNND build per cluster; a vector's lists from its
+    /// clusters are folded into its final list. Time grows about linearly
+    /// with the number of clusters.
+    Partitioned = 2,
+};
+
+/// Auto runs AllPairs up to this many shards (at most 6 merges, each a
+/// two-shard join, and the measured recall of 4 shards is 0.9997 on 1M x
+/// 128), Partitioned past it (8 shards all-pairs already cost 28 merges,
+/// 1.9x the time of 4).
+constexpr int kAutoAllPairsMaxShards = 4;
+
+/// Most clusters a vector may join (GnndFileBuildOptions::overlap).
+constexpr int kMaxOverlap = 8;
+
+/// "auto", "all-pairs", "partitioned".
+const char* fileScheduleName(GnndFileSchedule s);
 
 /// Options of gnndBuildFromFile.
 struct GnndFileBuildOptions {
@@ -72,13 +105,27 @@ struct GnndFileBuildOptions {
     bool verbose = false;
     /// Also write the distances as an fvecs file (empty: none).
     std::string distancesPath;
+    /// The schedule (Auto: by the shard count, kAutoAllPairsMaxShards).
+    GnndFileSchedule schedule = GnndFileSchedule::Auto;
+    /// Partitioned: clusters each vector joins (1..kMaxOverlap). Vectors near a
+    /// cluster boundary find their neighbours across it only through a
+    /// second cluster (SPANN's closure assignment); each extra cluster adds
+    /// one build's worth of work per vector.
+    int overlap = 2;
+    /// Partitioned: rows of the file sampled for k-means (0: automatic,
+    /// min(n, max(256 x clusters, 262144))). Read in evenly spread blocks.
+    int64_t sampleRows = 0;
 };
 
 /// One step of a file build: a shard built, or two shards merged.
 struct GnndFileBuildStep {
-    enum Kind : int { ShardBuild = 0, Merge = 1 };
+    enum Kind : int {
+        ShardBuild = 0,    ///< a shard's GNND build (AllPairs)
+        Merge = 1,         ///< a GGM merge of two shards (AllPairs)
+        ClusterBuild = 2,  ///< a cluster's GNND build and fold (Partitioned)
+    };
     Kind kind = ShardBuild;
-    int shardA = -1;           ///< the shard built, or the first of the pair
+    int shardA = -1;           ///< the shard or cluster built, or the first of the pair
     int shardB = -1;           ///< the second of the pair (merges)
     int device = 0;            ///< where it ran
     double seconds = 0;        ///< how long it took
@@ -91,14 +138,19 @@ struct GnndFileBuildReport {
     int64_t n = 0;            ///< vectors in the file
     int d = 0;                ///< dimension
     int64_t shardSize = 0;    ///< vectors per shard
-    int shards = 0;           ///< number of shards
+    int shards = 0;           ///< number of shards (Partitioned: those a given shardSize makes, else 0)
     int merges = 0;           ///< GGM merges run (shards * (shards - 1) / 2)
-    double buildSeconds = 0;  ///< GNND of the shards
+    double buildSeconds = 0;  ///< GNND of the shards (Partitioned: of the clusters, folds included)
     double mergeSeconds = 0;  ///< all merges
     double totalSeconds = 0;  ///< the whole build, I/O included
     bool inHostMemory = false;  ///< shards kept in host memory (else shard files)
     int buildDevices = 1;       ///< devices one shard's build was split over (splitOneShard)
     int buildDegree = 0;        ///< list length while building and merging
+    GnndFileSchedule schedule = GnndFileSchedule::AllPairs;  ///< the schedule that ran
+    int clusters = 0;           ///< Partitioned: clusters built (after splits and packing)
+    int overlap = 0;            ///< Partitioned: clusters each vector joined
+    int64_t largestCluster = 0;  ///< Partitioned: vectors of the largest cluster
+    double partitionSeconds = 0;  ///< Partitioned: sampling, k-means and assignment
     std::vector<GnndFileBuildStep> steps;  ///< every build and merge, in the order they ended
 };
 

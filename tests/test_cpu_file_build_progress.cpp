@@ -65,3 +65,18 @@ TEST(CpuFileBuildProgress, TakesStepsFromSeveralThreads) {
     }
     EXPECT_DOUBLE_EQ(s.back().secondsLeft, 0.0);
 }
+
+TEST(CpuFileBuildProgress, CountsClusterBuildsAsBuilds) {
+    // a partitioned build: 3 clusters, no merges, one worker
+    FileBuildProgress p(3, 0, 1, false);
+    p.clusterBuilt(2, 0, 500, 2.0);
+    std::vector<GnndFileBuildStep> s = p.steps();
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].kind, GnndFileBuildStep::ClusterBuild);
+    EXPECT_EQ(s[0].shardA, 2);
+    EXPECT_EQ(s[0].shardB, -1);
+    EXPECT_DOUBLE_EQ(s[0].secondsLeft, 4.0);  // two clusters of the mean 2 s left
+    p.clusterBuilt(0, 0, 500, 1.0);
+    p.clusterBuilt(1, 0, 500, 1.0);
+    EXPECT_DOUBLE_EQ(p.steps().back().secondsLeft, 0.0);
+}

@@ -208,6 +208,7 @@ TEST(GpuGnndOutOfCore, TwoGpusMatchOneGpu) {
     for (int64_t hostBytes : {int64_t(-1), int64_t(0)}) {
         GnndFileBuildOptions opt;
         opt.shardSize = n / 5;  // 5 shards: rounds of 2 merges and a shard sitting out
+        opt.schedule = faiss_ext::gpu::GnndFileSchedule::AllPairs;  // the merge rounds under test
         opt.hostMemoryBytes = hostBytes;
         opt.workDir = set.tmp.path;
         expectTwoGpusMatchOne(set, k, opt, r0, r1, hostBytes ? "host memory" : "shard files",
@@ -222,6 +223,7 @@ TEST(GpuGnndOutOfCore, TwoGpusMatchOneGpu) {
     for (int64_t at : {int64_t(3), int64_t(40)}) {
         GnndFileBuildOptions opt;
         opt.shardSize = n / 5;
+        opt.schedule = faiss_ext::gpu::GnndFileSchedule::AllPairs;
         opt.devices = {0, 1};
         opt.hostMemoryBytes = 0;
         opt.workDir = set.tmp.file("work_fail");

@@ -54,6 +54,7 @@ TEST(GpuGnndOutOfCore, FileBuildMatchesInMemoryBuild) {
         res.setDeviceMemoryLimit(limit);
         GnndFileBuildOptions opt;
         opt.workDir = tmp.path;
+        opt.schedule = faiss_ext::gpu::GnndFileSchedule::AllPairs;  // every pair merged: checked below
         // lists of 32 as in memory (the limit above is sized for them; the
         // file build's default of 2k is covered by test_gpu_gnnd_out_of_core_quality)
         opt.config.buildDegree = 32;

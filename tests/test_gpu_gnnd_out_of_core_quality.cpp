@@ -55,6 +55,7 @@ struct ShardedSet {
         StandardGpuResources res;
         GnndFileBuildOptions opt;
         opt.shardSize = (n + shards - 1) / shards;
+        opt.schedule = faiss_ext::gpu::GnndFileSchedule::AllPairs;  // the schedule under test
         return faiss_ext::gpu::gnndBuildFromFile({&res}, fvecs, VectorFileFormat::Fvecs, d, k,
                                                  FlatMetric::L2, out, opt);
     }
@@ -135,6 +136,7 @@ TEST(GpuGnndOutOfCoreQuality, FailedBuildLeavesNoPartialOutput) {
     StandardGpuResources res;
     GnndFileBuildOptions opt;
     opt.shardSize = n / 3;
+    opt.schedule = faiss_ext::gpu::GnndFileSchedule::AllPairs;
     opt.distancesPath = distDir;
     EXPECT_THROW(faiss_ext::gpu::gnndBuildFromFile({&res}, fvecs, VectorFileFormat::Fvecs, d, k,
                                                    FlatMetric::L2, out, opt),

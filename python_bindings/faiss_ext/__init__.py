@@ -438,7 +438,8 @@ GpuKnnGraphGNND.toIndexNSG = _gnnd_to_index_nsg
 
 def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, config=None,
                          devices=None, shard_size=0, work_dir="", verbose=False,
-                         distances_path="", host_memory_bytes=-1, split_one_shard=True):
+                         distances_path="", host_memory_bytes=-1, split_one_shard=True,
+                         schedule="auto", overlap=2):
     """Builds the k-NN graph (degree ``k``) of the vectors in a file and
     writes it to ``graph_path`` as ivecs (per vector: int32 k, then the k
     neighbour ids, closest first); read it with read_graph_ivecs.
@@ -467,6 +468,12 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
     rounded up to 32), steps (one dict per shard build and merge, in the order
     they ended: kind "shard_build" or "merge", shard_a, shard_b, device,
     seconds, finished_at, seconds_left: the estimate of the time left then).
+    ``schedule``: "all-pairs" (the shards above), "partitioned" (k-means
+    clusters, each vector in ``overlap`` of them, one GNND build per cluster,
+    lists folded per vector: time linear in n; docs/gnnd.md, "Schedules of
+    the file build") or "auto" (all-pairs up to 4 shards); the dict then also
+    has schedule, clusters, overlap, largest_cluster, partition_seconds, and
+    steps of kind "cluster_build".
     ``verbose`` prints each step with that estimate. The graph is written under
     a temporary name and renamed when complete. The GIL is released meanwhile.
     """
@@ -475,7 +482,8 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
     return _C._gnnd_build_from_file(
         res, os.fspath(vectors_path), format, int(d), int(k), metric, os.fspath(graph_path),
         config, [int(x) for x in (devices or [])], int(shard_size), os.fspath(work_dir),
-        bool(verbose), os.fspath(distances_path), int(host_memory_bytes), bool(split_one_shard))
+        bool(verbose), os.fspath(distances_path), int(host_memory_bytes), bool(split_one_shard),
+        str(schedule), int(overlap))
 
 
 def read_graph_ivecs(path):

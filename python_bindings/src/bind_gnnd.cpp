@@ -100,10 +100,17 @@ py::dict reportToDict(const GnndFileBuildReport& r) {
     d["in_host_memory"] = r.inHostMemory;
     d["build_devices"] = r.buildDevices;
     d["build_degree"] = r.buildDegree;
+    d["schedule"] = gpu::fileScheduleName(r.schedule);
+    d["clusters"] = r.clusters;
+    d["overlap"] = r.overlap;
+    d["largest_cluster"] = r.largestCluster;
+    d["partition_seconds"] = r.partitionSeconds;
     py::list steps;
     for (const auto& st : r.steps) {
         py::dict e;
-        e["kind"] = st.kind == gpu::GnndFileBuildStep::Merge ? "merge" : "shard_build";
+        e["kind"] = st.kind == gpu::GnndFileBuildStep::Merge          ? "merge"
+                    : st.kind == gpu::GnndFileBuildStep::ClusterBuild ? "cluster_build"
+                                                                        : "shard_build";
         e["shard_a"] = st.shardA;
         e["shard_b"] = st.shardB;
         e["device"] = st.device;
@@ -401,7 +408,8 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
            int k, const py::object& metric, const std::string& graphPath,
            std::optional<GpuKnnGraphGNNDConfig> config, std::vector<int> devices, int64_t shardSize,
            const std::string& workDir, bool verbose, const std::string& distancesPath,
-           int64_t hostMemoryBytes, bool splitOneShard) {
+           int64_t hostMemoryBytes, bool splitOneShard, const std::string& schedule,
+           int overlap) {
             std::vector<gpu::GpuResourcesProvider*> providers = toProviders(res);
             if (shardSize < 0) {
                 throw py::value_error("shard_size must be >= 0 (0: the largest that fits), got " +
@@ -412,6 +420,12 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
                                       "files), got " + std::to_string(hostMemoryBytes));
             }
             GnndFileBuildOptions options;
+            if (schedule == "auto") options.schedule = gpu::GnndFileSchedule::Auto;
+            else if (schedule == "all-pairs") options.schedule = gpu::GnndFileSchedule::AllPairs;
+            else if (schedule == "partitioned") options.schedule = gpu::GnndFileSchedule::Partitioned;
+            else throw py::value_error("schedule must be 'auto', 'all-pairs' or 'partitioned', got '" +
+                                       schedule + "'");
+            options.overlap = overlap;
             options.hostMemoryBytes = hostMemoryBytes;
             options.splitOneShard = splitOneShard;
             options.config = config.value_or(GpuKnnGraphGNNDConfig());
@@ -432,7 +446,8 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
         "res"_a, "vectors_path"_a, "format"_a, "d"_a, "k"_a, "metric"_a, "graph_path"_a,
         "config"_a = py::none(), "devices"_a = std::vector<int>(), "shard_size"_a = 0,
         "work_dir"_a = "", "verbose"_a = false, "distances_path"_a = "",
-        "host_memory_bytes"_a = -1, "split_one_shard"_a = true, "gnndBuildFromFile (use faiss_ext.gnnd_build_from_file).");
+        "host_memory_bytes"_a = -1, "split_one_shard"_a = true, "schedule"_a = "auto",
+        "overlap"_a = 2, "gnndBuildFromFile (use faiss_ext.gnnd_build_from_file).");
 
     m.def(
         "_read_graph_ivecs",

@@ -37,15 +37,26 @@ void FileBuildProgress::record_(GnndFileBuildStep s, const char* what) {
 
 void FileBuildProgress::shardBuilt(int shard, int device, int64_t rows, double seconds) {
     std::lock_guard<std::mutex> lock(mutex_);
+    recordBuild_(GnndFileBuildStep::ShardBuild, shard, device, rows, seconds);
+}
+
+void FileBuildProgress::clusterBuilt(int cluster, int device, int64_t rows, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    recordBuild_(GnndFileBuildStep::ClusterBuild, cluster, device, rows, seconds);
+}
+
+void FileBuildProgress::recordBuild_(GnndFileBuildStep::Kind kind, int index, int device,
+                                      int64_t rows, double seconds) {
     ++built_;
     buildSeconds_ += seconds;
     GnndFileBuildStep s;
-    s.kind = GnndFileBuildStep::ShardBuild;
-    s.shardA = shard;
+    s.kind = kind;
+    s.shardA = index;
     s.device = device;
     s.seconds = seconds;
     char what[128];
-    std::snprintf(what, sizeof(what), "built shard %d (%d/%d, %lld vectors)", shard, built_,
+    std::snprintf(what, sizeof(what), "built %s %d (%d/%d, %lld vectors)",
+                  kind == GnndFileBuildStep::ClusterBuild ? "cluster" : "shard", index, built_,
                   shards_, (long long)rows);
     record_(s, what);
 }

@@ -1,5 +1,5 @@
-// Progress of gnndBuildFromFile (GnndOutOfCore.h): every shard build and
-// every merge is recorded as a step, with the time it took, when it ended,
+// Progress of gnndBuildFromFile (GnndOutOfCore.h): every shard build, every
+// merge and every cluster build (partitioned schedule) is recorded as a step, with the time it took, when it ended,
 // and the estimate of the time then left; with `verbose` each step is also
 // printed. The estimate: the steps left of each kind times the mean time of
 // that kind so far (a merge, before the first one ends, counted as twice a
@@ -25,6 +25,11 @@ public:
     /// Shard `shard` (`rows` vectors) was built on `device` in `seconds`.
     void shardBuilt(int shard, int device, int64_t rows, double seconds);
 
+    /// Cluster `cluster` (`rows` vectors) of a partitioned build was built
+    /// and folded on `device` in `seconds` (counted as a build: `shards` is
+    /// then the number of clusters).
+    void clusterBuilt(int cluster, int device, int64_t rows, double seconds);
+
     /// Shards a and b were merged on `device` in `seconds`.
     void pairMerged(int a, int b, int device, double seconds);
 
@@ -35,6 +40,8 @@ private:
     double elapsed_() const;
     double secondsLeft_() const;
     void record_(GnndFileBuildStep s, const char* what);
+    void recordBuild_(GnndFileBuildStep::Kind kind, int index, int device, int64_t rows,
+                       double seconds);
 
     const int shards_, merges_, workers_;
     const bool verbose_;

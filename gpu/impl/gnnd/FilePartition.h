@@ -1,0 +1,41 @@
+// Steps 1-3 of the partitioned file build (PartitionedBuild.h): k-means
+// centroids of a sample of the vector file, each row assigned to its
+// `overlap` nearest centroids in one pass over the file, and member lists
+// split and packed to fit a build (PartitionPlan.h). Host only (FAISS's CPU
+// k-means and exact search: the centroids are few, so the pass is bound by
+// the file read, which the search of the previous chunk overlaps).
+#pragma once
+
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/gpu/impl/gnnd/FileBuildCommon.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace faiss_ext {
+namespace gpu {
+namespace gnnd {
+
+/// What partitionFile needs.
+struct PartitionSpec {
+    int clusters = 1;        ///< k-means clusters before splits
+    int overlap = 2;         ///< clusters per row (<= clusters)
+    int64_t sampleRows = 0;  ///< rows sampled for k-means (0: automatic)
+    int64_t capacity = 0;    ///< most rows one cluster build may hold
+    int64_t minRows = 1;     ///< fewest rows of a cluster (smaller ones are packed)
+    FlatMetric metric = FlatMetric::L2;  ///< cosine / Pearson: rows prepared first
+    uint64_t seed = 1234;
+    bool verbose = false;
+};
+
+/// Rows of the automatic sample: min(n, max(256 x clusters, 262144)).
+int64_t defaultSampleRows(int64_t n, int clusters);
+
+/// Rows [0, n) of the file partitioned: sorted member lists, each of
+/// minRows..capacity rows (a list may be shorter when n is), every row in at
+/// least one and at most `overlap` lists.
+std::vector<std::vector<int>> partitionFile(const VectorFile& file, const PartitionSpec& spec);
+
+}  // namespace gnnd
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,319 @@
+#include "faiss_ext/gpu/impl/gnnd/PartitionedBuild.h"
+
+#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/gnnd/FileBuildProgress.h"
+#include "faiss_ext/gpu/impl/gnnd/FilePartition.h"
+#include "faiss_ext/gpu/impl/gnnd/PartitionPlan.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
+
+#include <faiss/impl/FaissAssert.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <limits>
+#include <mutex>
+#include <utility>
+
+namespace faiss_ext {
+namespace gpu {
+namespace gnnd {
+
+namespace {
+
+/// Rows read per chunk of a gather pass.
+constexpr int64_t kGatherChunkRows = 262144;
+
+/// One worker's device buffers for a cluster of up to `capacity` rows, its
+/// stream, and two host buffers for the lists (one folding while the next
+/// cluster builds).
+struct ClusterWorker {
+    int device = 0;
+    GpuResources* res = nullptr;
+    cudaStream_t stream = nullptr;
+    DeviceVector<float> x, norms, dists;
+    DeviceVector<int> ids;
+    std::vector<int> hostIds[2];
+    std::vector<float> hostDists[2];
+
+    ClusterWorker(int dev, GpuResources* r, int64_t capacity, int d, int K) : device(dev), res(r) {
+        DeviceScope scope(device);
+        FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        const char* who = "gnndBuildFromFile (partitioned)";
+        x.allocate(res, device, size_t(capacity) * d, who, "cluster vectors");
+        norms.allocate(res, device, size_t(capacity), who, "cluster norms");
+        ids.allocate(res, device, size_t(capacity) * K, who, "cluster graph ids");
+        dists.allocate(res, device, size_t(capacity) * K, who, "cluster graph distances");
+    }
+    ~ClusterWorker() {
+        DeviceScope scope(device);
+        cudaStreamSynchronize(stream);
+        cudaStreamDestroy(stream);
+    }
+
+    /// GNND of the m rows of `vectors` (prepared for the metric here); the
+    /// lists (ids local to the cluster) into host buffer `slot`.
+    void build(const std::vector<float>& vectors, int64_t m, int d, FlatMetric metric,
+               const Params& p, int slot) {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(x.data(), vectors.data(), sizeof(float) * m * d,
+                                             cudaMemcpyHostToDevice, stream));
+        prepareVectorsDevice(metric, x.data(), m, d, stream);
+        rowSquaredNorms(x.data(), m, d, norms.data(), stream);
+        gnnd::build(res, device, stream, x.data(), norms.data(), m, d, p, 0, ids.data(),
+                    dists.data(), nullptr);
+        hostIds[slot].resize(size_t(m) * p.K);
+        hostDists[slot].resize(size_t(m) * p.K);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostIds[slot].data(), ids.data(),
+                                             sizeof(int) * hostIds[slot].size(),
+                                             cudaMemcpyDeviceToHost, stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostDists[slot].data(), dists.data(),
+                                             sizeof(float) * hostDists[slot].size(),
+                                             cudaMemcpyDeviceToHost, stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+};
+
+class PartitionedBuilder {
+public:
+    explicit PartitionedBuilder(const PartitionedInput& in)
+            : in_(in),
+              opt_(*in.options),
+              n_(in.file->n()),
+              d_(in.file->d()),
+              K_(in.params.K),
+              workers_(in.devices.size()) {}
+
+    GnndFileBuildReport run() {
+        const auto t0 = Clock::now();
+        GnndFileBuildReport rep;
+        plan_(rep);
+        probeDir(dirOf(in_.graphPath));
+        if (!opt_.distancesPath.empty()) probeDir(dirOf(opt_.distancesPath));
+        const auto tp = Clock::now();
+        groups_ = partitionFile(*in_.file, spec_);
+        rowGroups_ = rowClusters(groups_, n_, overlap_);
+        rep.partitionSeconds = since(tp);
+        rep.clusters = int(groups_.size());
+        for (const auto& g : groups_) rep.largestCluster = std::max<int64_t>(rep.largestCluster, g.size());
+        progress_.reset(new FileBuildProgress(rep.clusters, 0, int(in_.devices.size()),
+                                              opt_.verbose));
+        const auto tb = Clock::now();
+        initGlobalLists_();
+        for (const auto& batch : batches_()) buildBatch_(batch.first, batch.second);
+        rep.buildSeconds = since(tb);
+        GraphWriter out(in_.graphPath, opt_.distancesPath, in_.k, in_.params.innerProduct);
+        out.write(globalIds_.data(), globalDists_.data(), n_, in_.k);
+        out.commit();
+        rep.steps = progress_->steps();
+        rep.totalSeconds = since(t0);
+        if (opt_.verbose) {
+            std::printf("gnndBuildFromFile: %lld x %d, partitioned into %d clusters (overlap %d, "
+                        "largest %lld): partition %.2f s, builds %.2f s, total %.2f s\n",
+                        (long long)n_, d_, rep.clusters, overlap_, (long long)rep.largestCluster,
+                        rep.partitionSeconds, rep.buildSeconds, rep.totalSeconds);
+            std::fflush(stdout);
+        }
+        return rep;
+    }
+
+private:
+    /// Capacity of one build, cluster count, host budget; fills the report's plan.
+    void plan_(GnndFileBuildReport& rep) {
+        FAISS_THROW_IF_NOT_FMT(n_ < int64_t(std::numeric_limits<int>::max()),
+                               "gnndBuildFromFile: %lld vectors: the partitioned schedule keeps "
+                               "int32 ids (fewer than 2^31)",
+                               (long long)n_);
+        size_t resident = 0, temp = 0;
+        deviceBudget(in_.devices, in_.res, &resident, &temp);
+        const int64_t minRows = std::min<int64_t>(n_, int64_t(in_.k) + 1);
+        capacity_ = largestBuildThatFits(minRows, n_, d_, in_.params, resident, temp);
+        FAISS_THROW_IF_NOT_FMT(capacity_ > 0,
+                               "gnndBuildFromFile: a GNND build of %lld vectors does not fit the "
+                               "device memory limit (%zu bytes resident, %zu temporary)",
+                               (long long)minRows, resident, temp);
+        const int clusters = clusterCount(n_, opt_.overlap, capacity_, in_.shards);
+        overlap_ = std::min(opt_.overlap, clusters);
+        // clusters below an eighth of the target size are packed together
+        const int64_t target = std::max<int64_t>(1, n_ * overlap_ / clusters);
+        spec_.clusters = clusters;
+        spec_.overlap = overlap_;
+        spec_.sampleRows = opt_.sampleRows;
+        spec_.capacity = capacity_;
+        spec_.minRows = std::min(capacity_, std::max<int64_t>(minRows, target / 8));
+        spec_.metric = in_.metric;
+        spec_.seed = in_.params.seed;
+        spec_.verbose = opt_.verbose;
+        checkHost_();
+        rep.n = n_;
+        rep.d = d_;
+        rep.shards = in_.shards;
+        rep.shardSize = in_.shards > 0 ? (n_ + in_.shards - 1) / in_.shards : capacity_;
+        rep.buildDegree = K_;
+        rep.inHostMemory = true;
+        rep.schedule = GnndFileSchedule::Partitioned;
+        rep.overlap = overlap_;
+    }
+
+    void checkHost_() {
+        const size_t budget = hostBudget(opt_.hostMemoryBytes);
+        const size_t fixed = partitionedFixedHostBytes(n_, in_.k, overlap_, capacity_, K_,
+                                                       int(in_.devices.size()));
+        const size_t oneCluster = size_t(capacity_) * d_ * sizeof(float);
+        FAISS_THROW_IF_NOT_FMT(fixed + oneCluster <= budget,
+                               "gnndBuildFromFile: the partitioned schedule needs %zu bytes of "
+                               "host memory (global lists, memberships and one cluster of %lld "
+                               "vectors), more than the host budget of %zu bytes "
+                               "(hostMemoryBytes); raise it, or use the all-pairs schedule "
+                               "with shard files",
+                               fixed + oneCluster, (long long)capacity_, budget);
+        gatherBudget_ = budget - fixed;
+    }
+
+    void initGlobalLists_() {
+        const size_t total = size_t(n_) * in_.k;
+        globalIds_.resize(total);
+        globalDists_.resize(total);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < int64_t(total); ++i) {
+            globalIds_[i] = -1;
+            globalDists_[i] = std::numeric_limits<float>::infinity();
+        }
+    }
+
+    /// Consecutive ranges [g0, g1) of clusters whose vectors fit the gather budget.
+    std::vector<std::pair<int, int>> batches_() const {
+        std::vector<std::pair<int, int>> out;
+        int g0 = 0;
+        size_t bytes = 0;
+        for (int g = 0; g < int(groups_.size()); ++g) {
+            const size_t b = groups_[g].size() * d_ * sizeof(float);
+            if (g > g0 && bytes + b > gatherBudget_) {
+                out.emplace_back(g0, g);
+                g0 = g;
+                bytes = 0;
+            }
+            bytes += b;
+        }
+        out.emplace_back(g0, int(groups_.size()));
+        return out;
+    }
+
+    /// The vectors of clusters [g0, g1): one sequential pass over the rows
+    /// they span, each row copied to its place in each of its clusters.
+    std::vector<std::vector<float>> gather_(int g0, int g1) const {
+        std::vector<std::vector<float>> buf(size_t(g1 - g0));
+        int64_t lo = n_, hi = 0;
+        for (int g = g0; g < g1; ++g) {
+            buf[g - g0].resize(groups_[g].size() * d_);
+            lo = std::min<int64_t>(lo, groups_[g].front());
+            hi = std::max<int64_t>(hi, int64_t(groups_[g].back()) + 1);
+        }
+        auto readChunk = [this, hi](int64_t r0) {
+            std::vector<float> x(size_t(std::min(kGatherChunkRows, hi - r0)) * d_);
+            in_.file->read(r0, int64_t(x.size()) / d_, x.data());
+            return x;
+        };
+        std::future<std::vector<float>> next = std::async(std::launch::async, readChunk, lo);
+        for (int64_t r0 = lo; r0 < hi; r0 += kGatherChunkRows) {
+            const std::vector<float> x = next.get();
+            if (r0 + kGatherChunkRows < hi)
+                next = std::async(std::launch::async, readChunk, r0 + kGatherChunkRows);
+            scatter_(x, r0, g0, g1, buf);
+        }
+        return buf;
+    }
+
+    void scatter_(const std::vector<float>& x, int64_t r0, int g0, int g1,
+                  std::vector<std::vector<float>>& buf) const {
+        const int64_t m = int64_t(x.size()) / d_;
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < m; ++r) {
+            const int row = int(r0 + r);
+            for (int j = 0; j < overlap_; ++j) {
+                const int g = rowGroups_[size_t(row) * overlap_ + j];
+                if (g < g0 || g >= g1) continue;
+                const auto& mem = groups_[g];
+                const size_t pos = size_t(std::lower_bound(mem.begin(), mem.end(), row) - mem.begin());
+                std::memcpy(buf[g - g0].data() + pos * d_, x.data() + size_t(r) * d_,
+                            sizeof(float) * d_);
+            }
+        }
+    }
+
+    /// Gathers clusters [g0, g1), then builds and folds them on the workers.
+    void buildBatch_(int g0, int g1) {
+        std::vector<std::vector<float>> buf = gather_(g0, g1);
+        std::atomic<int> next(g0);
+        runOnWorkers(in_.devices, &failed_, [&](size_t w) {
+            if (!workers_[w]) {
+                workers_[w].reset(new ClusterWorker(in_.devices[w], in_.res[w].get(), capacity_,
+                                                    d_, K_));
+            }
+            ClusterWorker& wk = *workers_[w];
+            std::future<void> folding;
+            int slot = 0;
+            for (int g = next++; g < g1 && !failed_; g = next++, slot ^= 1) {
+                const auto t = Clock::now();
+                Params p = in_.params;
+                p.seed = in_.params.seed + 7919 * uint64_t(g);  // independent samples per cluster
+                const int64_t m = int64_t(groups_[g].size());
+                wk.build(buf[g - g0], m, d_, in_.metric, p, slot);
+                std::vector<float>().swap(buf[g - g0]);
+                if (folding.valid()) folding.get();
+                folding = std::async(std::launch::async, [this, &wk, g, m, slot, t] {
+                    fold_(g, wk.hostIds[slot].data(), wk.hostDists[slot].data());
+                    progress_->clusterBuilt(g, wk.device, m, since(t));
+                });
+            }
+            if (folding.valid()) folding.get();
+        });
+    }
+
+    void fold_(int g, const int* ids, const float* dists) {
+        // clusters share rows (overlap): one fold at a time, rows in parallel
+        std::lock_guard<std::mutex> lock(foldMutex_);
+        foldCluster(globalIds_.data(), globalDists_.data(), in_.k, groups_[g], ids, dists, K_);
+    }
+
+    const PartitionedInput& in_;
+    const GnndFileBuildOptions& opt_;
+    const int64_t n_;
+    const int d_;
+    const int K_;
+    int64_t capacity_ = 0;
+    int overlap_ = 1;
+    size_t gatherBudget_ = 0;
+    PartitionSpec spec_;
+    std::vector<std::vector<int>> groups_;
+    std::vector<int> rowGroups_;
+    std::vector<int> globalIds_;
+    std::vector<float> globalDists_;
+    std::vector<std::unique_ptr<ClusterWorker>> workers_;
+    std::unique_ptr<FileBuildProgress> progress_;
+    std::mutex foldMutex_;
+    std::atomic<bool> failed_{false};
+};
+
+}  // namespace
+
+size_t partitionedFixedHostBytes(int64_t n, int k, int overlap, int64_t capacity, int K,
+                                 int workers) {
+    return size_t(n) * k * (sizeof(int) + sizeof(float))      // global lists
+           + 2 * size_t(n) * overlap * sizeof(int)              // member lists, row -> clusters
+           + size_t(workers) * 2 * size_t(capacity) * K * (sizeof(int) + sizeof(float));
+}
+
+GnndFileBuildReport buildPartitioned(const PartitionedInput& in) {
+    FAISS_THROW_IF_NOT_MSG(in.file && in.options && !in.devices.empty() &&
+                                   in.res.size() == in.devices.size(),
+                           "buildPartitioned: incomplete input");
+    PartitionedBuilder b(in);
+    return b.run();
+}
+
+}  // namespace gnnd
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,315 @@
+// gnndBuildFromFile's partitioned schedule (GnndFileSchedule::Partitioned,
+// gpu/impl/gnnd/PartitionedBuild.h; DiskANN, Subramanya et al., NeurIPS
+// 2019; SPANN, Chen et al., NeurIPS 2021, arXiv 2111.08566): on a clustered
+// set it keeps the in-memory recall within the 0.005 at 4 and 8
+// clusters and at odd counts; on a full-rank set (uniform, where every
+// partition cuts through neighbourhoods) overlap 2 is not worse than
+// overlap 1 (the recalls are printed); Auto picks all-pairs up to 4 shards;
+// the report and progress steps; a failed build leaves no output; bad
+// options are refused before any work. Recall as in GnndTestUtils.h.
+#include "GnndTestUtils.h"
+#include "TestUtils.h"
+
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/gpu/GnndOutOfCore.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
+#include <faiss/impl/FaissException.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <vector>
+
+using faiss_ext::FlatMetric;
+using faiss_ext::gpu::GnndFileBuildOptions;
+using faiss_ext::gpu::GnndFileBuildReport;
+using faiss_ext::gpu::GnndFileBuildStep;
+using faiss_ext::gpu::GnndFileSchedule;
+using faiss_ext::gpu::StandardGpuResources;
+using faiss_ext::gpu::VectorFileFormat;
+using namespace faiss_ext::test;
+using namespace faiss_ext::gnndtest;
+
+namespace {
+
+/// A set written as a raw file, its exact graph and its in-memory recall.
+struct PartitionSet {
+    int64_t n;
+    int d, k = 32;
+    std::vector<float> x;
+    std::vector<int64_t> ref;
+    TempDir tmp;
+    std::string raw;
+    double memRecall = 0;
+
+    PartitionSet(std::vector<float> v, int64_t rows, int dim, const std::string& name)
+            : n(rows), d(dim), x(std::move(v)) {
+        ref = referenceGraph(x.data(), n, d, kR, false);
+        raw = tmp.file("base.f32");
+        writeRaw(raw, x.data(), x.size() * sizeof(float));
+        StandardGpuResources res;
+        memRecall = buildAndScore(res, x, n, d, k, FlatMetric::L2, ref.data(), kR,
+                                  describe(name + " in memory", n, d, k, FlatMetric::L2));
+    }
+
+    /// A partitioned build into `clusters` clusters (shardSize n / clusters).
+    GnndFileBuildReport build(int clusters, int overlap, const std::string& out,
+                              GnndFileBuildOptions opt = {}) const {
+        StandardGpuResources res;
+        opt.shardSize = (n + clusters - 1) / clusters;
+        opt.overlap = overlap;
+        if (opt.schedule == GnndFileSchedule::Auto) opt.schedule = GnndFileSchedule::Partitioned;
+        return faiss_ext::gpu::gnndBuildFromFile({&res}, raw, VectorFileFormat::RawFloat32, d, k,
+                                                 FlatMetric::L2, out, opt);
+    }
+};
+
+const PartitionSet& clusteredSet() {
+    static const PartitionSet s(clusteredVectors(sized<int64_t>(100000, 4000), 32, 200, kSeed + 51),
+                                sized<int64_t>(100000, 4000), 32, "clustered");
+    return s;
+}
+
+/// The report of a partitioned build: its plan, and one step per cluster.
+void expectPartitionedReport(const GnndFileBuildReport& rep, int64_t n, int overlap,
+                             const std::string& what) {
+    EXPECT_EQ(rep.schedule, GnndFileSchedule::Partitioned) << what;
+    EXPECT_EQ(rep.n, n) << what;
+    EXPECT_EQ(rep.merges, 0) << what;
+    EXPECT_EQ(rep.overlap, overlap) << what;
+    EXPECT_GE(rep.clusters, 1) << what;
+    EXPECT_GT(rep.largestCluster, 0) << what;
+    EXPECT_LE(rep.largestCluster, n) << what;
+    std::set<int> built;
+    for (const GnndFileBuildStep& s : rep.steps) {
+        EXPECT_EQ(s.kind, GnndFileBuildStep::ClusterBuild) << what;
+        EXPECT_GE(s.seconds, 0) << what;
+        EXPECT_TRUE(built.insert(s.shardA).second) << what << ": cluster " << s.shardA << " twice";
+    }
+    EXPECT_EQ(int(built.size()), rep.clusters) << what;
+    ASSERT_FALSE(rep.steps.empty()) << what;
+    EXPECT_EQ(rep.steps.back().secondsLeft, 0) << what;
+    std::printf("[gnnd] %s: %d clusters (largest %lld), overlap %d, partition %.2f s, builds "
+                "%.2f s, total %.2f s\n",
+                what.c_str(), rep.clusters, (long long)rep.largestCluster, rep.overlap,
+                rep.partitionSeconds, rep.buildSeconds, rep.totalSeconds);
+}
+
+}  // namespace
+
+TEST(GpuGnndPartitioned, FourAndEightClustersKeepTheInMemoryRecall) {
+    FAISS_EXT_REQUIRE_GPU();
+    const PartitionSet& set = clusteredSet();
+    for (int clusters : {4, 8}) {
+        const std::string what = "clustered, partitioned into " + std::to_string(clusters);
+        const std::string out = set.tmp.file("graph_p" + std::to_string(clusters) + ".ivecs");
+        const GnndFileBuildReport rep = set.build(clusters, 2, out);
+        expectPartitionedReport(rep, set.n, 2, what);
+        EXPECT_EQ(rep.shards, clusters) << what;
+        const double r = fileGraphRecall(out, set.x, set.n, set.d, set.k, set.ref, what);
+        // the bar for sharded builds: within 0.005 of the one-shot build
+        EXPECT_GE(r, set.memRecall - 0.005) << what << " (in memory: " << set.memRecall << ")";
+    }
+}
+
+TEST(GpuGnndPartitioned, OddClusterCountsAndDistances) {
+    FAISS_EXT_REQUIRE_GPU();
+    const PartitionSet& set = clusteredSet();
+    for (int clusters : {3, 5, 7}) {
+        const std::string what = "clustered, partitioned into " + std::to_string(clusters);
+        const std::string out = set.tmp.file("graph_odd.ivecs");
+        GnndFileBuildOptions opt;
+        opt.distancesPath = set.tmp.file("dist_odd.fvecs");
+        const GnndFileBuildReport rep = set.build(clusters, 2, out, opt);
+        expectPartitionedReport(rep, set.n, 2, what);
+        const double r = fileGraphRecall(out, set.x, set.n, set.d, set.k, set.ref, what);
+        EXPECT_GE(r, set.memRecall - 0.005) << what << " (in memory: " << set.memRecall << ")";
+        // the distances: n x k, the exact distances of the written ids
+        int dk = 0;
+        const std::vector<float> dist = readFvecs(opt.distancesPath, &dk);
+        int64_t gn = 0;
+        int gk = 0;
+        const std::vector<int> g32 = faiss_ext::gpu::readGraphIvecs(out, &gn, &gk);
+        ASSERT_EQ(dk, set.k) << what;
+        ASSERT_EQ(dist.size(), size_t(set.n) * set.k) << what;
+        std::vector<int64_t> g(g32.begin(), g32.end());
+        EXPECT_EQ("", checkStructure(set.x.data(), set.n, set.d, false, g.data(), dist.data(),
+                                     set.k))
+                << what;
+    }
+}
+
+TEST(GpuGnndPartitioned, OverlapTwoIsNotWorseThanOneOnFullRankData) {
+    FAISS_EXT_REQUIRE_GPU();
+    // uniform in [-1, 1]^32: no cluster structure, so every cut loses
+    // neighbours and only the overlap brings them back
+    const int64_t n = sized<int64_t>(100000, 4000);
+    const PartitionSet set(randomVectors(n, 32, kSeed + 53), n, 32, "uniform");
+    double recall[3] = {0, 0, 0};
+    for (int overlap : {1, 2}) {
+        const std::string what = "uniform, 8 clusters, overlap " + std::to_string(overlap);
+        const std::string out = set.tmp.file("graph_ov" + std::to_string(overlap) + ".ivecs");
+        const GnndFileBuildReport rep = set.build(8, overlap, out);
+        expectPartitionedReport(rep, set.n, overlap, what);
+        recall[overlap] = fileGraphRecall(out, set.x, set.n, set.d, set.k, set.ref, what);
+    }
+    std::printf("[gnnd] uniform 32-d, 8 clusters: recall@10 overlap 1 %.4f, overlap 2 %.4f, in "
+                "memory %.4f\n",
+                recall[1], recall[2], set.memRecall);
+    EXPECT_GE(recall[2], recall[1]) << "overlap 2 lost recall against overlap 1";
+    // a broken fold or mapping of ids gives a recall near 0
+    EXPECT_GE(recall[1], 0.5);
+}
+
+TEST(GpuGnndPartitioned, AutoPicksAllPairsUpToFourShards) {
+    FAISS_EXT_REQUIRE_GPU();
+    const int64_t n = sized<int64_t>(20000, 2000);
+    const int d = 16, k = 16;
+    auto x = clusteredVectors(n, d, 30, kSeed + 55);
+    TempDir tmp;
+    const std::string raw = tmp.file("base.f32");
+    writeRaw(raw, x.data(), x.size() * sizeof(float));
+    const int limit = faiss_ext::gpu::kAutoAllPairsMaxShards;
+    for (int shards : {limit, limit + 2}) {
+        StandardGpuResources res;
+        GnndFileBuildOptions opt;
+        opt.shardSize = (n + shards - 1) / shards;
+        const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
+                {&res}, raw, VectorFileFormat::RawFloat32, d, k, FlatMetric::L2,
+                tmp.file("g.ivecs"), opt);
+        const std::string what = "Auto at " + std::to_string(shards) + " shards";
+        EXPECT_EQ(rep.shards, shards) << what;
+        if (shards <= limit) {
+            EXPECT_EQ(rep.schedule, GnndFileSchedule::AllPairs) << what;
+            EXPECT_EQ(rep.merges, shards * (shards - 1) / 2) << what;
+        } else {
+            EXPECT_EQ(rep.schedule, GnndFileSchedule::Partitioned) << what;
+            EXPECT_EQ(rep.overlap, 2) << what;
+        }
+    }
+}
+
+TEST(GpuGnndPartitioned, FailedBuildLeavesNoOutput) {
+    FAISS_EXT_REQUIRE_GPU();
+    const int64_t n = 6000;
+    const int d = 16, k = 16;
+    auto x = clusteredVectors(n, d, 20, kSeed + 57);
+    TempDir tmp;
+    const std::string raw = tmp.file("base.f32");
+    writeRaw(raw, x.data(), x.size() * sizeof(float));
+    const std::string out = tmp.file("graph.ivecs");
+    const std::string older = "an older graph";
+    std::ofstream(out) << older;
+    // resources set up before any allocation is made to fail
+    StandardGpuResources res;
+    res.getResources()->initializeForDevice(0);
+    auto build = [&](GnndFileBuildOptions opt) {
+        opt.shardSize = n / 5;
+        opt.schedule = GnndFileSchedule::Partitioned;
+        return faiss_ext::gpu::gnndBuildFromFile({&res}, raw, VectorFileFormat::RawFloat32, d, k,
+                                                 FlatMetric::L2, out, opt);
+    };
+    auto expectOlderOnly = [&](const std::string& what) {
+        std::ifstream in(out);
+        std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        EXPECT_EQ(content, older) << what << ": the failed build replaced the older graph";
+        for (const auto& e : std::filesystem::directory_iterator(tmp.path))
+            EXPECT_EQ(e.path().string().find(".partial"), std::string::npos)
+                    << what << ": " << e.path() << " left behind";
+    };
+    {
+        // the distances' path is a directory: the build runs to the end and
+        // fails when it gives the distances their name
+        const std::string distDir = tmp.file("dist_is_a_directory");
+        ASSERT_TRUE(std::filesystem::create_directory(distDir));
+        GnndFileBuildOptions opt;
+        opt.distancesPath = distDir;
+        EXPECT_THROW(build(opt), faiss::FaissException);
+        expectOlderOnly("distances path a directory");
+    }
+    // a device allocation failing part way (the workers' buffers, a cluster's build)
+    for (int64_t at : {int64_t(1), int64_t(6), int64_t(30)}) {
+        faiss_ext::gpu::setAllocFailureInjection(at);
+        bool threw = false;
+        try {
+            build({});
+        } catch (const faiss::FaissException&) {
+            threw = true;
+        }
+        const bool pending = faiss_ext::gpu::allocFailureInjectionPending();
+        faiss_ext::gpu::setAllocFailureInjection(-1);
+        if (pending) {  // the build made fewer allocations than `at`
+            EXPECT_FALSE(threw) << "allocation " << at;
+            std::ofstream(out) << older;
+            continue;
+        }
+        EXPECT_TRUE(threw) << "allocation " << at << " failed, yet no exception";
+        expectOlderOnly("allocation " + std::to_string(at) + " failed");
+    }
+    // the same build, unhindered, replaces the graph
+    const GnndFileBuildReport rep = build({});
+    EXPECT_EQ(rep.schedule, GnndFileSchedule::Partitioned);
+    int64_t gn = 0;
+    int gk = 0;
+    EXPECT_EQ(faiss_ext::gpu::readGraphIvecs(out, &gn, &gk).size(), size_t(n) * k);
+}
+
+TEST(GpuGnndPartitioned, BadOptionsAreRefusedBeforeAnyWork) {
+    FAISS_EXT_REQUIRE_GPU();
+    const int64_t n = 3000;
+    const int d = 16, k = 16;
+    auto x = clusteredVectors(n, d, 8, kSeed + 59);
+    TempDir tmp;
+    const std::string raw = tmp.file("base.f32");
+    writeRaw(raw, x.data(), x.size() * sizeof(float));
+    const std::string out = tmp.file("g.ivecs");
+    StandardGpuResources res;
+    auto expectRefused = [&](GnndFileBuildOptions opt, const std::string& what,
+                             const std::string& mention) {
+        try {
+            faiss_ext::gpu::gnndBuildFromFile({&res}, raw, VectorFileFormat::RawFloat32, d, k,
+                                              FlatMetric::L2, out, opt);
+            ADD_FAILURE() << what << ": no exception";
+        } catch (const faiss::FaissException& e) {
+            EXPECT_NE(std::string(e.what()).find(mention), std::string::npos)
+                    << what << ": the message does not name " << mention << ": " << e.what();
+        }
+        EXPECT_FALSE(fileExists(out)) << what << ": an output file appeared";
+        EXPECT_EQ(countDirEntries(tmp.path), 1) << what << ": files left beside the input";
+    };
+    GnndFileBuildOptions opt;
+    opt.schedule = GnndFileSchedule::Partitioned;
+    opt.shardSize = n / 4;
+    for (int overlap : {0, -1, faiss_ext::gpu::kMaxOverlap + 1}) {
+        GnndFileBuildOptions o = opt;
+        o.overlap = overlap;
+        expectRefused(o, "overlap " + std::to_string(overlap), "overlap");
+    }
+    {
+        GnndFileBuildOptions o = opt;
+        o.sampleRows = -5;
+        expectRefused(o, "sampleRows -5", "sampleRows");
+    }
+    {
+        GnndFileBuildOptions o = opt;
+        o.schedule = static_cast<GnndFileSchedule>(7);
+        expectRefused(o, "schedule 7", "schedule");
+    }
+    {
+        // explicit Partitioned with too little host memory for the global
+        // lists: refused (Auto would run all-pairs with shard files instead)
+        GnndFileBuildOptions o = opt;
+        o.hostMemoryBytes = 1000;
+        expectRefused(o, "hostMemoryBytes 1000", "host");
+    }
+    const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
+            {&res}, raw, VectorFileFormat::RawFloat32, d, k, FlatMetric::L2, out, opt);
+    EXPECT_EQ(rep.schedule, GnndFileSchedule::Partitioned);
+    EXPECT_EQ(faiss_ext::gpu::fileScheduleName(rep.schedule), std::string("partitioned"));
+}
