@@ -40,7 +40,7 @@ namespace {
 
 const char* kUsage =
     "bench_ann --data LIST of clustered|hard|fmnist|fmnist-aug|fmnist-aug-pca [options]\n"
-    "  --methods LIST    graph, lsh (default graph)\n"
+    "  --methods LIST    graph, lsh, exact (exact: our exact index only; default graph)\n"
     "  --nb N            base rows of generated / augmented sets (default 1M)\n"
     "  --nq N            queries (default 10000; Fashion-MNIST has 10000 in all)\n"
     "  --tune-queries N  lsh: held-out queries of the autotuner, taken from the end\n"
@@ -549,8 +549,8 @@ int main(int argc, char** argv) {
                 doGraph = true;
             else if (m == "lsh")
                 doLsh = true;
-            else
-                throw std::invalid_argument("--methods takes graph and/or lsh, got " + m);
+            else if (m != "exact")  // exact: our exact index only (and the anchors' files)
+                throw std::invalid_argument("--methods takes graph, lsh and/or exact, got " + m);
         }
         const std::vector<std::string> sets = parseList(a.get("data"));
         if (sets.size() > 1 && a.has("write-dir"))
@@ -559,7 +559,10 @@ int main(int argc, char** argv) {
         for (const std::string& kind : sets) {
             Context c;
             double t0 = nowSeconds();
-            c.data = loadData(a, kind, doLsh ? a.getInt("tune-queries", 1000) : 0);
+            // the tuner's queries held out whenever they are named, so that
+            // an exact-only run writes the lsh run's query set for the anchors
+            const bool holdOut = doLsh || a.has("tune-queries");
+            c.data = loadData(a, kind, holdOut ? a.getInt("tune-queries", 1000) : 0);
             std::fprintf(stderr, "[bench_ann] %s: nb %lld, nq %lld, d %d (%.1f s to make)\n",
                          c.data.name.c_str(), (long long)c.data.base.n, (long long)c.data.queries.n,
                          c.data.base.d, nowSeconds() - t0);

@@ -12,6 +12,8 @@
 # 2. ANCHORS=1: FAISS GPU IVF-Flat, FAISS CPU IndexLSH and HNSWFlat (HNSW
 #    skipped past 2e8 floats, i.e. on the 784-d 1M set) in their own process
 #    on every set written so far (faiss-gpu anchor kit).
+# METHODS=exact: our exact index only, writing the same files (the tuner's
+# queries held out as in the lsh run), for anchors on a fresh machine.
 # TUNE_ARGS: extra bench_ann options, e.g. TUNE_ARGS="--tune-lm 16x12 --tune-lattices 0"
 # for a shorter tuning (a third of the tuner's builds; no E8 on the GPU).
 # Output: $OUT/lsh_ann.jsonl, $OUT/lsh_anchors.jsonl (+ .err), a summary.
@@ -23,7 +25,7 @@ export FAISS_EXT_GIT=$G
 for ds in $(echo "${SETS:-clustered,hard,fmnist,fmnist-aug-pca,fmnist-aug}" | tr , ' '); do
   mkdir -p /tmp/lshann/$ds
   t0=$(date +%s)
-  timeout "${PER_SET:-170}" .device/bin/bench/bench_ann --data $ds --methods lsh \
+  timeout "${PER_SET:-170}" .device/bin/bench/bench_ann --data $ds --methods ${METHODS:-lsh} \
     --fmnist-dir .device/extra --tune-queries 1000 --runs 5 --latency 50 --write-dir /tmp/lshann/$ds ${TUNE_ARGS:-} \
     >> "$OUT/lsh_ann.jsonl" 2>> "$OUT/lsh_ann.err"
   echo "$ds: bench_ann rc=$? ($(( $(date +%s) - t0 )) s)"
