@@ -304,12 +304,13 @@ public:
     }
 
     /// The schedule that runs: opt.schedule, or for Auto AllPairs up to
-    /// kAutoAllPairsMaxShards shards and when the partitioned schedule's
+    /// kAutoAllPairsMaxShards shards and kAutoPartitionAbove vectors, and when the partitioned schedule's
     /// lists and memberships would not fit the host budget (AllPairs can
     /// keep its shards in files), Partitioned otherwise.
     GnndFileSchedule schedule() const {
         if (opt_.schedule != GnndFileSchedule::Auto) return opt_.schedule;
-        if (nShards_ <= kAutoAllPairsMaxShards) return GnndFileSchedule::AllPairs;
+        if (nShards_ <= kAutoAllPairsMaxShards && n_ <= kAutoPartitionAbove)
+            return GnndFileSchedule::AllPairs;
         const size_t lists = size_t(n_) * k_ * (sizeof(int) + sizeof(float)) +
                              2 * size_t(n_) * opt_.overlap * sizeof(int);
         return lists <= gnnd::hostBudget(opt_.hostMemoryBytes) ? GnndFileSchedule::Partitioned

@@ -35,7 +35,8 @@ enum class VectorFileFormat : int {
 /// How gnndBuildFromFile covers the pairs of vectors that may be neighbours
 /// (docs/gnnd.md, "Schedules").
 enum class GnndFileSchedule : int {
-    /// AllPairs up to kAutoAllPairsMaxShards shards, Partitioned past it.
+    /// AllPairs up to kAutoAllPairsMaxShards shards and kAutoPartitionAbove
+    /// vectors, Partitioned past either.
     Auto = 0,
     /// Contiguous shards; GGM merges every pair of shards once: exact
     /// coverage, time growing with the square of the shard count.
@@ -54,6 +55,19 @@ enum class GnndFileSchedule : int {
 /// 128), Partitioned past it (8 shards all-pairs already cost 28 merges,
 /// 1.9x the time of 4).
 constexpr int kAutoAllPairsMaxShards = 4;
+
+/// GNND's recall falls with the size of one build (H200, the bench's
+/// clustered 10M x 128, k 32, recall@10 on 2,000 rows: one build 0.866 at
+/// degree 32 and 0.945 at degree 64 / 40 iterations; partitioned builds of
+/// 2.9M vectors each 0.976; at 1M x 128, builds of 300k 0.9994). The
+/// partitioned schedule's automatic cluster size therefore stays at most
+/// this many vectors, whatever the device could hold.
+constexpr int64_t kMaxAutoClusterRows = 1000000;
+
+/// Auto runs Partitioned past this many vectors even when AllPairs would
+/// need few shards: one build of that size is past the quality of
+/// kMaxAutoClusterRows-sized clusters.
+constexpr int64_t kAutoPartitionAbove = 4 * kMaxAutoClusterRows;
 
 /// Most clusters a vector may join (GnndFileBuildOptions::overlap).
 constexpr int kMaxOverlap = 8;

@@ -1,5 +1,6 @@
 #include "faiss_ext/gpu/impl/gnnd/FilePartition.h"
 
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/impl/gnnd/PartitionPlan.h"
 
 #include <faiss/Clustering.h>
@@ -46,8 +47,31 @@ std::vector<float> readSample(const VectorFile& file, int64_t rows, FlatMetric m
     return x;
 }
 
+/// The exact L2 index of the k-means and assignment searches: ours on the
+/// spec's device, else FAISS's on the CPU (equal results, ties aside).
+class CentroidIndex {
+public:
+    CentroidIndex(int d, const PartitionSpec& s) {
+        if (s.res) {
+            provider_.reset(new GpuResourcesProviderFromInstance(s.res));
+            GpuIndexQuickSelectFlatConfig cfg;
+            cfg.device = s.device;
+            gpu_.reset(new GpuIndexQuickSelectFlat(provider_.get(), d, faiss::METRIC_L2, cfg));
+        } else {
+            cpu_.reset(new faiss::IndexFlatL2(d));
+        }
+    }
+    faiss::Index& get() { return gpu_ ? static_cast<faiss::Index&>(*gpu_) : *cpu_; }
+
+private:
+    std::unique_ptr<GpuResourcesProvider> provider_;
+    std::unique_ptr<GpuIndexQuickSelectFlat> gpu_;
+    std::unique_ptr<faiss::IndexFlatL2> cpu_;
+};
+
 /// k-means (FAISS) of the n x d rows x into c centroids.
-std::vector<float> kmeans(const float* x, int64_t n, int d, int c, uint64_t seed) {
+std::vector<float> kmeans(const float* x, int64_t n, int d, int c, uint64_t seed,
+                          const PartitionSpec& s) {
     if (c <= 1 || n <= c) {  // one centroid, or every row its own
         std::vector<float> out(x, x + size_t(std::min<int64_t>(n, std::max(c, 1))) * d);
         return out;
@@ -58,19 +82,19 @@ std::vector<float> kmeans(const float* x, int64_t n, int d, int c, uint64_t seed
     cp.max_points_per_centroid = int(std::min<int64_t>(n / c + 1, 1 << 30));  // use every row
     cp.min_points_per_centroid = 1;
     faiss::Clustering clus(d, c, cp);
-    faiss::IndexFlatL2 index(d);
-    clus.train(n, x, index);
+    CentroidIndex index(d, s);
+    clus.train(n, x, index.get());
     return clus.centroids;
 }
 
 /// For each of the n rows, its `overlap` nearest centroids (n x overlap).
 std::vector<int64_t> nearest(const std::vector<float>& centroids, int d, const float* x,
-                             int64_t n, int overlap) {
-    faiss::IndexFlatL2 index(d);
-    index.add(int64_t(centroids.size()) / d, centroids.data());
+                             int64_t n, int overlap, const PartitionSpec& s) {
+    CentroidIndex index(d, s);
+    index.get().add(int64_t(centroids.size()) / d, centroids.data());
     std::vector<float> D(size_t(n) * overlap);
     std::vector<int64_t> I(size_t(n) * overlap);
-    index.search(n, x, overlap, D.data(), I.data());
+    index.get().search(n, x, overlap, D.data(), I.data());
     return I;
 }
 
@@ -81,7 +105,7 @@ std::vector<int64_t> nearest(const std::vector<float>& centroids, int d, const f
 std::vector<float> splitLargeCentroids(std::vector<float> cent, const std::vector<float>& x,
                                        int64_t ns, int d, const PartitionSpec& s, int64_t n) {
     const int c = int(cent.size() / d), ov = std::min(s.overlap, c);
-    const std::vector<int64_t> I = nearest(cent, d, x.data(), ns, ov);
+    const std::vector<int64_t> I = nearest(cent, d, x.data(), ns, ov, s);
     std::vector<std::vector<int64_t>> members(c);
     for (int64_t r = 0; r < ns; ++r)
         for (int j = 0; j < ov; ++j) members[I[size_t(r) * ov + j]].push_back(r);
@@ -100,7 +124,7 @@ std::vector<float> splitLargeCentroids(std::vector<float> cent, const std::vecto
         for (size_t r = 0; r < members[i].size(); ++r)
             std::copy_n(x.data() + size_t(members[i][r]) * d, d, sub.data() + r * d);
         const std::vector<float> parted =
-                kmeans(sub.data(), int64_t(members[i].size()), d, parts, s.seed + i + 1);
+                kmeans(sub.data(), int64_t(members[i].size()), d, parts, s.seed + i + 1, s);
         out.insert(out.end(), parted.begin(), parted.end());
     }
     return out;
@@ -108,7 +132,8 @@ std::vector<float> splitLargeCentroids(std::vector<float> cent, const std::vecto
 
 /// One pass over the file: the sorted member list of every centroid.
 std::vector<std::vector<int>> assignRows(const VectorFile& file, const std::vector<float>& cent,
-                                         int overlap, FlatMetric metric) {
+                                         int overlap, const PartitionSpec& s) {
+    const FlatMetric metric = s.metric;
     const int64_t n = file.n();
     const int d = file.d();
     const int c = int(cent.size() / d);
@@ -125,7 +150,7 @@ std::vector<std::vector<int>> assignRows(const VectorFile& file, const std::vect
         std::vector<float> x = next.get();
         if (r0 + kChunkRows < n) next = std::async(std::launch::async, readChunk, r0 + kChunkRows);
         const int64_t m = int64_t(x.size()) / d;
-        const std::vector<int64_t> I = nearest(cent, d, x.data(), m, overlap);
+        const std::vector<int64_t> I = nearest(cent, d, x.data(), m, overlap, s);
         for (int64_t r = 0; r < m; ++r)
             for (int j = 0; j < overlap; ++j) {
                 const int64_t ci = I[size_t(r) * overlap + j];
@@ -154,7 +179,7 @@ std::vector<std::vector<int>> partitionFile(const VectorFile& file, const Partit
                                                             : defaultSampleRows(n, s.clusters),
                                            s.clusters);
     const std::vector<float> x = readSample(file, want, s.metric, &ns);
-    std::vector<float> cent = kmeans(x.data(), ns, d, s.clusters, s.seed);
+    std::vector<float> cent = kmeans(x.data(), ns, d, s.clusters, s.seed, s);
     cent = splitLargeCentroids(std::move(cent), x, ns, d, s, n);
     const int c = int(cent.size() / d);
     const int ov = std::min(s.overlap, c);
@@ -164,7 +189,7 @@ std::vector<std::vector<int>> partitionFile(const VectorFile& file, const Partit
                     c, s.clusters, (long long)ns, ov);
         std::fflush(stdout);
     }
-    std::vector<std::vector<int>> lists = assignRows(file, cent, ov, s.metric);
+    std::vector<std::vector<int>> lists = assignRows(file, cent, ov, s);
     return packAndSplit(std::move(lists), std::min(s.minRows, n), s.capacity);
 }
 

@@ -129,7 +129,9 @@ private:
         size_t resident = 0, temp = 0;
         deviceBudget(in_.devices, in_.res, &resident, &temp);
         const int64_t minRows = std::min<int64_t>(n_, int64_t(in_.k) + 1);
-        capacity_ = largestBuildThatFits(minRows, n_, d_, in_.params, resident, temp);
+        // automatic clusters stay within GNND's quality size (kMaxAutoClusterRows)
+        const int64_t maxRows = in_.shards > 0 ? n_ : std::min(n_, kMaxAutoClusterRows);
+        capacity_ = largestBuildThatFits(minRows, maxRows, d_, in_.params, resident, temp);
         FAISS_THROW_IF_NOT_FMT(capacity_ > 0,
                                "gnndBuildFromFile: a GNND build of %lld vectors does not fit the "
                                "device memory limit (%zu bytes resident, %zu temporary)",
@@ -146,6 +148,8 @@ private:
         spec_.metric = in_.metric;
         spec_.seed = in_.params.seed;
         spec_.verbose = opt_.verbose;
+        spec_.res = in_.res[0];
+        spec_.device = in_.devices[0];
         checkHost_();
         rep.n = n_;
         rep.d = d_;
