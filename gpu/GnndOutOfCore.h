@@ -56,13 +56,14 @@ enum class GnndFileSchedule : int {
 /// 1.9x the time of 4).
 constexpr int kAutoAllPairsMaxShards = 4;
 
-/// GNND's recall falls with the size of one build (H200, the bench's
-/// clustered 10M x 128, k 32, recall@10 on 2,000 rows: one build 0.866 at
-/// degree 32 and 0.945 at degree 64 / 40 iterations; partitioned builds of
-/// 2.9M vectors each 0.976; at 1M x 128, builds of 300k 0.9994). The
-/// partitioned schedule's automatic cluster size therefore stays at most
-/// this many vectors, whatever the device could hold.
-constexpr int64_t kMaxAutoClusterRows = 1000000;
+/// GNND's recall falls with the size of one build, and a partition's
+/// recall falls with the number of clusters (H200, the bench's clustered
+/// 10M x 128, k 32, recall@10 on 2,000 rows: one build 0.866 at degree 32
+/// and 0.945 at degree 64; overlap 2 in 8 clusters of 2.9M vectors 0.976,
+/// in 39 clusters of at most 1M 0.966). The partitioned schedule's
+/// automatic cluster size therefore stays at most this many vectors,
+/// whatever the device could hold.
+constexpr int64_t kMaxAutoClusterRows = 3000000;
 
 /// Auto runs Partitioned past this many vectors even when AllPairs would
 /// need few shards: one build of that size is past the quality of
