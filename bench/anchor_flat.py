@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -55,7 +56,11 @@ def main():
     index = faiss.GpuIndexFlatL2(res, d)
     index.add(xb)
     name = a.dataset or os.path.basename(a.base)
-    device = "FAISS GPU %s" % faiss.__version__
+    try:  # the GPU's name, as the other suites write it
+        device = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        device = "unknown GPU"
     base = {"suite": "flat", "dataset": name, "method": "faiss-gpu:GpuIndexFlatL2", "device": device,
             "nb": nb, "d": d, "git": a.git}
     for k in [int(s) for s in a.k.split(",") if s]:
@@ -71,11 +76,11 @@ def main():
                 index.search(xq[i:i + 1], k)
             sec = median_seconds(one, a.single_query)
             print(json.dumps(dict(base, nq=1, k=k, params={"mode": "single-query", "calls": a.single_query,
-                                                            "io": "host"}, seconds=sec, qps=1.0 / sec,
+                                                            "io": "host", "faiss": faiss.__version__}, seconds=sec, qps=1.0 / sec,
                                   recall=None)), flush=True)
             print(f"[anchor_flat] {name} single-query k={k}: {sec * 1e3:.3f} ms", file=sys.stderr)
         sec = median_seconds(lambda: index.search(xq, k), a.reps)
-        print(json.dumps(dict(base, nq=nq, k=k, params={"reps": a.reps, "io": "host"}, seconds=sec,
+        print(json.dumps(dict(base, nq=nq, k=k, params={"reps": a.reps, "io": "host", "faiss": faiss.__version__}, seconds=sec,
                               qps=nq / sec, recall=None)), flush=True)
         print(f"[anchor_flat] {name} nq={nq} k={k}: {sec * 1e3:.3f} ms, {nq / sec:.0f} q/s", file=sys.stderr)
     return 0

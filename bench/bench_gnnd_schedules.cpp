@@ -42,7 +42,7 @@ const char* kUsage = R"(bench_gnnd_schedules: gnndBuildFromFile's schedules on o
   --data NAME           clustered (1000 Gaussian centres, default) or hard (AnnData.h, full rank)
   --modes LIST          of in-memory, allpairs<S>, partitioned<S>, partitioned (default
                         in-memory,allpairs4,allpairs8,partitioned8)
-  --overlap O           clusters per vector of the partitioned modes (default 2)
+  --overlap O           clusters per vector of the partitioned modes (default: the options' default, 3)
   --device-limit-gib G  device memory limit of the file builds' resources (default: none)
   --build-degree K      list length of the builds (default 0: the file build's 2k, in memory k)
   --iterations I        GNND iterations at most (default 20)
@@ -241,7 +241,7 @@ Run fileBuild(const std::string& path, const std::string& graph, GnndFileSchedul
 
 int main(int argc, char** argv) {
     int64_t n = 1000000, nRows = 2000;
-    int overlap = 2;
+    int overlap = GnndFileBuildOptions().overlap;
     double limitGib = 0;
     bool reuse = false, verbose = false;
     std::string data = "clustered", workdir = "/tmp";

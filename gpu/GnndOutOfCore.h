@@ -125,8 +125,11 @@ struct GnndFileBuildOptions {
     /// Partitioned: clusters each vector joins (1..kMaxOverlap). Vectors near a
     /// cluster boundary find their neighbours across it only through a
     /// second cluster (SPANN's closure assignment); each extra cluster adds
-    /// one build's worth of work per vector.
-    int overlap = 2;
+    /// one build's worth of work per vector. 3: on the H200, 10M x 128 in
+    /// clusters of at most 3M vectors, overlap 3 reached recall@10 0.982 in
+    /// 60 s, overlap 2 0.976 in 102 s (8 clusters; partitioning on the CPU
+    /// then) and 0.966 (39 clusters of 1M).
+    int overlap = 3;
     /// Partitioned: rows of the file sampled for k-means (0: automatic,
     /// min(n, max(256 x clusters, 262144))). Read in evenly spread blocks.
     int64_t sampleRows = 0;

@@ -439,7 +439,7 @@ GpuKnnGraphGNND.toIndexNSG = _gnnd_to_index_nsg
 def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, config=None,
                          devices=None, shard_size=0, work_dir="", verbose=False,
                          distances_path="", host_memory_bytes=-1, split_one_shard=True,
-                         schedule="auto", overlap=2):
+                         schedule="auto", overlap=3):
     """Builds the k-NN graph (degree ``k``) of the vectors in a file and
     writes it to ``graph_path`` as ivecs (per vector: int32 k, then the k
     neighbour ids, closest first); read it with read_graph_ivecs.

@@ -447,7 +447,7 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
         "config"_a = py::none(), "devices"_a = std::vector<int>(), "shard_size"_a = 0,
         "work_dir"_a = "", "verbose"_a = false, "distances_path"_a = "",
         "host_memory_bytes"_a = -1, "split_one_shard"_a = true, "schedule"_a = "auto",
-        "overlap"_a = 2, "gnndBuildFromFile (use faiss_ext.gnnd_build_from_file).");
+        "overlap"_a = 3, "gnndBuildFromFile (use faiss_ext.gnnd_build_from_file).");
 
     m.def(
         "_read_graph_ivecs",
