@@ -1,5 +1,7 @@
 #include "faiss_ext/gpu/FlatOptions.h"
 
+#include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
+
 #include <faiss/impl/FaissAssert.h>
 #include <strings.h>
 
@@ -43,16 +45,13 @@ DistancePrecision distancePrecisionFromName(const char* name) {
 }
 
 DistancePrecision chooseDistancePrecision(int64_t nq, int64_t nb, int64_t k, int d,
-                                          FlatMetric metric) {
-    // FP32 until the crossover of TF32Bounded against FP32 is measured on
-    // the GPU machine (bench_flat --precision fp32,tf32-bounded reports both,
-    // with the fallback counts): the measured rule goes here, and only here.
-    (void)nq;
-    (void)nb;
-    (void)k;
-    (void)d;
-    (void)metric;
-    return DistancePrecision::FP32;
+                                          FlatMetric metric, bool vectorsOnDevice) {
+    (void)nb;      // measured at 100k and 1M: the GEMM's share grows with nb
+    (void)metric;  // every metric is a prepared inner product or L2 (one bound)
+    const bool bounded = vectorsOnDevice && nq >= kAutoBoundedMinQueries &&
+                         k <= kAutoBoundedMaxK && d >= 1 &&
+                         tf32BoundTerms(d, true).valid;  // as boundedSearchSupported
+    return bounded ? DistancePrecision::TF32Bounded : DistancePrecision::FP32;
 }
 
 }  // namespace gpu

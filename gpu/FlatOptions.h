@@ -28,8 +28,8 @@ const char* vectorStorageName(VectorStorage s);
 /// aside); docs/flat.md, "Distance precision", has the bound and when the
 /// bounded mode falls back.
 enum class DistancePrecision : int {
-    /// Chosen per search by chooseDistancePrecision (FP32 until the
-    /// crossover is measured on the GPU machine).
+    /// Chosen per search by chooseDistancePrecision: TF32Bounded for large
+    /// batches over device-resident vectors, FP32 otherwise.
     Auto = 0,
     /// cuBLASLt FP32 GEMM (CUBLAS_COMPUTE_32F_PEDANTIC): today's path.
     FP32 = 1,
@@ -46,10 +46,26 @@ const char* distancePrecisionName(DistancePrecision p);
 /// Parses distancePrecisionName's names; throws on others.
 DistancePrecision distancePrecisionFromName(const char* name);
 
+/// Auto's bounded path starts at this many queries: measured on an H100
+/// (bench_flat --precision fp32,tf32-bounded, bench/results/flat_few_queries.jsonl)
+/// TF32Bounded ran 1.9x FP32 at nq 1,000 and 10,000 over 1M x 128 (k 10, 100;
+/// 1.4x at k 1024) and 3.0x / 2.5x over 100k x 960 (k 10 / 100); smaller
+/// batches were not measured, and up to kFewQueryMaxQueries the fused FP32
+/// few-query path reads the vectors once instead.
+constexpr int64_t kAutoBoundedMinQueries = 1000;
+
+/// Auto's bounded path up to this k (measured up to 1024; past it the
+/// candidate sets grow with k and were not measured).
+constexpr int64_t kAutoBoundedMaxK = 1024;
+
 /// The precision Auto runs for nq queries of dimension d at k over nb
-/// vectors of `metric`: the single place where the measured crossover goes.
+/// vectors of `metric`, stored on the device or not: the single place where
+/// the measured crossover goes. TF32Bounded needs device-resident vectors
+/// (host-streamed ones take the FP32 path) and a dimension its bound covers;
+/// its results equal FP32's either way (a query it cannot certify is
+/// searched again in FP32).
 DistancePrecision chooseDistancePrecision(int64_t nq, int64_t nb, int64_t k, int d,
-                                          FlatMetric metric);
+                                          FlatMetric metric, bool vectorsOnDevice);
 
 /// Queries answered by each route of the TF32Bounded precision.
 struct BoundedSearchStats {

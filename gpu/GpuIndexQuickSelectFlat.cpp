@@ -237,7 +237,8 @@ DistancePrecision GpuIndexQuickSelectFlat::resolveDistancePrecision(
         if (sp->distancePrecision != DistancePrecision::Auto) p = sp->distancePrecision;
     }
     if (p == DistancePrecision::Auto) {
-        p = chooseDistancePrecision(nq, ntotal, k, d, flatMetric_);
+        const bool onDevice = storage_ && storage_->where() == VectorStorage::Device;
+        p = chooseDistancePrecision(nq, ntotal, k, d, flatMetric_, onDevice);
     }
     return p;
 }

@@ -2,6 +2,7 @@
 // and the checks on forced paths: host-side logic, no GPU needed.
 #include "TestUtils.h"
 
+#include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/impl/FlatSearchPath.h"
 
 #include <faiss/impl/FaissException.h>
@@ -104,3 +105,28 @@ TEST(CpuFlatSearchPath, Names) {
 }
 
 }  // namespace
+
+// Auto's distance precision (FlatOptions.h): the bounded TF32 path for the
+// measured shapes (large batches, k up to 1024, vectors on the device),
+// FP32 everywhere else.
+TEST(CpuDistancePrecisionRule, BoundedOnlyForLargeDeviceBatchesUpToTheMeasuredK) {
+    using faiss_ext::FlatMetric;
+    using faiss_ext::gpu::chooseDistancePrecision;
+    using faiss_ext::gpu::DistancePrecision;
+    using faiss_ext::gpu::kAutoBoundedMaxK;
+    using faiss_ext::gpu::kAutoBoundedMinQueries;
+    const int64_t nb = 1000000;
+    const auto pick = [&](int64_t nq, int64_t k, int d, bool onDevice) {
+        return chooseDistancePrecision(nq, nb, k, d, FlatMetric::L2, onDevice);
+    };
+    EXPECT_EQ(pick(kAutoBoundedMinQueries, 10, 128, true), DistancePrecision::TF32Bounded);
+    EXPECT_EQ(pick(10000, kAutoBoundedMaxK, 960, true), DistancePrecision::TF32Bounded);
+    EXPECT_EQ(pick(kAutoBoundedMinQueries - 1, 10, 128, true), DistancePrecision::FP32);
+    EXPECT_EQ(pick(10000, kAutoBoundedMaxK + 1, 128, true), DistancePrecision::FP32);
+    EXPECT_EQ(pick(10000, 10, 128, false), DistancePrecision::FP32) << "host-streamed vectors";
+    EXPECT_EQ(pick(10000, 10, 0, true), DistancePrecision::FP32) << "no dimension";
+    for (FlatMetric m : {FlatMetric::InnerProduct, FlatMetric::Cosine, FlatMetric::Pearson}) {
+        EXPECT_EQ(chooseDistancePrecision(10000, nb, 10, 128, m, true),
+                  DistancePrecision::TF32Bounded);
+    }
+}
