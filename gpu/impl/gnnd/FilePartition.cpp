@@ -56,6 +56,10 @@ public:
             provider_.reset(new GpuResourcesProviderFromInstance(s.res));
             GpuIndexQuickSelectFlatConfig cfg;
             cfg.device = s.device;
+            // on the device or not at all: Auto would fall back to host
+            // memory when an allocation fails, and a build that cannot
+            // allocate must fail (the centroids are few)
+            cfg.storage = VectorStorage::Device;
             gpu_.reset(new GpuIndexQuickSelectFlat(provider_.get(), d, faiss::METRIC_L2, cfg));
         } else {
             cpu_.reset(new faiss::IndexFlatL2(d));
