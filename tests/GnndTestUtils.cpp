@@ -201,6 +201,22 @@ double searchRecall(const float* x, int64_t n, const float* q, int64_t nq, int d
     return double(hits) / (double(nq) * r);
 }
 
+double recallAgainstExactIndex(gpu::StandardGpuResources& res, const std::vector<float>& x,
+                               int64_t n, const std::vector<float>& q, int64_t nq, int d, int k,
+                               const std::vector<int64_t>& I, FlatMetric metric) {
+    gpu::GpuIndexQuickSelectFlat exact(&res, d, metric);
+    exact.add(n, x.data());
+    std::vector<float> D(size_t(nq) * k);
+    std::vector<int64_t> ref(size_t(nq) * k);
+    exact.search(nq, q.data(), k, D.data(), ref.data());
+    int64_t hits = 0;
+    for (int64_t i = 0; i < nq; ++i) {
+        const std::set<int64_t> truth(ref.begin() + i * k, ref.begin() + (i + 1) * k);
+        for (int j = 0; j < k; ++j) hits += int64_t(truth.count(I[size_t(i) * k + j]));
+    }
+    return double(hits) / double(nq * k);
+}
+
 Graph fetchGraph(const GpuKnnGraphGNND& index) {
     Graph g;
     g.n = index.ntotal;

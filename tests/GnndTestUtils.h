@@ -1,6 +1,6 @@
 // Shared helpers of the GNND tests (test_gpu_gnnd_build.cpp, _merge,
-// _out_of_core, _multi_gpu, _search, _twin): exact references, recall,
-// structure checks, data sets and files.
+// _out_of_core, _multi_gpu, _search, _twin) and of the search-graph tests:
+// exact references, recall, structure checks, data sets and files.
 //
 // Recall@r of a graph row i: the fraction of the r true nearest neighbours
 // found among the first r entries of our list, where an id counts when it is
@@ -63,6 +63,13 @@ double graphRecall(const float* x, int64_t n, int d, bool ip, const int64_t* ids
 /// reference ref (nq x kRef).
 double searchRecall(const float* x, int64_t n, const float* q, int64_t nq, int d, bool ip,
                     const int64_t* I, int k, const int64_t* ref, int kRef, int r);
+
+/// Recall@k of search results I (nq x k) against the ids of our exact GPU
+/// index (the search-graph tests' measure: ids only, so a tie at the k-th
+/// place can cost a hit).
+double recallAgainstExactIndex(gpu::StandardGpuResources& res, const std::vector<float>& x,
+                               int64_t n, const std::vector<float>& q, int64_t nq, int d, int k,
+                               const std::vector<int64_t>& I, FlatMetric metric = FlatMetric::L2);
 
 /// A graph as getGraph returns it.
 struct Graph {

@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 
+#include "GnndTestUtils.h"
 #include "TestUtils.h"
 #include "faiss_ext/gpu/GpuCloner.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
@@ -57,19 +58,10 @@ Built buildClustered(StandardGpuResources& res, int64_t n, int d, int64_t nq,
 }
 
 /// Recall@k of I against the exact search of the same queries.
+/// Recall@k of I against exact search over b (GnndTestUtils.h).
 double recallVsExact(StandardGpuResources& res, const Built& b, FlatMetric metric, int64_t nq,
                      int k, const std::vector<int64_t>& I) {
-    GpuIndexQuickSelectFlat exact(&res, b.d, metric);
-    exact.add(b.n, b.x.data());
-    std::vector<float> D(nq * k);
-    std::vector<int64_t> ref(nq * k);
-    exact.search(nq, b.q.data(), k, D.data(), ref.data());
-    int64_t hits = 0;
-    for (int64_t i = 0; i < nq; ++i) {
-        std::set<int64_t> truth(ref.begin() + i * k, ref.begin() + (i + 1) * k);
-        for (int j = 0; j < k; ++j) hits += truth.count(I[i * k + j]);
-    }
-    return double(hits) / double(nq * k);
+    return gnndtest::recallAgainstExactIndex(res, b.x, b.n, b.q, nq, b.d, k, I, metric);
 }
 
 }  // namespace

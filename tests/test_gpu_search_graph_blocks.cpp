@@ -12,6 +12,7 @@
 #include <set>
 #include <vector>
 
+#include "GnndTestUtils.h"
 #include "TestUtils.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
@@ -37,23 +38,6 @@ Searched searchWith(const GpuIndexSearchGraph& index, const std::vector<float>& 
     sp.blocksPerQuery = blocks;
     index.search(nq, q.data(), k, s.D.data(), s.I.data(), &sp);
     return s;
-}
-
-/// Recall@k of I against exact search.
-double recall(StandardGpuResources& res, const std::vector<float>& x, int64_t n,
-              const std::vector<float>& q, int64_t nq, int d, int k, const std::vector<int64_t>& I,
-              FlatMetric metric = FlatMetric::L2) {
-    GpuIndexQuickSelectFlat exact(&res, d, metric);
-    exact.add(n, x.data());
-    std::vector<float> D(size_t(nq) * k);
-    std::vector<int64_t> ref(size_t(nq) * k);
-    exact.search(nq, q.data(), k, D.data(), ref.data());
-    int64_t hits = 0;
-    for (int64_t i = 0; i < nq; ++i) {
-        std::set<int64_t> truth(ref.begin() + i * k, ref.begin() + (i + 1) * k);
-        for (int j = 0; j < k; ++j) hits += truth.count(I[i * k + j]);
-    }
-    return double(hits) / double(nq * k);
 }
 
 /// Every row sorted (ascending, or descending for similarities), its ids
@@ -106,7 +90,7 @@ TEST(GpuSearchGraphBlocks, SeveralBlocksFindAtLeastWhatOneFinds) {
     for (int blocks : {1, 4, 16}) {
         Searched s = searchWith(index, q, nq, k, blocks, 16);
         expectWellFormed(s, x, q, nq, d, k, true);
-        double r = recall(res, x, n, q, nq, d, k, s.I);
+        double r = gnndtest::recallAgainstExactIndex(res, x, n, q, nq, d, k, s.I);
         std::printf("[search graph] itopk 16, %2d blocks per query: recall@10 %.4f\n", blocks, r);
         if (blocks == 1) one = r;
         // the merge keeps the best of every block, and block 0 of several
@@ -135,7 +119,8 @@ TEST(GpuSearchGraphBlocks, InnerProductResultsAreProductsLargestFirst) {
             for (int t = 0; t < d; ++t) dot += double(q[i * d + t]) * x[size_t(id) * d + t];
             ASSERT_NEAR(s.D[i * k + j], dot, 1e-4 * (1 + std::fabs(dot)));
         }
-    double r = recall(res, x, n, q, nq, d, k, s.I, FlatMetric::InnerProduct);
+    double r = gnndtest::recallAgainstExactIndex(res, x, n, q, nq, d, k, s.I,
+                                                      FlatMetric::InnerProduct);
     std::printf("[search graph] inner product, 8 blocks per query: recall@10 %.4f\n", r);
     EXPECT_GE(r, 0.9);
 }
