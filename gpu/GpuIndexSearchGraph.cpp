@@ -163,10 +163,8 @@ struct ResolvedSearch {
     bool half = false;
 };
 
-/// The index's defaults (config) overridden by params (validated) for
-/// n queries at k on `device`, with no zeros left.
-ResolvedSearch resolveSearch(const GpuIndexSearchGraphConfig& config, int device, int64_t n,
-                             int64_t k, const faiss::SearchParameters* params) {
+/// The index's defaults, as a search without parameters runs them.
+ResolvedSearch configDefaults(const GpuIndexSearchGraphConfig& config) {
     ResolvedSearch r;
     graph::BeamSearchParams& p = r.beam;
     r.entrySeeds = config.entrySeeds;
@@ -176,58 +174,75 @@ ResolvedSearch resolveSearch(const GpuIndexSearchGraphConfig& config, int device
     p.maxIterations = config.maxIterations;
     p.seedRounds = config.seedRounds;
     p.seed = config.seed;
-    int blocks = config.blocksPerQuery;
+    p.blocksPerQuery = config.blocksPerQuery;
+    return r;
+}
+
+/// Validates the search parameters and overrides r with those that are set
+/// (0 or -1: the index's value).
+void applySearchParameters(const SearchParametersSearchGraph& sp,
+                           const GpuIndexSearchGraphConfig& config, ResolvedSearch& r) {
+    graph::BeamSearchParams& p = r.beam;
+    FAISS_THROW_IF_NOT_FMT(
+        sp.itopk >= 0 && sp.itopk <= graph::kMaxItopk && sp.searchWidth >= 0 &&
+            sp.searchWidth <= graph::kMaxSearchWidth &&
+            sp.searchWidth * config.graphDegree <= 1024 && sp.maxIterations >= 0 &&
+            sp.minIterations >= 0 && sp.seedRounds >= 0,
+        "%s::search: itopk %d (<= %d), searchWidth %d (<= %d, x degree "
+        "<= 1024), maxIterations %d, minIterations %d, seedRounds %d must "
+        "be >= 0",
+        kWho, sp.itopk, graph::kMaxItopk, sp.searchWidth, graph::kMaxSearchWidth,
+        sp.maxIterations, sp.minIterations, sp.seedRounds);
+    if (sp.itopk) p.itopk = sp.itopk;
+    if (sp.searchWidth) p.searchWidth = sp.searchWidth;
+    if (sp.maxIterations) p.maxIterations = sp.maxIterations;
+    if (sp.seedRounds) p.seedRounds = sp.seedRounds;
+    FAISS_THROW_IF_NOT_FMT(sp.entrySeeds >= -1 && sp.entrySeeds <= 128,
+                           "%s::search: entrySeeds = %d must be in [-1, 128]", kWho,
+                           sp.entrySeeds);
+    if (sp.entrySeeds >= 0) r.entrySeeds = sp.entrySeeds;
+    FAISS_THROW_IF_NOT_FMT(
+        sp.fp16 >= -1 && sp.fp16 <= 1 && (sp.fp16 != 1 || config.fp16Traversal),
+        "%s::search: fp16 = %d must be -1, 0 or 1 (1 needs an index "
+        "built with fp16Traversal)",
+        kWho, sp.fp16);
+    if (sp.fp16 >= 0) r.half = sp.fp16 == 1;
+    FAISS_THROW_IF_NOT_FMT(
+        sp.blocksPerQuery >= 0 && sp.blocksPerQuery <= graph::kMaxBlocksPerQuery,
+        "%s::search: blocksPerQuery = %d must be in [0, %d]", kWho, sp.blocksPerQuery,
+        graph::kMaxBlocksPerQuery);
+    if (sp.blocksPerQuery) p.blocksPerQuery = sp.blocksPerQuery;
+    FAISS_THROW_IF_NOT_FMT(sp.seed >= -1,
+                           "%s::search: seed = %lld must be >= 0 (-1: the index's)", kWho,
+                           (long long)sp.seed);
+    if (sp.seed >= 0) p.seed = uint64_t(sp.seed);
+    p.minIterations = sp.minIterations;
+}
+
+/// The index's defaults (config) overridden by params (validated) for
+/// n queries at k on `device`, with no zeros left.
+ResolvedSearch resolveSearch(const GpuIndexSearchGraphConfig& config, int device, int64_t n,
+                             int64_t k, const faiss::SearchParameters* params) {
+    ResolvedSearch r = configDefaults(config);
     if (params) {
         auto sp = dynamic_cast<const SearchParametersSearchGraph*>(params);
         FAISS_THROW_IF_NOT_FMT(sp, "%s::search: params must be SearchParametersSearchGraph", kWho);
-        FAISS_THROW_IF_NOT_FMT(
-            sp->itopk >= 0 && sp->itopk <= graph::kMaxItopk && sp->searchWidth >= 0 &&
-                sp->searchWidth <= graph::kMaxSearchWidth &&
-                sp->searchWidth * config.graphDegree <= 1024 && sp->maxIterations >= 0 &&
-                sp->minIterations >= 0 && sp->seedRounds >= 0,
-            "%s::search: itopk %d (<= %d), searchWidth %d (<= %d, x degree "
-            "<= 1024), maxIterations %d, minIterations %d, seedRounds %d must "
-            "be >= 0",
-            kWho, sp->itopk, graph::kMaxItopk, sp->searchWidth, graph::kMaxSearchWidth,
-            sp->maxIterations, sp->minIterations, sp->seedRounds);
-        if (sp->itopk) p.itopk = sp->itopk;
-        if (sp->searchWidth) p.searchWidth = sp->searchWidth;
-        if (sp->maxIterations) p.maxIterations = sp->maxIterations;
-        if (sp->seedRounds) p.seedRounds = sp->seedRounds;
-        FAISS_THROW_IF_NOT_FMT(sp->entrySeeds >= -1 && sp->entrySeeds <= 128,
-                               "%s::search: entrySeeds = %d must be in [-1, 128]", kWho,
-                               sp->entrySeeds);
-        if (sp->entrySeeds >= 0) r.entrySeeds = sp->entrySeeds;
-        FAISS_THROW_IF_NOT_FMT(
-            sp->fp16 >= -1 && sp->fp16 <= 1 && (sp->fp16 != 1 || config.fp16Traversal),
-            "%s::search: fp16 = %d must be -1, 0 or 1 (1 needs an index "
-            "built with fp16Traversal)",
-            kWho, sp->fp16);
-        if (sp->fp16 >= 0) r.half = sp->fp16 == 1;
-        FAISS_THROW_IF_NOT_FMT(
-            sp->blocksPerQuery >= 0 && sp->blocksPerQuery <= graph::kMaxBlocksPerQuery,
-            "%s::search: blocksPerQuery = %d must be in [0, %d]", kWho, sp->blocksPerQuery,
-            graph::kMaxBlocksPerQuery);
-        if (sp->blocksPerQuery) blocks = sp->blocksPerQuery;
-        FAISS_THROW_IF_NOT_FMT(sp->seed >= -1,
-                               "%s::search: seed = %lld must be >= 0 (-1: the index's)", kWho,
-                               (long long)sp->seed);
-        if (sp->seed >= 0) p.seed = uint64_t(sp->seed);
-        p.minIterations = sp->minIterations;
+        applySearchParameters(*sp, config, r);
     }
     FAISS_THROW_IF_NOT_FMT(k <= graph::kMaxItopk, "%s::search: k = %lld must be <= %d", kWho,
                            (long long)k, graph::kMaxItopk);
-    int beam = std::max<int>(p.itopk, int(k));
+    graph::BeamSearchParams& p = r.beam;
+    const int beam = std::max<int>(p.itopk, int(k));
     p.itopk = nextPow2(std::max(beam, 32));
     p.expandLimit = beam < 32 ? beam : 0;
     if (p.maxIterations == 0) p.maxIterations = beam / p.searchWidth + 16;
-    int mergeWidth = nextPow2(std::max<int>(int(k), 32));
-    if (blocks == 0) blocks = autoBlocksPerQuery(device, n, mergeWidth);
-    FAISS_THROW_IF_NOT_FMT(blocks * mergeWidth <= graph::kMaxMergedResults,
+    const int mergeWidth = nextPow2(std::max<int>(int(k), 32));
+    if (p.blocksPerQuery == 0) p.blocksPerQuery = autoBlocksPerQuery(device, n, mergeWidth);
+    FAISS_THROW_IF_NOT_FMT(p.blocksPerQuery * mergeWidth <= graph::kMaxMergedResults,
                            "%s::search: blocksPerQuery %d x k (%lld, rounded to %d) must be "
                            "<= %d",
-                           kWho, blocks, (long long)k, mergeWidth, graph::kMaxMergedResults);
-    p.blocksPerQuery = blocks;
+                           kWho, p.blocksPerQuery, (long long)k, mergeWidth,
+                           graph::kMaxMergedResults);
     return r;
 }
 
