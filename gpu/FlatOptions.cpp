@@ -49,8 +49,7 @@ DistancePrecision chooseDistancePrecision(int64_t nq, int64_t nb, int64_t k, int
     (void)nb;      // measured at 100k and 1M: the GEMM's share grows with nb
     (void)metric;  // every metric is a prepared inner product or L2 (one bound)
     const bool bounded = vectorsOnDevice && nq >= kAutoBoundedMinQueries &&
-                         k <= kAutoBoundedMaxK && d >= 1 &&
-                         tf32BoundTerms(d, true).valid;  // as boundedSearchSupported
+                         k <= kAutoBoundedMaxK && boundedSearchSupported(d);
     return bounded ? DistancePrecision::TF32Bounded : DistancePrecision::FP32;
 }
 

@@ -164,7 +164,6 @@ int64_t boundedCandidateCount(int64_t kk, int64_t nb) {
     return std::min(nb, kk + std::max(kk, kBoundedMinSlack));
 }
 
-bool boundedSearchSupported(int d) { return d >= 1 && tf32BoundTerms(d, true).valid; }
 
 void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                        const BoundedCorpus& corpus, const float* queries, int64_t nq, int64_t k,

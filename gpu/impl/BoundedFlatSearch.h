@@ -36,6 +36,7 @@
 #include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
 #include "faiss_ext/gpu/impl/FlatTilePlan.h"
+#include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -64,8 +65,7 @@ int64_t boundedCandidateCount(int64_t kk, int64_t nb);
 /// The floor of the slack above (see boundedCandidateCount).
 constexpr int64_t kBoundedMinSlack = 32;
 
-/// Whether the bound is defined for dimension d (d 2^-22 well below 1/2).
-bool boundedSearchSupported(int d);
+// boundedSearchSupported(d): Tf32ErrorBound.h.
 
 /// The stored corpus as the bounded search reads it (device pointers).
 struct BoundedCorpus {

@@ -104,6 +104,10 @@ inline Tf32BoundTerms tf32BoundTerms(int d, bool l2) {
     return t;
 }
 
+/// Whether the bounded search is defined for dimension d (d 2^-22 well
+/// below 1/2); host-only code (Auto's rule) asks it too.
+inline bool boundedSearchSupported(int d) { return d >= 1 && tf32BoundTerms(d, true).valid; }
+
 /// Inflation that keeps a double evaluation of the bound an upper bound.
 constexpr double kBoundInflation = 1.0 + 1.0 / 1099511627776.0;  // 1 + 2^-40
 
