@@ -91,14 +91,12 @@ std::vector<float> kmeans(const float* x, int64_t n, int d, int c, uint64_t seed
     return clus.centroids;
 }
 
-/// For each of the n rows, its `overlap` nearest centroids (n x overlap).
-std::vector<int64_t> nearest(const std::vector<float>& centroids, int d, const float* x,
-                             int64_t n, int overlap, const PartitionSpec& s) {
-    CentroidIndex index(d, s);
-    index.get().add(int64_t(centroids.size()) / d, centroids.data());
+/// For each of the n rows, its `overlap` nearest centroids (n x overlap)
+/// in an index holding the centroids.
+std::vector<int64_t> nearest(faiss::Index& centroids, const float* x, int64_t n, int overlap) {
     std::vector<float> D(size_t(n) * overlap);
     std::vector<int64_t> I(size_t(n) * overlap);
-    index.get().search(n, x, overlap, D.data(), I.data());
+    centroids.search(n, x, overlap, D.data(), I.data());
     return I;
 }
 
@@ -109,7 +107,9 @@ std::vector<int64_t> nearest(const std::vector<float>& centroids, int d, const f
 std::vector<float> splitLargeCentroids(std::vector<float> cent, const std::vector<float>& x,
                                        int64_t ns, int d, const PartitionSpec& s, int64_t n) {
     const int c = int(cent.size() / d), ov = std::min(s.overlap, c);
-    const std::vector<int64_t> I = nearest(cent, d, x.data(), ns, ov, s);
+    CentroidIndex index(d, s);
+    index.get().add(c, cent.data());
+    const std::vector<int64_t> I = nearest(index.get(), x.data(), ns, ov);
     std::vector<std::vector<int64_t>> members(c);
     for (int64_t r = 0; r < ns; ++r)
         for (int j = 0; j < ov; ++j) members[I[size_t(r) * ov + j]].push_back(r);
@@ -142,6 +142,8 @@ std::vector<std::vector<int>> assignRows(const VectorFile& file, const std::vect
     const int d = file.d();
     const int c = int(cent.size() / d);
     std::vector<std::vector<int>> lists(c);
+    CentroidIndex index(d, s);  // one index (and one upload) for every chunk
+    index.get().add(c, cent.data());
     auto readChunk = [&](int64_t r0) {
         const int64_t m = std::min(kChunkRows, n - r0);
         std::vector<float> x(size_t(m) * d);
@@ -154,7 +156,7 @@ std::vector<std::vector<int>> assignRows(const VectorFile& file, const std::vect
         std::vector<float> x = next.get();
         if (r0 + kChunkRows < n) next = std::async(std::launch::async, readChunk, r0 + kChunkRows);
         const int64_t m = int64_t(x.size()) / d;
-        const std::vector<int64_t> I = nearest(cent, d, x.data(), m, overlap, s);
+        const std::vector<int64_t> I = nearest(index.get(), x.data(), m, overlap);
         for (int64_t r = 0; r < m; ++r)
             for (int j = 0; j < overlap; ++j) {
                 const int64_t ci = I[size_t(r) * overlap + j];
