@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_flat import read_vectors  # noqa: E402  (one reader for both anchors)
+from torch_flat import add_data_arguments, read_vectors  # noqa: E402  (shared with the torch anchor)
 
 
 def median_seconds(f, reps):
@@ -37,11 +37,7 @@ def median_seconds(f, reps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base", required=True)
-    ap.add_argument("--query", required=True)
-    ap.add_argument("--dataset", default=None)
-    ap.add_argument("--suite", default="flat", help="suite written in every line")
-    ap.add_argument("--nq", type=int, default=0, help="at most this many queries (0: all)")
+    add_data_arguments(ap)
     ap.add_argument("--k", default="10")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--single-query", type=int, default=0)

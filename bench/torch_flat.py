@@ -84,13 +84,18 @@ def recall_at_k(I, ref, k, base, query, rel_tol=1e-5):
     return hits / total if total else None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_data_arguments(ap):
+    """The options every flat-suite anchor shares: the files and names of bench_flat's run."""
     ap.add_argument("--base", required=True)
     ap.add_argument("--query", required=True)
     ap.add_argument("--dataset", default=None)
     ap.add_argument("--suite", default="flat", help="suite written in every line")
     ap.add_argument("--nq", type=int, default=0, help="at most this many queries (0: all)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_data_arguments(ap)
     ap.add_argument("--k", default="1,10,100,1024,4096")
     ap.add_argument("--reps", type=int, default=3, help="timed runs after one warm-up; median reported")
     ap.add_argument("--ref", default=None, help="exact reference ids (.ivecs) from bench_flat --ref-out")
