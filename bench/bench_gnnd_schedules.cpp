@@ -185,7 +185,19 @@ struct Run {
     double seconds = 0;
     std::vector<int64_t> ids;  ///< sampled rows x 10
     JsonLine params;
+    /// What names the build apart from the mode (no timings): the report
+    /// keeps the latest line per mode and setting.
+    std::string setting;
 };
+
+/// "degree K, overlap O, clusters C, limit G, iterations I", as the lines of
+/// bench/results/gnnd_schedules.jsonl name their builds.
+std::string settingOf(int degree, int overlap, int clusters, double limitGib, int iterations) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "degree %d, overlap %d, clusters %d, limit %g, iterations %d",
+                  degree, overlap, clusters, limitGib, iterations);
+    return buf;
+}
 
 Run inMemory(const std::string& path, int64_t n, const GpuKnnGraphGNNDConfig& cfg) {
     std::vector<float> x(size_t(n) * kD);
@@ -202,8 +214,10 @@ Run inMemory(const std::string& path, int64_t n, const GpuKnnGraphGNNDConfig& cf
     Run r;
     r.method = "ours:gnnd-in-memory";
     r.seconds = nowSeconds() - t0;
-    r.params.integer("build_degree", cfg.buildDegree ? cfg.buildDegree : (kK + 31) / 32 * 32);
+    const int degree = cfg.buildDegree ? cfg.buildDegree : (kK + 31) / 32 * 32;
+    r.params.integer("build_degree", degree);
     r.params.integer("max_iterations", cfg.maxIterations);
+    r.setting = settingOf(degree, 0, 0, 0, cfg.maxIterations);
     const std::vector<int> g = index.getGraphInt();
     r.ids.assign(g.begin(), g.end());  // n x kK; the sampled rows are taken by the caller
     return r;
@@ -234,6 +248,7 @@ Run fileBuild(const std::string& path, const std::string& graph, GnndFileSchedul
     r.params.num("device_limit_gib", limitGib).num("partition_s", rep.partitionSeconds);
     r.params.num("build_s", rep.buildSeconds).num("merge_s", rep.mergeSeconds);
     r.params.boolean("in_host_memory", rep.inHostMemory).integer("max_iterations", cfg.maxIterations);
+    r.setting = settingOf(rep.buildDegree, rep.overlap, rep.clusters, limitGib, cfg.maxIterations);
     return r;
 }
 
@@ -319,8 +334,7 @@ int main(int argc, char** argv) {
             JsonLine j;
             j.str("suite", "gnnd-schedules").str("dataset", data == "hard" ? "hard-128" : "clustered-1000-centres");
             j.str("method", r.method).str("mode", mode).str("device", prop.name);
-            // the report keeps one line per setting: the mode and the build's settings name it
-            j.str("setting", mode + ", " + r.params.text());
+            j.str("setting", mode + ", " + r.setting);
             j.integer("n", n).integer("d", kD).integer("nq", nRows).integer("k", kK);
             j.raw("params", r.params.text()).num("seconds", r.seconds).num("recall", rc);
             j.str("recall_at", "10").str("git", gitCommit());
