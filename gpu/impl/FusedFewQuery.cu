@@ -84,6 +84,16 @@ struct SharedLayout {
 /// nothing is read (src is then any mapped address).
 template <int kBytes>
 __device__ __forceinline__ void copyAsync(void* dst, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    // No cp.async before sm_80: a plain copy (correct, without the overlap).
+    if (kBytes == 16) {
+        *static_cast<float4*>(dst) = valid ? __ldg(reinterpret_cast<const float4*>(src))
+                                           : make_float4(0.f, 0.f, 0.f, 0.f);
+    } else {
+        *static_cast<float*>(dst) = valid ? __ldg(src) : 0.f;
+    }
+    return;
+#endif
     const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     const int srcBytes = valid ? kBytes : 0;
     if (kBytes == 16) {
@@ -99,14 +109,18 @@ __device__ __forceinline__ void copyAsync(void* dst, const float* src, bool vali
 }
 
 __device__ __forceinline__ void cpAsyncCommit() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
 }
 
 /// Waits until at most `kPending` of this thread's committed groups are
 /// still in flight (the others have landed in shared memory).
 template <int kPending>
 __device__ __forceinline__ void cpAsyncWait() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
 }
 
 /// Starts staging dimensions c0 .. c0 + kDimChunk of tile vectors v0 ..
