@@ -23,13 +23,18 @@
 //              [--single-query N]
 // --single-query N adds, per k, the latency of one-query searches: the
 // median of N calls of search(1 query) (each synchronised), as a line with
-// nq 1 and params.mode "single-query" (ours, FP32).
+// nq 1 and params.mode "single-query" (ours, FP32); for k <= 1024 a second
+// line, params.mode "single-query-split", splits it: the fused few-query
+// kernel and the merge of its lists (CUDA events), the whole select call
+// (bench/FewQuerySplit.h; it copies the vectors to the GPU once more).
 #include "bench/BenchData.h"
 #include "bench/BenchDevice.h"
 #include "bench/BenchUtil.h"
+#include "bench/FewQuerySplit.h"
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/FlatSearchPath.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
@@ -70,6 +75,7 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
   --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4)
   --precision LIST     distance precisions of ours: fp32, tf32-bounded (default fp32)
   --single-query N     also time N one-query searches per k (median latency; ours)
+                       and split it: fused kernel, merge, the rest (k <= 1024)
   --git                print the commit compiled in and exit
 )";
 
@@ -134,6 +140,27 @@ void emitSingleQuery(const Common& c, const std::string& device, int64_t k, int 
     emit(j);
     std::fprintf(stderr, "[bench_flat] ours single-query k=%lld: %.4f ms (median of %d)\n",
                  (long long)k, sec * 1e3, calls);
+}
+
+/// The --single-query split at k (bench/FewQuerySplit.h): the fused kernel,
+/// the merge and the whole select call, beside the search's latency `sec`.
+void emitSingleQuerySplit(const Common& c, const std::string& device, int64_t k, int calls,
+                          double sec, const FewQuerySplit& s) {
+    Common one = c;
+    one.nq = 1;
+    JsonLine p;
+    p.str("mode", "single-query-split").integer("calls", calls).str("io", "device");
+    p.num("search-ms", sec * 1e3).num("kernel-ms", s.kernelMs).num("merge-ms", s.mergeMs);
+    p.num("select-ms", s.selectMs).str("latency", "median of the calls, each part separately");
+    JsonLine j = head(one, "ours:fused-few-query", device, k);
+    j.raw("params", p.text()).num("seconds", s.kernelMs / 1e3).null("qps").null("recall");
+    j.str("git", c.git);
+    emit(j);
+    std::fprintf(stderr,
+                 "[bench_flat] ours single-query k=%lld split: search %.4f ms = fused kernel "
+                 "%.4f + merge %.4f + the rest of the select call %.4f + outside it %.4f ms\n",
+                 (long long)k, sec * 1e3, s.kernelMs, s.mergeMs,
+                 s.selectMs - s.kernelMs - s.mergeMs, sec * 1e3 - s.selectMs);
 }
 
 std::string envOr(const char* name, const char* def) {
@@ -369,8 +396,13 @@ int main(int argc, char** argv) {
                 for (int64_t k : ks) {
                     if (singleCalls > 0) {
                         try {
-                            emitSingleQuery(c, gpuDevice, k, singleCalls,
-                                            singleQueryLatency(index, dQ.p, c.nq, d, k, singleCalls));
+                            const double sec = singleQueryLatency(index, dQ.p, c.nq, d, k, singleCalls);
+                            emitSingleQuery(c, gpuDevice, k, singleCalls, sec);
+                            if (k <= gpu::kFewQueryMaxK && k <= c.nb) {
+                                emitSingleQuerySplit(c, gpuDevice, k, singleCalls, sec,
+                                                     timeFewQuerySplit(base.x.data(), c.nb, d, dQ.p,
+                                                                       c.nq, k, singleCalls));
+                            }
                         } catch (const std::exception& e) {
                             ++failures;
                             std::fprintf(stderr, "[bench_flat] single-query k=%lld failed: %s\n",

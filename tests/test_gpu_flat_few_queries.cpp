@@ -4,7 +4,8 @@
 // (compareKnn: distances within FP32 rounding rank by rank, differing ids
 // only where tied), and through the index's Auto dispatch against
 // faiss::IndexFlat. Grid: nq, k, d, metric, corpora that are not a
-// multiple of the kernels' tiles, k > nb, duplicates and all-equal vectors.
+// multiple of the kernels' tiles, k > nb, duplicates and all-equal vectors;
+// small k (the warp merge of the fused path's chunk lists) at every nq.
 #include "TestUtils.h"
 
 #include "faiss_ext/Metric.h"
@@ -113,6 +114,43 @@ TEST(GpuFlatFewQueries, FusedEqualsTiledOnGrid) {
     }
 }
 
+/// Small k (the warp merge of the chunk lists, k <= 32, and the quick
+/// multi-select merge just above it) for every nq of the fused path, over
+/// float4 rows (d 64) and scalar rows (d 37).
+TEST(GpuFlatFewQueries, FusedSmallKEveryNq) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int64_t nb = sized<int64_t>(50021, 20011);
+    for (int d : {64, 37}) {
+        const std::vector<float> xb = randomVectors(nb, d, kSeed + d);
+        for (int64_t nq = 1; nq <= 32; ++nq) {
+            const std::vector<float> xq = randomVectors(nq, d, kSeed + 3 * d + nq);
+            for (int64_t k : {1, 10, 32, 33}) {
+                checkPathEqualsTiled(res, FlatSearchPath::FusedFewQuery, FlatMetric::L2, d, xb,
+                                     xq, k);
+            }
+        }
+        const std::vector<float> xq = randomVectors(5, d, kSeed + 1);
+        checkPathEqualsTiled(res, FlatSearchPath::FusedFewQuery, FlatMetric::InnerProduct, d, xb,
+                             xq, 10);
+    }
+}
+
+/// The corpus ends in a tile of 5 vectors: where it is a chunk of its own,
+/// its list is shorter than k and padded, and the pads must lose the merge.
+TEST(GpuFlatFewQueries, FusedSmallKShortLastChunk) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 16;
+    const std::vector<float> xb = randomVectors(40 * 256 + 5, d, kSeed);
+    for (int64_t nq : {1, 4, 32}) {
+        const std::vector<float> xq = randomVectors(nq, d, kSeed + nq);
+        for (int64_t k : {10, 32}) {
+            checkPathEqualsTiled(res, FlatSearchPath::FusedFewQuery, FlatMetric::L2, d, xb, xq, k);
+        }
+    }
+}
+
 TEST(GpuFlatFewQueries, FusedCosinePearsonAndClustered) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
@@ -127,23 +165,31 @@ TEST(GpuFlatFewQueries, FusedCosinePearsonAndClustered) {
     }
 }
 
+/// k > nb: ranks nb .. k-1 are id -1 and an infinite distance.
+void checkFusedPadsBeyondNb(StandardGpuResources& res, FlatMetric metric, int64_t nb, int64_t nq,
+                            int64_t k) {
+    const int d = 16;
+    const std::vector<float> xb = randomVectors(nb, d, kSeed);
+    const std::vector<float> xq = randomVectors(nq, d, kSeed + 1);
+    checkPathEqualsTiled(res, FlatSearchPath::FusedFewQuery, metric, d, xb, xq, k);
+    FlatStorage store(res.getResources().get(), 0, d, metric, VectorStorage::Device);
+    store.append(xb.data(), nb, false);
+    const Knn r = searchPath(store, xq, d, k, FlatSearchPath::FusedFewQuery);
+    for (int64_t q = 0; q < nq; ++q) {
+        for (int64_t j = nb; j < k; ++j) {
+            EXPECT_EQ(r.I[size_t(q * k + j)], -1) << "query " << q << " rank " << j;
+            EXPECT_TRUE(std::isinf(r.D[size_t(q * k + j)]));
+        }
+    }
+}
+
 TEST(GpuFlatFewQueries, FusedKBeyondNbPads) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int d = 16;
-    const std::vector<float> xb = randomVectors(50, d, kSeed);
-    const std::vector<float> xq = randomVectors(4, d, kSeed + 1);
     for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
-        checkPathEqualsTiled(res, FlatSearchPath::FusedFewQuery, metric, d, xb, xq, 100);
-        FlatStorage store(res.getResources().get(), 0, d, metric, VectorStorage::Device);
-        store.append(xb.data(), 50, false);
-        const Knn r = searchPath(store, xq, d, 100, FlatSearchPath::FusedFewQuery);
-        for (int64_t q = 0; q < 4; ++q) {
-            for (int64_t j = 50; j < 100; ++j) {
-                EXPECT_EQ(r.I[size_t(q * 100 + j)], -1) << "query " << q << " rank " << j;
-                EXPECT_TRUE(std::isinf(r.D[size_t(q * 100 + j)]));
-            }
-        }
+        checkFusedPadsBeyondNb(res, metric, 50, 4, 100);
+        checkFusedPadsBeyondNb(res, metric, 20, 32, 32);  // small k: kk = nb = 20
+        checkFusedPadsBeyondNb(res, metric, 1, 3, 10);
     }
 }
 
@@ -169,6 +215,12 @@ TEST(GpuFlatFewQueries, AllEqualVectorsTieBreakBySmallestId) {
     FAISS_EXT_REQUIRE_GPU();
     checkAllEqualTakesSmallestIds(FlatSearchPath::FusedFewQuery, 10007, 3, 100);
     checkAllEqualTakesSmallestIds(FlatSearchPath::FusedFewQuery, 10007, 2, 1024);
+    // Small k: the warp merge of the chunk lists decides the ties.
+    for (int64_t nq : {1, 7, 32}) {
+        for (int64_t k : {1, 10, 32}) {
+            checkAllEqualTakesSmallestIds(FlatSearchPath::FusedFewQuery, 10007, nq, k);
+        }
+    }
     // Ties fill the k-th value: the radix path's column passes decide.
     checkAllEqualTakesSmallestIds(FlatSearchPath::RadixLargeK, 30011, 3, 4097);
 }

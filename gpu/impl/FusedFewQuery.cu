@@ -4,12 +4,22 @@
 // from L2. Per tile of kTileVectors vectors, the block stages kDimChunk
 // dimensions of the tile (and of its queries) in shared memory; each thread
 // owns one vector and accumulates its NQ dot products in registers, in
-// dimension order. Keys below a query's running threshold (the block's
-// kk-th best so far) go to a per-query buffer; a full buffer is merged into
-// the sorted list by a bitonic sort of (list, buffer) in shared memory.
+// dimension order. Staging is double-buffered with cp.async: the copies of
+// the next step (the next kDimChunk dimensions of the tile, or the next
+// tile's first) are started before the current step is computed, so the
+// corpus reads stay in flight while the block computes, offers keys and
+// waits at barriers; before, a block alternated between loading and
+// computing, and only other blocks on the SM covered the loads' latency.
+// The staged values and the summation order are those of the single-buffer
+// kernel, so the keys are bit-identical to it. Keys below a query's running threshold
+// (the block's kk-th best so far) go to a per-query buffer; a full buffer
+// is merged into the sorted list by a bitonic sort of (list, buffer) in
+// shared memory.
 #include "faiss_ext/gpu/impl/FusedFewQuery.h"
 
+#include "faiss_ext/gpu/impl/FewQueryMerge.h"
 #include "faiss_ext/gpu/impl/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/KernelLaunchCache.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -25,8 +35,11 @@ constexpr int kThreads = 256;           ///< threads of a block
 constexpr int kTileVectors = kThreads;  ///< one vector per thread
 constexpr int kDimChunk = 32;           ///< dimensions staged at a time
 constexpr int kRowStride = kDimChunk + 4;  ///< staged row: conflict-free float4 reads
-/// Shared memory for the lists and buffers of a block: with the staged
-/// tile (36 KiB) a block stays near 100 KiB, so two blocks share an SM.
+/// Staging buffers: one step is computed while the next one's copies fly.
+constexpr int kStages = 2;
+/// Shared memory for the lists and buffers of a block: with the two staged
+/// tiles (72 KiB) a block stays within 140 KiB (one per SM when the lists
+/// are full; small k leaves room for two or three).
 constexpr size_t kListBytes = 64 << 10;
 
 struct FusedArgs {
@@ -47,58 +60,112 @@ struct FusedArgs {
 
 template <int NQ>
 struct SharedLayout {
-    float* x;        ///< kTileVectors x kRowStride
-    float* q;        ///< NQ x kDimChunk
+    float* x;        ///< kStages x kTileVectors x kRowStride
+    float* q;        ///< kStages x NQ x kDimChunk
     uint64_t* seg;   ///< NQ x seg: the sorted list (listCap), then the buffer
     uint64_t* thresh;
     unsigned* cnt;
     __device__ SharedLayout(char* base, int segLen) {
         x = reinterpret_cast<float*>(base);
-        q = x + kTileVectors * kRowStride;
-        seg = reinterpret_cast<uint64_t*>(q + NQ * kDimChunk);
+        q = x + kStages * kTileVectors * kRowStride;
+        seg = reinterpret_cast<uint64_t*>(q + kStages * NQ * kDimChunk);
         thresh = seg + size_t(NQ) * segLen;
         cnt = reinterpret_cast<unsigned*>(thresh + NQ);
     }
     static size_t bytes(int segLen) {
-        return sizeof(float) * (kTileVectors * kRowStride + NQ * kDimChunk) +
+        return sizeof(float) * kStages * (kTileVectors * kRowStride + NQ * kDimChunk) +
                sizeof(uint64_t) * (size_t(NQ) * segLen + NQ) + sizeof(unsigned) * NQ;
     }
 };
 
-/// Stages dimensions c0 .. c0 + kDimChunk of tile vectors v0 .. (zeros
-/// past the corpus or the dimension: they add exact zeros to the sums).
-template <bool kVec4>
-__device__ void loadTileChunk(float* xs, const FusedArgs& a, int64_t v0, int c0) {
-    if (kVec4) {
-        constexpr int kPerRow = kDimChunk / 4;
-#pragma unroll
-        for (int it = 0; it < kTileVectors * kPerRow / kThreads; ++it) {
-            const int i = it * kThreads + threadIdx.x;
-            const int v = i / kPerRow, j = (i % kPerRow) * 4;
-            const int64_t gv = v0 + v;
-            float4 val = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (gv < a.nb && c0 + j < a.d) {
-                val = __ldg(reinterpret_cast<const float4*>(a.x + gv * a.d + c0 + j));
-            }
-            *reinterpret_cast<float4*>(xs + v * kRowStride + j) = val;
-        }
+/// Copies `kBytes` (4 or 16) from global `src` to shared `dst` without
+/// passing through registers (cp.async, sm_80+): the copy is in flight
+/// until cpAsyncWait. Where !valid the destination is zero-filled and
+/// nothing is read (src is then any mapped address).
+template <int kBytes>
+__device__ __forceinline__ void copyAsync(void* dst, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    // No cp.async before sm_80: a plain copy (correct, without the overlap).
+    if (kBytes == 16) {
+        *static_cast<float4*>(dst) = valid ? __ldg(reinterpret_cast<const float4*>(src))
+                                           : make_float4(0.f, 0.f, 0.f, 0.f);
     } else {
-#pragma unroll 8
-        for (int it = 0; it < kTileVectors * kDimChunk / kThreads; ++it) {
-            const int i = it * kThreads + threadIdx.x;
-            const int v = i / kDimChunk, j = i % kDimChunk;
-            const int64_t gv = v0 + v;
-            xs[v * kRowStride + j] = gv < a.nb && c0 + j < a.d ? __ldg(a.x + gv * a.d + c0 + j) : 0.f;
-        }
+        *static_cast<float*>(dst) = valid ? __ldg(src) : 0.f;
+    }
+    return;
+#endif
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    const int srcBytes = valid ? kBytes : 0;
+    if (kBytes == 16) {
+        // .cg: the vectors are read once, keep them out of L1.
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+                     "r"(srcBytes)
+                     : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+                     "r"(srcBytes)
+                     : "memory");
     }
 }
 
+__device__ __forceinline__ void cpAsyncCommit() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+/// Waits until at most `kPending` of this thread's committed groups are
+/// still in flight (the others have landed in shared memory).
+template <int kPending>
+__device__ __forceinline__ void cpAsyncWait() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+/// Starts staging dimensions c0 .. c0 + kDimChunk of tile vectors v0 ..
+/// into xs (zeros past the corpus or the dimension: they add exact zeros to
+/// the sums).
+template <bool kVec4>
+__device__ void copyTileChunk(float* xs, const FusedArgs& a, int64_t v0, int c0) {
+    // Thread t copies element (or float4) t % kPerRow of rows t / kPerRow +
+    // it * kRowsPerIt: one source pointer advanced by a fixed stride keeps
+    // the addresses out of the registers the dot products need.
+    constexpr int kPerRow = kVec4 ? kDimChunk / 4 : kDimChunk;
+    constexpr int kWidth = kVec4 ? 4 : 1;
+    constexpr int kRowsPerIt = kThreads / kPerRow;
+    const int v = threadIdx.x / kPerRow, j = (threadIdx.x % kPerRow) * kWidth;
+    const bool dimValid = c0 + j < a.d;
+    const float* src = a.x + (v0 + v) * a.d + c0 + j;
+    const int64_t srcStride = int64_t(kRowsPerIt) * a.d;
+    float* dst = xs + v * kRowStride + j;
+#pragma unroll 8
+    for (int it = 0; it < kTileVectors / kRowsPerIt; ++it) {
+        const bool valid = dimValid && v0 + v + it * kRowsPerIt < a.nb;
+        copyAsync<4 * kWidth>(dst + it * kRowsPerIt * kRowStride, valid ? src + it * srcStride : a.x,
+                              valid);
+    }
+}
+
+/// Starts staging dimensions c0 .. c0 + kDimChunk of the group's queries
+/// into qs (zeros past the group or the dimension).
 template <int NQ>
-__device__ void loadQueryChunk(float* qs, const FusedArgs& a, int64_t q0, int nqg, int c0) {
+__device__ void copyQueryChunk(float* qs, const FusedArgs& a, int64_t q0, int nqg, int c0) {
     for (int i = threadIdx.x; i < NQ * kDimChunk; i += kThreads) {
         const int qi = i / kDimChunk, j = i % kDimChunk;
-        qs[i] = qi < nqg && c0 + j < a.d ? __ldg(a.q + (q0 + qi) * a.d + c0 + j) : 0.f;
+        const bool valid = qi < nqg && c0 + j < a.d;
+        copyAsync<4>(qs + i, valid ? a.q + (q0 + qi) * a.d + c0 + j : a.q, valid);
     }
+}
+
+/// Starts one step's copies (tile vectors v0 .., dimensions c0 ..) into
+/// stage `buf` of the double-buffered staging area, as one commit group.
+template <int NQ, bool kVec4>
+__device__ void copyStep(const SharedLayout<NQ>& s, int buf, const FusedArgs& a, int64_t v0,
+                         int c0, int64_t q0, int nqg) {
+    copyTileChunk<kVec4>(s.x + buf * kTileVectors * kRowStride, a, v0, c0);
+    copyQueryChunk<NQ>(s.q + buf * NQ * kDimChunk, a, q0, nqg, c0);
+    cpAsyncCommit();
 }
 
 /// acc[qi] += <staged query qi, this thread's staged vector> over the chunk.
@@ -153,14 +220,14 @@ __device__ void mergeBuffers(const SharedLayout<NQ>& s, const FusedArgs& a) {
     __syncthreads();
 }
 
-/// Offers this thread's keys (vector id, one per query of the group) to the
-/// lists: keys under the threshold go to the buffers; when a buffer is full
-/// the block merges and the keys left over are offered again.
+/// Offers this thread's keys (vector id, |x|^2 `norm` for L2, one key per
+/// query of the group) to the lists: keys under the threshold go to the
+/// buffers; when a buffer is full the block merges and the keys left over
+/// are offered again.
 template <int NQ>
 __device__ void offerKeys(const SharedLayout<NQ>& s, const FusedArgs& a, const float (&acc)[NQ],
-                          int64_t id, int nqg) {
+                          int64_t id, float norm, int nqg) {
     const bool valid = id < a.nb;
-    const float norm = valid && a.norms ? a.norms[id] : 0.f;
     const unsigned bufCap = unsigned(a.seg - a.listCap);
     uint32_t pending = valid ? (nqg >= 32 ? ~0u : (1u << nqg) - 1u) : 0u;
     for (;;) {
@@ -182,12 +249,8 @@ __device__ void offerKeys(const SharedLayout<NQ>& s, const FusedArgs& a, const f
     }
 }
 
-template <int NQ, bool kVec4>
-__global__ void __launch_bounds__(kThreads) fusedFewQueryKernel(FusedArgs a) {
-    extern __shared__ float4 smem[];
-    const SharedLayout<NQ> s(reinterpret_cast<char*>(smem), a.seg);
-    const int64_t q0 = int64_t(blockIdx.x) * NQ;
-    const int nqg = a.nq - q0 < NQ ? int(a.nq - q0) : NQ;
+template <int NQ>
+__device__ void initLists(const SharedLayout<NQ>& s, const FusedArgs& a) {
     for (int i = threadIdx.x; i < NQ * a.listCap; i += kThreads) {
         s.seg[(i / a.listCap) * a.seg + i % a.listCap] = select::kMaxKey;
     }
@@ -195,23 +258,12 @@ __global__ void __launch_bounds__(kThreads) fusedFewQueryKernel(FusedArgs a) {
         s.thresh[threadIdx.x] = select::kMaxKey;
         s.cnt[threadIdx.x] = 0;
     }
-    const int64_t t0 = int64_t(blockIdx.y) * a.tilesPerChunk;
-    const int64_t t1 = min(a.totalTiles, t0 + a.tilesPerChunk);
-    for (int64_t t = t0; t < t1; ++t) {
-        const int64_t v0 = t * kTileVectors;
-        float acc[NQ];
-#pragma unroll
-        for (int qi = 0; qi < NQ; ++qi) acc[qi] = 0.f;
-        for (int c0 = 0; c0 < a.d; c0 += kDimChunk) {
-            __syncthreads();  // the previous chunk's readers are done
-            loadTileChunk<kVec4>(s.x, a, v0, c0);
-            loadQueryChunk<NQ>(s.q, a, q0, nqg, c0);
-            __syncthreads();
-            dotChunk<NQ>(s.x, s.q, a.d - c0, acc);
-        }
-        offerKeys<NQ>(s, a, acc, v0 + threadIdx.x, nqg);
-    }
-    mergeBuffers<NQ>(s, a);
+}
+
+/// Writes the block's sorted list of each query of its group to its chunk's
+/// slots of a.out.
+template <int NQ>
+__device__ void writeLists(const SharedLayout<NQ>& s, const FusedArgs& a, int64_t q0, int nqg) {
     for (int i = threadIdx.x; i < nqg * a.kk; i += kThreads) {
         const int qi = i / a.kk, r = i % a.kk;
         const int64_t slot = int64_t(blockIdx.y) * a.kk + r;
@@ -223,48 +275,106 @@ __global__ void __launch_bounds__(kThreads) fusedFewQueryKernel(FusedArgs a) {
     }
 }
 
+template <int NQ, bool kVec4>
+__global__ void __launch_bounds__(kThreads) fusedFewQueryKernel(FusedArgs a) {
+    extern __shared__ float4 smem[];
+    const SharedLayout<NQ> s(reinterpret_cast<char*>(smem), a.seg);
+    const int64_t q0 = int64_t(blockIdx.x) * NQ;
+    const int nqg = a.nq - q0 < NQ ? int(a.nq - q0) : NQ;
+    initLists<NQ>(s, a);
+    const int64_t t0 = int64_t(blockIdx.y) * a.tilesPerChunk;
+    const int64_t t1 = min(a.totalTiles, t0 + a.tilesPerChunk);
+    // Steps are (tile, dimension chunk) in order, step i staged in buffer
+    // i % 2; step i + 1's copies are started before step i is computed.
+    if (t0 < t1) copyStep<NQ, kVec4>(s, 0, a, t0 * kTileVectors, 0, q0, nqg);
+    int buf = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+        const int64_t v0 = t * kTileVectors;
+        const int64_t id = v0 + threadIdx.x;
+        const float norm = id < a.nb && a.norms ? __ldg(a.norms + id) : 0.f;
+        float acc[NQ];
+#pragma unroll
+        for (int qi = 0; qi < NQ; ++qi) acc[qi] = 0.f;
+        for (int c0 = 0; c0 < a.d; c0 += kDimChunk) {
+            if (c0 + kDimChunk < a.d) {
+                copyStep<NQ, kVec4>(s, buf ^ 1, a, v0, c0 + kDimChunk, q0, nqg);
+                cpAsyncWait<1>();
+            } else if (t + 1 < t1) {
+                copyStep<NQ, kVec4>(s, buf ^ 1, a, v0 + kTileVectors, 0, q0, nqg);
+                cpAsyncWait<1>();
+            } else {
+                cpAsyncWait<0>();
+            }
+            __syncthreads();  // every thread's copies of this step have landed
+            dotChunk<NQ>(s.x + buf * kTileVectors * kRowStride, s.q + buf * NQ * kDimChunk,
+                         a.d - c0, acc);
+            __syncthreads();  // this buffer's readers are done before step + 2 refills it
+            buf ^= 1;
+        }
+        offerKeys<NQ>(s, a, acc, id, norm, nqg);
+    }
+    mergeBuffers<NQ>(s, a);
+    writeLists<NQ>(s, a, q0, nqg);
+}
+
 int nextPow2(int64_t v) {
     int p = 1;
     while (p < v) p <<= 1;
     return p;
 }
 
-/// The launch of one instantiation: chunks sized so that all blocks run at
-/// once (one wave), each chunk at least four lists long (fewer merges).
+/// How the corpus is split: chunks (blockIdx.y) of tilesPerChunk tiles.
+struct FusedPlan {
+    int64_t chunks = 0;
+    int64_t tilesPerChunk = 0;
+};
+
+/// Chunks sized so that all blocks of one instantiation run at once (one
+/// wave), each chunk at least four lists long (fewer merges).
 template <int NQ, bool kVec4>
-int64_t launchFused(FusedArgs a, int device, cudaStream_t stream, bool countOnly) {
-    auto kernel = fusedFewQueryKernel<NQ, kVec4>;
+FusedPlan planFused(const FusedArgs& a, int device) {
     const size_t smem = SharedLayout<NQ>::bytes(a.seg);
-    FAISS_EXT_CUDA_CHECK(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    int sms = 0, perSm = 0;
-    FAISS_EXT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    FAISS_EXT_CUDA_CHECK(
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, smem));
+    const int perSm = cachedBlocksPerSm(reinterpret_cast<const void*>(fusedFewQueryKernel<NQ, kVec4>),
+                                        device, kThreads, smem);
     FAISS_THROW_IF_NOT_FMT(perSm >= 1, "fused few-query kernel: %zu bytes of shared memory do "
                            "not fit a multiprocessor", smem);
     const int64_t groups = (a.nq + NQ - 1) / NQ;
-    int64_t chunks = std::max<int64_t>(1, int64_t(sms) * perSm / groups);
+    int64_t chunks = std::max<int64_t>(1, int64_t(cachedSmCount(device)) * perSm / groups);
     chunks = std::min(chunks, std::max<int64_t>(1, a.nb / (4 * int64_t(a.listCap))));
     chunks = std::min(chunks, a.totalTiles);
-    a.tilesPerChunk = (a.totalTiles + chunks - 1) / chunks;
-    chunks = (a.totalTiles + a.tilesPerChunk - 1) / a.tilesPerChunk;
-    if (countOnly) return chunks;
-    FAISS_THROW_IF_NOT_FMT(chunks < 65536, "fused few-query kernel: %lld chunks", (long long)chunks);
-    kernel<<<dim3(unsigned(groups), unsigned(chunks)), kThreads, smem, stream>>>(a);
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
-    return chunks;
+    FusedPlan p;
+    p.tilesPerChunk = (a.totalTiles + chunks - 1) / chunks;
+    p.chunks = (a.totalTiles + p.tilesPerChunk - 1) / p.tilesPerChunk;
+    FAISS_THROW_IF_NOT_FMT(p.chunks < 65536, "fused few-query kernel: %lld chunks",
+                           (long long)p.chunks);
+    return p;
 }
 
-/// Dispatches on the queries per block (a power of two <= 32) and on
-/// whether rows can be read as float4.
-int64_t launchFor(int nqBlock, const FusedArgs& a, int device, cudaStream_t stream,
-                  bool countOnly) {
+/// Launches one instantiation as planned (planFused set its shared memory
+/// limit).
+template <int NQ, bool kVec4>
+void launchFused(FusedArgs a, const FusedPlan& p, cudaStream_t stream) {
+    a.tilesPerChunk = p.tilesPerChunk;
+    const unsigned groups = unsigned((a.nq + NQ - 1) / NQ);
+    fusedFewQueryKernel<NQ, kVec4><<<dim3(groups, unsigned(p.chunks)), kThreads,
+                                     SharedLayout<NQ>::bytes(a.seg), stream>>>(a);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+/// One instantiation of the kernel, as a type for withInstantiation.
+template <int NQ, bool kVec4>
+struct Instantiation {
+    static constexpr int kNQ = NQ;
+    static constexpr bool kIsVec4 = kVec4;
+};
+
+/// Calls f(Instantiation<NQ, kVec4>{}) for the queries per block (a power
+/// of two <= 32) and whether rows can be read as float4.
+template <typename F>
+auto withInstantiation(int nqBlock, const FusedArgs& a, F&& f) {
     const bool vec4 = a.d % 4 == 0 && (reinterpret_cast<uintptr_t>(a.x) & 15) == 0;
-#define FAISS_EXT_FUSED_CASE(NQ)                                                          \
-    case NQ:                                                                              \
-        return vec4 ? launchFused<NQ, true>(a, device, stream, countOnly)                 \
-                    : launchFused<NQ, false>(a, device, stream, countOnly);
+#define FAISS_EXT_FUSED_CASE(NQ) \
+    case NQ: return vec4 ? f(Instantiation<NQ, true>{}) : f(Instantiation<NQ, false>{});
     switch (nqBlock) {
         FAISS_EXT_FUSED_CASE(1)
         FAISS_EXT_FUSED_CASE(2)
@@ -299,11 +409,16 @@ void mergeChunkLists(GpuResources* res, int device, cudaStream_t stream, const u
     select::sortKeyRows(out, nq, kk, sortTemp.data(), sortBytes, stream);
 }
 
+/// Records `e` on `stream` where the caller asked for it.
+void recordIf(cudaEvent_t e, cudaStream_t stream) {
+    if (e) FAISS_EXT_CUDA_CHECK(cudaEventRecord(e, stream));
+}
+
 }  // namespace
 
 void fusedFewQuerySelect(GpuResources* res, int device, cudaStream_t stream,
                          const DeviceCorpus& corpus, const float* queries, int64_t nq, int64_t kk,
-                         uint64_t* out) {
+                         uint64_t* out, const FusedFewQueryEvents* events) {
     FAISS_THROW_IF_NOT_FMT(nq >= 1 && nq <= kFewQueryMaxQueries,
                            "fusedFewQuerySelect: nq = %lld not in [1, %lld]", (long long)nq,
                            (long long)kFewQueryMaxQueries);
@@ -312,6 +427,7 @@ void fusedFewQuerySelect(GpuResources* res, int device, cudaStream_t stream,
                            (long long)kk, (long long)kFewQueryMaxK, (long long)corpus.nb);
     FAISS_THROW_IF_NOT_MSG(corpus.vectors && queries && out && corpus.d >= 1,
                            "fusedFewQuerySelect: null pointer or dimension < 1");
+    const FusedFewQueryEvents ev = events ? *events : FusedFewQueryEvents{};
     FusedArgs a{};
     a.x = corpus.vectors;
     a.norms = corpus.sqNorms;
@@ -327,18 +443,34 @@ void fusedFewQuerySelect(GpuResources* res, int device, cudaStream_t stream,
     // their lists fit kListBytes; query groups beyond that.
     int nqBlock = std::min(nextPow2(nq), 32);
     while (nqBlock > 1 && size_t(nqBlock) * a.seg * sizeof(uint64_t) > kListBytes) nqBlock /= 2;
-    const int64_t chunks = launchFor(nqBlock, a, device, stream, /*countOnly=*/true);
-    if (chunks == 1) {  // one list per query: already the sorted answer
+    const FusedPlan plan = withInstantiation(nqBlock, a, [&](auto inst) {
+        return planFused<decltype(inst)::kNQ, decltype(inst)::kIsVec4>(a, device);
+    });
+    const auto launch = [&]() {
+        recordIf(ev.kernelStart, stream);
+        withInstantiation(nqBlock, a, [&](auto inst) {
+            launchFused<decltype(inst)::kNQ, decltype(inst)::kIsVec4>(a, plan, stream);
+        });
+        recordIf(ev.kernelEnd, stream);
+    };
+    if (plan.chunks == 1) {  // one list per query: already the sorted answer
         a.out = out;
         a.outStride = kk;
-        launchFor(nqBlock, a, device, stream, false);
+        launch();
+        recordIf(ev.mergeEnd, stream);
         return;
     }
-    TempBuffer<uint64_t> lists(res, device, size_t(nq) * chunks * kk, stream);
+    const int64_t n = plan.chunks * kk;
+    TempBuffer<uint64_t> lists(res, device, size_t(nq) * n, stream);
     a.out = lists.data();
-    a.outStride = chunks * kk;
-    launchFor(nqBlock, a, device, stream, false);
-    mergeChunkLists(res, device, stream, lists.data(), nq, chunks * kk, kk, out);
+    a.outStride = n;
+    launch();
+    if (kk <= kWarpMergeMaxK) {
+        warpMergeLists(lists.data(), nq, n, kk, out, stream);
+    } else {
+        mergeChunkLists(res, device, stream, lists.data(), nq, n, kk, out);
+    }
+    recordIf(ev.mergeEnd, stream);
 }
 
 }  // namespace gpu
