@@ -84,9 +84,10 @@ constexpr int kMaxNeighbourMerges = 16;
 /// 0.966 at overlap 2, 102 clusters 0.927 at 50M), as more boundaries cut
 /// the natural clusters. Two merges per cluster cover the two boundaries
 /// with the most shared members (of a k-means cluster's several touching
-/// clusters) for at most 2 x clusters merges, each about twice a cluster
-/// build: the build time at most about triples, linearly in the clusters.
-/// Not yet measured: set neighbourMerges explicitly to compare.
+/// clusters) for at most 2 x clusters merges, each about the work of
+/// building both clusters: up to about 4 times the cluster builds' time
+/// added, growing linearly with the clusters (docs/gnnd.md, "Neighbour
+/// merges"). Not yet measured: set neighbourMerges explicitly to compare.
 constexpr int kAutoNeighbourMerges = 2;
 constexpr int kAutoMergeAboveClusters = 24;
 
