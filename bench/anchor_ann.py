@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--hnsw-max-size", type=float, default=2e8, help="skip HNSW past n x d floats")
     ap.add_argument("--skip-hnsw", action="store_true")
     ap.add_argument("--anchors", default="ivf,hnsw", help="ivf, hnsw and/or lsh")
+    ap.add_argument("--suite", default="ann", help="suite written in every line (run_lsh_device.sh: ann-lsh)")
     ap.add_argument("--lsh-queries", type=int, default=1000, help="queries of the IndexLSH anchor")
     a = ap.parse_args()
     anchors = set(a.anchors.split(","))
@@ -98,7 +99,7 @@ def load(folder, a):
     name = os.path.basename(folder.rstrip("/"))
     xb, xq, gt = read_fbin(folder + "/base.fbin"), read_fbin(folder + "/query.fbin"), read_ivecs(folder + "/gt.ivecs")
     n, d = xb.shape
-    base = {"suite": "ann", "dataset": name, "nb": int(n), "d": int(d), "nq": int(len(xq)), "k": a.k, "git": a.git}
+    base = {"suite": a.suite, "dataset": name, "nb": int(n), "d": int(d), "nq": int(len(xq)), "k": a.k, "git": a.git}
     return xb, xq, gt, base
 
 

@@ -40,6 +40,7 @@ def main():
     ap.add_argument("--base", required=True)
     ap.add_argument("--query", required=True)
     ap.add_argument("--dataset", default=None)
+    ap.add_argument("--suite", default="flat", help="suite written in every line")
     ap.add_argument("--nq", type=int, default=0, help="at most this many queries (0: all)")
     ap.add_argument("--k", default="10")
     ap.add_argument("--reps", type=int, default=5)
@@ -61,7 +62,7 @@ def main():
                                 capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         device = "unknown GPU"
-    base = {"suite": "flat", "dataset": name, "method": "faiss-gpu:GpuIndexFlatL2", "device": device,
+    base = {"suite": a.suite, "dataset": name, "method": "faiss-gpu:GpuIndexFlatL2", "device": device,
             "nb": nb, "d": d, "git": a.git}
     for k in [int(s) for s in a.k.split(",") if s]:
         if k > 2048:

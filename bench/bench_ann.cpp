@@ -48,6 +48,7 @@ const char* kUsage =
     "  --tune-depths LIST, --tune-lm LIST (LxM,...), --tune-widths LIST: lsh: the\n"
     "                    autotuner's build settings (default 0,3; 10x8,16x12; 2,3,4)\n"
     "  --tune-lattices LIST  lsh: 0 the Z^M grid, 1 E8 (M a multiple of 8) (default 0,1)\n"
+    "  --suite NAME      suite written in every line (default ann; run_lsh_device.sh: ann-lsh)\n"
     "  --lsh-sweep N     lsh: nprobe sweep up to N around each chosen setting (default 64; 0: none)\n"
     "  --k K             neighbours (default 10)\n"
     "  --fmnist-dir DIR  Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n"
@@ -149,14 +150,14 @@ struct Context {
     int k = 10;
     int runs = 7;
     int latencyQueries = 200;
-    std::string device, git;
+    std::string suite = "ann", device, git;
     std::vector<int64_t> gt;  // nq x k exact ids
     double exactQps = 0;
 };
 
 JsonLine line(const Context& c, const std::string& method) {
     JsonLine j;
-    j.str("suite", "ann")
+    j.str("suite", c.suite)
         .str("method", method)
         .str("device", c.device)
         .str("dataset", c.data.name)
@@ -533,6 +534,7 @@ int main(int argc, char** argv) {
                       "write-root",
                       "tune-lattices",
                       "lsh-sweep",
+                      "suite",
                       "tune-depths",
                       "tune-lm",
                       "tune-widths",
@@ -570,6 +572,7 @@ int main(int argc, char** argv) {
             c.runs = int(a.getInt("runs", 7));
             c.latencyQueries = int(a.getInt("latency", 200));
             c.device = deviceName();
+            c.suite = a.get("suite", "ann");
             c.git = gitCommit();
             runExact(c, res);
             if (a.has("write-dir")) writeForAnchors(c, a.get("write-dir"));

@@ -57,6 +57,8 @@ namespace {
 const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set; JSON lines on stdout.
   --base F --query F   vectors (.fvecs, .bvecs, .fbin, IDX[.gz])
   --dataset NAME       name written in every line (default: the base file's name)
+  --suite NAME         suite written in every line (default flat; flat-few-queries for the
+                       few-query / large-k shapes beside torch and FAISS GPU)
   --nq N               at most N queries (default: all)
   --k LIST             k values (default 1,10,100,1024,4096; those > nb are dropped)
   --methods LIST       of faiss-cpu, floor, ours (default: all three)
@@ -72,14 +74,14 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
 )";
 
 struct Common {
-    std::string dataset, git;
+    std::string suite = "flat", dataset, git;
     int64_t nb, nq;
     int d;
 };
 
 JsonLine head(const Common& c, const std::string& method, const std::string& device, int64_t k) {
     JsonLine j;
-    j.str("suite", "flat").str("dataset", c.dataset).str("method", method).str("device", device);
+    j.str("suite", c.suite).str("dataset", c.dataset).str("method", method).str("device", device);
     j.integer("nb", c.nb).integer("d", c.d).integer("nq", c.nq);
     if (k > 0) j.integer("k", k);
     else j.null("k");
@@ -146,7 +148,7 @@ int main(int argc, char** argv) {
     try {
         Args args(argc, argv, {"help", "git"});
         if (args.printedHelpOrGit(kUsage)) return 0;
-        args.checkKnown({"base", "query", "dataset", "nq", "k", "methods", "reps", "cpu-budget",
+        args.checkKnown({"base", "query", "dataset", "suite", "nq", "k", "methods", "reps", "cpu-budget",
                          "recall-nq", "ref-out", "floor-mem-gib", "precision", "single-query", "help",
                          "git"});
         if (!args.has("base") || !args.has("query"))
@@ -158,6 +160,7 @@ int main(int argc, char** argv) {
         if (base.d != query.d) throw std::invalid_argument("base and query dimensions differ");
         Common c;
         c.dataset = args.get("dataset", args.get("base"));
+        c.suite = args.get("suite", "flat");
         c.git = gitCommit();
         c.nb = base.n;
         c.nq = query.n;

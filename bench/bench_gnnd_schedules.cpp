@@ -329,8 +329,10 @@ int main(int argc, char** argv) {
             const double rc = recall(r.ids, gt);
             progress("%s done in %.2f s\n", mode, r.seconds);
             JsonLine j;
-            j.str("suite", "graph").str("dataset", data == "hard" ? "hard-128" : "clustered-1000-centres");
+            j.str("suite", "gnnd-schedules").str("dataset", data == "hard" ? "hard-128" : "clustered-1000-centres");
             j.str("method", r.method).str("mode", mode).str("device", prop.name);
+            // the report keeps one line per setting: the mode and the build's settings name it
+            j.str("setting", mode + ", " + r.params.text());
             j.integer("n", n).integer("d", kD).integer("nq", nRows).integer("k", kK);
             j.raw("params", r.params.text()).num("seconds", r.seconds).num("recall", rc);
             j.str("recall_at", "10").str("git", gitCommit());

@@ -49,6 +49,8 @@ def setting_identity(r):
     if r.get("suite") in ("ann", "ann-device-queries", "ann-lsh", "flat-tf32"):
         p = r.get("params") or {}
         return tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted(p.items()) if not k.endswith("seconds"))
+    if r.get("suite") == "gnnd-schedules":
+        return r.get("setting")
     if r.get("suite") != "lsh":
         return None
     if r.get("setting"):
@@ -870,6 +872,65 @@ def flat_tf32_table(rows):
     return out
 
 
+def flat_few_queries_table(rows):
+    """The flat-few-queries suite: our exact index (FP32 and bounded TF32) beside torch mm+topk
+    and FAISS GPU GpuIndexFlatL2 on the same shapes; single-query lines are latencies."""
+    out = ["Ours and torch time device-resident queries and results; FAISS GPU is called with host "
+           "arrays (as FAISS users call it). Single-query rows: the median of one-query searches.\n",
+           "| data | nq | k | ours FP32 | ours TF32 bounded | torch mm+topk | FAISS GPU GpuIndexFlatL2 | "
+           "ours / torch | ours / FAISS |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def value(r):
+        single = (r.get("params") or {}).get("mode") == "single-query"
+        return (f"{r['seconds'] * 1e3:.3f} ms" if single else f"{fmt_qps(r['qps'])} q/s"), r["seconds"]
+
+    shapes = []
+    for r in rows:
+        key = (r.get("dataset"), r.get("nb"), r.get("d"), r.get("nq"), r.get("k"))
+        if key not in shapes:
+            shapes.append(key)
+    for ds, nb, d, nq, k in shapes:
+        same = [r for r in rows if (r.get("dataset"), r.get("nb"), r.get("d"), r.get("nq"), r.get("k")) ==
+                (ds, nb, d, nq, k)]
+        pick = lambda f: next((r for r in same if f(r)), None)
+        fp32 = pick(lambda r: r["method"] == "ours:quickselect")
+        tf32 = pick(lambda r: r["method"] == "ours:quickselect-tf32-bounded")
+        torch = pick(lambda r: r["method"].startswith("torch"))
+        faiss = pick(lambda r: r["method"].startswith("faiss-gpu"))
+        best = min((r for r in (fp32, tf32) if r), key=lambda r: r["seconds"], default=None)
+        cell = lambda r: value(r)[0] if r else "–"
+        ratio = lambda a, b: f"{b['seconds'] / a['seconds']:.2f}x" if a and b else "–"
+        out.append(f"| {ds} ({nb} x {d}) | {nq} | {k} | {cell(fp32)} | {cell(tf32)} | {cell(torch)} | "
+                   f"{cell(faiss) if faiss or k <= 2048 else 'refused (k > 2048)'} | {ratio(best, torch)} | "
+                   f"{ratio(best, faiss)} |")
+    out.append("")
+    return out
+
+
+def gnnd_schedules_table(rows):
+    """The gnnd-schedules suite: k-NN graph builds in memory and from a file (all-pairs and
+    partitioned schedules), recall@10 on sampled rows against exact search."""
+    out = ["| set | device | build | recall@10 | time | details |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        p = r.get("params") or {}
+        if r["method"] == "ours:gnnd-in-memory":
+            build = f"in memory, degree {p.get('build_degree')}"
+            det = f"at most {p.get('max_iterations')} iterations"
+        elif p.get("clusters"):
+            build = f"partitioned, {p['clusters']} clusters, overlap {p.get('overlap')}"
+            det = (f"largest cluster {p.get('largest_cluster')}; partition {p.get('partition_s', 0):.1f} s, "
+                   f"builds {p.get('build_s', 0):.1f} s")
+        else:
+            build = f"all pairs, {p.get('shards')} shards"
+            det = f"{p.get('merges')} merges; builds {p.get('build_s', 0):.1f} s, merges {p.get('merge_s', 0):.1f} s"
+        if p.get("device_limit_gib"):
+            det += f"; device memory limit {p['device_limit_gib']:g} GiB"
+        out.append(f"| {r.get('dataset')} {human(r.get('n'))} x {r.get('d')}, k {r.get('k')} | "
+                   f"{r.get('device', '')} | {build} | {r['recall']:.4f} | {r['seconds']:.2f} s | {det} ({r.get('git')}) |")
+    out.append("")
+    return out
+
+
 def ann_device_query_table(rows):
     """Graph search timed with queries and results in device memory beside the
     same setting with host arrays (one run)."""
@@ -1056,6 +1117,15 @@ def main():
                        "FP32 distances and with bounded TF32 distances re-scored in FP32 (one run), beside "
                        "the cuBLAS FP32 and TF32 GEMM floors.\n")
             gen += flat_tf32_table(srows)
+        elif s == "flat-few-queries":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. Few queries and large k "
+                       "(the fused few-query and radix large-k paths), and large batches with bounded TF32, "
+                       "beside torch and FAISS GPU in the same runs.\n")
+            gen += flat_few_queries_table(srows)
+        elif s == "gnnd-schedules":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. The bench's 1000-centre "
+                       "generator; recall@10 of 2,000 sampled rows against exact search.\n")
+            gen += gnnd_schedules_table(srows)
         elif s == "ann-device-queries":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += ann_device_query_table(srows)

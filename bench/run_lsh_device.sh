@@ -25,7 +25,7 @@ export FAISS_EXT_GIT=$G
 for ds in $(echo "${SETS:-clustered,hard,fmnist,fmnist-aug-pca,fmnist-aug}" | tr , ' '); do
   mkdir -p /tmp/lshann/$ds
   t0=$(date +%s)
-  timeout "${PER_SET:-170}" .device/bin/bench/bench_ann --data $ds --methods ${METHODS:-lsh} \
+  timeout "${PER_SET:-170}" .device/bin/bench/bench_ann --data $ds --methods ${METHODS:-lsh} --suite ann-lsh \
     --fmnist-dir .device/extra --tune-queries 1000 --runs 5 --latency 50 --write-dir /tmp/lshann/$ds ${TUNE_ARGS:-} \
     >> "$OUT/lsh_ann.jsonl" 2>> "$OUT/lsh_ann.err"
   echo "$ds: bench_ann rc=$? ($(( $(date +%s) - t0 )) s)"
@@ -39,7 +39,7 @@ if [ "${ANCHORS:-0}" = 1 ]; then
   done
   dirs=$(ls -d /tmp/lshann/*/ | sed 's#/$##' | paste -sd,)
   (source .device/anchor/faiss-gpu-anchor-env.sh .device/anchor/faiss-gpu-anchor.tgz /tmp/fcl &&
-   timeout "${ANCHOR_TIMEOUT:-300}" python3 bench/anchor_ann.py --git "$G" --anchors ivf,lsh,hnsw --dirs "$dirs" \
+   timeout "${ANCHOR_TIMEOUT:-300}" python3 bench/anchor_ann.py --git "$G" --anchors ivf,lsh,hnsw --suite ann-lsh --dirs "$dirs" \
      >> "$OUT/lsh_anchors.jsonl" 2>> "$OUT/lsh_anchors.err"; echo "anchors rc=$?")
   tail -3 "$OUT/lsh_anchors.err"
 fi

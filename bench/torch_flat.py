@@ -89,6 +89,7 @@ def main():
     ap.add_argument("--base", required=True)
     ap.add_argument("--query", required=True)
     ap.add_argument("--dataset", default=None)
+    ap.add_argument("--suite", default="flat", help="suite written in every line")
     ap.add_argument("--nq", type=int, default=0, help="at most this many queries (0: all)")
     ap.add_argument("--k", default="1,10,100,1024,4096")
     ap.add_argument("--reps", type=int, default=3, help="timed runs after one warm-up; median reported")
@@ -161,7 +162,7 @@ def main():
         if args.single_query > 0:
             try:
                 sec = single_query_latency(k, args.single_query)
-                line = {"suite": "flat", "dataset": args.dataset or os.path.basename(args.base),
+                line = {"suite": args.suite, "dataset": args.dataset or os.path.basename(args.base),
                         "method": "torch:mm+topk", "device": device_name, "nb": nb, "d": d, "nq": 1,
                         "k": k, "params": {"mode": "single-query", "calls": args.single_query,
                                            "io": "device", "torch": torch.__version__, "tf32": False},
@@ -188,7 +189,7 @@ def main():
                 n_rec = min(len(ref), nq)
                 recall = recall_at_k(I[:n_rec].cpu().numpy(), ref[:n_rec], k, base, query)
                 params.update({"recall_nq": n_rec, "recall_ref": "faiss-cpu:IndexFlatL2"})
-            line = {"suite": "flat", "dataset": args.dataset or os.path.basename(args.base),
+            line = {"suite": args.suite, "dataset": args.dataset or os.path.basename(args.base),
                     "method": "torch:mm+topk", "device": device_name, "nb": nb, "d": d, "nq": nq,
                     "k": k, "params": params, "seconds": sec, "qps": nq / sec, "recall": recall,
                     "git": args.git}

@@ -471,7 +471,8 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
     ``schedule``: "all-pairs" (the shards above), "partitioned" (k-means
     clusters, each vector in ``overlap`` of them, one GNND build per cluster,
     lists folded per vector: time linear in n; docs/gnnd.md, "Schedules of
-    the file build") or "auto" (all-pairs up to 4 shards); the dict then also
+    the file build") or "auto" (all-pairs up to 4 shards and 4M vectors,
+    partitioned past either); ``overlap`` defaults to 3; the dict then also
     has schedule, clusters, overlap, largest_cluster, partition_seconds, and
     steps of kind "cluster_build". ``neighbour_merges`` (partitioned): after
     the cluster builds, GGM merges of each cluster with the m clusters
