@@ -4,7 +4,8 @@
 //   in-memory      GpuKnnGraphGNND::add of the whole set (sets that fit)
 //   allpairs<S>    gnndBuildFromFile, S contiguous shards, GGM of every pair
 //   partitioned<S> gnndBuildFromFile, S k-means clusters (shardSize n / S),
-//                  each vector in --overlap of them, one GNND build per cluster
+//                  each vector in --overlap of them, one GNND build per cluster,
+//                  then (--neighbour-merges M) GGM merges of adjacent clusters
 //   partitioned    the same with the cluster count chosen from the device
 //                  memory limit (--device-limit-gib)
 // Recall@10 on --rows rows sampled (seeded) from the whole file, against
@@ -13,6 +14,7 @@
 // "graph"); progress on stderr.
 //   1M comparisons:  bench_gnnd_schedules --n 1M --modes in-memory,allpairs4,allpairs8,partitioned8
 //   50M, 8 GiB:      bench_gnnd_schedules --n 50M --modes partitioned --device-limit-gib 8
+//   with merges:     ... --modes partitioned --device-limit-gib 8 --neighbour-merges 2
 #include "bench/AnnData.h"
 #include "bench/BenchData.h"
 #include "bench/BenchUtil.h"
@@ -43,6 +45,8 @@ const char* kUsage = R"(bench_gnnd_schedules: gnndBuildFromFile's schedules on o
   --modes LIST          of in-memory, allpairs<S>, partitioned<S>, partitioned (default
                         in-memory,allpairs4,allpairs8,partitioned8)
   --overlap O           clusters per vector of the partitioned modes (default: the options' default, 3)
+  --neighbour-merges M  partitioned modes: GGM merges per cluster with its adjacent clusters
+                        (0 off; default -1, the options' Auto)
   --device-limit-gib G  device memory limit of the file builds' resources (default: none)
   --build-degree K      list length of the builds (default 0: the file build's 2k, in memory k)
   --iterations I        GNND iterations at most (default 20)
@@ -223,17 +227,15 @@ Run inMemory(const std::string& path, int64_t n, const GpuKnnGraphGNNDConfig& cf
     return r;
 }
 
+/// A file build with `base`'s options (overlap, neighbour merges, verbose,
+/// work directory, config) and the mode's schedule and shard count.
 Run fileBuild(const std::string& path, const std::string& graph, GnndFileSchedule schedule,
-              int shards, int overlap, double limitGib, bool verbose, const std::string& workdir,
-              const GpuKnnGraphGNNDConfig& cfg) {
+              int shards, double limitGib, const GnndFileBuildOptions& base) {
     StandardGpuResources res;
     if (limitGib > 0) res.setDeviceMemoryLimit(size_t(limitGib * double(size_t(1) << 30)));
-    GnndFileBuildOptions opt;
+    GnndFileBuildOptions opt = base;
     opt.schedule = schedule;
-    opt.overlap = overlap;
-    opt.verbose = verbose;
-    opt.workDir = workdir;
-    opt.config = cfg;
+    const GpuKnnGraphGNNDConfig& cfg = opt.config;
     Run r;
     const double t0 = nowSeconds();
     const int64_t n = fileBytes(path) / (4 * kD);
@@ -244,6 +246,7 @@ Run fileBuild(const std::string& path, const std::string& graph, GnndFileSchedul
     r.method = std::string("ours:gnnd-file-") + fileScheduleName(rep.schedule);
     r.params.integer("shards", rep.shards).integer("merges", rep.merges);
     r.params.integer("clusters", rep.clusters).integer("overlap", rep.overlap);
+    r.params.integer("neighbour_merges", rep.neighbourMerges).integer("merge_pairs", rep.mergePairs);
     r.params.integer("largest_cluster", rep.largestCluster).integer("build_degree", rep.buildDegree);
     r.params.num("device_limit_gib", limitGib).num("partition_s", rep.partitionSeconds);
     r.params.num("build_s", rep.buildSeconds).num("merge_s", rep.mergeSeconds);
@@ -257,6 +260,7 @@ Run fileBuild(const std::string& path, const std::string& graph, GnndFileSchedul
 int main(int argc, char** argv) {
     int64_t n = 1000000, nRows = 2000;
     int overlap = GnndFileBuildOptions().overlap;
+    int neighbourMerges = GnndFileBuildOptions().neighbourMerges;
     double limitGib = 0;
     bool reuse = false, verbose = false;
     std::string data = "clustered", workdir = "/tmp";
@@ -266,12 +270,14 @@ int main(int argc, char** argv) {
         Args args(argc, argv, {"help", "git", "reuse", "verbose"});
         if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"help", "git", "n", "data", "modes", "overlap", "device-limit-gib", "rows",
-                         "workdir", "reuse", "verbose", "build-degree", "iterations"});
+                         "workdir", "reuse", "verbose", "build-degree", "iterations",
+                         "neighbour-merges"});
         cfg.buildDegree = int(args.getInt("build-degree", 0));
         cfg.maxIterations = int(args.getInt("iterations", cfg.maxIterations));
         n = args.getInt("n", n);
         nRows = args.getInt("rows", nRows);
         overlap = int(args.getInt("overlap", overlap));
+        neighbourMerges = int(args.getInt("neighbour-merges", neighbourMerges));
         limitGib = args.getDouble("device-limit-gib", 0);
         data = args.get("data", data);
         workdir = args.get("workdir", workdir);
@@ -305,6 +311,12 @@ int main(int argc, char** argv) {
     t = nowSeconds();
     const std::vector<int64_t> gt = groundTruth(path, n, rows, readRows(path, rows));
     progress("exact ground truth of %s rows in %.1f s\n", std::to_string(nRows), nowSeconds() - t);
+    GnndFileBuildOptions base;
+    base.overlap = overlap;
+    base.neighbourMerges = neighbourMerges;
+    base.verbose = verbose;
+    base.workDir = workdir;
+    base.config = cfg;
     int status = 0;
     for (const std::string& mode : modes) {
         try {
@@ -325,7 +337,7 @@ int main(int argc, char** argv) {
                 const int shards = digits.empty() ? 0 : std::atoi(digits.c_str());
                 r = fileBuild(path, graph, allPairs ? GnndFileSchedule::AllPairs
                                                     : GnndFileSchedule::Partitioned,
-                              shards, overlap, limitGib, verbose, workdir, cfg);
+                              shards, limitGib, base);
                 r.ids = graphRows(graph, rows, kK);
                 std::remove(graph.c_str());
             }

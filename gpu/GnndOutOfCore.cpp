@@ -648,6 +648,11 @@ GnndFileBuildReport gnndBuildFromFile(const std::vector<GpuResourcesProvider*>& 
     FAISS_THROW_IF_NOT_FMT(options.sampleRows >= 0,
                            "gnndBuildFromFile: sampleRows = %lld < 0 (0: automatic)",
                            (long long)options.sampleRows);
+    FAISS_THROW_IF_NOT_FMT(options.neighbourMerges >= -1 &&
+                                   options.neighbourMerges <= kMaxNeighbourMerges,
+                           "gnndBuildFromFile: neighbourMerges = %d (merges per cluster: -1 "
+                           "automatic, 0 off, 1..%d)",
+                           options.neighbourMerges, kMaxNeighbourMerges);
     VectorFile file(vectorsPath, format, d);
     Builder b(providers, file, k, metric, options, graphPath);
     return b.schedule() == GnndFileSchedule::Partitioned ? b.runPartitioned() : b.run();

@@ -73,6 +73,24 @@ constexpr int64_t kAutoPartitionAbove = 4 * kMaxAutoClusterRows;
 /// Most clusters a vector may join (GnndFileBuildOptions::overlap).
 constexpr int kMaxOverlap = 8;
 
+/// Most neighbour merges per cluster (GnndFileBuildOptions::neighbourMerges).
+constexpr int kMaxNeighbourMerges = 16;
+
+/// Auto neighbour merges: m = kAutoNeighbourMerges per cluster when the
+/// partitioned build has more than kAutoMergeAboveClusters clusters, none
+/// below. Why (H200, the bench's clustered sets, k 32, recall@10): up to 18
+/// clusters the partition alone reached 0.982 (10M x 128), so merges would
+/// only add time there; the loss grows with the cluster count (39 clusters
+/// 0.966 at overlap 2, 102 clusters 0.927 at 50M), as more boundaries cut
+/// the natural clusters. Two merges per cluster cover the two boundaries
+/// with the most shared members (of a k-means cluster's several touching
+/// clusters) for at most 2 x clusters merges, each about the work of
+/// building both clusters: up to about 4 times the cluster builds' time
+/// added, growing linearly with the clusters (docs/gnnd.md, "Neighbour
+/// merges"). Not yet measured: set neighbourMerges explicitly to compare.
+constexpr int kAutoNeighbourMerges = 2;
+constexpr int kAutoMergeAboveClusters = 24;
+
 /// "auto", "all-pairs", "partitioned".
 const char* fileScheduleName(GnndFileSchedule s);
 
@@ -133,13 +151,27 @@ struct GnndFileBuildOptions {
     /// Partitioned: rows of the file sampled for k-means (0: automatic,
     /// min(n, max(256 x clusters, 262144))). Read in evenly spread blocks.
     int64_t sampleRows = 0;
+    /// Partitioned: after the cluster builds, GGM merges (the all-pairs
+    /// schedule's pair merge, GNND paper Algorithm 3) of neighbouring
+    /// cluster pairs only: for each cluster the m clusters sharing the most
+    /// members with it (m = neighbourMerges; at most m x clusters merges, a
+    /// number linear in the clusters). Each merge compares the two clusters'
+    /// members across the pair, starting from their current lists, and the
+    /// improved lists are folded into the global lists: it finds the
+    /// neighbours a vector's `overlap` clusters do not hold. A pair whose
+    /// rows do not fit one device merge is merged in pieces (every piece of
+    /// one cluster with every piece of the other). 0: off; -1 (default):
+    /// Auto, kAutoNeighbourMerges past kAutoMergeAboveClusters clusters;
+    /// 1..kMaxNeighbourMerges. Ignored by the all-pairs schedule (which
+    /// merges every pair).
+    int neighbourMerges = -1;
 };
 
 /// One step of a file build: a shard built, or two shards merged.
 struct GnndFileBuildStep {
     enum Kind : int {
         ShardBuild = 0,    ///< a shard's GNND build (AllPairs)
-        Merge = 1,         ///< a GGM merge of two shards (AllPairs)
+        Merge = 1,         ///< a GGM merge of two shards (AllPairs) or clusters (Partitioned)
         ClusterBuild = 2,  ///< a cluster's GNND build and fold (Partitioned)
     };
     Kind kind = ShardBuild;
@@ -157,9 +189,9 @@ struct GnndFileBuildReport {
     int d = 0;                ///< dimension
     int64_t shardSize = 0;    ///< vectors per shard
     int shards = 0;           ///< number of shards (Partitioned: those a given shardSize makes, else 0)
-    int merges = 0;           ///< GGM merges run (shards * (shards - 1) / 2)
+    int merges = 0;           ///< GGM merges run (shards * (shards - 1) / 2; Partitioned: neighbour merges, pieces counted)
     double buildSeconds = 0;  ///< GNND of the shards (Partitioned: of the clusters, folds included)
-    double mergeSeconds = 0;  ///< all merges
+    double mergeSeconds = 0;  ///< all merges (Partitioned: neighbour merges, gathers and folds included)
     double totalSeconds = 0;  ///< the whole build, I/O included
     bool inHostMemory = false;  ///< shards kept in host memory (else shard files)
     int buildDevices = 1;       ///< devices one shard's build was split over (splitOneShard)
@@ -169,6 +201,8 @@ struct GnndFileBuildReport {
     int overlap = 0;            ///< Partitioned: clusters each vector joined
     int64_t largestCluster = 0;  ///< Partitioned: vectors of the largest cluster
     double partitionSeconds = 0;  ///< Partitioned: sampling, k-means and assignment
+    int neighbourMerges = 0;      ///< Partitioned: merges per cluster that ran (0: none)
+    int mergePairs = 0;           ///< Partitioned: cluster pairs merged (merges counts pieces)
     std::vector<GnndFileBuildStep> steps;  ///< every build and merge, in the order they ended
 };
 

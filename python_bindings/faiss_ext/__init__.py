@@ -439,7 +439,7 @@ GpuKnnGraphGNND.toIndexNSG = _gnnd_to_index_nsg
 def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, config=None,
                          devices=None, shard_size=0, work_dir="", verbose=False,
                          distances_path="", host_memory_bytes=-1, split_one_shard=True,
-                         schedule="auto", overlap=3):
+                         schedule="auto", overlap=3, neighbour_merges=-1):
     """Builds the k-NN graph (degree ``k``) of the vectors in a file and
     writes it to ``graph_path`` as ivecs (per vector: int32 k, then the k
     neighbour ids, closest first); read it with read_graph_ivecs.
@@ -474,7 +474,13 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
     the file build") or "auto" (all-pairs up to 4 shards and 4M vectors,
     partitioned past either); ``overlap`` defaults to 3; the dict then also
     has schedule, clusters, overlap, largest_cluster, partition_seconds, and
-    steps of kind "cluster_build".
+    steps of kind "cluster_build". ``neighbour_merges`` (partitioned): after
+    the cluster builds, GGM merges of each cluster with the m clusters
+    sharing the most members with it (m = neighbour_merges; 0: off; -1, the
+    default: 2 past 24 clusters, else off), which find the neighbours that
+    lie outside a vector's ``overlap`` clusters; the dict then has
+    neighbour_merges (m), merge_pairs, merges and merge_seconds, and steps of
+    kind "merge" naming the two clusters.
     ``verbose`` prints each step with that estimate. The graph is written under
     a temporary name and renamed when complete. The GIL is released meanwhile.
     """
@@ -484,7 +490,7 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
         res, os.fspath(vectors_path), format, int(d), int(k), metric, os.fspath(graph_path),
         config, [int(x) for x in (devices or [])], int(shard_size), os.fspath(work_dir),
         bool(verbose), os.fspath(distances_path), int(host_memory_bytes), bool(split_one_shard),
-        str(schedule), int(overlap))
+        str(schedule), int(overlap), int(neighbour_merges))
 
 
 def read_graph_ivecs(path):

@@ -105,6 +105,8 @@ py::dict reportToDict(const GnndFileBuildReport& r) {
     d["overlap"] = r.overlap;
     d["largest_cluster"] = r.largestCluster;
     d["partition_seconds"] = r.partitionSeconds;
+    d["neighbour_merges"] = r.neighbourMerges;
+    d["merge_pairs"] = r.mergePairs;
     py::list steps;
     for (const auto& st : r.steps) {
         py::dict e;
@@ -409,7 +411,7 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
            std::optional<GpuKnnGraphGNNDConfig> config, std::vector<int> devices, int64_t shardSize,
            const std::string& workDir, bool verbose, const std::string& distancesPath,
            int64_t hostMemoryBytes, bool splitOneShard, const std::string& schedule,
-           int overlap) {
+           int overlap, int neighbourMerges) {
             std::vector<gpu::GpuResourcesProvider*> providers = toProviders(res);
             if (shardSize < 0) {
                 throw py::value_error("shard_size must be >= 0 (0: the largest that fits), got " +
@@ -426,6 +428,7 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
             else throw py::value_error("schedule must be 'auto', 'all-pairs' or 'partitioned', got '" +
                                        schedule + "'");
             options.overlap = overlap;
+            options.neighbourMerges = neighbourMerges;
             options.hostMemoryBytes = hostMemoryBytes;
             options.splitOneShard = splitOneShard;
             options.config = config.value_or(GpuKnnGraphGNNDConfig());
@@ -447,7 +450,7 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
         "config"_a = py::none(), "devices"_a = std::vector<int>(), "shard_size"_a = 0,
         "work_dir"_a = "", "verbose"_a = false, "distances_path"_a = "",
         "host_memory_bytes"_a = -1, "split_one_shard"_a = true, "schedule"_a = "auto",
-        "overlap"_a = 3, "gnndBuildFromFile (use faiss_ext.gnnd_build_from_file).");
+        "overlap"_a = 3, "neighbour_merges"_a = -1, "gnndBuildFromFile (use faiss_ext.gnnd_build_from_file).");
 
     m.def(
         "_read_graph_ivecs",

@@ -376,6 +376,26 @@ def test_build_from_file_takes_a_list_of_resources(res, xb, tmp_path):
     assert recall_at(faiss_ext.read_graph_ivecs(tmp_path / "g_files.ivecs"), I_ref, 10) >= 0.95
 
 
+def test_build_from_file_neighbour_merges(res, xb, tmp_path):
+    """The partitioned schedule with neighbour merges: merge steps naming two
+    clusters, as many as the report's merges, and the graph's quality."""
+    vectors = tmp_path / "base.fvecs"
+    _write_fvecs(vectors, xb[:3000])
+    report = faiss_ext.gnnd_build_from_file(
+        res, vectors, faiss_ext.VectorFileFormat.FVECS, D_DIM, K, FM.L2, tmp_path / "g.ivecs",
+        shard_size=500, schedule="partitioned", overlap=2, neighbour_merges=2)
+    assert report["schedule"] == "partitioned" and report["neighbour_merges"] == 2
+    merges = [(s["shard_a"], s["shard_b"]) for s in report["steps"] if s["kind"] == "merge"]
+    assert len(merges) == report["merges"] >= report["merge_pairs"] >= 1
+    assert all(0 <= a < b < report["clusters"] for a, b in merges)
+    _, I_ref = exact_graph(xb[:3000], K)
+    assert recall_at(faiss_ext.read_graph_ivecs(tmp_path / "g.ivecs"), I_ref, 10) >= 0.95
+    with pytest.raises(RuntimeError, match="neighbourMerges"):
+        faiss_ext.gnnd_build_from_file(
+            res, vectors, faiss_ext.VectorFileFormat.FVECS, D_DIM, K, FM.L2,
+            tmp_path / "g2.ivecs", schedule="partitioned", neighbour_merges=-2)
+
+
 def test_build_from_file_errors(res, tmp_path):
     F = faiss_ext.VectorFileFormat
     with pytest.raises(RuntimeError):

@@ -63,6 +63,15 @@ void FileBuildProgress::recordBuild_(GnndFileBuildStep::Kind kind, int index, in
 
 void FileBuildProgress::pairMerged(int a, int b, int device, double seconds) {
     std::lock_guard<std::mutex> lock(mutex_);
+    recordMerge_(a, b, device, seconds, "shards");
+}
+
+void FileBuildProgress::clustersMerged(int a, int b, int device, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    recordMerge_(a, b, device, seconds, "clusters");
+}
+
+void FileBuildProgress::recordMerge_(int a, int b, int device, double seconds, const char* what) {
     ++merged_;
     mergeSeconds_ += seconds;
     GnndFileBuildStep s;
@@ -71,9 +80,10 @@ void FileBuildProgress::pairMerged(int a, int b, int device, double seconds) {
     s.shardB = b;
     s.device = device;
     s.seconds = seconds;
-    char what[128];
-    std::snprintf(what, sizeof(what), "merged shards %d and %d (%d/%d)", a, b, merged_, merges_);
-    record_(s, what);
+    char line[128];
+    std::snprintf(line, sizeof(line), "merged %s %d and %d (%d/%d)", what, a, b, merged_,
+                  merges_);
+    record_(s, line);
 }
 
 std::vector<GnndFileBuildStep> FileBuildProgress::steps() const {

@@ -33,6 +33,10 @@ public:
     /// Shards a and b were merged on `device` in `seconds`.
     void pairMerged(int a, int b, int device, double seconds);
 
+    /// Clusters a and b of a partitioned build (or a piece of each) were
+    /// merged and folded on `device` in `seconds` (neighbour merges).
+    void clustersMerged(int a, int b, int device, double seconds);
+
     /// The steps so far, in the order they ended.
     std::vector<GnndFileBuildStep> steps() const;
 
@@ -40,6 +44,7 @@ private:
     double elapsed_() const;
     double secondsLeft_() const;
     void record_(GnndFileBuildStep s, const char* what);
+    void recordMerge_(int a, int b, int device, double seconds, const char* what);
     void recordBuild_(GnndFileBuildStep::Kind kind, int index, int device, int64_t rows,
                        double seconds);
 

@@ -19,11 +19,12 @@ size_t clusterTempBytes(int64_t rows, const Params& p) {
     return buildTempBytes(rows, p) + (size_t(1) << 20);
 }
 
-int64_t largestBuildThatFits(int64_t minRows, int64_t maxRows, int d, const Params& p,
-                             size_t resident, size_t temp) {
-    auto fits = [&](int64_t m) {
-        return clusterResidentBytes(m, d, p.K) <= resident && clusterTempBytes(m, p) <= temp;
-    };
+namespace {
+
+/// The largest m in [minRows, maxRows] with fits(m) (fits is monotone); 0
+/// when not even minRows fits.
+template <typename Fits>
+int64_t largestThatFits(int64_t minRows, int64_t maxRows, Fits fits) {
     if (maxRows < minRows || !fits(minRows)) return 0;
     int64_t lo = minRows, hi = maxRows;
     while (lo < hi) {
@@ -32,6 +33,27 @@ int64_t largestBuildThatFits(int64_t minRows, int64_t maxRows, int d, const Para
         else hi = mid - 1;
     }
     return lo;
+}
+
+}  // namespace
+
+int64_t largestBuildThatFits(int64_t minRows, int64_t maxRows, int d, const Params& p,
+                             size_t resident, size_t temp) {
+    return largestThatFits(minRows, maxRows, [&](int64_t m) {
+        return clusterResidentBytes(m, d, p.K) <= resident && clusterTempBytes(m, p) <= temp;
+    });
+}
+
+size_t mergeTempBytesOf(int64_t rows, const Params& p) {
+    return size_t(rows) * p.K * (sizeof(uint32_t) + sizeof(float)) + mergeTempBytes(rows, p) +
+           (size_t(1) << 20);
+}
+
+int64_t largestMergeThatFits(int64_t minRows, int64_t maxRows, int d, const Params& p,
+                             size_t resident, size_t temp) {
+    return largestThatFits(minRows, maxRows, [&](int64_t m) {
+        return clusterResidentBytes(m, d, p.K) <= resident && mergeTempBytesOf(m, p) <= temp;
+    });
 }
 
 int clusterCount(int64_t n, int overlap, int64_t capacity, int shards) {

@@ -43,6 +43,18 @@ size_t clusterTempBytes(int64_t rows, const Params& p);
 int64_t largestBuildThatFits(int64_t minRows, int64_t maxRows, int d, const Params& p,
                              size_t resident, size_t temp);
 
+/// Bytes of temporary device memory a GGM merge of `rows` vectors (both
+/// sets) needs: the raw work lists (rows x K ids and distances),
+/// gnnd::mergeTempBytes and a margin, as the all-pairs schedule counts a
+/// pair (its resident bytes are clusterResidentBytes: vectors, norms and
+/// the canonical lists; the neighbour merges use no separate head lists).
+size_t mergeTempBytesOf(int64_t rows, const Params& p);
+
+/// The largest number of rows (<= maxRows) whose GGM merge fits `resident`
+/// and `temp` bytes; 0 when not even minRows fit.
+int64_t largestMergeThatFits(int64_t minRows, int64_t maxRows, int d, const Params& p,
+                             size_t resident, size_t temp);
+
 /// The number of k-means clusters for n vectors each in `overlap` clusters:
 /// shards > 0 (the shard count of a given shardSize): that many; else
 /// enough that clusters of capacity x kClusterFill hold the n x overlap

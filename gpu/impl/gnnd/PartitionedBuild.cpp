@@ -1,8 +1,10 @@
 #include "faiss_ext/gpu/impl/gnnd/PartitionedBuild.h"
 
 #include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/gnnd/ClusterGather.h"
 #include "faiss_ext/gpu/impl/gnnd/FileBuildProgress.h"
 #include "faiss_ext/gpu/impl/gnnd/FilePartition.h"
+#include "faiss_ext/gpu/impl/gnnd/NeighbourMerges.h"
 #include "faiss_ext/gpu/impl/gnnd/PartitionPlan.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
@@ -23,9 +25,6 @@ namespace gpu {
 namespace gnnd {
 
 namespace {
-
-/// Rows read per chunk of a gather pass.
-constexpr int64_t kGatherChunkRows = 262144;
 
 /// One worker's device buffers for a cluster of up to `capacity` rows, its
 /// stream, and two host buffers for the lists (one folding while the next
@@ -98,12 +97,17 @@ public:
         rep.partitionSeconds = since(tp);
         rep.clusters = int(groups_.size());
         for (const auto& g : groups_) rep.largestCluster = std::max<int64_t>(rep.largestCluster, g.size());
-        progress_.reset(new FileBuildProgress(rep.clusters, 0, int(in_.devices.size()),
-                                              opt_.verbose));
+        const NeighbourMergePlan merges = planMerges_(rep);
+        progress_.reset(new FileBuildProgress(rep.clusters, merges.merges,
+                                              int(in_.devices.size()), opt_.verbose));
         const auto tb = Clock::now();
         initGlobalLists_();
         for (const auto& batch : batches_()) buildBatch_(batch.first, batch.second);
+        workers_.clear();  // the cluster builds' device memory, before the merges take theirs
         rep.buildSeconds = since(tb);
+        const auto tm = Clock::now();
+        rep.merges = runMerges_(merges);
+        rep.mergeSeconds = since(tm);
         GraphWriter out(in_.graphPath, opt_.distancesPath, in_.k, in_.params.innerProduct);
         out.write(globalIds_.data(), globalDists_.data(), n_, in_.k);
         out.commit();
@@ -111,9 +115,11 @@ public:
         rep.totalSeconds = since(t0);
         if (opt_.verbose) {
             std::printf("gnndBuildFromFile: %lld x %d, partitioned into %d clusters (overlap %d, "
-                        "largest %lld): partition %.2f s, builds %.2f s, total %.2f s\n",
+                        "largest %lld): partition %.2f s, builds %.2f s, %d neighbour merges "
+                        "%.2f s, total %.2f s\n",
                         (long long)n_, d_, rep.clusters, overlap_, (long long)rep.largestCluster,
-                        rep.partitionSeconds, rep.buildSeconds, rep.totalSeconds);
+                        rep.partitionSeconds, rep.buildSeconds, rep.merges, rep.mergeSeconds,
+                        rep.totalSeconds);
             std::fflush(stdout);
         }
         return rep;
@@ -136,6 +142,8 @@ private:
                                "gnndBuildFromFile: a GNND build of %lld vectors does not fit the "
                                "device memory limit (%zu bytes resident, %zu temporary)",
                                (long long)minRows, resident, temp);
+        // a merge joins two clusters: up to twice a cluster's rows, in pieces past what fits
+        mergeCapacity_ = largestMergeThatFits(2, 2 * capacity_, d_, in_.params, resident, temp);
         const int clusters = clusterCount(n_, opt_.overlap, capacity_, in_.shards);
         overlap_ = std::min(opt_.overlap, clusters);
         // clusters below an eighth of the target size are packed together
@@ -174,6 +182,65 @@ private:
                                "with shard files",
                                fixed + oneCluster, (long long)capacity_, budget);
         gatherBudget_ = budget - fixed;
+        checkMergeResources_();
+    }
+
+    /// Whether the neighbour merges can run: a merge of two rows fits the
+    /// device, and the merge workers' host buffers and one pair of clusters
+    /// fit what the builds leave of the host budget. Refused (before any
+    /// work) when neighbourMerges asks for them; Auto runs without them.
+    void checkMergeResources_() {
+        if (opt_.neighbourMerges == 0) return;
+        const int64_t rows = std::max<int64_t>(mergeCapacity_, 2);
+        const size_t workerBytes = in_.devices.size() * neighbourMergeHostBytes(n_, rows, d_, K_);
+        const size_t pairBytes = 2 * size_t(capacity_) * d_ * sizeof(float);
+        mergesFit_ = mergeCapacity_ >= 2 && workerBytes + pairBytes <= gatherBudget_;
+        FAISS_THROW_IF_NOT_FMT(mergesFit_ || opt_.neighbourMerges < 0,
+                               "gnndBuildFromFile: neighbourMerges = %d: the merges do not fit "
+                               "(a merge of %lld rows on the device; %zu bytes of host memory "
+                               "for their buffers and a pair of clusters, %zu left of the host "
+                               "budget); raise hostMemoryBytes or set neighbourMerges = 0",
+                               opt_.neighbourMerges, (long long)mergeCapacity_,
+                               workerBytes + pairBytes, gatherBudget_);
+        if (mergesFit_) mergeGatherBudget_ = gatherBudget_ - workerBytes;
+    }
+
+    /// Merges per cluster: neighbourMerges, or for Auto kAutoNeighbourMerges
+    /// past kAutoMergeAboveClusters clusters (GnndOutOfCore.h says why).
+    int mergesPerCluster_(int clusters) const {
+        if (!mergesFit_ || clusters < 2) return 0;
+        if (opt_.neighbourMerges >= 0) return opt_.neighbourMerges;
+        return clusters > kAutoMergeAboveClusters ? kAutoNeighbourMerges : 0;
+    }
+
+    NeighbourMergePlan planMerges_(GnndFileBuildReport& rep) const {
+        const int m = mergesPerCluster_(rep.clusters);
+        if (m == 0) return NeighbourMergePlan();
+        NeighbourMergePlan plan = planNeighbourMerges(groups_, rowGroups_, overlap_, m,
+                                                      mergeCapacity_);
+        rep.neighbourMerges = m;
+        rep.mergePairs = int(plan.pairs.size());
+        return plan;
+    }
+
+    int runMerges_(const NeighbourMergePlan& plan) {
+        NeighbourMergeInput mi;
+        mi.file = in_.file;
+        mi.groups = &groups_;
+        mi.rowGroups = &rowGroups_;
+        mi.overlap = overlap_;
+        mi.globalIds = globalIds_.data();
+        mi.globalDists = globalDists_.data();
+        mi.k = in_.k;
+        mi.foldMutex = &foldMutex_;
+        mi.metric = in_.metric;
+        mi.params = in_.params;
+        mi.devices = in_.devices;
+        mi.res = in_.res;
+        mi.gatherBudget = mergeGatherBudget_;
+        mi.progress = progress_.get();
+        mi.failed = &failed_;
+        return runNeighbourMerges(mi, plan);
     }
 
     void initGlobalLists_() {
@@ -205,51 +272,12 @@ private:
         return out;
     }
 
-    /// The vectors of clusters [g0, g1): one sequential pass over the rows
-    /// they span, each row copied to its place in each of its clusters.
-    std::vector<std::vector<float>> gather_(int g0, int g1) const {
-        std::vector<std::vector<float>> buf(size_t(g1 - g0));
-        int64_t lo = n_, hi = 0;
-        for (int g = g0; g < g1; ++g) {
-            buf[g - g0].resize(groups_[g].size() * d_);
-            lo = std::min<int64_t>(lo, groups_[g].front());
-            hi = std::max<int64_t>(hi, int64_t(groups_[g].back()) + 1);
-        }
-        auto readChunk = [this, hi](int64_t r0) {
-            std::vector<float> x(size_t(std::min(kGatherChunkRows, hi - r0)) * d_);
-            in_.file->read(r0, int64_t(x.size()) / d_, x.data());
-            return x;
-        };
-        std::future<std::vector<float>> next = std::async(std::launch::async, readChunk, lo);
-        for (int64_t r0 = lo; r0 < hi; r0 += kGatherChunkRows) {
-            const std::vector<float> x = next.get();
-            if (r0 + kGatherChunkRows < hi)
-                next = std::async(std::launch::async, readChunk, r0 + kGatherChunkRows);
-            scatter_(x, r0, g0, g1, buf);
-        }
-        return buf;
-    }
-
-    void scatter_(const std::vector<float>& x, int64_t r0, int g0, int g1,
-                  std::vector<std::vector<float>>& buf) const {
-        const int64_t m = int64_t(x.size()) / d_;
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < m; ++r) {
-            const int row = int(r0 + r);
-            for (int j = 0; j < overlap_; ++j) {
-                const int g = rowGroups_[size_t(row) * overlap_ + j];
-                if (g < g0 || g >= g1) continue;
-                const auto& mem = groups_[g];
-                const size_t pos = size_t(std::lower_bound(mem.begin(), mem.end(), row) - mem.begin());
-                std::memcpy(buf[g - g0].data() + pos * d_, x.data() + size_t(r) * d_,
-                            sizeof(float) * d_);
-            }
-        }
-    }
-
     /// Gathers clusters [g0, g1), then builds and folds them on the workers.
     void buildBatch_(int g0, int g1) {
-        std::vector<std::vector<float>> buf = gather_(g0, g1);
+        std::vector<int> which;
+        for (int g = g0; g < g1; ++g) which.push_back(g);
+        std::vector<std::vector<float>> buf =
+                gatherClusters(*in_.file, groups_, rowGroups_, overlap_, which);
         std::atomic<int> next(g0);
         runOnWorkers(in_.devices, &failed_, [&](size_t w) {
             if (!workers_[w]) {
@@ -288,8 +316,11 @@ private:
     const int d_;
     const int K_;
     int64_t capacity_ = 0;
+    int64_t mergeCapacity_ = 0;  ///< most rows of one neighbour merge
+    bool mergesFit_ = false;
     int overlap_ = 1;
     size_t gatherBudget_ = 0;
+    size_t mergeGatherBudget_ = 0;  ///< host bytes for the clusters the merges gather at once
     PartitionSpec spec_;
     std::vector<std::vector<int>> groups_;
     std::vector<int> rowGroups_;

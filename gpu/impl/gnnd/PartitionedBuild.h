@@ -19,7 +19,10 @@
 //      sequential read per batch beats a random read per row), then every
 //      cluster is built by GNND on a worker (the same engine as the shards)
 //      and its lists are folded into the global lists (n x k, host), the
-//      fold of one cluster overlapping the build of the next.
+//      fold of one cluster overlapping the build of the next;
+//   5. optionally (options.neighbourMerges), GGM merges of adjacent cluster
+//      pairs, folded the same way (NeighbourMerges.h): the neighbours that
+//      lie in clusters other than a vector's `overlap` nearest.
 // Global lists keep k entries: the k best of a union are the k best of the
 // union of each part's k best.
 #pragma once
