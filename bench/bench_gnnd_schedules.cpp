@@ -47,6 +47,8 @@ const char* kUsage = R"(bench_gnnd_schedules: gnndBuildFromFile's schedules on o
   --overlap O           clusters per vector of the partitioned modes (default: the options' default, 3)
   --neighbour-merges M  partitioned modes: GGM merges per cluster with its adjacent clusters
                         (0 off; default -1, the options' Auto)
+  --cluster-build B     partitioned modes: how clusters are built: auto (default), nn-descent, exact
+  --exact-cluster-rows R  exact clusters: most vectors per cluster (default 0: the options' default)
   --device-limit-gib G  device memory limit of the file builds' resources (default: none)
   --build-degree K      list length of the builds (default 0: the file build's 2k, in memory k)
   --iterations I        GNND iterations at most (default 20)
@@ -227,6 +229,13 @@ Run inMemory(const std::string& path, int64_t n, const GpuKnnGraphGNNDConfig& cf
     return r;
 }
 
+GnndClusterBuild parseClusterBuild(const std::string& s) {
+    for (GnndClusterBuild b : {GnndClusterBuild::Auto, GnndClusterBuild::NNDescent,
+                               GnndClusterBuild::Exact})
+        if (s == clusterBuildName(b)) return b;
+    throw std::invalid_argument("--cluster-build: auto, nn-descent or exact (got " + s + ")");
+}
+
 /// A file build with `base`'s options (overlap, neighbour merges, verbose,
 /// work directory, config) and the mode's schedule and shard count.
 Run fileBuild(const std::string& path, const std::string& graph, GnndFileSchedule schedule,
@@ -251,7 +260,13 @@ Run fileBuild(const std::string& path, const std::string& graph, GnndFileSchedul
     r.params.num("device_limit_gib", limitGib).num("partition_s", rep.partitionSeconds);
     r.params.num("build_s", rep.buildSeconds).num("merge_s", rep.mergeSeconds);
     r.params.boolean("in_host_memory", rep.inHostMemory).integer("max_iterations", cfg.maxIterations);
+    r.params.str("cluster_build", clusterBuildName(rep.clusterBuild));
     r.setting = settingOf(rep.buildDegree, rep.overlap, rep.clusters, limitGib, cfg.maxIterations);
+    if (rep.clusterBuild == GnndClusterBuild::Exact) {
+        r.params.integer("exact_cluster_rows",
+                         opt.exactClusterRows ? opt.exactClusterRows : kExactClusterRows);
+        r.setting += ", exact clusters";
+    }
     return r;
 }
 
@@ -262,6 +277,8 @@ int main(int argc, char** argv) {
     int overlap = GnndFileBuildOptions().overlap;
     int neighbourMerges = GnndFileBuildOptions().neighbourMerges;
     double limitGib = 0;
+    GnndClusterBuild clusterBuild = GnndClusterBuild::Auto;
+    int64_t exactRows = 0;
     bool reuse = false, verbose = false;
     std::string data = "clustered", workdir = "/tmp";
     std::vector<std::string> modes = {"in-memory", "allpairs4", "allpairs8", "partitioned8"};
@@ -271,7 +288,7 @@ int main(int argc, char** argv) {
         if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"help", "git", "n", "data", "modes", "overlap", "device-limit-gib", "rows",
                          "workdir", "reuse", "verbose", "build-degree", "iterations",
-                         "neighbour-merges"});
+                         "neighbour-merges", "cluster-build", "exact-cluster-rows"});
         cfg.buildDegree = int(args.getInt("build-degree", 0));
         cfg.maxIterations = int(args.getInt("iterations", cfg.maxIterations));
         n = args.getInt("n", n);
@@ -279,6 +296,8 @@ int main(int argc, char** argv) {
         overlap = int(args.getInt("overlap", overlap));
         neighbourMerges = int(args.getInt("neighbour-merges", neighbourMerges));
         limitGib = args.getDouble("device-limit-gib", 0);
+        clusterBuild = parseClusterBuild(args.get("cluster-build", "auto"));
+        exactRows = args.getInt("exact-cluster-rows", 0);
         data = args.get("data", data);
         workdir = args.get("workdir", workdir);
         reuse = args.has("reuse");
@@ -314,6 +333,8 @@ int main(int argc, char** argv) {
     GnndFileBuildOptions base;
     base.overlap = overlap;
     base.neighbourMerges = neighbourMerges;
+    base.clusterBuild = clusterBuild;
+    base.exactClusterRows = exactRows;
     base.verbose = verbose;
     base.workDir = workdir;
     base.config = cfg;

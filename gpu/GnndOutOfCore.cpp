@@ -653,6 +653,15 @@ GnndFileBuildReport gnndBuildFromFile(const std::vector<GpuResourcesProvider*>& 
                            "gnndBuildFromFile: neighbourMerges = %d (merges per cluster: -1 "
                            "automatic, 0 off, 1..%d)",
                            options.neighbourMerges, kMaxNeighbourMerges);
+    FAISS_THROW_IF_NOT_FMT(options.clusterBuild == GnndClusterBuild::Auto ||
+                                   options.clusterBuild == GnndClusterBuild::NNDescent ||
+                                   options.clusterBuild == GnndClusterBuild::Exact,
+                           "gnndBuildFromFile: unknown clusterBuild %d", int(options.clusterBuild));
+    FAISS_THROW_IF_NOT_FMT(options.exactClusterRows == 0 ||
+                                   options.exactClusterRows >= int64_t(k) + 1,
+                           "gnndBuildFromFile: exactClusterRows = %lld (0: automatic, else at "
+                           "least k + 1 = %d)",
+                           (long long)options.exactClusterRows, k + 1);
     VectorFile file(vectorsPath, format, d);
     Builder b(providers, file, k, metric, options, graphPath);
     return b.schedule() == GnndFileSchedule::Partitioned ? b.runPartitioned() : b.run();
@@ -663,6 +672,15 @@ const char* fileScheduleName(GnndFileSchedule s) {
         case GnndFileSchedule::Auto: return "auto";
         case GnndFileSchedule::AllPairs: return "all-pairs";
         case GnndFileSchedule::Partitioned: return "partitioned";
+    }
+    return "unknown";
+}
+
+const char* clusterBuildName(GnndClusterBuild b) {
+    switch (b) {
+        case GnndClusterBuild::Auto: return "auto";
+        case GnndClusterBuild::NNDescent: return "nn-descent";
+        case GnndClusterBuild::Exact: return "exact";
     }
     return "unknown";
 }

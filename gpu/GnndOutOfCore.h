@@ -91,6 +91,28 @@ constexpr int kMaxNeighbourMerges = 16;
 constexpr int kAutoNeighbourMerges = 2;
 constexpr int kAutoMergeAboveClusters = 24;
 
+/// How the partitioned schedule builds the lists within each cluster
+/// (GnndFileBuildOptions::clusterBuild; docs/gnnd.md, "Exact clusters").
+enum class GnndClusterBuild : int {
+    /// Exact when the build sizes the clusters (shardSize 0), NNDescent
+    /// when shardSize fixes their count (docs/gnnd.md, "Exact clusters").
+    Auto = 0,
+    /// One GNND build per cluster (clusters of up to kMaxAutoClusterRows).
+    NNDescent = 1,
+    /// Exact k-NN among each cluster's vectors (our flat engine, the bounded
+    /// TF32 path where Auto picks it); clusters of at most exactClusterRows.
+    /// A vector's list is then exact among the vectors it shares a cluster
+    /// with: the only loss is the partition's coverage. Work per vector
+    /// grows with the cluster size (overlap x cluster rows distances).
+    Exact = 2,
+};
+
+/// Exact clusters hold at most this many vectors when exactClusterRows is 0.
+constexpr int64_t kExactClusterRows = 131072;
+
+/// "auto", "nn-descent", "exact".
+const char* clusterBuildName(GnndClusterBuild b);
+
 /// "auto", "all-pairs", "partitioned".
 const char* fileScheduleName(GnndFileSchedule s);
 
@@ -165,6 +187,13 @@ struct GnndFileBuildOptions {
     /// 1..kMaxNeighbourMerges. Ignored by the all-pairs schedule (which
     /// merges every pair).
     int neighbourMerges = -1;
+    /// Partitioned: how each cluster's lists are built (Auto: Exact unless
+    /// shardSize fixes the cluster count).
+    GnndClusterBuild clusterBuild = GnndClusterBuild::Auto;
+    /// Partitioned with exact clusters: the most vectors in one cluster (0:
+    /// kExactClusterRows). The clusters' count follows from it (n x overlap
+    /// memberships in clusters filled to about 70%).
+    int64_t exactClusterRows = 0;
 };
 
 /// One step of a file build: a shard built, or two shards merged.
@@ -203,6 +232,8 @@ struct GnndFileBuildReport {
     double partitionSeconds = 0;  ///< Partitioned: sampling, k-means and assignment
     int neighbourMerges = 0;      ///< Partitioned: merges per cluster that ran (0: none)
     int mergePairs = 0;           ///< Partitioned: cluster pairs merged (merges counts pieces)
+    /// Partitioned: how the clusters were built (NNDescent or Exact).
+    GnndClusterBuild clusterBuild = GnndClusterBuild::NNDescent;
     std::vector<GnndFileBuildStep> steps;  ///< every build and merge, in the order they ended
 };
 

@@ -8,18 +8,24 @@
 // the report and progress steps; neighbour merges of adjacent clusters
 // (GnndFileBuildOptions::neighbourMerges) raise the recall on the full-rank
 // set; a failed build (neighbour merges included) leaves no output; bad
-// options are refused before any work. Recall as in GnndTestUtils.h.
+// options are refused before any work; exact cluster lists
+// (GnndClusterBuild::Exact) are the exact graph of a cluster, are Auto's choice for
+// automatic clusters and never lose to GNND on the same partition. Recall
+// as in GnndTestUtils.h.
 #include "GnndTestUtils.h"
 #include "TestUtils.h"
 
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GnndOutOfCore.h"
+#include "faiss_ext/gpu/impl/gnnd/ExactClusterLists.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissException.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -275,6 +281,85 @@ TEST(GpuGnndPartitioned, NeighbourMergesRaiseTheRecallOnFullRankData) {
     EXPECT_GT(recall[1], recall[0]) << "the neighbour merges did not raise the recall";
 }
 
+TEST(GpuGnndPartitioned, ExactClusterListsAreTheExactGraphOfTheCluster) {
+    FAISS_EXT_REQUIRE_GPU();
+    // one cluster's lists (ExactClusterLists.h): the exact graph of its
+    // vectors, self excluded, in GNND's convention (squared L2, or the
+    // negated product), padded with -1 / +inf past m - 1 neighbours
+    const int d = 24, k = 16;
+    for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+        const bool ip = metric == FlatMetric::InnerProduct;
+        for (int64_t m : {int64_t(0), int64_t(1), int64_t(9), sized<int64_t>(5000, 1200)}) {
+            const std::string what = describe("exact cluster lists", m, d, k, metric);
+            auto x = clusteredVectors(std::max<int64_t>(m, 1), d, 12, kSeed + 61);
+            if (m >= 4) std::copy_n(x.data(), d, x.data() + 3 * d);  // a duplicate of row 0
+            StandardGpuResources res;
+            std::vector<int> ids;
+            std::vector<float> dists;
+            faiss_ext::gpu::gnnd::exactClusterLists(res.getResources().get(), 0, x.data(), m, d,
+                                                    metric, k, ids, dists);
+            ASSERT_EQ(ids.size(), size_t(m) * k) << what;
+            ASSERT_EQ(dists.size(), size_t(m) * k) << what;
+            const int kk = int(std::min<int64_t>(k, std::max<int64_t>(m - 1, 0)));
+            for (int64_t i = 0; i < m; ++i)
+                for (int j = kk; j < k; ++j) {
+                    EXPECT_EQ(ids[size_t(i) * k + j], -1) << what << " row " << i;
+                    EXPECT_TRUE(std::isinf(dists[size_t(i) * k + j])) << what << " row " << i;
+                }
+            if (kk == 0) continue;
+            // as a graph of kk columns: structure (valid, no self, no
+            // repeats, sorted, distances those of the ids) and exact recall
+            std::vector<int64_t> g(size_t(m) * kk);
+            std::vector<float> sim(size_t(m) * kk);
+            for (int64_t i = 0; i < m; ++i)
+                for (int j = 0; j < kk; ++j) {
+                    g[size_t(i) * kk + j] = ids[size_t(i) * k + j];
+                    sim[size_t(i) * kk + j] = ip ? -dists[size_t(i) * k + j]
+                                                 : dists[size_t(i) * k + j];
+                }
+            EXPECT_EQ("", checkStructure(x.data(), m, d, ip, g.data(), sim.data(), kk)) << what;
+            const std::vector<int64_t> ref = referenceGraph(x.data(), m, d, kk, ip);
+            const double r = graphRecall(x.data(), m, d, ip, g.data(), kk, ref.data(), kk, kk);
+            EXPECT_GE(r, 0.9999) << what << " (ties aside)";
+        }
+    }
+}
+
+TEST(GpuGnndPartitioned, ExactClustersAreAutosChoiceAndBeatNNDescentClusters) {
+    FAISS_EXT_REQUIRE_GPU();
+    // automatic clusters (no shardSize) of at most exactClusterRows: Auto
+    // builds them exactly; the same partition built by GNND can only be
+    // worse (every cluster's exact lists dominate its GNND lists)
+    const PartitionSet& set = uniformSet();
+    double recall[2] = {0, 0};
+    int clusters[2] = {0, 0};
+    for (int exact : {0, 1}) {
+        StandardGpuResources res;
+        GnndFileBuildOptions opt;
+        opt.schedule = GnndFileSchedule::Partitioned;
+        opt.exactClusterRows = set.n / 4;
+        opt.neighbourMerges = 0;
+        opt.clusterBuild = exact ? faiss_ext::gpu::GnndClusterBuild::Auto
+                                 : faiss_ext::gpu::GnndClusterBuild::NNDescent;
+        const std::string what = std::string("uniform, automatic clusters, ") +
+                                 (exact ? "Auto (exact)" : "nn-descent");
+        const std::string out = set.tmp.file("graph_exact" + std::to_string(exact) + ".ivecs");
+        const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
+                {&res}, set.raw, VectorFileFormat::RawFloat32, set.d, set.k, FlatMetric::L2, out,
+                opt);
+        expectPartitionedReport(rep, set.n, 3, what);
+        EXPECT_EQ(rep.clusterBuild, exact ? faiss_ext::gpu::GnndClusterBuild::Exact
+                                          : faiss_ext::gpu::GnndClusterBuild::NNDescent)
+                << what;
+        recall[exact] = fileGraphRecall(out, set.x, set.n, set.d, set.k, set.ref, what);
+        clusters[exact] = rep.clusters;
+    }
+    EXPECT_EQ(clusters[0], clusters[1]) << "the two builds partitioned differently";
+    EXPECT_GE(recall[1], recall[0] - 0.002) << "exact clusters lost to GNND on the same partition";
+    // a broken fold or id mapping gives a recall near 0 (measured: printed above)
+    EXPECT_GT(recall[1], 0.5);
+}
+
 TEST(GpuGnndPartitioned, AutoPicksAllPairsUpToFourShards) {
     FAISS_EXT_REQUIRE_GPU();
     const int64_t n = sized<int64_t>(20000, 2000);
@@ -461,6 +546,16 @@ TEST(GpuGnndPartitioned, BadOptionsAreRefusedBeforeAnyWork) {
         GnndFileBuildOptions o = opt;
         o.schedule = static_cast<GnndFileSchedule>(7);
         expectRefused(o, "schedule 7", "schedule");
+    }
+    {
+        GnndFileBuildOptions o = opt;
+        o.clusterBuild = static_cast<faiss_ext::gpu::GnndClusterBuild>(7);
+        expectRefused(o, "clusterBuild 7", "clusterBuild");
+    }
+    for (int64_t rows : {int64_t(-1), int64_t(k)}) {
+        GnndFileBuildOptions o = opt;
+        o.exactClusterRows = rows;
+        expectRefused(o, "exactClusterRows " + std::to_string(rows), "exactClusterRows");
     }
     {
         // explicit Partitioned with too little host memory for the global

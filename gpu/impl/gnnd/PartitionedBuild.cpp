@@ -2,6 +2,7 @@
 
 #include "faiss_ext/gpu/impl/VectorPrep.h"
 #include "faiss_ext/gpu/impl/gnnd/ClusterGather.h"
+#include "faiss_ext/gpu/impl/gnnd/ExactClusterLists.h"
 #include "faiss_ext/gpu/impl/gnnd/FileBuildProgress.h"
 #include "faiss_ext/gpu/impl/gnnd/FilePartition.h"
 #include "faiss_ext/gpu/impl/gnnd/NeighbourMerges.h"
@@ -26,9 +27,10 @@ namespace gnnd {
 
 namespace {
 
-/// One worker's device buffers for a cluster of up to `capacity` rows, its
-/// stream, and two host buffers for the lists (one folding while the next
-/// cluster builds).
+/// One worker's device buffers for a GNND build of up to `capacity` rows
+/// (none for exact clusters, whose search allocates its own), its stream,
+/// and two host buffers for the lists (one folding while the next cluster
+/// builds).
 struct ClusterWorker {
     int device = 0;
     GpuResources* res = nullptr;
@@ -38,9 +40,11 @@ struct ClusterWorker {
     std::vector<int> hostIds[2];
     std::vector<float> hostDists[2];
 
-    ClusterWorker(int dev, GpuResources* r, int64_t capacity, int d, int K) : device(dev), res(r) {
+    ClusterWorker(int dev, GpuResources* r, int64_t capacity, int d, int K, bool exact)
+            : device(dev), res(r) {
         DeviceScope scope(device);
         FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        if (exact) return;
         const char* who = "gnndBuildFromFile (partitioned)";
         x.allocate(res, device, size_t(capacity) * d, who, "cluster vectors");
         norms.allocate(res, device, size_t(capacity), who, "cluster norms");
@@ -73,7 +77,22 @@ struct ClusterWorker {
                                              cudaMemcpyDeviceToHost, stream));
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
+
+    /// Exact k-NN lists (k wide) of the m rows among themselves into host
+    /// buffer `slot` (ExactClusterLists.h).
+    void buildExact(const std::vector<float>& vectors, int64_t m, int d, FlatMetric metric, int k,
+                    int slot) {
+        exactClusterLists(res, device, vectors.data(), m, d, metric, k, hostIds[slot],
+                          hostDists[slot]);
+    }
 };
+
+/// Auto builds clusters exactly when their size is the build's own choice
+/// (kExactClusterRows); a cluster count fixed by shardSize may make
+/// clusters of any size, whose exact search would grow with its square.
+bool usesExactClusters(GnndClusterBuild b, int shards) {
+    return b == GnndClusterBuild::Exact || (b == GnndClusterBuild::Auto && shards == 0);
+}
 
 class PartitionedBuilder {
 public:
@@ -83,6 +102,7 @@ public:
               n_(in.file->n()),
               d_(in.file->d()),
               K_(in.params.K),
+              exact_(usesExactClusters(in.options->clusterBuild, in.shards)),
               workers_(in.devices.size()) {}
 
     GnndFileBuildReport run() {
@@ -114,10 +134,11 @@ public:
         rep.steps = progress_->steps();
         rep.totalSeconds = since(t0);
         if (opt_.verbose) {
-            std::printf("gnndBuildFromFile: %lld x %d, partitioned into %d clusters (overlap %d, "
-                        "largest %lld): partition %.2f s, builds %.2f s, %d neighbour merges "
+            std::printf("gnndBuildFromFile: %lld x %d, partitioned into %d clusters (%s, overlap "
+                        "%d, largest %lld): partition %.2f s, builds %.2f s, %d neighbour merges "
                         "%.2f s, total %.2f s\n",
-                        (long long)n_, d_, rep.clusters, overlap_, (long long)rep.largestCluster,
+                        (long long)n_, d_, rep.clusters, clusterBuildName(rep.clusterBuild),
+                        overlap_, (long long)rep.largestCluster,
                         rep.partitionSeconds, rep.buildSeconds, rep.merges, rep.mergeSeconds,
                         rep.totalSeconds);
             std::fflush(stdout);
@@ -135,8 +156,13 @@ private:
         size_t resident = 0, temp = 0;
         deviceBudget(in_.devices, in_.res, &resident, &temp);
         const int64_t minRows = std::min<int64_t>(n_, int64_t(in_.k) + 1);
-        // automatic clusters stay within GNND's quality size (kMaxAutoClusterRows)
-        const int64_t maxRows = in_.shards > 0 ? n_ : std::min(n_, kMaxAutoClusterRows);
+        // automatic clusters stay within GNND's quality size (kMaxAutoClusterRows),
+        // exact ones within their cost (exactClusterRows)
+        const int64_t exactRows = opt_.exactClusterRows > 0 ? opt_.exactClusterRows
+                                                            : kExactClusterRows;
+        const int64_t maxRows = in_.shards > 0 ? n_
+                                               : std::min(n_, exact_ ? exactRows
+                                                                     : kMaxAutoClusterRows);
         capacity_ = largestBuildThatFits(minRows, maxRows, d_, in_.params, resident, temp);
         FAISS_THROW_IF_NOT_FMT(capacity_ > 0,
                                "gnndBuildFromFile: a GNND build of %lld vectors does not fit the "
@@ -167,6 +193,7 @@ private:
         rep.inHostMemory = true;
         rep.schedule = GnndFileSchedule::Partitioned;
         rep.overlap = overlap_;
+        rep.clusterBuild = exact_ ? GnndClusterBuild::Exact : GnndClusterBuild::NNDescent;
     }
 
     void checkHost_() {
@@ -282,7 +309,7 @@ private:
         runOnWorkers(in_.devices, &failed_, [&](size_t w) {
             if (!workers_[w]) {
                 workers_[w].reset(new ClusterWorker(in_.devices[w], in_.res[w].get(), capacity_,
-                                                    d_, K_));
+                                                    d_, K_, exact_));
             }
             ClusterWorker& wk = *workers_[w];
             std::future<void> folding;
@@ -292,7 +319,11 @@ private:
                 Params p = in_.params;
                 p.seed = in_.params.seed + 7919 * uint64_t(g);  // independent samples per cluster
                 const int64_t m = int64_t(groups_[g].size());
-                wk.build(buf[g - g0], m, d_, in_.metric, p, slot);
+                if (exact_) {
+                    wk.buildExact(buf[g - g0], m, d_, in_.metric, in_.k, slot);
+                } else {
+                    wk.build(buf[g - g0], m, d_, in_.metric, p, slot);
+                }
                 std::vector<float>().swap(buf[g - g0]);
                 if (folding.valid()) folding.get();
                 folding = std::async(std::launch::async, [this, &wk, g, m, slot, t] {
@@ -307,7 +338,8 @@ private:
     void fold_(int g, const int* ids, const float* dists) {
         // clusters share rows (overlap): one fold at a time, rows in parallel
         std::lock_guard<std::mutex> lock(foldMutex_);
-        foldCluster(globalIds_.data(), globalDists_.data(), in_.k, groups_[g], ids, dists, K_);
+        foldCluster(globalIds_.data(), globalDists_.data(), in_.k, groups_[g], ids, dists,
+                    exact_ ? in_.k : K_);
     }
 
     const PartitionedInput& in_;
@@ -315,6 +347,7 @@ private:
     const int64_t n_;
     const int d_;
     const int K_;
+    const bool exact_;  ///< clusters built by exact search (else GNND)
     int64_t capacity_ = 0;
     int64_t mergeCapacity_ = 0;  ///< most rows of one neighbour merge
     bool mergesFit_ = false;
