@@ -107,8 +107,20 @@ enum class GnndClusterBuild : int {
     Exact = 2,
 };
 
-/// Exact clusters hold at most this many vectors when exactClusterRows is 0.
+/// Exact clusters: k-means aims at clusters of this many vectors (each
+/// counted once) when exactClusterRows is 0.
 constexpr int64_t kExactClusterRows = 131072;
+
+/// Exact clusters: a list past its target is cut into contiguous pieces
+/// (which split neighbourhoods at random) only past this many times it.
+constexpr int64_t kExactCutFactor = 4;
+
+/// Exact clusters: a vector joins its 2nd .. overlap-th nearest centroid
+/// only when the squared distance is at most this times the nearest's
+/// (distance ratio 1.1; SPANN's closure assignment, Chen et al., NeurIPS
+/// 2021, arXiv 2111.08566): vectors deep inside a cluster are searched
+/// once, those near a boundary in the clusters across it.
+constexpr double kExactClosure = 1.21;
 
 /// "auto", "nn-descent", "exact".
 const char* clusterBuildName(GnndClusterBuild b);

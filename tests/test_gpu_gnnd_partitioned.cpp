@@ -317,7 +317,17 @@ TEST(GpuGnndPartitioned, ExactClusterListsAreTheExactGraphOfTheCluster) {
                     sim[size_t(i) * kk + j] = ip ? -dists[size_t(i) * k + j]
                                                  : dists[size_t(i) * k + j];
                 }
-            EXPECT_EQ("", checkStructure(x.data(), m, d, ip, g.data(), sim.data(), kk)) << what;
+            EXPECT_EQ("", checkStructure(x.data(), m, d, ip, g.data(), nullptr, kk)) << what;
+            // distances as the flat engine computes them (|x|^2 + |y|^2 -
+            // 2 <x, y> in FP32): within FP32 rounding of the norms' scale
+            for (int64_t i = 0; i < m; ++i)
+                for (int j = 0; j < kk; ++j) {
+                    const int64_t nb = g[size_t(i) * kk + j];
+                    const double want = pairDistance(x.data(), d, i, nb, ip);
+                    const double scale = squaredNorm(x.data(), d, i) + squaredNorm(x.data(), d, nb);
+                    EXPECT_NEAR(sim[size_t(i) * kk + j], want, 1e-5 * scale + 1e-5)
+                            << what << " row " << i << " rank " << j;
+                }
             const std::vector<int64_t> ref = referenceGraph(x.data(), m, d, kk, ip);
             const double r = graphRecall(x.data(), m, d, ip, g.data(), kk, ref.data(), kk, kk);
             EXPECT_GE(r, 0.9999) << what << " (ties aside)";
@@ -325,39 +335,52 @@ TEST(GpuGnndPartitioned, ExactClusterListsAreTheExactGraphOfTheCluster) {
     }
 }
 
-TEST(GpuGnndPartitioned, ExactClustersAreAutosChoiceAndBeatNNDescentClusters) {
+TEST(GpuGnndPartitioned, ExactClustersNeverLoseToNNDescentOnTheSamePartition) {
     FAISS_EXT_REQUIRE_GPU();
-    // automatic clusters (no shardSize) of at most exactClusterRows: Auto
-    // builds them exactly; the same partition built by GNND can only be
-    // worse (every cluster's exact lists dominate its GNND lists)
+    // 8 clusters fixed by shardSize, overlap 2: the same partition (same
+    // seed) built by GNND and exactly; every cluster's exact lists dominate
+    // its GNND lists, so the exact build can only be better
     const PartitionSet& set = uniformSet();
     double recall[2] = {0, 0};
-    int clusters[2] = {0, 0};
     for (int exact : {0, 1}) {
-        StandardGpuResources res;
-        GnndFileBuildOptions opt;
-        opt.schedule = GnndFileSchedule::Partitioned;
-        opt.exactClusterRows = set.n / 4;
-        opt.neighbourMerges = 0;
-        opt.clusterBuild = exact ? faiss_ext::gpu::GnndClusterBuild::Auto
-                                 : faiss_ext::gpu::GnndClusterBuild::NNDescent;
-        const std::string what = std::string("uniform, automatic clusters, ") +
-                                 (exact ? "Auto (exact)" : "nn-descent");
+        const std::string what = std::string("uniform, 8 clusters, overlap 2, ") +
+                                 (exact ? "exact" : "nn-descent") + " clusters";
         const std::string out = set.tmp.file("graph_exact" + std::to_string(exact) + ".ivecs");
-        const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
-                {&res}, set.raw, VectorFileFormat::RawFloat32, set.d, set.k, FlatMetric::L2, out,
-                opt);
-        expectPartitionedReport(rep, set.n, 3, what);
-        EXPECT_EQ(rep.clusterBuild, exact ? faiss_ext::gpu::GnndClusterBuild::Exact
-                                          : faiss_ext::gpu::GnndClusterBuild::NNDescent)
-                << what;
+        GnndFileBuildOptions opt;
+        opt.neighbourMerges = 0;
+        opt.clusterBuild = exact ? faiss_ext::gpu::GnndClusterBuild::Exact
+                                 : faiss_ext::gpu::GnndClusterBuild::NNDescent;
+        const GnndFileBuildReport rep = set.build(8, 2, out, opt);
+        expectPartitionedReport(rep, set.n, 2, what);
+        EXPECT_EQ(rep.clusterBuild, opt.clusterBuild) << what;
         recall[exact] = fileGraphRecall(out, set.x, set.n, set.d, set.k, set.ref, what);
-        clusters[exact] = rep.clusters;
     }
-    EXPECT_EQ(clusters[0], clusters[1]) << "the two builds partitioned differently";
     EXPECT_GE(recall[1], recall[0] - 0.002) << "exact clusters lost to GNND on the same partition";
-    // a broken fold or id mapping gives a recall near 0 (measured: printed above)
-    EXPECT_GT(recall[1], 0.5);
+}
+
+TEST(GpuGnndPartitioned, AutoBuildsAutomaticClustersExactly) {
+    FAISS_EXT_REQUIRE_GPU();
+    // no shardSize: the build sizes its clusters (here exactClusterRows =
+    // n / 8) and Auto builds them exactly, with the closure assignment; a
+    // shardSize makes Auto build them by GNND
+    const PartitionSet& set = uniformSet();
+    StandardGpuResources res;
+    GnndFileBuildOptions opt;
+    opt.schedule = GnndFileSchedule::Partitioned;
+    opt.exactClusterRows = set.n / 8;
+    const std::string what = "uniform, automatic exact clusters";
+    const std::string out = set.tmp.file("graph_auto_exact.ivecs");
+    const GnndFileBuildReport rep = faiss_ext::gpu::gnndBuildFromFile(
+            {&res}, set.raw, VectorFileFormat::RawFloat32, set.d, set.k, FlatMetric::L2, out, opt);
+    expectPartitionedReport(rep, set.n, 3, what);  // Auto: no neighbour merges
+    EXPECT_EQ(rep.clusterBuild, faiss_ext::gpu::GnndClusterBuild::Exact) << what;
+    EXPECT_GE(rep.clusters, 8) << what;
+    EXPECT_LE(rep.largestCluster, faiss_ext::gpu::kExactCutFactor * opt.exactClusterRows) << what;
+    const double r = fileGraphRecall(out, set.x, set.n, set.d, set.k, set.ref, what);
+    EXPECT_GT(r, 0.5) << what << ": a broken fold or id mapping gives a recall near 0";
+    const GnndFileBuildReport fixed = set.build(8, 2, set.tmp.file("graph_auto_fixed.ivecs"));
+    EXPECT_EQ(fixed.clusterBuild, faiss_ext::gpu::GnndClusterBuild::NNDescent)
+            << "Auto with a shardSize";
 }
 
 TEST(GpuGnndPartitioned, AutoPicksAllPairsUpToFourShards) {

@@ -1,7 +1,6 @@
 #include "faiss_ext/gpu/impl/gnnd/ExactClusterLists.h"
 
 #include "faiss_ext/gpu/GpuSelect.h"
-#include "faiss_ext/gpu/impl/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/FlatSearch.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
@@ -17,17 +16,16 @@ namespace gnnd {
 
 namespace {
 
-/// The search options Auto would give GpuIndexQuickSelectFlat for m
-/// queries against its own m device-resident vectors at k.
-FlatSearchOptions autoOptions(int64_t m, int64_t k, int d, FlatMetric metric,
-                              BoundedSearchStats* stats) {
+/// The search options for m queries against their own m device-resident
+/// vectors at k: Auto's selection algorithm, FP32 distances. Not the
+/// bounded TF32 path: a cluster's vectors are close to one another and far
+/// from the origin, where its bound is loosest (candidate sets grow, and
+/// uncertified queries are searched twice); the first exact-cluster builds
+/// on the H200 ran at a quarter of the flat engine's rate with it.
+FlatSearchOptions clusterOptions(int64_t m, int64_t k, int d) {
     FlatSearchOptions o;
     o.algo = chooseSelectAlgo(m, m, k, d);
-    o.precision = chooseDistancePrecision(m, m, k, d, metric, /*vectorsOnDevice=*/true);
-    if (o.precision == DistancePrecision::TF32Bounded) {
-        o.candidateAlgo = chooseSelectAlgo(m, m, boundedCandidateCount(k, m), d);
-        o.boundedStats = stats;
-    }
+    o.precision = DistancePrecision::FP32;
     o.queriesPrepared = true;  // the queries are the stored, prepared vectors
     return o;
 }
@@ -50,14 +48,9 @@ void dropSelf(int64_t i, const int64_t* labels, const float* found, int64_t kq, 
 
 }  // namespace
 
-size_t exactClusterResidentBytes(int64_t m, int d, int k) {
-    return size_t(m) * (size_t(d) + 1) * sizeof(float) +
-           size_t(m) * (size_t(k) + 1) * (sizeof(float) + sizeof(int64_t));
-}
-
 void exactClusterLists(GpuResources* res, int device, const float* vectors, int64_t m, int d,
                        FlatMetric metric, int k, std::vector<int>& ids,
-                       std::vector<float>& dists, BoundedSearchStats* stats) {
+                       std::vector<float>& dists) {
     FAISS_THROW_IF_NOT_MSG(res && m >= 0 && d > 0 && k > 0, "exactClusterLists: bad input");
     ids.assign(size_t(m) * k, -1);
     dists.assign(size_t(m) * k, std::numeric_limits<float>::infinity());
@@ -72,7 +65,7 @@ void exactClusterLists(GpuResources* res, int device, const float* vectors, int6
     dFound.allocate(res, device, size_t(m) * kq, who, "distances");
     dLabels.allocate(res, device, size_t(m) * kq, who, "labels");
     storage.search(storage.vectors(), m, kq, dFound.data(), dLabels.data(),
-                   autoOptions(m, kq, d, metric, stats));
+                   clusterOptions(m, kq, d));
     std::vector<float> found(size_t(m) * kq);
     std::vector<int64_t> labels(size_t(m) * kq);
     cudaStream_t stream = res->getDefaultStream(device);  // the one the search ran on

@@ -11,7 +11,6 @@
 #pragma once
 
 #include "faiss_ext/Metric.h"
-#include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
 
 #include <cstdint>
@@ -25,16 +24,11 @@ namespace gnnd {
 /// excluded by id), in GNND's list convention: ids local to the cluster
 /// (int32, -1 past m - 1 neighbours), distances squared L2 or -<x, y> for
 /// inner-product metrics (cosine and Pearson prepare the vectors first),
-/// sorted ascending; m x k each. Searched on `device` with `res`, the
-/// bounded TF32 path where Auto picks it (its results equal FP32's); the
-/// queries it answers are added to *stats when given.
+/// sorted ascending; m x k each. Searched on `device` with `res` in FP32
+/// (distances as GpuIndexQuickSelectFlat's: |x|^2 + |y|^2 - 2 <x, y>).
 void exactClusterLists(GpuResources* res, int device, const float* vectors, int64_t m, int d,
                        FlatMetric metric, int k, std::vector<int>& ids,
-                       std::vector<float>& dists, BoundedSearchStats* stats = nullptr);
-
-/// Device bytes exactClusterLists keeps for m vectors besides the search's
-/// temporary memory: the vectors, their norms and the (k + 1)-wide results.
-size_t exactClusterResidentBytes(int64_t m, int d, int k);
+                       std::vector<float>& dists);
 
 }  // namespace gnnd
 }  // namespace gpu

@@ -92,11 +92,20 @@ std::vector<float> kmeans(const float* x, int64_t n, int d, int c, uint64_t seed
 }
 
 /// For each of the n rows, its `overlap` nearest centroids (n x overlap)
-/// in an index holding the centroids.
-std::vector<int64_t> nearest(faiss::Index& centroids, const float* x, int64_t n, int overlap) {
+/// in an index holding the centroids; with closure > 0, the j-th only when
+/// its squared distance is at most closure times the nearest's (SPANN's
+/// closure rule; -1 in its place otherwise).
+std::vector<int64_t> nearest(faiss::Index& centroids, const float* x, int64_t n, int overlap,
+                             double closure) {
     std::vector<float> D(size_t(n) * overlap);
     std::vector<int64_t> I(size_t(n) * overlap);
     centroids.search(n, x, overlap, D.data(), I.data());
+    if (closure > 0) {
+        for (int64_t r = 0; r < n; ++r)
+            for (int j = 1; j < overlap; ++j)
+                if (D[size_t(r) * overlap + j] > closure * D[size_t(r) * overlap])
+                    I[size_t(r) * overlap + j] = -1;
+    }
     return I;
 }
 
@@ -109,10 +118,11 @@ std::vector<float> splitLargeCentroids(std::vector<float> cent, const std::vecto
     const int c = int(cent.size() / d), ov = std::min(s.overlap, c);
     CentroidIndex index(d, s);
     index.get().add(c, cent.data());
-    const std::vector<int64_t> I = nearest(index.get(), x.data(), ns, ov);
+    const std::vector<int64_t> I = nearest(index.get(), x.data(), ns, ov, s.closure);
     std::vector<std::vector<int64_t>> members(c);
     for (int64_t r = 0; r < ns; ++r)
-        for (int j = 0; j < ov; ++j) members[I[size_t(r) * ov + j]].push_back(r);
+        for (int j = 0; j < ov; ++j)
+            if (I[size_t(r) * ov + j] >= 0) members[I[size_t(r) * ov + j]].push_back(r);
     const double scale = double(n) / double(ns);
     std::vector<float> out;
     for (int i = 0; i < c; ++i) {
@@ -156,7 +166,7 @@ std::vector<std::vector<int>> assignRows(const VectorFile& file, const std::vect
         std::vector<float> x = next.get();
         if (r0 + kChunkRows < n) next = std::async(std::launch::async, readChunk, r0 + kChunkRows);
         const int64_t m = int64_t(x.size()) / d;
-        const std::vector<int64_t> I = nearest(index.get(), x.data(), m, overlap);
+        const std::vector<int64_t> I = nearest(index.get(), x.data(), m, overlap, s.closure);
         for (int64_t r = 0; r < m; ++r)
             for (int j = 0; j < overlap; ++j) {
                 const int64_t ci = I[size_t(r) * overlap + j];
@@ -196,7 +206,8 @@ std::vector<std::vector<int>> partitionFile(const VectorFile& file, const Partit
         std::fflush(stdout);
     }
     std::vector<std::vector<int>> lists = assignRows(file, cent, ov, s);
-    return packAndSplit(std::move(lists), std::min(s.minRows, n), s.capacity);
+    return packAndSplit(std::move(lists), std::min(s.minRows, n),
+                        s.cutAbove > 0 ? s.cutAbove : s.capacity);
 }
 
 }  // namespace gnnd

@@ -27,6 +27,17 @@ struct PartitionSpec {
     int64_t sampleRows = 0;  ///< rows sampled for k-means (0: automatic)
     int64_t capacity = 0;    ///< most rows one cluster build may hold
     int64_t minRows = 1;     ///< fewest rows of a cluster (smaller ones are packed)
+    /// Lists past this many rows are cut into contiguous pieces (0:
+    /// capacity). A cut splits neighbourhoods at random: exact clusters
+    /// allow lists past their target size (k-means was asked for
+    /// `capacity`) rather than cut them.
+    int64_t cutAbove = 0;
+    /// > 0: a row joins its j-th nearest centroid (j > 1) only when the
+    /// squared distance is at most closure x the nearest's (SPANN's closure
+    /// assignment, Chen et al., NeurIPS 2021): rows deep inside a cluster
+    /// stay in one, rows near a boundary join the clusters across it.
+    /// 0: every row joins `overlap` clusters.
+    double closure = 0;
     FlatMetric metric = FlatMetric::L2;  ///< cosine / Pearson: rows prepared first
     uint64_t seed = 1234;
     bool verbose = false;

@@ -160,17 +160,21 @@ private:
         // exact ones within their cost (exactClusterRows)
         const int64_t exactRows = opt_.exactClusterRows > 0 ? opt_.exactClusterRows
                                                             : kExactClusterRows;
-        const int64_t maxRows = in_.shards > 0 ? n_
-                                               : std::min(n_, exact_ ? exactRows
-                                                                     : kMaxAutoClusterRows);
-        capacity_ = largestBuildThatFits(minRows, maxRows, d_, in_.params, resident, temp);
+        const int64_t maxRows = in_.shards > 0 ? n_ : std::min(n_, kMaxAutoClusterRows);
+        const int64_t fits = largestBuildThatFits(minRows, maxRows, d_, in_.params, resident, temp);
+        capacity_ = exact_ && in_.shards == 0 ? std::min(fits, exactRows) : fits;
+        // exact clusters: a list past its target is kept whole up to
+        // kExactCutFactor x the target (and what fits) rather than cut
+        largestList_ = exact_ ? std::min(fits, kExactCutFactor * capacity_) : capacity_;
         FAISS_THROW_IF_NOT_FMT(capacity_ > 0,
                                "gnndBuildFromFile: a GNND build of %lld vectors does not fit the "
                                "device memory limit (%zu bytes resident, %zu temporary)",
                                (long long)minRows, resident, temp);
         // a merge joins two clusters: up to twice a cluster's rows, in pieces past what fits
-        mergeCapacity_ = largestMergeThatFits(2, 2 * capacity_, d_, in_.params, resident, temp);
-        const int clusters = clusterCount(n_, opt_.overlap, capacity_, in_.shards);
+        mergeCapacity_ = largestMergeThatFits(2, 2 * largestList_, d_, in_.params, resident, temp);
+        // exact clusters join extra clusters only by the closure rule: k-means
+        // is asked for clusters of capacity_ rows counting each vector once
+        const int clusters = clusterCount(n_, exact_ ? 1 : opt_.overlap, capacity_, in_.shards);
         overlap_ = std::min(opt_.overlap, clusters);
         // clusters below an eighth of the target size are packed together
         const int64_t target = std::max<int64_t>(1, n_ * overlap_ / clusters);
@@ -178,6 +182,8 @@ private:
         spec_.overlap = overlap_;
         spec_.sampleRows = opt_.sampleRows;
         spec_.capacity = capacity_;
+        spec_.cutAbove = largestList_;
+        spec_.closure = exact_ ? kExactClosure : 0;
         spec_.minRows = std::min(capacity_, std::max<int64_t>(minRows, target / 8));
         spec_.metric = in_.metric;
         spec_.seed = in_.params.seed;
@@ -198,16 +204,16 @@ private:
 
     void checkHost_() {
         const size_t budget = hostBudget(opt_.hostMemoryBytes);
-        const size_t fixed = partitionedFixedHostBytes(n_, in_.k, overlap_, capacity_, K_,
+        const size_t fixed = partitionedFixedHostBytes(n_, in_.k, overlap_, largestList_, K_,
                                                        int(in_.devices.size()));
-        const size_t oneCluster = size_t(capacity_) * d_ * sizeof(float);
+        const size_t oneCluster = size_t(largestList_) * d_ * sizeof(float);
         FAISS_THROW_IF_NOT_FMT(fixed + oneCluster <= budget,
                                "gnndBuildFromFile: the partitioned schedule needs %zu bytes of "
                                "host memory (global lists, memberships and one cluster of %lld "
                                "vectors), more than the host budget of %zu bytes "
                                "(hostMemoryBytes); raise it, or use the all-pairs schedule "
                                "with shard files",
-                               fixed + oneCluster, (long long)capacity_, budget);
+                               fixed + oneCluster, (long long)largestList_, budget);
         gatherBudget_ = budget - fixed;
         checkMergeResources_();
     }
@@ -220,7 +226,7 @@ private:
         if (opt_.neighbourMerges == 0) return;
         const int64_t rows = std::max<int64_t>(mergeCapacity_, 2);
         const size_t workerBytes = in_.devices.size() * neighbourMergeHostBytes(n_, rows, d_, K_);
-        const size_t pairBytes = 2 * size_t(capacity_) * d_ * sizeof(float);
+        const size_t pairBytes = 2 * size_t(largestList_) * d_ * sizeof(float);
         mergesFit_ = mergeCapacity_ >= 2 && workerBytes + pairBytes <= gatherBudget_;
         FAISS_THROW_IF_NOT_FMT(mergesFit_ || opt_.neighbourMerges < 0,
                                "gnndBuildFromFile: neighbourMerges = %d: the merges do not fit "
@@ -237,6 +243,8 @@ private:
     int mergesPerCluster_(int clusters) const {
         if (!mergesFit_ || clusters < 2) return 0;
         if (opt_.neighbourMerges >= 0) return opt_.neighbourMerges;
+        // exact clusters: the closure assignment covers the boundaries
+        if (exact_) return 0;
         return clusters > kAutoMergeAboveClusters ? kAutoNeighbourMerges : 0;
     }
 
@@ -308,7 +316,7 @@ private:
         std::atomic<int> next(g0);
         runOnWorkers(in_.devices, &failed_, [&](size_t w) {
             if (!workers_[w]) {
-                workers_[w].reset(new ClusterWorker(in_.devices[w], in_.res[w].get(), capacity_,
+                workers_[w].reset(new ClusterWorker(in_.devices[w], in_.res[w].get(), largestList_,
                                                     d_, K_, exact_));
             }
             ClusterWorker& wk = *workers_[w];
@@ -348,7 +356,8 @@ private:
     const int d_;
     const int K_;
     const bool exact_;  ///< clusters built by exact search (else GNND)
-    int64_t capacity_ = 0;
+    int64_t capacity_ = 0;     ///< the target (k-means) and, for GNND, the most rows of a build
+    int64_t largestList_ = 0;  ///< the most rows of one cluster (exact: past the target)
     int64_t mergeCapacity_ = 0;  ///< most rows of one neighbour merge
     bool mergesFit_ = false;
     int overlap_ = 1;
