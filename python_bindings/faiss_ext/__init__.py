@@ -439,7 +439,8 @@ GpuKnnGraphGNND.toIndexNSG = _gnnd_to_index_nsg
 def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, config=None,
                          devices=None, shard_size=0, work_dir="", verbose=False,
                          distances_path="", host_memory_bytes=-1, split_one_shard=True,
-                         schedule="auto", overlap=3, neighbour_merges=-1):
+                         schedule="auto", overlap=3, neighbour_merges=-1,
+                         cluster_build="auto", exact_cluster_rows=0):
     """Builds the k-NN graph (degree ``k``) of the vectors in a file and
     writes it to ``graph_path`` as ivecs (per vector: int32 k, then the k
     neighbour ids, closest first); read it with read_graph_ivecs.
@@ -480,7 +481,14 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
     default: 2 past 24 clusters, else off), which find the neighbours that
     lie outside a vector's ``overlap`` clusters; the dict then has
     neighbour_merges (m), merge_pairs, merges and merge_seconds, and steps of
-    kind "merge" naming the two clusters.
+    kind "merge" naming the two clusters. ``cluster_build`` (partitioned):
+    "exact" (each cluster's lists by exact search among its vectors; k-means
+    clusters of about ``exact_cluster_rows`` vectors, 0: 131072, and each
+    vector joins a further cluster only when it is within 1.1 times the
+    distance of its nearest centroid), "nn-descent" (one GNND build per
+    cluster of up to 3M vectors), or "auto" (exact unless ``shard_size``
+    fixes the cluster count; no automatic neighbour merges then); the dict
+    says which ran (cluster_build). docs/gnnd.md, "Exact clusters".
     ``verbose`` prints each step with that estimate. The graph is written under
     a temporary name and renamed when complete. The GIL is released meanwhile.
     """
@@ -490,7 +498,8 @@ def gnnd_build_from_file(res, vectors_path, format, d, k, metric, graph_path, co
         res, os.fspath(vectors_path), format, int(d), int(k), metric, os.fspath(graph_path),
         config, [int(x) for x in (devices or [])], int(shard_size), os.fspath(work_dir),
         bool(verbose), os.fspath(distances_path), int(host_memory_bytes), bool(split_one_shard),
-        str(schedule), int(overlap), int(neighbour_merges))
+        str(schedule), int(overlap), int(neighbour_merges), str(cluster_build),
+        int(exact_cluster_rows))
 
 
 def read_graph_ivecs(path):

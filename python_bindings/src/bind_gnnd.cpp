@@ -107,6 +107,7 @@ py::dict reportToDict(const GnndFileBuildReport& r) {
     d["partition_seconds"] = r.partitionSeconds;
     d["neighbour_merges"] = r.neighbourMerges;
     d["merge_pairs"] = r.mergePairs;
+    d["cluster_build"] = gpu::clusterBuildName(r.clusterBuild);
     py::list steps;
     for (const auto& st : r.steps) {
         py::dict e;
@@ -411,7 +412,8 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
            std::optional<GpuKnnGraphGNNDConfig> config, std::vector<int> devices, int64_t shardSize,
            const std::string& workDir, bool verbose, const std::string& distancesPath,
            int64_t hostMemoryBytes, bool splitOneShard, const std::string& schedule,
-           int overlap, int neighbourMerges) {
+           int overlap, int neighbourMerges, const std::string& clusterBuild,
+           int64_t exactClusterRows) {
             std::vector<gpu::GpuResourcesProvider*> providers = toProviders(res);
             if (shardSize < 0) {
                 throw py::value_error("shard_size must be >= 0 (0: the largest that fits), got " +
@@ -427,6 +429,12 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
             else if (schedule == "partitioned") options.schedule = gpu::GnndFileSchedule::Partitioned;
             else throw py::value_error("schedule must be 'auto', 'all-pairs' or 'partitioned', got '" +
                                        schedule + "'");
+            if (clusterBuild == "auto") options.clusterBuild = gpu::GnndClusterBuild::Auto;
+            else if (clusterBuild == "nn-descent") options.clusterBuild = gpu::GnndClusterBuild::NNDescent;
+            else if (clusterBuild == "exact") options.clusterBuild = gpu::GnndClusterBuild::Exact;
+            else throw py::value_error("cluster_build must be 'auto', 'nn-descent' or 'exact', got '" +
+                                       clusterBuild + "'");
+            options.exactClusterRows = exactClusterRows;
             options.overlap = overlap;
             options.neighbourMerges = neighbourMerges;
             options.hostMemoryBytes = hostMemoryBytes;
@@ -450,7 +458,8 @@ no header; d given). The C++ spellings (Fvecs, RawFloat32) are aliases.
         "config"_a = py::none(), "devices"_a = std::vector<int>(), "shard_size"_a = 0,
         "work_dir"_a = "", "verbose"_a = false, "distances_path"_a = "",
         "host_memory_bytes"_a = -1, "split_one_shard"_a = true, "schedule"_a = "auto",
-        "overlap"_a = 3, "neighbour_merges"_a = -1, "gnndBuildFromFile (use faiss_ext.gnnd_build_from_file).");
+        "overlap"_a = 3, "neighbour_merges"_a = -1, "cluster_build"_a = "auto",
+        "exact_cluster_rows"_a = 0, "gnndBuildFromFile (use faiss_ext.gnnd_build_from_file).");
 
     m.def(
         "_read_graph_ivecs",

@@ -183,7 +183,9 @@ private:
         spec_.sampleRows = opt_.sampleRows;
         spec_.capacity = capacity_;
         spec_.cutAbove = largestList_;
-        spec_.closure = exact_ ? kExactClosure : 0;
+        // the closure rule for the clusters the build sizes; a cluster count
+        // fixed by shardSize keeps every row in `overlap` clusters
+        spec_.closure = exact_ && in_.shards == 0 ? kExactClosure : 0;
         spec_.minRows = std::min(capacity_, std::max<int64_t>(minRows, target / 8));
         spec_.metric = in_.metric;
         spec_.seed = in_.params.seed;
