@@ -918,6 +918,10 @@ def gnnd_schedules_table(rows):
             det = f"at most {p.get('max_iterations')} iterations"
         elif p.get("clusters"):
             build = f"partitioned, {p['clusters']} clusters, overlap {p.get('overlap')}"
+            if p.get("cluster_build") == "exact":
+                build += f", exact clusters of ~{human(p.get('exact_cluster_rows'))}"
+            elif p.get("cluster_build") == "nn-descent":
+                build += ", GNND clusters"
             det = (f"largest cluster {p.get('largest_cluster')}; partition {p.get('partition_s', 0):.1f} s, "
                    f"builds {p.get('build_s', 0):.1f} s")
         else:

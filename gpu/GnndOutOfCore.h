@@ -76,9 +76,9 @@ constexpr int kMaxOverlap = 8;
 /// Most neighbour merges per cluster (GnndFileBuildOptions::neighbourMerges).
 constexpr int kMaxNeighbourMerges = 16;
 
-/// Auto neighbour merges: m = kAutoNeighbourMerges per cluster when the
-/// partitioned build has more than kAutoMergeAboveClusters clusters, none
-/// below. Why (H200, the bench's clustered sets, k 32, recall@10): up to 18
+/// Auto neighbour merges: none for exact clusters (GnndClusterBuild); for
+/// GNND clusters m = kAutoNeighbourMerges per cluster when the partitioned
+/// build has more than kAutoMergeAboveClusters clusters, none below. Why (H200, the bench's clustered sets, k 32, recall@10): up to 18
 /// clusters the partition alone reached 0.982 (10M x 128), so merges would
 /// only add time there; the loss grows with the cluster count (39 clusters
 /// 0.966 at overlap 2, 102 clusters 0.927 at 50M), as more boundaries cut

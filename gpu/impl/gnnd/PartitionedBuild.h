@@ -17,8 +17,10 @@
 //      sequential pass over the file scatters each row into its clusters'
 //      buffers (the rows of a cluster are spread over the whole file: one
 //      sequential read per batch beats a random read per row), then every
-//      cluster is built by GNND on a worker (the same engine as the shards)
-//      and its lists are folded into the global lists (n x k, host), the
+//      cluster is built by GNND on a worker (the same engine as the shards),
+//      or by exact search of its vectors (GnndClusterBuild::Exact,
+//      ExactClusterLists.h; then the clusters are small and each row joins
+//      further ones by SPANN's closure rule), and its lists are folded into the global lists (n x k, host), the
 //      fold of one cluster overlapping the build of the next;
 //   5. optionally (options.neighbourMerges), GGM merges of adjacent cluster
 //      pairs, folded the same way (NeighbourMerges.h): the neighbours that
