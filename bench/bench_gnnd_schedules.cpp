@@ -1,7 +1,8 @@
 // bench_gnnd_schedules: the schedules of gnndBuildFromFile (issue 23) on one
 // generated set written as a raw float32 file in chunks (so that sets larger
 // than host memory can be made), k = 32, d = 128:
-//   in-memory      GpuKnnGraphGNND::add of the whole set (sets that fit)
+//   in-memory      GpuKnnGraphGNND::add of the whole set (sets that fit;
+//                  --add-build one-shot / partitioned / auto)
 //   allpairs<S>    gnndBuildFromFile, S contiguous shards, GGM of every pair
 //   partitioned<S> gnndBuildFromFile, S k-means clusters (shardSize n / S),
 //                  each vector in --overlap of them, one GNND build per cluster,
@@ -15,6 +16,7 @@
 //   1M comparisons:  bench_gnnd_schedules --n 1M --modes in-memory,allpairs4,allpairs8,partitioned8
 //   50M, 8 GiB:      bench_gnnd_schedules --n 50M --modes partitioned --device-limit-gib 8
 //   with merges:     ... --modes partitioned --device-limit-gib 8 --neighbour-merges 2
+//   10M in memory:   bench_gnnd_schedules --n 10M --modes in-memory --add-build partitioned
 #include "bench/AnnData.h"
 #include "bench/BenchData.h"
 #include "bench/BenchUtil.h"
@@ -49,6 +51,7 @@ const char* kUsage = R"(bench_gnnd_schedules: gnndBuildFromFile's schedules on o
                         (0 off; default -1, the options' Auto)
   --cluster-build B     partitioned modes: how clusters are built: auto (default), nn-descent, exact
   --exact-cluster-rows R  exact clusters: most vectors per cluster (default 0: the options' default)
+  --add-build B         in-memory mode: how add builds: auto (default), one-shot, partitioned
   --device-limit-gib G  device memory limit of the file builds' resources (default: none)
   --build-degree K      list length of the builds (default 0: the file build's 2k, in memory k)
   --iterations I        GNND iterations at most (default 20)
@@ -223,10 +226,18 @@ Run inMemory(const std::string& path, int64_t n, const GpuKnnGraphGNNDConfig& cf
     const int degree = cfg.buildDegree ? cfg.buildDegree : (kK + 31) / 32 * 32;
     r.params.integer("build_degree", degree);
     r.params.integer("max_iterations", cfg.maxIterations);
-    r.setting = settingOf(degree, 0, 0, 0, cfg.maxIterations);
+    r.params.str("add_build", addBuildName(index.getLastAddBuild()));
+    r.setting = settingOf(degree, 0, 0, 0, cfg.maxIterations) + ", add " +
+                addBuildName(index.getLastAddBuild());
     const std::vector<int> g = index.getGraphInt();
     r.ids.assign(g.begin(), g.end());  // n x kK; the sampled rows are taken by the caller
     return r;
+}
+
+GnndAddBuild parseAddBuild(const std::string& s) {
+    for (GnndAddBuild b : {GnndAddBuild::Auto, GnndAddBuild::OneShot, GnndAddBuild::Partitioned})
+        if (s == addBuildName(b)) return b;
+    throw std::invalid_argument("--add-build: auto, one-shot or partitioned (got " + s + ")");
 }
 
 GnndClusterBuild parseClusterBuild(const std::string& s) {
@@ -288,7 +299,8 @@ int main(int argc, char** argv) {
         if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"help", "git", "n", "data", "modes", "overlap", "device-limit-gib", "rows",
                          "workdir", "reuse", "verbose", "build-degree", "iterations",
-                         "neighbour-merges", "cluster-build", "exact-cluster-rows"});
+                         "neighbour-merges", "cluster-build", "exact-cluster-rows",
+                         "add-build"});
         cfg.buildDegree = int(args.getInt("build-degree", 0));
         cfg.maxIterations = int(args.getInt("iterations", cfg.maxIterations));
         n = args.getInt("n", n);
@@ -298,6 +310,7 @@ int main(int argc, char** argv) {
         limitGib = args.getDouble("device-limit-gib", 0);
         clusterBuild = parseClusterBuild(args.get("cluster-build", "auto"));
         exactRows = args.getInt("exact-cluster-rows", 0);
+        cfg.addBuild = parseAddBuild(args.get("add-build", "auto"));
         data = args.get("data", data);
         workdir = args.get("workdir", workdir);
         reuse = args.has("reuse");

@@ -12,6 +12,30 @@
 namespace faiss_ext {
 namespace gpu {
 
+/// How GpuKnnGraphGNND::add builds the lists of the vectors it adds.
+enum class GnndAddBuild {
+    /// Partitioned past kAutoPartitionedAddAbove vectors added at once,
+    /// OneShot below.
+    Auto,
+    /// One GNND build of all the added vectors on the index's device (split
+    /// over the build devices, if any): the paper's algorithm, fastest, but
+    /// its recall falls on large sets of high intrinsic dimension (0.86 at
+    /// 10M x 128 on the bench's clustered generator, docs/gnnd.md).
+    OneShot,
+    /// The partitioned schedule of gnndBuildFromFile with exact clusters
+    /// (GnndClusterBuild::Exact), reading the vectors from memory: k-means
+    /// clusters of about kExactClusterRows vectors with SPANN's closure
+    /// assignment, exact lists inside each; slower, recall about 1 on the
+    /// same data (docs/gnnd.md, "Exact clusters").
+    Partitioned,
+};
+
+/// Auto's crossover: adds of more vectors than this build partitioned.
+/// Measured on the bench's clustered generator (docs/gnnd.md): one-shot
+/// GNND keeps recall@10 >= 0.99 up to about 1M vectors and falls below
+/// 0.98 past a few million.
+constexpr int64_t kAutoPartitionedAddAbove = 2000000;
+
 /// Build options of GpuKnnGraphGNND (the paper's parameters).
 struct GpuKnnGraphGNNDConfig : GpuIndexConfig {
     /// Samples per list and kind, p (1..32): p NEW and p OLD samples per list
@@ -31,7 +55,12 @@ struct GpuKnnGraphGNNDConfig : GpuIndexConfig {
     /// Candidate pool size of search() (0: max(k, 128, 2 * graph degree)).
     /// copyTo writes the resolved value into the twin's nndescent.search_L.
     int searchL = 0;
+    /// How add() builds (GnndAddBuild; ignored by gnndBuildFromFile).
+    GnndAddBuild addBuild = GnndAddBuild::Auto;
 };
+
+/// "auto", "one-shot", "partitioned".
+const char* addBuildName(GnndAddBuild b);
 
 /// Statistics of one GNND / GGM iteration (see getBuildLog()).
 struct GnndIterationStats {

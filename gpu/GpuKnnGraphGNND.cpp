@@ -4,7 +4,9 @@
 #include "faiss_ext/IndexNNDescentFlatChecked.h"
 #include "faiss_ext/RowCenteringTransform.h"
 #include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/gnnd/FileBuildCommon.h"
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
+#include "faiss_ext/gpu/impl/gnnd/PartitionedAdd.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 
@@ -179,6 +181,94 @@ void GpuKnnGraphGNND::checkAddCount_(idx_t n) const {
                            (long long)ntotal, (long long)n);
 }
 
+GnndAddBuild GpuKnnGraphGNND::resolveAddBuild_(idx_t n) const {
+    if (gConfig_.addBuild != GnndAddBuild::Auto) return gConfig_.addBuild;
+    if (n <= kAutoPartitionedAddAbove) return GnndAddBuild::OneShot;
+    // the partitioned build keeps its lists on the host: one-shot when they
+    // do not fit half of the free host memory
+    const size_t host = gnnd::partitionedAddHostBytes(n, d, buildK_, 1 + int(buildDevices_.size()));
+    return host <= gnnd::hostBudget(-1) ? GnndAddBuild::Partitioned : GnndAddBuild::OneShot;
+}
+
+void GpuKnnGraphGNND::buildListsPartitioned_(idx_t n, const float* x,
+                                             gnnd::PartitionedLists* lists) const {
+    gnnd::PartitionedAddInput in;
+    in.x = x;
+    in.n = n;
+    in.d = d;
+    in.metric = flatMetric_;
+    in.K = buildK_;
+    in.config = gConfig_;
+    in.verbose = verbose;
+    in.devices.push_back(config_.device);
+    in.res.push_back(resources_);
+    for (size_t i = 0; i < buildDevices_.size(); ++i) {
+        in.devices.push_back(buildDevices_[i]);
+        in.res.push_back(buildRes_[i]);
+    }
+    gnnd::buildListsPartitioned(in, lists);
+}
+
+void GpuKnnGraphGNND::uploadLists_(const gnnd::PartitionedLists& lists, int64_t offset,
+                                   int* ids, float* dists, cudaStream_t stream) const {
+    std::vector<int> shifted(lists.ids.size());
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < int64_t(shifted.size()); ++i) {
+        const int id = lists.ids[i];
+        shifted[i] = id < 0 ? id : int(id + offset);
+    }
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(ids, shifted.data(), sizeof(int) * shifted.size(),
+                                         cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dists, lists.dists.data(),
+                                         sizeof(float) * lists.dists.size(),
+                                         cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));  // before `shifted` goes
+}
+
+void GpuKnnGraphGNND::buildOneShot_(gnnd::GraphState& next, idx_t n, int64_t old,
+                                    const gnnd::Params& params,
+                                    const std::function<void(const GnndIterationStats&)>& cb) {
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    GpuResources* res = resources_.get();
+    float* xNew = next.x.data() + size_t(old) * d;
+    int* idsNew = next.ids.data() + size_t(old) * buildK_;
+    float* distsNew = next.dists.data() + size_t(old) * buildK_;
+    if (buildDevices_.empty() || n <= 2 * int64_t(buildK_)) {
+        gnnd::build(res, config_.device, stream, xNew, next.norms.data() + old, n, d, params, old,
+                    idsNew, distsNew, cb);
+        return;
+    }
+    // the same build split over this device and the build devices: each
+    // gets a copy of the prepared new vectors and their norms
+    std::vector<int> devs{config_.device};
+    devs.insert(devs.end(), buildDevices_.begin(), buildDevices_.end());
+    gnnd::enablePeerAccess(devs);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const size_t G = devs.size();
+    std::vector<DeviceVector<float>> xs(G - 1), ns(G - 1);
+    std::vector<GpuResources*> rs{res};
+    std::vector<cudaStream_t> streams{stream};
+    std::vector<const float*> xp{xNew}, np{next.norms.data() + old};
+    for (size_t g = 1; g < G; ++g) {
+        DeviceScope scope(devs[g]);
+        GpuResources* r = buildRes_[g - 1].get();
+        cudaStream_t st = r->getDefaultStream(devs[g]);
+        xs[g - 1].allocate(r, devs[g], size_t(n) * d, "GpuKnnGraphGNND",
+                           "vectors on a build device");
+        ns[g - 1].allocate(r, devs[g], size_t(n), "GpuKnnGraphGNND", "norms on a build device");
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(xs[g - 1].data(), devs[g], xNew, config_.device,
+                                                 sizeof(float) * size_t(n) * d, st));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(ns[g - 1].data(), devs[g],
+                                                 next.norms.data() + old, config_.device,
+                                                 sizeof(float) * size_t(n), st));
+        rs.push_back(r);
+        streams.push_back(st);
+        xp.push_back(xs[g - 1].data());
+        np.push_back(ns[g - 1].data());
+    }
+    gnnd::buildSplit(rs, devs, streams, xp, np, n, d, params, old, idsNew, distsNew, cb);
+}
+
 void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
     FAISS_THROW_IF_NOT_FMT(ntotal + n > k_,
                            "GpuKnnGraphGNND: a graph of degree k = %d needs more than k vectors "
@@ -193,6 +283,14 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
                                "gnndBuildFromFile (gpu/GnndOutOfCore.h) instead",
                                after.vectors + after.graph, limit);
     }
+    // the partitioned build needs more than K + 1 new vectors (a list of K
+    // others each); smaller adds are one GNND build whatever the setting
+    const GnndAddBuild how = n > int64_t(buildK_) ? resolveAddBuild_(n) : GnndAddBuild::OneShot;
+    // its lists come first, on the host: the device buffers below are not
+    // yet taken from the memory its clusters use
+    gnnd::PartitionedLists lists;
+    if (how == GnndAddBuild::Partitioned) buildListsPartitioned_(n, x, &lists);
+
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     GpuResources* res = resources_.get();
     int64_t old = ntotal, total = ntotal + n;
@@ -229,44 +327,12 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
     gnnd::Params params = gnnd::makeParams(gConfig_, buildK_, ip, verbose);
     std::vector<GnndIterationStats> newLog;
     auto cb = [&newLog](const GnndIterationStats& s) { newLog.push_back(s); };
-    // GNND on the new part (Algorithm 1), ids offset by `old`
-    if (buildDevices_.empty() || n <= 2 * int64_t(buildK_)) {
-        gnnd::build(res, config_.device, stream, xNew, next.norms.data() + old, n, d, params, old,
-                    next.ids.data() + size_t(old) * buildK_,
-                    next.dists.data() + size_t(old) * buildK_, cb);
+    if (how == GnndAddBuild::Partitioned) {
+        uploadLists_(lists, old, next.ids.data() + size_t(old) * buildK_,
+                     next.dists.data() + size_t(old) * buildK_, stream);
     } else {
-        // the same build split over this device and the build devices: each
-        // gets a copy of the prepared new vectors and their norms
-        std::vector<int> devs{config_.device};
-        devs.insert(devs.end(), buildDevices_.begin(), buildDevices_.end());
-        gnnd::enablePeerAccess(devs);
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-        const size_t G = devs.size();
-        std::vector<DeviceVector<float>> xs(G - 1), ns(G - 1);
-        std::vector<GpuResources*> rs{res};
-        std::vector<cudaStream_t> streams{stream};
-        std::vector<const float*> xp{xNew}, np{next.norms.data() + old};
-        for (size_t g = 1; g < G; ++g) {
-            DeviceScope scope(devs[g]);
-            GpuResources* r = buildRes_[g - 1].get();
-            cudaStream_t st = r->getDefaultStream(devs[g]);
-            xs[g - 1].allocate(r, devs[g], size_t(n) * d, "GpuKnnGraphGNND",
-                               "vectors on a build device");
-            ns[g - 1].allocate(r, devs[g], size_t(n), "GpuKnnGraphGNND", "norms on a build device");
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(xs[g - 1].data(), devs[g], xNew,
-                                                     config_.device, sizeof(float) * size_t(n) * d,
-                                                     st));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyPeerAsync(ns[g - 1].data(), devs[g],
-                                                     next.norms.data() + old, config_.device,
-                                                     sizeof(float) * size_t(n), st));
-            rs.push_back(r);
-            streams.push_back(st);
-            xp.push_back(xs[g - 1].data());
-            np.push_back(ns[g - 1].data());
-        }
-        gnnd::buildSplit(rs, devs, streams, xp, np, n, d, params, old,
-                         next.ids.data() + size_t(old) * buildK_,
-                         next.dists.data() + size_t(old) * buildK_, cb);
+        // GNND on the new part (Algorithm 1), ids offset by `old`
+        buildOneShot_(next, n, old, params, cb);
     }
     if (old > 0) {
         // GGM of the existing graph (A = [0, old)) and the new one (B)
@@ -276,6 +342,7 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::swap(*state_, next);
     ntotal = total;
+    lastAddBuild_ = how;
     log_.insert(log_.end(), newLog.begin(), newLog.end());
 }
 

@@ -41,6 +41,7 @@
 #include <faiss/IndexNSG.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -55,6 +56,8 @@ struct SearchParametersGNND : faiss::SearchParameters {
 
 namespace gnnd {
 class GraphState;
+struct PartitionedLists;
+struct Params;
 }
 
 /// k-NN graph of the added vectors, built by GNND on the GPU.
@@ -112,8 +115,14 @@ public:
     /// The graph as 32-bit ids, ntotal x k, on the host.
     std::vector<int> getGraphInt() const;
 
-    /// Per-iteration statistics of all builds and merges so far.
+    /// Per-iteration statistics of all GNND builds and merges so far (a
+    /// partitioned add has none of its own; its merge with earlier vectors
+    /// has).
     const std::vector<GnndIterationStats>& getBuildLog() const { return log_; }
+
+    /// How the last add built its lists (OneShot or Partitioned; Auto
+    /// before the first add). config.addBuild chooses it.
+    GnndAddBuild getLastAddBuild() const { return lastAddBuild_; }
 
     /// Replaces the contents with a faiss::IndexNNDescentFlat (vectors and,
     /// when built, its final_graph). Its K becomes our degree. Throws with
@@ -170,6 +179,18 @@ protected:
 
 private:
     void checkConfig_(const GpuKnnGraphGNNDConfig& c, int k) const;
+    /// OneShot or Partitioned for an add of n vectors (config.addBuild; Auto
+    /// by size and host memory).
+    GnndAddBuild resolveAddBuild_(idx_t n) const;
+    /// The K-wide lists of the n new vectors by the partitioned build (ids 0..n-1).
+    void buildListsPartitioned_(idx_t n, const float* x, gnnd::PartitionedLists* lists) const;
+    /// lists (ids shifted by offset) into the device lists ids / dists.
+    void uploadLists_(const gnnd::PartitionedLists& lists, int64_t offset, int* ids,
+                      float* dists, cudaStream_t stream) const;
+    /// One GNND build of the n new vectors of next (after the old ones), on
+    /// this device or split over the build devices.
+    void buildOneShot_(gnnd::GraphState& next, idx_t n, int64_t old, const gnnd::Params& params,
+                       const std::function<void(const GnndIterationStats&)>& cb);
 
     int k_;
     int buildK_;
@@ -179,6 +200,7 @@ private:
     std::vector<std::shared_ptr<GpuResources>> buildRes_;  ///< setBuildDevices
     std::vector<int> buildDevices_;
     std::vector<GnndIterationStats> log_;
+    GnndAddBuild lastAddBuild_ = GnndAddBuild::Auto;
 };
 
 }  // namespace gpu

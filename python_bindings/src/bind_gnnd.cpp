@@ -184,6 +184,13 @@ std::vector<gpu::GpuResourcesProvider*> toProviders(const py::handle& res) {
         std::string(py::str(py::type::handle_of(res).attr("__name__"))));
 }
 
+gpu::GnndAddBuild parseAddBuild(const std::string& v) {
+    if (v == "auto") return gpu::GnndAddBuild::Auto;
+    if (v == "one-shot") return gpu::GnndAddBuild::OneShot;
+    if (v == "partitioned") return gpu::GnndAddBuild::Partitioned;
+    throw py::value_error("add_build must be 'auto', 'one-shot' or 'partitioned', got '" + v + "'");
+}
+
 void bindConfig(py::module_& m) {
     using namespace pybind11::literals;
     const GpuKnnGraphGNNDConfig defaults;
@@ -198,13 +205,17 @@ termination_threshold: stop when fewer than this x n x k list entries change
 in an iteration (default 0.001); build_degree: list length while building (0:
 the degree rounded up to a multiple of 32; else a multiple of 32 >= the
 degree); seed: of the random initial graph (default 1234); search_l:
-candidate pool of search() (0: max(k, 2 x degree)); device: the GPU. The C++
+candidate pool of search() (0: max(k, 2 x degree)); add_build: how add
+builds, 'auto' (partitioned past 2M vectors added at once), 'one-shot' (one
+GNND build) or 'partitioned' (exact lists in k-means clusters: slower, recall
+near 1 on large sets, docs/gnnd.md); device: the GPU. The C++
 spellings (maxIterations, terminationThreshold, buildDegree, searchL) are
 aliases.
 )doc");
     cfg.def(py::init([](int device, int samples, int maxIterations, float threshold,
-                        int buildDegree, uint64_t seed, int searchL) {
+                        int buildDegree, uint64_t seed, int searchL, const std::string& addBuild) {
                 GpuKnnGraphGNNDConfig c;
+                c.addBuild = parseAddBuild(addBuild);
                 c.device = device;
                 c.samples = checkSamples(samples);
                 c.maxIterations = checkMaxIterations(maxIterations);
@@ -218,7 +229,7 @@ aliases.
             "max_iterations"_a = defaults.maxIterations,
             "termination_threshold"_a = defaults.terminationThreshold,
             "build_degree"_a = defaults.buildDegree, "seed"_a = defaults.seed,
-            "search_l"_a = defaults.searchL);
+            "search_l"_a = defaults.searchL, "add_build"_a = "auto");
 
     defCheckedInt(cfg, "samples", nullptr, &GpuKnnGraphGNNDConfig::samples, &checkSamples,
                   "p: NEW and OLD samples per list and iteration (1..32).");
@@ -240,6 +251,11 @@ aliases.
         .def_property("terminationThreshold", getThreshold, setThreshold, thresholdDoc)
         .def_readwrite("seed", &GpuKnnGraphGNNDConfig::seed,
                        "Seed of the random initial graph and of GGM's samples.")
+        .def_property(
+                "add_build",
+                [](const GpuKnnGraphGNNDConfig& c) { return std::string(gpu::addBuildName(c.addBuild)); },
+                [](GpuKnnGraphGNNDConfig& c, const std::string& v) { c.addBuild = parseAddBuild(v); },
+                "How add builds: 'auto', 'one-shot' or 'partitioned' (docs/gnnd.md).")
         .def("__repr__", [](const GpuKnnGraphGNNDConfig& c) {
             return "GpuKnnGraphGNNDConfig(device=" + std::to_string(c.device) +
                    ", samples=" + std::to_string(c.samples) +
@@ -247,7 +263,7 @@ aliases.
                    ", termination_threshold=" + std::to_string(c.terminationThreshold) +
                    ", build_degree=" + std::to_string(c.buildDegree) +
                    ", seed=" + std::to_string(c.seed) + ", search_l=" + std::to_string(c.searchL) +
-                   ")";
+                   ", add_build='" + gpu::addBuildName(c.addBuild) + "')";
         });
 
     py::class_<gpu::SearchParametersGNND, faiss::SearchParameters>(
@@ -303,6 +319,12 @@ Degree k in [1, 1024]; an add needs more than k vectors in all.
         .def_property_readonly("k", &GpuKnnGraphGNND::getGraphDegree, "Graph degree k.")
         .def("get_graph_degree", &GpuKnnGraphGNND::getGraphDegree, "Graph degree k.")
         .def("getGraphDegree", &GpuKnnGraphGNND::getGraphDegree, "Graph degree k.")
+        .def(
+                "get_last_add_build",
+                [](const GpuKnnGraphGNND& g) {
+                    return std::string(gpu::addBuildName(g.getLastAddBuild()));
+                },
+                "How the last add built: 'one-shot' or 'partitioned' ('auto' before any add).")
         .def("get_build_degree", &GpuKnnGraphGNND::getBuildDegree,
              "List length while building (a multiple of 32, >= k).")
         .def("getBuildDegree", &GpuKnnGraphGNND::getBuildDegree,

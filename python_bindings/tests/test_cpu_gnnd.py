@@ -191,6 +191,19 @@ def test_gnnd_config_defaults_and_aliases():
     assert "samples=16" in repr(c)
 
 
+def test_gnnd_config_add_build():
+    c = faiss_ext.GpuKnnGraphGNNDConfig()
+    assert c.add_build == "auto"
+    c.add_build = "partitioned"
+    assert c.add_build == "partitioned" and "add_build='partitioned'" in repr(c)
+    assert faiss_ext.GpuKnnGraphGNNDConfig(add_build="one-shot").add_build == "one-shot"
+    with pytest.raises(ValueError, match="add_build"):
+        c.add_build = "exact"
+    assert c.add_build == "partitioned"
+    with pytest.raises(ValueError, match="add_build"):
+        faiss_ext.GpuKnnGraphGNNDConfig(add_build="")
+
+
 @pytest.mark.parametrize("field,value", [
     ("samples", 0), ("samples", 33), ("max_iterations", 0), ("termination_threshold", 1.0),
     ("termination_threshold", -0.1), ("build_degree", 48), ("build_degree", -32),

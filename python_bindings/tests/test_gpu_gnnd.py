@@ -169,6 +169,20 @@ def test_second_add_merges(res, xb):
     assert recall_at(index.get_graph(), I_ref, 10) >= 0.9
 
 
+def test_partitioned_add(res, xb):
+    # one cluster (fewer vectors than its target): the exact graph
+    cfg = faiss_ext.GpuKnnGraphGNNDConfig(add_build="partitioned")
+    index = faiss_ext.GpuKnnGraphGNND(res, D_DIM, K, FM.L2, cfg)
+    assert index.get_last_add_build() == "auto"
+    index.add(xb)
+    assert index.get_last_add_build() == "partitioned"
+    _, I_ref = exact_graph(xb, K)
+    assert recall_at(index.get_graph(), I_ref, 10) >= 0.999
+    auto = faiss_ext.GpuKnnGraphGNND(res, D_DIM, K)
+    auto.add(xb)
+    assert auto.get_last_add_build() == "one-shot"
+
+
 def test_reset_and_reconstruct(res, xb):
     index = faiss_ext.GpuKnnGraphGNND(res, D_DIM, K)
     index.add(xb[:1000])

@@ -113,7 +113,31 @@ VectorFile::VectorFile(const std::string& path, VectorFileFormat fmt, int d)
     }
 }
 
+VectorFile::VectorFile(const float* rows, int64_t n, int d) : rows_(rows), n_(n), d_(d) {
+    FAISS_THROW_IF_NOT_FMT(rows && n >= 0 && d > 0,
+                           "VectorFile: bad rows in memory (%p, n = %lld, d = %d)",
+                           (const void*)rows, (long long)n, d);
+    rowsOnDevice_ = isDevicePointer(rows);
+}
+
+void VectorFile::readMemory_(int64_t r0, int64_t m, float* out) const {
+    const float* src = rows_ + size_t(r0) * d_;
+    const size_t bytes = sizeof(float) * size_t(m) * d_;
+    if (rowsOnDevice_) {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpy(out, src, bytes, cudaMemcpyDefault));
+    } else {
+        std::memcpy(out, src, bytes);
+    }
+}
+
 void VectorFile::read(int64_t r0, int64_t m, float* out) const {
+    FAISS_THROW_IF_NOT_FMT(r0 >= 0 && m >= 0 && r0 + m <= n_,
+                           "VectorFile: rows [%lld, %lld) of %lld", (long long)r0,
+                           (long long)(r0 + m), (long long)n_);
+    if (rows_) {
+        readMemory_(r0, m, out);
+        return;
+    }
     File f = openFile(path_, "rb");
     if (fmt_ == VectorFileFormat::Fvecs) {
         readFvecs_(f.get(), r0, m, out);

@@ -61,18 +61,26 @@ size_t hostBudget(int64_t hostMemoryBytes);
 class VectorFile {
 public:
     VectorFile(const std::string& path, VectorFileFormat fmt, int d);
+    /// n x d rows held by the caller, in host or device memory, read in
+    /// place (GpuKnnGraphGNND::add's partitioned build); they must outlive
+    /// this object and stay unchanged.
+    VectorFile(const float* rows, int64_t n, int d);
     int64_t n() const { return n_; }
     int d() const { return d_; }
+    /// The file's path ("" for rows in memory).
     const std::string& path() const { return path_; }
 
-    /// Rows [r0, r0 + m) into out (m x d).
+    /// Rows [r0, r0 + m) into out (m x d, host memory).
     void read(int64_t r0, int64_t m, float* out) const;
 
 private:
     void readFvecs_(FILE* f, int64_t r0, int64_t m, float* out) const;
+    void readMemory_(int64_t r0, int64_t m, float* out) const;
 
     std::string path_;
-    VectorFileFormat fmt_;
+    VectorFileFormat fmt_ = VectorFileFormat::RawFloat32;
+    const float* rows_ = nullptr;  ///< rows in memory (else a file)
+    bool rowsOnDevice_ = false;
     int64_t n_ = 0;
     int d_ = 0;
 };

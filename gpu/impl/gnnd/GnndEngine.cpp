@@ -123,6 +123,9 @@ void checkBuildConfig(const GpuKnnGraphGNNDConfig& c, int k, const char* who) {
                                                   c.buildDegree <= kMaxBuildDegree),
                            "%s: buildDegree = %d must be 0 or a multiple of 32 in [k = %d, %d]", who,
                            c.buildDegree, k, kMaxBuildDegree);
+    FAISS_THROW_IF_NOT_FMT(c.addBuild == GnndAddBuild::Auto || c.addBuild == GnndAddBuild::OneShot ||
+                                   c.addBuild == GnndAddBuild::Partitioned,
+                           "%s: unknown addBuild %d", who, int(c.addBuild));
 }
 
 Params makeParams(const GpuKnnGraphGNNDConfig& c, int K, bool innerProduct, bool verbose) {
@@ -511,5 +514,15 @@ void merge(GpuResources* res, int device, cudaStream_t stream, const float* x,
 }
 
 }  // namespace gnnd
+
+const char* addBuildName(GnndAddBuild b) {
+    switch (b) {
+        case GnndAddBuild::Auto: return "auto";
+        case GnndAddBuild::OneShot: return "one-shot";
+        case GnndAddBuild::Partitioned: return "partitioned";
+    }
+    return "unknown";
+}
+
 }  // namespace gpu
 }  // namespace faiss_ext

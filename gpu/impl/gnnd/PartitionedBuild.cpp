@@ -109,8 +109,10 @@ public:
         const auto t0 = Clock::now();
         GnndFileBuildReport rep;
         plan_(rep);
-        probeDir(dirOf(in_.graphPath));
-        if (!opt_.distancesPath.empty()) probeDir(dirOf(opt_.distancesPath));
+        if (!in_.listsOut) {
+            probeDir(dirOf(in_.graphPath));
+            if (!opt_.distancesPath.empty()) probeDir(dirOf(opt_.distancesPath));
+        }
         const auto tp = Clock::now();
         groups_ = partitionFile(*in_.file, spec_);
         rowGroups_ = rowClusters(groups_, n_, overlap_);
@@ -128,16 +130,15 @@ public:
         const auto tm = Clock::now();
         rep.merges = runMerges_(merges);
         rep.mergeSeconds = since(tm);
-        GraphWriter out(in_.graphPath, opt_.distancesPath, in_.k, in_.params.innerProduct);
-        out.write(globalIds_.data(), globalDists_.data(), n_, in_.k);
-        out.commit();
+        output_();
         rep.steps = progress_->steps();
         rep.totalSeconds = since(t0);
         if (opt_.verbose) {
-            std::printf("gnndBuildFromFile: %lld x %d, partitioned into %d clusters (%s, overlap "
+            std::printf("%s: %lld x %d, partitioned into %d clusters (%s, overlap "
                         "%d, largest %lld): partition %.2f s, builds %.2f s, %d neighbour merges "
                         "%.2f s, total %.2f s\n",
-                        (long long)n_, d_, rep.clusters, clusterBuildName(rep.clusterBuild),
+                        who_(), (long long)n_, d_, rep.clusters,
+                        clusterBuildName(rep.clusterBuild),
                         overlap_, (long long)rep.largestCluster,
                         rep.partitionSeconds, rep.buildSeconds, rep.merges, rep.mergeSeconds,
                         rep.totalSeconds);
@@ -147,11 +148,26 @@ public:
     }
 
 private:
+    const char* who_() const { return in_.who; }
+
+    /// The global lists to the graph file, or moved to in_.listsOut.
+    void output_() {
+        if (in_.listsOut) {
+            in_.listsOut->ids = std::move(globalIds_);
+            in_.listsOut->dists = std::move(globalDists_);
+            return;
+        }
+        GraphWriter out(in_.graphPath, opt_.distancesPath, in_.k, in_.params.innerProduct);
+        out.write(globalIds_.data(), globalDists_.data(), n_, in_.k);
+        out.commit();
+    }
+
     /// Capacity of one build, cluster count, host budget; fills the report's plan.
     void plan_(GnndFileBuildReport& rep) {
         FAISS_THROW_IF_NOT_FMT(n_ < int64_t(std::numeric_limits<int>::max()),
-                               "gnndBuildFromFile: %lld vectors: the partitioned schedule keeps "
+                               "%s: %lld vectors: the partitioned schedule keeps "
                                "int32 ids (fewer than 2^31)",
+                               who_(),
                                (long long)n_);
         size_t resident = 0, temp = 0;
         deviceBudget(in_.devices, in_.res, &resident, &temp);
@@ -167,8 +183,9 @@ private:
         // kExactCutFactor x the target (and what fits) rather than cut
         largestList_ = exact_ ? std::min(fits, kExactCutFactor * capacity_) : capacity_;
         FAISS_THROW_IF_NOT_FMT(capacity_ > 0,
-                               "gnndBuildFromFile: a GNND build of %lld vectors does not fit the "
+                               "%s: a GNND build of %lld vectors does not fit the "
                                "device memory limit (%zu bytes resident, %zu temporary)",
+                               who_(),
                                (long long)minRows, resident, temp);
         // a merge joins two clusters: up to twice a cluster's rows, in pieces past what fits
         mergeCapacity_ = largestMergeThatFits(2, 2 * largestList_, d_, in_.params, resident, temp);
@@ -210,11 +227,12 @@ private:
                                                        int(in_.devices.size()));
         const size_t oneCluster = size_t(largestList_) * d_ * sizeof(float);
         FAISS_THROW_IF_NOT_FMT(fixed + oneCluster <= budget,
-                               "gnndBuildFromFile: the partitioned schedule needs %zu bytes of "
+                               "%s: the partitioned schedule needs %zu bytes of "
                                "host memory (global lists, memberships and one cluster of %lld "
                                "vectors), more than the host budget of %zu bytes "
                                "(hostMemoryBytes); raise it, or use the all-pairs schedule "
                                "with shard files",
+                               who_(),
                                fixed + oneCluster, (long long)largestList_, budget);
         gatherBudget_ = budget - fixed;
         checkMergeResources_();
@@ -231,10 +249,11 @@ private:
         const size_t pairBytes = 2 * size_t(largestList_) * d_ * sizeof(float);
         mergesFit_ = mergeCapacity_ >= 2 && workerBytes + pairBytes <= gatherBudget_;
         FAISS_THROW_IF_NOT_FMT(mergesFit_ || opt_.neighbourMerges < 0,
-                               "gnndBuildFromFile: neighbourMerges = %d: the merges do not fit "
+                               "%s: neighbourMerges = %d: the merges do not fit "
                                "(a merge of %lld rows on the device; %zu bytes of host memory "
                                "for their buffers and a pair of clusters, %zu left of the host "
                                "budget); raise hostMemoryBytes or set neighbourMerges = 0",
+                               who_(),
                                opt_.neighbourMerges, (long long)mergeCapacity_,
                                workerBytes + pairBytes, gatherBudget_);
         if (mergesFit_) mergeGatherBudget_ = gatherBudget_ - workerBytes;

@@ -43,16 +43,28 @@ namespace faiss_ext {
 namespace gpu {
 namespace gnnd {
 
+/// The lists of a partitioned build held in memory: n x k ids and distances
+/// in GNND's convention (squared L2 or negated products), nearest first,
+/// -1 / +inf padded.
+struct PartitionedLists {
+    std::vector<int> ids;
+    std::vector<float> dists;
+};
+
 /// What the partitioned schedule needs from gnndBuildFromFile, checked there.
 struct PartitionedInput {
     const VectorFile* file = nullptr;
     int k = 0;
     FlatMetric metric = FlatMetric::L2;
     const GnndFileBuildOptions* options = nullptr;
-    std::string graphPath;
+    std::string graphPath;  ///< where the graph goes, unless listsOut is set
+    /// When set, the lists are moved here and no file is written
+    /// (GpuKnnGraphGNND::add).
+    PartitionedLists* listsOut = nullptr;
     std::vector<int> devices;                          ///< one worker each
     std::vector<std::shared_ptr<GpuResources>> res;    ///< per entry of devices
     Params params;                                     ///< K: the build degree
+    const char* who = "gnndBuildFromFile";  ///< the caller, in messages
     int shards = 0;  ///< clusters wanted (the shard count of a given shardSize; 0: automatic)
 };
 
