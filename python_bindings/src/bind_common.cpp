@@ -2,6 +2,7 @@
 #include <cxxabi.h>
 
 #include <cstdio>
+#include <unistd.h>
 #include <cstdlib>
 #include <memory>
 #include <typeinfo>
@@ -21,17 +22,11 @@ std::string shapeString(const py::array& a) {
     return s + ")";
 }
 
-void raiseIfOutOfMemory(const py::handle& x, const char* what, size_t itemBytes) {
-    // pybind11's ensure() clears numpy's error: convert again with numpy to
-    // learn whether it was a MemoryError
-    PyErr_Clear();
-    try {
-        py::module_::import("numpy").attr("ascontiguousarray")(x, itemBytes == 4 ? "float32"
-                                                                                   : "int64");
-        return;
-    } catch (py::error_already_set& e) {
-        if (!e.matches(PyExc_MemoryError)) return;
-    }
+namespace {
+
+/// Raises MemoryError: "<what>: out of memory making the array of shape ..."
+[[noreturn]] void raiseConversionMemoryError(const py::handle& x, const char* what,
+                                             size_t itemBytes) {
     std::string shape = "?";
     double bytes = double(itemBytes);
     py::object s = py::getattr(x, "shape", py::none());
@@ -50,6 +45,40 @@ void raiseIfOutOfMemory(const py::handle& x, const char* what, size_t itemBytes)
     throw py::error_already_set();
 }
 
+/// A conversion of x to a contiguous array of itemBytes elements that
+/// needs more bytes than the machine's physical memory is refused before
+/// numpy tries: where the kernel overcommits memory, numpy's allocation
+/// succeeds and the copy gets the process killed instead of a MemoryError.
+void refuseConversionPastPhysicalMemory(const py::handle& x, const char* what,
+                                        size_t itemBytes) {
+    if (!py::isinstance<py::array>(x)) return;
+    const auto a = py::reinterpret_borrow<py::array>(x);
+    const bool ready = a.itemsize() == py::ssize_t(itemBytes) &&
+                       (a.flags() & py::array::c_style) &&
+                       a.dtype().kind() == (itemBytes == 4 ? 'f' : 'i');
+    if (ready) return;
+    const long pages = sysconf(_SC_PHYS_PAGES), pageBytes = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || pageBytes <= 0) return;
+    if (double(a.size()) * double(itemBytes) > double(pages) * double(pageBytes))
+        raiseConversionMemoryError(x, what, itemBytes);
+}
+
+}  // namespace
+
+void raiseIfOutOfMemory(const py::handle& x, const char* what, size_t itemBytes) {
+    // pybind11's ensure() clears numpy's error: convert again with numpy to
+    // learn whether it was a MemoryError
+    PyErr_Clear();
+    try {
+        py::module_::import("numpy").attr("ascontiguousarray")(x, itemBytes == 4 ? "float32"
+                                                                                   : "int64");
+        return;
+    } catch (py::error_already_set& e) {
+        if (!e.matches(PyExc_MemoryError)) return;
+    }
+    raiseConversionMemoryError(x, what, itemBytes);
+}
+
 void checkNoNul(const std::string& s, const char* what) {
     if (s.find('\0') != std::string::npos) {
         throw py::value_error(std::string(what) + " holds a NUL character at position " +
@@ -61,6 +90,7 @@ FloatArray toFloatMatrix(const py::handle& x, int64_t d, const char* what) {
     if (x.is_none()) {
         throw py::value_error(std::string(what) + " must be a 2-D float32 array, got None");
     }
+    refuseConversionPastPhysicalMemory(x, what, sizeof(float));
     FloatArray a = FloatArray::ensure(x);
     if (!a) {
         raiseIfOutOfMemory(x, what, sizeof(float));
@@ -82,6 +112,7 @@ FloatArray toFloatMatrix(const py::handle& x, int64_t d, const char* what) {
 }
 
 IdArray toIdVector(const py::handle& ids, int64_t n, const char* what) {
+    if (!ids.is_none()) refuseConversionPastPhysicalMemory(ids, what, sizeof(int64_t));
     IdArray a = ids.is_none() ? IdArray() : IdArray::ensure(ids);
     if (!a) {
         if (!ids.is_none()) raiseIfOutOfMemory(ids, what, sizeof(int64_t));

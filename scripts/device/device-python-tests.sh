@@ -44,7 +44,9 @@ ls python_bindings/src/*.cpp | xargs -P 8 -I{} sh -c "g++ -O1 -fPIC -std=c++17 -
 # two modules, as CMake builds them; neither links FAISS (it comes from `import faiss`)
 common=($T/obj/bind_common.cpp.o $T/obj/swig_bridge.cpp.o)
 link=(-L$T/lib -l:libfaiss_ext.so.0 -Wl,-rpath,$T/lib:/usr/local/cuda/lib64 -fopenmp)
-g++ -shared $T/obj/module.cpp.o $T/obj/bind_{index,gpu,gnnd,search_graph,lsh,io}.cpp.o "${common[@]}" \
+# every bind_*.cpp but the common one goes into the main module (a new one is picked up)
+binds=($(ls $T/obj/bind_*.cpp.o | grep -v '/bind_common\.cpp\.o$'))
+g++ -shared $T/obj/module.cpp.o "${binds[@]}" "${common[@]}" \
     -o "$T/pkg/faiss_ext/_faiss_ext$ext" "${link[@]}"
 g++ -shared $T/obj/testing_module.cpp.o "${common[@]}" -o "$T/pkg/faiss_ext/_faiss_ext_testing$ext" "${link[@]}"
 # the wheel's OpenBLAS needs the libgfortran beside it
