@@ -7,11 +7,13 @@ namespace faiss_ext {
 namespace gpu {
 namespace gnnd {
 
-FileBuildProgress::FileBuildProgress(int shards, int merges, int workers, bool verbose)
+FileBuildProgress::FileBuildProgress(int shards, int merges, int workers, bool verbose,
+                                     const char* who)
         : shards_(shards),
           merges_(merges),
           workers_(std::max(1, workers)),
           verbose_(verbose),
+          who_(who),
           t0_(std::chrono::steady_clock::now()) {}
 
 double FileBuildProgress::elapsed_() const {
@@ -30,8 +32,8 @@ void FileBuildProgress::record_(GnndFileBuildStep s, const char* what) {
     s.secondsLeft = secondsLeft_();
     steps_.push_back(s);
     if (!verbose_) return;
-    std::printf("gnndBuildFromFile: GPU %d %s in %.2f s; %.1f s elapsed, about %.1f s left\n",
-                s.device, what, s.seconds, s.finishedAt, s.secondsLeft);
+    std::printf("%s: GPU %d %s in %.2f s; %.1f s elapsed, about %.1f s left\n", who_, s.device,
+                what, s.seconds, s.finishedAt, s.secondsLeft);
     std::fflush(stdout);
 }
 

@@ -20,7 +20,8 @@ namespace gnnd {
 class FileBuildProgress {
 public:
     /// A build of `shards` shards and `merges` merges on `workers` workers.
-    FileBuildProgress(int shards, int merges, int workers, bool verbose);
+    FileBuildProgress(int shards, int merges, int workers, bool verbose,
+                      const char* who = "gnndBuildFromFile");
 
     /// Shard `shard` (`rows` vectors) was built on `device` in `seconds`.
     void shardBuilt(int shard, int device, int64_t rows, double seconds);
@@ -50,6 +51,7 @@ private:
 
     const int shards_, merges_, workers_;
     const bool verbose_;
+    const char* const who_;  ///< the build, in verbose lines
     const std::chrono::steady_clock::time_point t0_;
     mutable std::mutex mutex_;
     std::vector<GnndFileBuildStep> steps_;

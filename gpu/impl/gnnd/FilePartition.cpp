@@ -200,9 +200,9 @@ std::vector<std::vector<int>> partitionFile(const VectorFile& file, const Partit
     const int c = int(cent.size() / d);
     const int ov = std::min(s.overlap, c);
     if (s.verbose) {
-        std::printf("gnndBuildFromFile: partitioned: %d centroids (%d asked) from %lld sampled "
-                    "rows, each row in %d\n",
-                    c, s.clusters, (long long)ns, ov);
+        std::printf("%s: partitioned: %d centroids (%d asked) from %lld sampled rows, each row "
+                    "in %d\n",
+                    s.who, c, s.clusters, (long long)ns, ov);
         std::fflush(stdout);
     }
     std::vector<std::vector<int>> lists = assignRows(file, cent, ov, s);

@@ -41,6 +41,7 @@ struct PartitionSpec {
     FlatMetric metric = FlatMetric::L2;  ///< cosine / Pearson: rows prepared first
     uint64_t seed = 1234;
     bool verbose = false;
+    const char* who = "gnndBuildFromFile";  ///< the build, in verbose lines
     /// Resources and device of the k-means and assignment searches (null:
     /// FAISS's CPU IndexFlatL2).
     std::shared_ptr<GpuResources> res;

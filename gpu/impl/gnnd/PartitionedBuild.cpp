@@ -121,7 +121,7 @@ public:
         for (const auto& g : groups_) rep.largestCluster = std::max<int64_t>(rep.largestCluster, g.size());
         const NeighbourMergePlan merges = planMerges_(rep);
         progress_.reset(new FileBuildProgress(rep.clusters, merges.merges,
-                                              int(in_.devices.size()), opt_.verbose));
+                                              int(in_.devices.size()), opt_.verbose, in_.who));
         const auto tb = Clock::now();
         initGlobalLists_();
         for (const auto& batch : batches_()) buildBatch_(batch.first, batch.second);
@@ -207,6 +207,7 @@ private:
         spec_.metric = in_.metric;
         spec_.seed = in_.params.seed;
         spec_.verbose = opt_.verbose;
+        spec_.who = in_.who;
         spec_.res = in_.res[0];
         spec_.device = in_.devices[0];
         checkHost_();
