@@ -73,7 +73,10 @@ void GpuIndex::checkFinite_(idx_t n, const float* x, const char* what) const {
     int64_t bad;
     if (onDevice(x, config_.device, what)) {
         DeviceScope scope(config_.device);
-        bad = firstNonFiniteRowDevice(x, n, d, resources_->getDefaultStream(config_.device));
+        // few rows (a search of a few queries): the one-kernel check
+        if (!checkResult_) checkResult_.reset(new MappedResult());
+        bad = firstNonFiniteRowDevice(x, n, d, resources_->getDefaultStream(config_.device),
+                                      *checkResult_);
     } else {
         bad = firstNonFiniteRow(n, d, x);
     }

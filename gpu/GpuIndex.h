@@ -20,6 +20,8 @@
 namespace faiss_ext {
 namespace gpu {
 
+class MappedResult;  // impl/VectorPrep.h
+
 /// A recursive mutex that serves waiting threads in arrival order, so that
 /// a stream of searches cannot starve an add (std::mutex may let the
 /// releasing thread take it again at once).
@@ -132,6 +134,9 @@ protected:
 
 private:
     mutable FairRecursiveMutex opMutex_;
+    /// Where checkFinite_'s one-kernel check of a few device rows writes
+    /// its answer (made on first use; used under the operation lock).
+    mutable std::unique_ptr<MappedResult> checkResult_;
 
     void searchDeviceInput_(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
                             const faiss::SearchParameters* params) const;

@@ -96,7 +96,43 @@ __global__ void nonFiniteRowKernel(const float* __restrict__ x, int64_t total, i
         if (!isfinite(x[i])) atomicMin(firstBad, (unsigned long long)(i / d));
 }
 
+/// One block: the first row of x (total entries, rows of d) with a NaN or
+/// infinite entry, or -1, into *result (host memory mapped for the device).
+__global__ void smallNonFiniteRowKernel(const float* __restrict__ x, int64_t total, int d,
+                                        int64_t* result) {
+    __shared__ unsigned long long first;
+    if (threadIdx.x == 0) first = ~0ull;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < total; i += blockDim.x)
+        if (!isfinite(x[i])) atomicMin(&first, (unsigned long long)(i / d));
+    __syncthreads();
+    if (threadIdx.x == 0) *result = first == ~0ull ? -1 : int64_t(first);
+}
+
 }  // namespace
+
+MappedResult::MappedResult() {
+    void* p = nullptr;
+    FAISS_EXT_CUDA_CHECK(cudaHostAlloc(&p, sizeof(int64_t),
+                                       cudaHostAllocMapped | cudaHostAllocPortable));
+    value_ = static_cast<int64_t*>(p);
+}
+
+MappedResult::~MappedResult() {
+    if (value_) cudaFreeHost(value_);
+}
+
+int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream,
+                                const MappedResult& result) {
+    if (n <= 0) return -1;
+    if (n * int64_t(d) > kSmallCheckEntries) return firstNonFiniteRowDevice(x, n, d, stream);
+    int64_t* out = nullptr;
+    FAISS_EXT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&out), result.get(), 0));
+    smallNonFiniteRowKernel<<<1, 1024, 0, stream>>>(x, n * int64_t(d), d, out);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return *result.get();
+}
 
 int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream) {
     if (n <= 0) return -1;

@@ -37,6 +37,33 @@ const float* preparedQueries(GpuResources* res, int device, cudaStream_t stream,
 /// -1 (synchronises `stream`).
 int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream);
 
+/// One int64 of pinned host memory that kernels write directly (mapped,
+/// portable): a result read back with one stream synchronisation and no
+/// copy.
+class MappedResult {
+public:
+    MappedResult();
+    ~MappedResult();
+    MappedResult(const MappedResult&) = delete;
+    MappedResult& operator=(const MappedResult&) = delete;
+    int64_t* get() const { return value_; }
+
+private:
+    int64_t* value_ = nullptr;
+};
+
+/// Inputs of at most this many entries are checked by one block that writes
+/// its answer into a MappedResult.
+constexpr int64_t kSmallCheckEntries = 65536;
+
+/// firstNonFiniteRowDevice through `result`: a small input (n x d <=
+/// kSmallCheckEntries, e.g. a few queries) costs one kernel and one
+/// synchronisation, without the allocation and the two copies of the
+/// general check (about 20 us of a one-query search); larger ones take the
+/// general check.
+int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream,
+                                const MappedResult& result);
+
 }  // namespace gpu
 }  // namespace faiss_ext
 
