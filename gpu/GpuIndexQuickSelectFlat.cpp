@@ -209,14 +209,20 @@ const float* GpuIndexQuickSelectFlat::getVectorsDevice() const { return storage_
 
 VectorStorage GpuIndexQuickSelectFlat::getStorage() const { return storage_->where(); }
 
-SelectAlgo GpuIndexQuickSelectFlat::resolveSelectAlgo(int64_t nq, int64_t k,
-                                                      const faiss::SearchParameters* params) const {
+SelectAlgo GpuIndexQuickSelectFlat::requestedSelectAlgo(
+        const faiss::SearchParameters* params) const {
     SelectAlgo algo = qsConfig_.selectAlgo;
     if (auto p = dynamic_cast<const SearchParametersQuickSelectFlat*>(params)) {
         FAISS_THROW_IF_NOT_FMT(int(p->selectAlgo) >= 0 && int(p->selectAlgo) <= 3,
                                "GpuIndexQuickSelectFlat: unknown selectAlgo %d", int(p->selectAlgo));
         if (p->selectAlgo != SelectAlgo::Auto) algo = p->selectAlgo;
     }
+    return algo;
+}
+
+SelectAlgo GpuIndexQuickSelectFlat::resolveSelectAlgo(int64_t nq, int64_t k,
+                                                      const faiss::SearchParameters* params) const {
+    SelectAlgo algo = requestedSelectAlgo(params);
     FAISS_THROW_IF_NOT_FMT(int(algo) >= 0 && int(algo) <= 3,
                            "GpuIndexQuickSelectFlat: unknown selectAlgo %d", int(algo));
     const int64_t kk = std::max<int64_t>(1, std::min<int64_t>(k, std::max<int64_t>(ntotal, 1)));
@@ -300,6 +306,7 @@ void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, fl
             o.candidateAlgo = SelectAlgo::QuickMultiSelect;
         } else {
             o.candidateAlgo = resolveSelectAlgo(n, m, params);
+            o.sampledCandidates = requestedSelectAlgo(params) == SelectAlgo::Auto;
         }
         o.boundedStats = &stats;
     }

@@ -126,6 +126,10 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
     void knnGraph(int64_t k, bool excludeSelf, float* distances, idx_t* labels,
                   const SearchParametersQuickSelectFlat* params = nullptr) const;
 
+    /// The selection algorithm a search asks for: the params' when they name
+    /// one, else the config's (possibly Auto). Throws on an unknown value.
+    SelectAlgo requestedSelectAlgo(const faiss::SearchParameters* params = nullptr) const;
+
     /// The selection algorithm a search of nq queries at k runs (Auto resolved).
     SelectAlgo resolveSelectAlgo(int64_t nq, int64_t k,
                                  const faiss::SearchParameters* params = nullptr) const;

@@ -3,6 +3,7 @@
 #include "faiss_ext/gpu/impl/RowSelector.h"
 #include "faiss_ext/gpu/impl/select/MergeQueue.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
+#include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectUtils.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
@@ -48,11 +49,187 @@ SelectAlgo chooseSelectAlgo(int64_t rows, int64_t n, int64_t k, int64_t d) {
     // CPU, 1.3-3x slower than quick multi-select at nq = 1, k <= 32, and
     // 20-300x slower at nq >= 64. d does not move these
     // crossovers: selection alone does not see it, it only scales the GEMM
-    // in front.
+    // in front. (selectK's Auto then runs the sampled-threshold filter instead
+    // of quick multi-select on device matrices in its range: see selectK.)
     (void)d;
     if (rows >= 2048 && k <= 32 && n <= 65536) return SelectAlgo::MergeQueue;
     return SelectAlgo::QuickMultiSelect;
 }
+
+namespace {
+
+/// Where selectK's results go: outputs (either may be null) and the ids
+/// they are mapped through, each with where it lives.
+struct SelectOutputs {
+    float* values;
+    int64_t* indices;
+    bool valuesOnDev;
+    bool indicesOnDev;
+    const int64_t* inIndices;
+    bool inIndicesOnDev;
+};
+
+/// Selects m rows of `src` (m x n) with `sel` and decodes them to device
+/// vals / ids (m x k; either may be null). staging (m x n floats, or null):
+/// the rows are copied there first (host rows), negated when largest.
+void selectRowBlock(RowSelector& sel, const float* src, float* staging, int64_t m, int64_t n,
+                    int64_t k, bool largest, float* vals, int64_t* ids, cudaStream_t stream) {
+    if (staging) {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(staging, src, sizeof(float) * size_t(m) * n,
+                                             cudaMemcpyDefault, stream));
+        if (largest) select::negateCopy(staging, staging, m * n, stream);
+        src = staging;
+    }
+    sel.begin(m);
+    sel.addTile(src, n, nullptr, 0, n);
+    const uint64_t* keys = sel.finish();
+    select::decodeKeys(keys, m, k, k,
+                       largest ? select::KeyDecode::Negated : select::KeyDecode::Identity, nullptr,
+                       vals, ids, stream);
+}
+
+/// Maps the ids of rows r0..r0+m-1 (device vals / ids, m x k) through the
+/// input ids and copies them to the outputs; returns once they are there
+/// (the buffers are reused by the next row block; host outputs must be
+/// complete).
+void deliverRowBlock(const SelectOutputs& out, const float* vals, int64_t* ids, int64_t r0,
+                     int64_t m, int64_t n, int64_t k, std::vector<int64_t>& hostIds,
+                     cudaStream_t stream) {
+    if (out.inIndices && out.inIndicesOnDev) {
+        select::gatherIndices(out.inIndices + size_t(r0) * n, n, ids, m, k, stream);
+    }
+    if (out.values) {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(out.values + size_t(r0) * k, vals,
+                                             sizeof(float) * size_t(m) * k,
+                                             out.valuesOnDev ? cudaMemcpyDeviceToDevice
+                                                             : cudaMemcpyDeviceToHost,
+                                             stream));
+    }
+    if (out.indices) {
+        if (out.inIndices && !out.inIndicesOnDev) {
+            // Ids on the host: map the column numbers there.
+            hostIds.resize(size_t(m) * k);
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostIds.data(), ids,
+                                                 sizeof(int64_t) * size_t(m) * k,
+                                                 cudaMemcpyDeviceToHost, stream));
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+            for (int64_t r = 0; r < m; ++r) {
+                for (int64_t j = 0; j < k; ++j) {
+                    int64_t& l = hostIds[size_t(r) * k + j];
+                    l = out.inIndices[size_t(r0 + r) * n + l];
+                }
+            }
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(out.indices + size_t(r0) * k, hostIds.data(),
+                                                 sizeof(int64_t) * size_t(m) * k,
+                                                 cudaMemcpyDefault, stream));
+        } else {
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(out.indices + size_t(r0) * k, ids,
+                                                 sizeof(int64_t) * size_t(m) * k,
+                                                 out.indicesOnDev ? cudaMemcpyDeviceToDevice
+                                                                  : cudaMemcpyDeviceToHost,
+                                                 stream));
+        }
+    }
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+/// Device bytes quick multi-select needs to redo one row of n (staging
+/// included when largest: the row is negated into it).
+size_t fallbackBytesPerRow(int64_t n, int64_t k, bool largest) {
+    return (largest ? sizeof(float) * n : 0) +
+           RowSelector::bytesPerRow(SelectAlgo::QuickMultiSelect, n, 1, n, k, 4, 8);
+}
+
+/// The rows r with flags[r] of the device matrix `values` (rows of n)
+/// selected again by quick multi-select, into device vals / ids (k per row,
+/// row r at r * k; either may be null): the sampled-threshold path's fallback.
+/// Runs of consecutive flagged rows go together, in row blocks sized from
+/// the temporary memory left.
+void redoFlaggedRows(GpuResources* res, int device, cudaStream_t stream, const float* values,
+                     const std::vector<uint8_t>& flags, int64_t n, int64_t k, bool largest,
+                     float* vals, int64_t* ids) {
+    const int64_t rows = int64_t(flags.size());
+    int64_t longest = 0, run = 0;
+    for (uint8_t f : flags) {
+        run = f ? run + 1 : 0;
+        longest = std::max(longest, run);
+    }
+    if (longest == 0) return;
+    const size_t perRow = fallbackBytesPerRow(n, k, largest);
+    const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
+    const int64_t blockRows = std::min<int64_t>(longest, int64_t(budget / perRow));
+    FAISS_THROW_IF_NOT_FMT(blockRows >= 1,
+                           "selectK: GPU temporary memory too small: %zu bytes available, %zu "
+                           "needed per row (raise StandardGpuResources::setTempMemory)",
+                           budget, perRow);
+    TempBuffer<float> staging(res, device, largest ? size_t(blockRows) * n : 0, stream);
+    RowSelector sel(res, device, stream, SelectAlgo::QuickMultiSelect, blockRows, n, 1, n, k, 4,
+                    8);
+    for (int64_t r = 0; r < rows;) {
+        if (!flags[size_t(r)]) {
+            ++r;
+            continue;
+        }
+        int64_t m = 1;
+        while (m < blockRows && r + m < rows && flags[size_t(r + m)]) ++m;
+        selectRowBlock(sel, values + size_t(r) * n, largest ? staging.data() : nullptr, m, n, k,
+                       largest, vals ? vals + size_t(r) * k : nullptr,
+                       ids ? ids + size_t(r) * k : nullptr, stream);
+        r += m;
+    }
+}
+
+/// selectK by the sampled-threshold filter (impl/select/SampledThresholdSelect.h)
+/// for a device matrix, flagged rows redone by quick multi-select. direct:
+/// the results are decoded straight into the outputs (both on this device or
+/// null, ids mapped on the device if at all); else through buffers, as the
+/// usual path. Returns false, having done nothing, when its buffers and one
+/// row of the fallback do not fit the temporary memory (selectK then takes
+/// the usual path).
+bool selectSampledThreshold(GpuResources* res, int device, cudaStream_t stream,
+                            const float* values, int64_t rows, int64_t n, int64_t k, bool largest,
+                            const SelectOutputs& out, bool direct) {
+    const size_t perRow = select::sampledThresholdScratchBytes(1, n, k) + 1 +
+                          (direct ? 0 : (sizeof(float) + sizeof(int64_t)) * k);
+    const size_t fallbackRow = fallbackBytesPerRow(n, k, largest);
+    const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
+    if (budget < fallbackRow + perRow) return false;
+    // (65535: the filter's grid has a row per y)
+    const int64_t blockRows = std::min<int64_t>(
+            {rows, int64_t((budget - fallbackRow) / perRow), int64_t(65535)});
+    const size_t scratchBytes = select::sampledThresholdScratchBytes(blockRows, n, k);
+    TempBuffer<char> scratch(res, device, scratchBytes, stream);
+    TempBuffer<uint8_t> flags(res, device, size_t(blockRows), stream);
+    TempBuffer<float> vals(res, device, direct ? 0 : size_t(blockRows) * k, stream);
+    TempBuffer<int64_t> ids(res, device, direct ? 0 : size_t(blockRows) * k, stream);
+    std::vector<uint8_t> hostFlags;
+    std::vector<int64_t> hostIds;
+    for (int64_t r0 = 0; r0 < rows; r0 += blockRows) {
+        const int64_t m = std::min(blockRows, rows - r0);
+        float* v = direct ? (out.values ? out.values + size_t(r0) * k : nullptr) : vals.data();
+        int64_t* ix = direct ? (out.indices ? out.indices + size_t(r0) * k : nullptr) : ids.data();
+        const float* src = values + size_t(r0) * n;
+        select::sampledThresholdSelect(src, m, n, k, largest, v, ix, flags.data(), scratch.data(),
+                                       scratchBytes, stream);
+        // The one wait of the path: which rows need the fallback.
+        hostFlags.resize(size_t(m));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostFlags.data(), flags.data(), size_t(m),
+                                             cudaMemcpyDeviceToHost, stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const int64_t redo = std::count(hostFlags.begin(), hostFlags.end(), uint8_t(1));
+        if (redo > 0) redoFlaggedRows(res, device, stream, src, hostFlags, n, k, largest, v, ix);
+        select::countSampledThresholdRows(m, redo);
+        if (!direct) {
+            deliverRowBlock(out, vals.data(), ids.data(), r0, m, n, k, hostIds, stream);
+        } else if (out.indices && out.inIndices) {
+            select::gatherIndices(out.inIndices + size_t(r0) * n, n, ix, m, k, stream);
+        }
+    }
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return true;
+}
+
+}  // namespace
 
 void selectK(GpuResourcesProvider* provider, const float* values, int64_t rows, int64_t n,
              int64_t k, bool largest, float* outValues, int64_t* outIndices,
@@ -95,8 +272,25 @@ void selectK(GpuResourcesProvider* provider, const float* values, int64_t rows, 
     FAISS_THROW_IF_NOT_FMT(!idxOnDev || iDev == device,
                            "selectK: inIndices live on device %d, selection runs on device %d",
                            iDev, device);
-    const bool vOutDev = outValues && isDevicePointer(outValues);
-    const bool iOutDev = outIndices && isDevicePointer(outIndices);
+    int vOutDevice = -1, iOutDevice = -1;
+    const bool vOutDev = outValues && isDevicePointer(outValues, &vOutDevice);
+    const bool iOutDev = outIndices && isDevicePointer(outIndices, &iOutDevice);
+
+    const SelectOutputs out{outValues, outIndices, vOutDev, iOutDev, options.inIndices, idxOnDev};
+
+    // Auto on a device matrix with rows much longer than k: one read of the
+    // matrix by the sampled-threshold filter (where Auto would have run quick
+    // multi-select: the merge queue keeps its measured region).
+    if (options.algo == SelectAlgo::Auto && algo == SelectAlgo::QuickMultiSelect && valuesOnDev &&
+        select::sampledThresholdApplies(n, k)) {
+        const bool direct =
+                (!outValues || (vOutDev && vOutDevice == device)) &&
+                (!outIndices || (iOutDev && iOutDevice == device && (!options.inIndices || idxOnDev)));
+        if (selectSampledThreshold(res.get(), device, stream, values, rows, n, k, largest, out,
+                                   direct)) {
+            return;
+        }
+    }
 
     // Row blocks sized from the temporary memory budget.
     const bool copyIn = !valuesOnDev || largest;
@@ -116,56 +310,9 @@ void selectK(GpuResourcesProvider* provider, const float* values, int64_t rows, 
     std::vector<int64_t> hostIds;
     for (int64_t r0 = 0; r0 < rows; r0 += blockRows) {
         const int64_t m = std::min(blockRows, rows - r0);
-        const float* src = values + size_t(r0) * n;
-        if (copyIn) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(in.data(), src, sizeof(float) * size_t(m) * n,
-                                                 cudaMemcpyDefault, stream));
-            if (largest) select::negateCopy(in.data(), in.data(), m * n, stream);
-            src = in.data();
-        }
-        sel.begin(m);
-        sel.addTile(src, n, nullptr, 0, n);
-        const uint64_t* keys = sel.finish();
-        select::decodeKeys(keys, m, k, k,
-                           largest ? select::KeyDecode::Negated : select::KeyDecode::Identity,
-                           nullptr, vals.data(), ids.data(), stream);
-        if (options.inIndices && idxOnDev) {
-            select::gatherIndices(options.inIndices + size_t(r0) * n, n, ids.data(), m, k, stream);
-        }
-        if (outValues) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(outValues + size_t(r0) * k, vals.data(),
-                                                 sizeof(float) * size_t(m) * k,
-                                                 vOutDev ? cudaMemcpyDeviceToDevice
-                                                         : cudaMemcpyDeviceToHost,
-                                                 stream));
-        }
-        if (outIndices) {
-            if (options.inIndices && !idxOnDev) {
-                // Ids on the host: map the column numbers there.
-                hostIds.resize(size_t(m) * k);
-                FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostIds.data(), ids.data(),
-                                                     sizeof(int64_t) * size_t(m) * k,
-                                                     cudaMemcpyDeviceToHost, stream));
-                FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-                for (int64_t r = 0; r < m; ++r) {
-                    for (int64_t j = 0; j < k; ++j) {
-                        int64_t& l = hostIds[size_t(r) * k + j];
-                        l = options.inIndices[size_t(r0 + r) * n + l];
-                    }
-                }
-                FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(outIndices + size_t(r0) * k, hostIds.data(),
-                                                     sizeof(int64_t) * size_t(m) * k,
-                                                     cudaMemcpyDefault, stream));
-            } else {
-                FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(outIndices + size_t(r0) * k, ids.data(),
-                                                     sizeof(int64_t) * size_t(m) * k,
-                                                     iOutDev ? cudaMemcpyDeviceToDevice
-                                                             : cudaMemcpyDeviceToHost,
-                                                     stream));
-            }
-        }
-        // Buffers are reused by the next block; host outputs must be complete.
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        selectRowBlock(sel, values + size_t(r0) * n, copyIn ? in.data() : nullptr, m, n, k,
+                       largest, vals.data(), ids.data(), stream);
+        deliverRowBlock(out, vals.data(), ids.data(), r0, m, n, k, hostIds, stream);
     }
 }
 

@@ -13,6 +13,7 @@
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/impl/FlatSearch.h"
 #include "faiss_ext/gpu/impl/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
@@ -24,6 +25,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <random>
 #include <vector>
 
 using faiss_ext::FlatMetric;
@@ -253,6 +255,8 @@ TEST(GpuFlatFewQueries, RadixLargeKEqualsTiled) {
             {sized<int64_t>(100003, 40009), sized<int64_t>(200, 9), 3000, 128},
             {20011, 5, 4097, 960},
             {5000, 3, 2048, 1},
+            // rows of a multiple of 4 (float4 loads of the sampled filter)
+            {sized<int64_t>(100000, 40000), 20, 2048, 64},
     };
     for (const Shape& s : shapes) {
         const std::vector<float> xb = randomVectors(s.nb, s.d, kSeed + s.d);
@@ -261,6 +265,38 @@ TEST(GpuFlatFewQueries, RadixLargeKEqualsTiled) {
             checkPathEqualsTiled(res, FlatSearchPath::RadixLargeK, metric, s.d, xb, xq, s.k);
         }
     }
+}
+
+TEST(GpuFlatFewQueries, RadixPathSampledFilterFlagsAndRedoesRows) {
+    // The radix large-k path selects by the sampled-threshold filter where
+    // it applies and redoes a block with a flagged row by radix selection.
+    // d = 1 and query 0: the query's L2 keys are x_j^2, so the stored
+    // vectors write its distance row. Its sampled entries (the sample
+    // positions of row 0 of a block) are made far larger than the others:
+    // the threshold then passes the whole row, the candidate buffer
+    // overflows and the row is flagged. Query 1 (row 1, other sample
+    // positions) is ordinary. Both must equal the tiled path.
+    FAISS_EXT_REQUIRE_GPU();
+    using namespace faiss_ext::gpu::select;
+    StandardGpuResources res;
+    const int64_t nb = 100000, k = 3000;
+    ASSERT_TRUE(sampledThresholdKeysApply(nb, k));
+    std::mt19937_64 rng(kSeed);
+    std::uniform_real_distribution<float> unit(0.f, 1.f);
+    std::vector<float> xb(static_cast<size_t>(nb));
+    for (float& x : xb) x = 1.f + unit(rng);
+    const SampledThresholdPlan plan = sampledThresholdPlan(nb, k);
+    const int64_t runs = plan.samples / kSampledThresholdRunLength;
+    for (int64_t i = 0; i < runs; ++i) {
+        const int64_t s0 = sampledThresholdRunStart(0, i, nb, runs);
+        for (int64_t e = 0; e < kSampledThresholdRunLength; ++e) xb[size_t(s0 + e)] = 100.f + unit(rng);
+    }
+    const std::vector<float> xq = {0.f, 0.f};
+    const SampledThresholdCounters before = sampledThresholdCounters();
+    checkPathEqualsTiled(res, FlatSearchPath::RadixLargeK, FlatMetric::L2, 1, xb, xq, k);
+    const SampledThresholdCounters after = sampledThresholdCounters();
+    EXPECT_GE(after.rows - before.rows, 2) << "the filter did not run";
+    EXPECT_GE(after.fallbackRows - before.fallbackRows, 1) << "the overflowing row was not flagged";
 }
 
 TEST(GpuFlatFewQueries, RadixKBeyondNbPads) {

@@ -3,6 +3,7 @@
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "faiss_ext/gpu/impl/BoundedFlatSearch.h"
@@ -11,6 +12,7 @@
 #include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
 #include "faiss_ext/gpu/impl/VectorPrep.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
+#include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
@@ -29,6 +31,7 @@ struct RescoreArgs {
     const float* querySqNorms;   // rows: FP32 |q|^2
     const float* vectors;        // nb x d
     const float* sqNorms;        // nb: stored |x|^2 (L2), else null
+    int64_t nb;
     int d;
     bool l2;
     Tf32BoundTerms terms;
@@ -58,6 +61,10 @@ __global__ void __launch_bounds__(32 * kRescoreWarps) rescoreCandidatesKernel(Re
     const uint64_t* keys = a.approxKeys + r * a.m;
     for (int64_t j = warp; j < a.m; j += kRescoreWarps) {
         const uint32_t id = select::keyIndex(keys[j]);
+        if (id >= a.nb) {  // a row the filter flagged: placeholders, never certified
+            if (lane == 0) a.rescoredKeys[r * a.m + j] = select::kMaxKey;
+            continue;
+        }
         const float* x = a.vectors + int64_t(id) * a.d;
         float dot = 0.f;
         for (int i = lane; i < a.d; i += 32) dot = fmaf(q[i], x[i], dot);
@@ -82,14 +89,16 @@ __global__ void __launch_bounds__(32 * kRescoreWarps) rescoreCandidatesKernel(Re
 
 /// certified[r] = 1 when every vector left out is strictly worse than the
 /// kk-th re-scored key of row r (sorted rows of m keys), or nothing is left
-/// out. Written so that NaN and infinities never certify.
+/// out, and the candidate selection did not flag the row (flags may be
+/// null). Written so that NaN and infinities never certify.
 __global__ void certifyRowsKernel(const uint64_t* sortedKeys, int64_t m, int64_t kk,
-                                  const double* leftOutLower, bool allCandidates, int64_t rows,
-                                  uint8_t* certified) {
+                                  const double* leftOutLower, bool allCandidates,
+                                  const uint8_t* flags, int64_t rows, uint8_t* certified) {
     const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (r >= rows) return;
     const double kth = double(select::keyValue(sortedKeys[r * m + kk - 1]));
-    const bool ok = allCandidates || (kth < INFINITY && leftOutLower[r] > kth);
+    const bool ok = !(flags && flags[r]) &&
+                    (allCandidates || (kth < INFINITY && leftOutLower[r] > kth));
     certified[r] = ok ? 1 : 0;
 }
 
@@ -165,10 +174,43 @@ int64_t boundedCandidateCount(int64_t kk, int64_t nb) {
 }
 
 
+namespace {
+
+/// How the TF32 candidates of a search are selected: GEMM tiles folded by
+/// a RowSelector (colTiles tiles of cols columns a row block), or full-row
+/// tiles filtered by the sampled threshold (sampled; cols = nb).
+struct CandidatePlan {
+    bool sampled = false;
+    int64_t rows = 0;
+    int64_t cols = 0;
+    int64_t colTiles = 0;
+};
+
+/// Full-row tiles for the sampled-threshold filter within `budget` bytes
+/// (rows = 0 where not even one row fits or the filter does not apply).
+CandidatePlan planSampledCandidates(size_t budget, int64_t nq, int64_t nb, int64_t m,
+                                    size_t extraPerRow) {
+    CandidatePlan p;
+    if (!select::sampledThresholdKeysApply(nb, m)) return p;
+    const int64_t ld = (nb + 3) / 4 * 4;
+    const size_t perRow = sizeof(float) * size_t(ld) + select::sampledThresholdScratchBytes(1, nb, m) +
+                          sizeof(uint64_t) * size_t(m) + 1 + extraPerRow;
+    // Grid rows of the filter (< 65536) and GEMM tiles under 2^31 entries.
+    p.rows = std::min<int64_t>({nq, 65535, (int64_t(1) << 31) / ld, int64_t(budget / perRow)});
+    p.rows = std::max<int64_t>(p.rows, 0);
+    p.sampled = p.rows >= 1;
+    p.cols = nb;
+    p.colTiles = 1;
+    return p;
+}
+
+}  // namespace
+
 void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                        const BoundedCorpus& corpus, const float* queries, int64_t nq, int64_t k,
-                       const TileSelection& candidateSelection, float* distances, int64_t* labels,
-                       const Fp32SearchFn& fp32Search, BoundedSearchStats* stats) {
+                       const TileSelection& candidateSelection, bool sampledCandidates,
+                       float* distances, int64_t* labels, const Fp32SearchFn& fp32Search,
+                       BoundedSearchStats* stats) {
     const int64_t nb = corpus.nb;
     const int d = corpus.d;
     FAISS_THROW_IF_NOT_FMT(nq >= 1 && k >= 1 && nb >= 1 && corpus.vectors,
@@ -198,12 +240,27 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         // per block would stall the stream between blocks).
         TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
         const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
-        const TilePlan p = planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2,
-                                      candidateSelection, extraPerRow);
+        CandidatePlan p;
+        if (sampledCandidates) p = planSampledCandidates(budget, nq, nb, m, extraPerRow);
+        if (!p.sampled) {
+            const TilePlan t = planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2,
+                                          candidateSelection, extraPerRow);
+            p.rows = t.rows;
+            p.cols = t.cols;
+            p.colTiles = t.colTiles;
+        }
         const int64_t ldMax = (p.cols + 3) / 4 * 4;
         TempBuffer<float> dist(res, device, size_t(p.rows) * ldMax, stream);
-        RowSelector sel(res, device, stream, candidateSelection.algo, p.rows, p.cols, p.colTiles,
-                        nb, m, candidateSelection.group, candidateSelection.thFactor);
+        std::unique_ptr<RowSelector> sel;
+        if (!p.sampled) {
+            sel.reset(new RowSelector(res, device, stream, candidateSelection.algo, p.rows, p.cols,
+                                      p.colTiles, nb, m, candidateSelection.group,
+                                      candidateSelection.thFactor));
+        }
+        const size_t filterBytes = p.sampled ? select::sampledThresholdScratchBytes(p.rows, nb, m) : 0;
+        TempBuffer<char> filterScratch(res, device, filterBytes, stream);
+        TempBuffer<uint64_t> filtered(res, device, p.sampled ? size_t(p.rows) * m : 0, stream);
+        TempBuffer<uint8_t> flags(res, device, p.sampled ? size_t(p.rows) : 0, stream);
         TempBuffer<uint64_t> rescored(res, device, size_t(p.rows) * m, stream);
         const size_t sortBytes = select::sortKeyRowsTempBytes(p.rows, m);
         TempBuffer<char> sortTemp(res, device, sortBytes, stream);
@@ -215,6 +272,7 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         a.m = m;
         a.vectors = corpus.vectors;
         a.sqNorms = l2 ? corpus.sqNorms : nullptr;
+        a.nb = nb;
         a.d = d;
         a.l2 = l2;
         a.terms = terms;
@@ -226,22 +284,33 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
             const int64_t rows = std::min(p.rows, nq - q0);
             const float* q = queries + size_t(q0) * d;
-            sel.begin(rows);
-            for (int64_t c0 = 0; c0 < nb; c0 += p.cols) {
-                const int64_t w = std::min(p.cols, nb - c0);
-                const int64_t ld = (w + 3) / 4 * 4;
-                gemmDotProductsTf32(blas, q, rows, corpus.vectors + size_t(c0) * d, w, d, alpha,
-                                    dist.data(), ld);
-                sel.addTile(dist.data(), ld, l2 ? corpus.sqNorms + c0 : nullptr, uint32_t(c0), w);
+            if (p.sampled) {
+                gemmDotProductsTf32(blas, q, rows, corpus.vectors, nb, d, alpha, dist.data(),
+                                    ldMax);
+                select::sampledThresholdSelectKeys(dist.data(), ldMax, l2 ? corpus.sqNorms : nullptr,
+                                                   rows, nb, m, filtered.data(), flags.data(),
+                                                   filterScratch.data(), filterBytes, stream);
+                a.approxKeys = filtered.data();
+            } else {
+                sel->begin(rows);
+                for (int64_t c0 = 0; c0 < nb; c0 += p.cols) {
+                    const int64_t w = std::min(p.cols, nb - c0);
+                    const int64_t ld = (w + 3) / 4 * 4;
+                    gemmDotProductsTf32(blas, q, rows, corpus.vectors + size_t(c0) * d, w, d,
+                                        alpha, dist.data(), ld);
+                    sel->addTile(dist.data(), ld, l2 ? corpus.sqNorms + c0 : nullptr,
+                                 uint32_t(c0), w);
+                }
+                a.approxKeys = sel->finish();
             }
-            a.approxKeys = sel.finish();
             a.queries = q;
             a.querySqNorms = querySqNorms.data() + q0;
             rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, stream>>>(a);
             FAISS_EXT_CUDA_CHECK_LAUNCH();
             select::sortKeyRows(rescored.data(), rows, m, sortTemp.data(), sortBytes, stream);
             certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
-                rescored.data(), m, kk, leftOutLower.data(), m == nb, rows, certified.data() + q0);
+                    rescored.data(), m, kk, leftOutLower.data(), m == nb,
+                    p.sampled ? flags.data() : nullptr, rows, certified.data() + q0);
             FAISS_EXT_CUDA_CHECK_LAUNCH();
             // Every row is decoded; the uncertified ones are written over below.
             select::decodeKeys(rescored.data(), rows, kk, k, decode,

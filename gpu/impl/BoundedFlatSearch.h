@@ -3,7 +3,12 @@
 //
 // Per row block of queries:
 //   1. TF32 GEMM tiles (gemmDotProductsTf32), and the RowSelector keeps the
-//      m = boundedCandidateCount(k, nb) smallest approximate keys per query.
+//      m = boundedCandidateCount(k, nb) smallest approximate keys per query;
+//      when Auto chose the selection and the shape allows, the tiles span
+//      whole rows and the sampled-threshold filter
+//      (select/SampledThresholdSelect.h) selects them in one read of the
+//      tile (a row it flags is simply not certified: step 3 sends it to the
+//      FP32 fallback).
 //   2. One kernel per block re-scores the m candidates in FP32 (the FP32
 //      path's formula: |x|^2 - 2 q.x for L2, -q.x otherwise; any order of
 //      summation) and bounds the vectors left out: with e(q, x) the bound of
@@ -84,12 +89,18 @@ using Fp32SearchFn =
 
 /// Exact k-NN of nq prepared queries (device pointers; nq, k >= 1, nb >= 1)
 /// through TF32 candidates, certified re-scoring and the FP32 fallback.
-/// candidateSelection selects the m candidates (resolved for m). Adds the
-/// queries of each route to *stats (may be null). Synchronises `stream`.
+/// candidateSelection selects the m candidates (resolved for m); with
+/// sampledCandidates (the caller's algorithm was Auto) and where
+/// select::sampledThresholdKeysApply(nb, m), the TF32 distances are instead
+/// computed in full-row tiles and each row's m candidates selected by the
+/// sampled-threshold filter in one read of the tile; a row the filter
+/// flags is not certified (it takes the FP32 fallback). Adds the queries of
+/// each route to *stats (may be null). Synchronises `stream`.
 void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                        const BoundedCorpus& corpus, const float* queries, int64_t nq, int64_t k,
-                       const TileSelection& candidateSelection, float* distances, int64_t* labels,
-                       const Fp32SearchFn& fp32Search, BoundedSearchStats* stats);
+                       const TileSelection& candidateSelection, bool sampledCandidates,
+                       float* distances, int64_t* labels, const Fp32SearchFn& fp32Search,
+                       BoundedSearchStats* stats);
 
 }  // namespace gpu
 }  // namespace faiss_ext

@@ -350,7 +350,8 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
             fp32.boundedStats = nullptr;
             boundedFlatSearch(
                     res_, device_, stream, corpus, q, nq, k,
-                    {opt.candidateAlgo, opt.group, opt.thFactor}, distances, labels,
+                    {opt.candidateAlgo, opt.group, opt.thFactor}, opt.sampledCandidates,
+                    distances, labels,
                     [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
                         search(sub, n, k, subD, subL, fp32);
                     },

@@ -25,6 +25,10 @@ struct FlatSearchOptions {
     /// TF32Bounded: the algorithm (resolved) that selects the
     /// boundedCandidateCount(k, nb) candidates per query.
     SelectAlgo candidateAlgo = SelectAlgo::QuickMultiSelect;
+    /// TF32Bounded: the candidates' algorithm came from Auto, so full-row
+    /// distance tiles may be selected by the sampled-threshold filter
+    /// (select/SampledThresholdSelect.h) where it applies.
+    bool sampledCandidates = false;
     /// TF32Bounded: queries of each route are added here (may be null).
     BoundedSearchStats* boundedStats = nullptr;
     int group = 4;                                   ///< merge queue's G

@@ -2,11 +2,13 @@
 
 #include "faiss_ext/gpu/impl/Distance.h"
 #include "faiss_ext/gpu/impl/select/RadixSelectRows.h"
+#include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace faiss_ext {
 namespace gpu {
@@ -16,11 +18,33 @@ namespace {
 int64_t paddedWidth(int64_t nb) { return (nb + 3) / 4 * 4; }
 
 /// Temporary bytes of a row block of `rows` rows: the distance tile, the
-/// selected keys, the radix scratch and the sort's temporary memory.
+/// selected keys, the radix scratch and the sort's temporary memory, and
+/// where the sampled-threshold filter applies its scratch and flags.
 size_t blockBytes(int64_t rows, int64_t nb, int64_t kk) {
+    const size_t filter = select::sampledThresholdKeysApply(nb, kk)
+                                  ? select::sampledThresholdScratchBytes(rows, nb, kk) + size_t(rows)
+                                  : 0;
     return sizeof(float) * size_t(rows) * paddedWidth(nb) + sizeof(uint64_t) * size_t(rows) * kk +
-           select::radixSelectScratchBytes(rows) + select::sortKeyRowsTempBytes(rows, kk) +
-           4 * 256;  // allocation rounding
+           select::radixSelectScratchBytes(rows) + select::sortKeyRowsTempBytes(rows, kk) + filter +
+           6 * 256;  // allocation rounding
+}
+
+/// The kk smallest keys of each row of the block by the sampled-threshold
+/// filter (one read of the tile; sorted); true when no row was flagged.
+/// Waits for the flags: the rows the filter could not settle are redone by
+/// the caller.
+bool sampledSelectRows(const float* dist, int64_t ld, const float* colAdd, int64_t rows,
+                       int64_t nb, int64_t kk, uint64_t* keys, uint8_t* flags, void* scratch,
+                       size_t scratchBytes, cudaStream_t stream) {
+    select::sampledThresholdSelectKeys(dist, ld, colAdd, rows, nb, kk, keys, flags, scratch,
+                                       scratchBytes, stream);
+    std::vector<uint8_t> host(static_cast<size_t>(rows));
+    FAISS_EXT_CUDA_CHECK(
+            cudaMemcpyAsync(host.data(), flags, size_t(rows), cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const int64_t flagged = std::count(host.begin(), host.end(), uint8_t(1));
+    select::countSampledThresholdRows(rows, flagged);
+    return flagged == 0;
 }
 
 }  // namespace
@@ -55,15 +79,25 @@ void radixLargeKSearch(GpuResources* res, int device, cudaStream_t stream,
     TempBuffer<char> radixScratch(res, device, radixBytes, stream);
     const size_t sortBytes = select::sortKeyRowsTempBytes(rowsMax, kk);
     TempBuffer<char> sortTemp(res, device, sortBytes, stream);
+    // The sampled-threshold filter reads each distance row once where it
+    // applies; the radix passes (four reads) redo a block with a flagged row.
+    const bool sampled = select::sampledThresholdKeysApply(nb, kk);
+    const size_t filterBytes = sampled ? select::sampledThresholdScratchBytes(rowsMax, nb, kk) : 0;
+    TempBuffer<char> filterScratch(res, device, filterBytes, stream);
+    TempBuffer<uint8_t> flags(res, device, sampled ? size_t(rowsMax) : 0, stream);
     const float alpha = corpus.sqNorms ? -2.f : -1.f;  // as the tiled path's keys
     cublasHandle_t blas = res->getBlasHandle(device);
     for (int64_t q0 = 0; q0 < nq; q0 += rowsMax) {
         const int64_t rows = std::min(rowsMax, nq - q0);
         gemmDotProducts(blas, queries + size_t(q0) * corpus.d, rows, corpus.vectors, nb, corpus.d,
                         alpha, dist.data(), ld);
-        select::radixSelectRows(dist.data(), ld, corpus.sqNorms, 0, rows, nb, kk, keys.data(),
-                                radixScratch.data(), radixBytes, stream);
-        select::sortKeyRows(keys.data(), rows, kk, sortTemp.data(), sortBytes, stream);
+        if (!sampled || !sampledSelectRows(dist.data(), ld, corpus.sqNorms, rows, nb, kk,
+                                           keys.data(), flags.data(), filterScratch.data(),
+                                           filterBytes, stream)) {
+            select::radixSelectRows(dist.data(), ld, corpus.sqNorms, 0, rows, nb, kk, keys.data(),
+                                    radixScratch.data(), radixBytes, stream);
+            select::sortKeyRows(keys.data(), rows, kk, sortTemp.data(), sortBytes, stream);
+        }
         select::decodeKeys(keys.data(), rows, kk, k, decode, qNorms ? qNorms + q0 : nullptr,
                            distances + size_t(q0) * k, labels + size_t(q0) * k, stream);
     }

@@ -1,8 +1,11 @@
 // The large-k path of the exact flat search for few queries: per block of
 // query rows, one FP32 GEMM over the whole corpus (a full-width distance
-// tile, so no merge across column tiles), radix selection of each row's
-// kk smallest keys (select/RadixSelectRows.h), a sort of those kk only, and
-// the decode the tiled path uses.
+// tile, so no merge across column tiles), then each row's kk smallest
+// keys: by the sampled-threshold filter where it applies (one read of the
+// tile, keys sorted as they are kept; select/SampledThresholdSelect.h), else
+// (or for a block with a row the filter flags) by radix selection
+// (select/RadixSelectRows.h) and a sort of those kk only; then the decode
+// the tiled path uses.
 #pragma once
 
 #include "faiss_ext/gpu/GpuResources.h"

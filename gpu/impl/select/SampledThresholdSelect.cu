@@ -1,0 +1,672 @@
+// Sampled-threshold k-selection (SampledThresholdSelect.h): two kernels.
+//   thresholdKernel  one block per row: sample, radix-select the rank-r key T
+//   filterKernel     (chunk, row) blocks: one read of the row, keys <= T to
+//                    the row's candidate buffer; the row's last block to
+//                    finish then settles the row (settleRow): radix-select
+//                    the k-th candidate, sort the k keys at or below it,
+//                    decode them, or flag the row
+// Only the filter touches the whole matrix; the rest reads about 0.4% of it
+// (the sample) or the candidates (a few thousand keys per row), and settling
+// a row, which computes, overlaps the filtering of others, which reads. The
+// filter must keep up with the memory, so its common case is one float
+// comparison per entry: key(v, j) <= T implies v <= T's value (-v for the
+// largest), and the exact key comparison runs only for entries that pass.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cub/block/block_scan.cuh>
+
+#include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
+#include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
+namespace faiss_ext {
+namespace gpu {
+namespace select {
+
+namespace {
+
+/// Threads of every kernel here; the radix select gives one bin to a thread.
+constexpr int kThreads = 256;
+constexpr int kDigitBits = 8;
+static_assert((1 << kDigitBits) == kThreads, "one radix bin per thread");
+
+/// Samples per row: 512 runs of 8 at most (more samples give fewer
+/// candidates, but a slower threshold kernel: 8192 doubled its time for
+/// 25% fewer candidates at k = 2048).
+constexpr int kRunLength = int(kSampledThresholdRunLength);
+constexpr int64_t kMaxSamples = 4096;
+constexpr int64_t kMinSamples = 1024;
+/// Runs a thread of thresholdKernel samples (its keys stay in registers).
+constexpr int kMaxRunsPerThread = int(kMaxSamples / kRunLength / kThreads);
+
+/// Entries of a row per filterKernel block, and per thread per step (four
+/// float4 loads in flight per thread, as in the memory-read floor kernel).
+constexpr int64_t kChunk = 32768;
+constexpr int kPerThread = 16;
+constexpr uint32_t kStep = uint32_t(kThreads) * kPerThread;
+static_assert(kChunk % kStep == 0, "whole steps per chunk");
+static_assert(kThreads * 8 >= kSampledThresholdMaxK, "settleRow<.., 8> sorts the largest k");
+static_assert(kThreads * 16 >= kSampledThresholdKeysMaxK, "settleRow<.., 16> sorts the largest k");
+
+/// A count no row reaches: thresholdKernel's mark of a row to redo.
+constexpr unsigned kRedoRow = 0xFFFFFFFFu;
+
+/// Key bits of value v: negated first for the largest entries, as
+/// negateCopy does for the other selections, so that the keys are the same.
+template <bool kLargest>
+__device__ __forceinline__ uint32_t orderedBits(float v) {
+    return orderedFloatBits(kLargest ? -v : v);
+}
+
+struct RadixShared {
+    unsigned hist[kThreads];
+    typename cub::BlockScan<unsigned, kThreads>::TempStorage scan;
+    uint64_t prefix;
+    unsigned wanted;
+    int settled;
+};
+
+/// A key T with exactly `wanted` of the block's keys at or below it
+/// (1 <= wanted <= the number of valid keys). forEach(f) calls f(key, valid)
+/// for each of the calling thread's keys, the same number of times in every
+/// lane of a warp. Digit by digit from the top (8 bits a pass): a histogram
+/// of the keys that match the prefix found so far, then the bin holding the
+/// wanted rank joins the prefix; it stops as soon as every key of that bin
+/// is wanted (T = the prefix with all lower bits set), at the latest after
+/// the last digit. Lanes of a warp with the same bin add once
+/// (__match_any_sync): the keys of a row mostly share their top bits.
+template <class ForEach>
+__device__ uint64_t blockRadixSelect(const ForEach& forEach, unsigned wanted, RadixShared& sh) {
+    const int t = threadIdx.x;
+    const int lane = t & 31;
+    uint64_t prefix = 0;
+    for (int lo = 64 - kDigitBits;; lo -= kDigitBits) {
+        const uint64_t above = lo + kDigitBits >= 64 ? 0 : ~uint64_t(0) << (lo + kDigitBits);
+        sh.hist[t] = 0;
+        __syncthreads();
+        forEach([&](uint64_t key, bool valid) {
+            const bool match = valid && (key & above) == prefix;
+            if (!__any_sync(0xFFFFFFFFu, match)) return;  // later passes: most warps
+            const unsigned bin = match ? unsigned(key >> lo) & (kThreads - 1) : kThreads;
+            const unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
+            if (match && lane == __ffs(peers) - 1)
+                atomicAdd(&sh.hist[bin], unsigned(__popc(peers)));
+        });
+        __syncthreads();
+        const unsigned h = sh.hist[t];
+        unsigned below = 0;
+        cub::BlockScan<unsigned, kThreads>(sh.scan).ExclusiveSum(h, below);
+        if (below < wanted && wanted <= below + h) {  // exactly one thread
+            sh.prefix = prefix | (uint64_t(t) << lo);
+            sh.wanted = wanted - below;
+            sh.settled = h == wanted - below || lo == 0;
+        }
+        __syncthreads();
+        prefix = sh.prefix;
+        wanted = sh.wanted;
+        if (sh.settled) return prefix | ((uint64_t(1) << lo) - 1);
+        // (sh is rewritten only after the next pass's barriers)
+    }
+}
+
+/// Per row: `runs` runs of kRunLength entries (sampledThresholdRunStart);
+/// the threshold is the key with exactly `rank` sampled keys at or below
+/// it. Sets the row's candidate count for filterKernel: 0, or kRedoRow when
+/// the threshold's value is NaN (a row of almost only NaN: the float test
+/// of the filter cannot express it, the fallback takes the row); zeroes the
+/// row's count of finished filter blocks.
+template <bool kLargest>
+__global__ void __launch_bounds__(kThreads)
+    thresholdKernel(const float* values, int64_t ld, const float* colAdd, int64_t n, int runs,
+                    unsigned rank, uint64_t* thresholds, unsigned* counts, unsigned* done) {
+    __shared__ RadixShared sh;
+    const int64_t row = blockIdx.x;
+    const float* rowPtr = values + row * ld;
+    uint64_t key[kMaxRunsPerThread][kRunLength];
+    bool valid[kMaxRunsPerThread];
+#pragma unroll
+    for (int u = 0; u < kMaxRunsPerThread; ++u) {
+        const int i = u * kThreads + threadIdx.x;
+        valid[u] = i < runs;
+        const int64_t pos = valid[u] ? sampledThresholdRunStart(row, i, n, runs) : 0;
+#pragma unroll
+        for (int e = 0; e < kRunLength; ++e) {
+            float v = valid[u] ? __ldg(rowPtr + pos + e) : 0.f;
+            // (only where there is a column term: + 0.f would turn -0 into +0)
+            if (colAdd && valid[u]) v += __ldg(colAdd + pos + e);
+            key[u][e] = (uint64_t(orderedBits<kLargest>(v)) << 32) | uint64_t(pos + e);
+        }
+    }
+    auto forEach = [&](auto f) {
+#pragma unroll
+        for (int u = 0; u < kMaxRunsPerThread; ++u) {
+#pragma unroll
+            for (int e = 0; e < kRunLength; ++e) f(key[u][e], valid[u]);
+        }
+    };
+    const uint64_t threshold = blockRadixSelect(forEach, rank, sh);
+    if (threadIdx.x == 0) {
+        thresholds[row] = threshold;
+        counts[row] = uint32_t(threshold >> 32) == 0xFFFFFFFFu ? kRedoRow : 0;
+        done[row] = 0;
+    }
+}
+
+/// Keys a filterKernel block gathers in shared memory before it appends
+/// them to the row's buffer with one atomic (about 200 are expected of a
+/// block at k = 2048; a block that finds more appends the rest directly).
+constexpr unsigned kStage = 1024;
+
+struct FilterStage {
+    uint64_t keys[kStage];
+    unsigned count;  ///< keys claimed (may pass kStage)
+    unsigned base;   ///< the stage's place in the row's buffer
+};
+
+/// One row's share of a filterKernel block.
+struct FilterChunk {
+    const float* values;  ///< the chunk's first entry
+    const float* colAdd;  ///< the column terms of its entries, or null
+    uint32_t len;         ///< entries in the chunk
+    uint32_t col0;        ///< column of its first entry
+    uint32_t tHi, tLo;    ///< the threshold key's halves
+    float tValue;         ///< the threshold's value
+    unsigned* count;      ///< the row's candidate count
+    uint64_t* out;        ///< the row's candidate buffer
+    int64_t capacity;
+};
+
+/// Entry m (0 <= m < kPerThread) of a thread's share of a filter step, as an
+/// offset in the step: with float4 loads, four consecutive entries per load
+/// and consecutive threads on consecutive float4s; else consecutive threads
+/// on consecutive entries. Both coalesced.
+template <bool kVec4>
+__device__ __forceinline__ uint32_t stepOffset(int m) {
+    return kVec4 ? 4 * (uint32_t(m / 4) * kThreads + threadIdx.x) + uint32_t(m % 4)
+                 : uint32_t(m) * kThreads + threadIdx.x;
+}
+
+/// v[m] += the column term of entry m of the step at s (the same float
+/// addition as the other selections' dist + colAdd, so the keys are theirs).
+template <bool kVec4, bool kChecked>
+__device__ __forceinline__ void addColumnTerms(const FilterChunk& c, uint32_t s,
+                                               float (&v)[kPerThread]) {
+    if (kVec4) {
+#pragma unroll
+        for (int q = 0; q < kPerThread / 4; ++q) {
+            const uint32_t o = s + stepOffset<true>(4 * q);
+            if (kChecked && o >= c.len) continue;
+            const float4 a = __ldg(reinterpret_cast<const float4*>(c.colAdd + o));
+            v[4 * q] += a.x;
+            v[4 * q + 1] += a.y;
+            v[4 * q + 2] += a.z;
+            v[4 * q + 3] += a.w;
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < kPerThread; ++m) {
+            const uint32_t o = s + stepOffset<false>(m);
+            if (!kChecked || o < c.len) v[m] += __ldg(c.colAdd + o);
+        }
+    }
+}
+
+/// One step (kStep entries from offset s) of a chunk. Each thread marks its
+/// entries whose value passes the threshold's value: one comparison each,
+/// and most steps mark none. For each entry index some lane marked, the
+/// exact key comparison, and the warp claims room for the keys that pass in
+/// the block's stage (a shared atomic: the loop never waits on global
+/// memory); keys past the stage go to the row's buffer directly.
+/// kChecked: the step may run past the chunk's end.
+template <bool kVec4, bool kLargest, bool kChecked>
+__device__ __forceinline__ void filterStep(const FilterChunk& c, uint32_t s, FilterStage& st) {
+    float v[kPerThread];
+    if (kVec4) {
+#pragma unroll
+        for (int q = 0; q < kPerThread / 4; ++q) {
+            const uint32_t o = s + stepOffset<true>(4 * q);
+            // len is a multiple of 4 here: a float4 is wholly in or out.
+            const float4 x = !kChecked || o < c.len
+                                 ? __ldcs(reinterpret_cast<const float4*>(c.values + o))
+                                 : make_float4(0.f, 0.f, 0.f, 0.f);
+            v[4 * q] = x.x;
+            v[4 * q + 1] = x.y;
+            v[4 * q + 2] = x.z;
+            v[4 * q + 3] = x.w;
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < kPerThread; ++m) {
+            const uint32_t o = s + stepOffset<false>(m);
+            v[m] = !kChecked || o < c.len ? __ldcs(c.values + o) : 0.f;
+        }
+    }
+    if (c.colAdd) addColumnTerms<kVec4, kChecked>(c, s, v);
+    unsigned marked = 0;
+#pragma unroll
+    for (int m = 0; m < kPerThread; ++m) {
+        const bool pass = kLargest ? -v[m] <= c.tValue : v[m] <= c.tValue;
+        const bool in = !kChecked || s + stepOffset<kVec4>(m) < c.len;
+        marked |= unsigned(pass && in) << m;
+    }
+    if (!__any_sync(0xFFFFFFFFu, marked != 0)) return;
+    const int lane = threadIdx.x & 31;
+    const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+    for (int m = 0; m < kPerThread; ++m) {
+        const bool cand = (marked >> m) & 1u;
+        if (!__any_sync(0xFFFFFFFFu, cand)) continue;
+        const uint32_t col = c.col0 + s + stepOffset<kVec4>(m);
+        const uint32_t ob = orderedBits<kLargest>(v[m]);
+        const bool keep = cand && keyAtMost(ob, col, c.tHi, c.tLo);
+        const unsigned kept = __ballot_sync(0xFFFFFFFFu, keep);
+        if (!kept) continue;
+        const int leader = __ffs(kept) - 1;
+        unsigned slot = 0;
+        if (lane == leader) slot = atomicAdd(&st.count, unsigned(__popc(kept)));
+        slot = __shfl_sync(0xFFFFFFFFu, slot, leader) + __popc(kept & below);
+        const uint64_t key = (uint64_t(ob) << 32) | col;
+        const bool staged = slot < kStage;
+        if (keep && staged) st.keys[slot] = key;
+        // The stage is full (rare: rows the threshold misjudged).
+        const unsigned spilled = __ballot_sync(0xFFFFFFFFu, keep && !staged);
+        if (spilled) {
+            const int first = __ffs(spilled) - 1;
+            unsigned pos = 0;
+            if (lane == first) pos = atomicAdd(c.count, unsigned(__popc(spilled)));
+            pos = __shfl_sync(0xFFFFFFFFu, pos, first) + __popc(spilled & below);
+            if (keep && !staged && int64_t(pos) < c.capacity) c.out[pos] = key;
+        }
+    }
+}
+
+/// Sorts p = kThreads * kItems keys of shared memory ascending, in place: a
+/// bitonic network in registers (kItems keys a thread, consecutive), whose
+/// exchanges go between a thread's registers, through warp shuffles, or,
+/// for the few strides that cross warps, through shared memory.
+template <int kItems>
+__device__ void blockBitonicSort(uint64_t* keys) {
+    constexpr int p = kThreads * kItems;
+    const int t = threadIdx.x;
+    uint64_t x[kItems];
+    __syncthreads();  // the keys are in place
+#pragma unroll
+    for (int e = 0; e < kItems; ++e) x[e] = keys[t * kItems + e];
+    // The element i keeps the smaller of (i, i ^ stride) when its run of
+    // `size` is ascending and it is the lower of the two, or neither.
+    auto keepMin = [](int i, int size, int stride) {
+        return ((i & size) == 0) == ((i & stride) == 0);
+    };
+    for (int size = 2; size <= p; size <<= 1) {
+        int stride = size >> 1;
+        for (; stride >= kItems; stride >>= 1) {
+            if (stride >= 32 * kItems) {
+                __syncthreads();
+#pragma unroll
+                for (int e = 0; e < kItems; ++e) keys[t * kItems + e] = x[e];
+                __syncthreads();
+            }
+#pragma unroll
+            for (int e = 0; e < kItems; ++e) {
+                const int i = t * kItems + e;
+                const uint64_t y = stride >= 32 * kItems
+                                       ? keys[i ^ stride]
+                                       : __shfl_xor_sync(0xFFFFFFFFu, x[e], stride / kItems);
+                x[e] = keepMin(i, size, stride) ? min(x[e], y) : max(x[e], y);
+            }
+        }
+#pragma unroll
+        for (int st = kItems / 2; st > 0; st >>= 1) {
+            if (st <= stride) {  // strides below kItems, within the thread
+#pragma unroll
+                for (int e = 0; e < kItems; ++e) {
+                    if ((e & st) == 0) {
+                        const uint64_t a = x[e], b = x[e + st];
+                        const bool up = keepMin(t * kItems + e, size, st);
+                        x[e] = up ? min(a, b) : max(a, b);
+                        x[e + st] = up ? max(a, b) : min(a, b);
+                    }
+                }
+            }
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < kItems; ++e) keys[t * kItems + e] = x[e];
+    __syncthreads();
+}
+
+/// What filterKernel reads and writes.
+struct FilterArgs {
+    const float* values;
+    int64_t ld;            ///< row stride of values
+    const float* colAdd;   ///< per column, added to every row's entries, or null
+    int64_t n;
+    const uint64_t* thresholds;
+    unsigned* counts;  ///< candidates per row
+    unsigned* done;    ///< blocks of the row done (zeroed by thresholdKernel)
+    uint64_t* candidates;
+    int64_t capacity;
+    unsigned k;
+    float* outValues;     ///< rows x k, or null
+    int64_t* outIndices;  ///< rows x k, or null
+    uint64_t* outKeys;    ///< rows x k sorted keys instead of values / indices, or null
+    uint8_t* needsFallback;
+};
+
+template <int kItems>
+struct SettleShared {
+    RadixShared radix;
+    uint64_t sorted[kThreads * kItems];
+    unsigned kept;
+};
+
+/// Writes `key` as decodeKeys does (KeyDecode::Identity, or Negated for the
+/// largest).
+template <bool kLargest>
+__device__ __forceinline__ void writeDecoded(uint64_t key, float* value, int64_t* index) {
+    const float v = keyValue(key);
+    if (value) *value = kLargest ? -v : v;
+    if (index) *index = int64_t(keyIndex(key));
+}
+
+/// Settles a row whose candidates are complete, by one block: flags it when
+/// they overflowed the buffer or are fewer than k (and writes placeholders:
+/// the decoded largest key); else radix-selects the k-th candidate, gathers
+/// the k keys at or below it, sorts and decodes them. k <= kThreads * kItems.
+/// Reads the candidates past L1 (other blocks wrote them).
+template <bool kLargest, int kItems>
+__device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems>& sh) {
+    const unsigned k = a.k;
+    const unsigned count = __ldcg(a.counts + row);
+    float* rowValues = a.outValues ? a.outValues + row * k : nullptr;
+    int64_t* rowIndices = a.outIndices ? a.outIndices + row * k : nullptr;
+    const bool flagged = count < k || int64_t(count) > a.capacity;
+    if (threadIdx.x == 0) a.needsFallback[row] = flagged ? 1 : 0;
+    uint64_t* rowKeys = a.outKeys ? a.outKeys + row * k : nullptr;
+    if (flagged && rowKeys) {
+        for (unsigned j = threadIdx.x; j < k; j += kThreads) rowKeys[j] = kMaxKey;
+        return;
+    }
+    if (flagged) {
+        for (unsigned j = threadIdx.x; j < k; j += kThreads) {
+            writeDecoded<kLargest>(kMaxKey, rowValues ? rowValues + j : nullptr,
+                                   rowIndices ? rowIndices + j : nullptr);
+        }
+        return;
+    }
+    const uint64_t* buf = a.candidates + row * a.capacity;
+    // Four loads in flight per thread (the candidates come from L2).
+    constexpr unsigned kLoads = 4;
+    constexpr unsigned kSpan = kLoads * kThreads;
+    const unsigned padded = (count + kSpan - 1) / kSpan * kSpan;
+    auto forEach = [&](auto f) {
+        for (unsigned i0 = threadIdx.x; i0 < padded; i0 += kSpan) {
+            uint64_t key[kLoads];
+#pragma unroll
+            for (unsigned u = 0; u < kLoads; ++u) {
+                const unsigned i = i0 + u * kThreads;
+                key[u] = i < count ? __ldcg(buf + i) : kMaxKey;
+            }
+#pragma unroll
+            for (unsigned u = 0; u < kLoads; ++u) f(key[u], i0 + u * kThreads < count);
+        }
+    };
+    const uint64_t kth = blockRadixSelect(forEach, k, sh.radix);
+    for (int i = threadIdx.x; i < kThreads * kItems; i += kThreads) sh.sorted[i] = kMaxKey;
+    if (threadIdx.x == 0) sh.kept = 0;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    forEach([&](uint64_t key, bool valid) {
+        const bool take = valid && key <= kth;
+        const unsigned m = __ballot_sync(0xFFFFFFFFu, take);
+        unsigned base = 0;
+        if (lane == 0 && m) base = atomicAdd(&sh.kept, unsigned(__popc(m)));
+        base = __shfl_sync(0xFFFFFFFFu, base, 0);
+        if (take) sh.sorted[base + __popc(m & ((1u << lane) - 1u))] = key;
+    });
+    // (exactly k keys are <= kth; the padding sorts after them)
+    blockBitonicSort<kItems>(sh.sorted);
+    if (rowKeys) {
+        for (unsigned j = threadIdx.x; j < k; j += kThreads) rowKeys[j] = sh.sorted[j];
+        return;
+    }
+    for (unsigned j = threadIdx.x; j < k; j += kThreads) {
+        writeDecoded<kLargest>(sh.sorted[j], rowValues ? rowValues + j : nullptr,
+                               rowIndices ? rowIndices + j : nullptr);
+    }
+}
+
+/// Block (x, y): entries [x * kChunk, (x + 1) * kChunk) of row y, appended
+/// to the row's candidates where their keys are <= the row's threshold
+/// (keys past the capacity are counted, not written: the row is flagged).
+/// The row's last block to finish then settles the row, so that settling,
+/// which computes, overlaps other rows' filtering, which reads. kVec4: the
+/// rows are 16-byte aligned (n % 4 == 0), loads are float4; else 4-byte
+/// loads. k <= kThreads * kItems.
+template <bool kVec4, bool kLargest, int kItems>
+__global__ void __launch_bounds__(kThreads) filterKernel(FilterArgs a) {
+    __shared__ union {
+        FilterStage stage;
+        SettleShared<kItems> settle;
+    } sh;
+    __shared__ bool lastBlock;
+    const int64_t row = blockIdx.y;
+    const uint64_t threshold = a.thresholds[row];
+    // A NaN threshold: thresholdKernel marked the row for the fallback.
+    if (uint32_t(threshold >> 32) != 0xFFFFFFFFu) {
+        const int64_t begin = int64_t(blockIdx.x) * kChunk;
+        FilterChunk c;
+        c.values = a.values + row * a.ld + begin;
+        c.colAdd = a.colAdd ? a.colAdd + begin : nullptr;
+        c.len = uint32_t(min(kChunk, a.n - begin));
+        c.col0 = uint32_t(begin);  // columns are < 2^32
+        c.tHi = uint32_t(threshold >> 32);
+        c.tLo = uint32_t(threshold);
+        c.tValue = floatFromOrderedBits(c.tHi);
+        c.count = a.counts + row;
+        c.out = a.candidates + row * a.capacity;
+        c.capacity = a.capacity;
+        FilterStage& st = sh.stage;
+        if (threadIdx.x == 0) st.count = 0;
+        __syncthreads();
+        uint32_t s = 0;
+        for (; s + kStep <= c.len; s += kStep) filterStep<kVec4, kLargest, false>(c, s, st);
+        if (s < c.len) filterStep<kVec4, kLargest, true>(c, s, st);
+        // Append the stage: one atomic for the block, coalesced writes.
+        __syncthreads();
+        const unsigned staged = min(st.count, kStage);
+        if (threadIdx.x == 0 && staged > 0) st.base = atomicAdd(c.count, staged);
+        __syncthreads();
+        for (unsigned i = threadIdx.x; i < staged; i += kThreads) {
+            if (int64_t(st.base) + i < c.capacity) c.out[st.base + i] = st.keys[i];
+        }
+    }
+    // Publish this block's keys, then count it done (the CUDA guide's
+    // last-block pattern).
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) lastBlock = atomicAdd(a.done + row, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!lastBlock) return;
+    __threadfence();
+    settleRow<kLargest, kItems>(a, row, sh.settle);
+}
+
+size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
+
+/// The scratch of sampledThresholdSelect, carved in this order.
+struct ScratchLayout {
+    size_t thresholds, counts, done, candidates, total;
+    ScratchLayout(int64_t rows, int64_t capacity) {
+        thresholds = 0;
+        counts = thresholds + align256(sizeof(uint64_t) * size_t(rows));
+        done = counts + align256(sizeof(unsigned) * size_t(rows));
+        candidates = done + align256(sizeof(unsigned) * size_t(rows));
+        total = candidates + align256(sizeof(uint64_t) * size_t(rows) * size_t(capacity));
+    }
+};
+
+template <bool kVec4, bool kLargest>
+void launchFilter(const FilterArgs& a, int items, dim3 grid, cudaStream_t stream) {
+    auto kernel = items == 1   ? filterKernel<kVec4, kLargest, 1>
+                  : items == 2 ? filterKernel<kVec4, kLargest, 2>
+                  : items == 4 ? filterKernel<kVec4, kLargest, 4>
+                  : items == 8 ? filterKernel<kVec4, kLargest, 8>
+                               : filterKernel<kVec4, kLargest, 16>;
+    kernel<<<grid, kThreads, 0, stream>>>(a);
+}
+
+void launchFilter(const FilterArgs& a, bool vec4, bool largest, int items, dim3 grid,
+                  cudaStream_t stream) {
+    if (vec4) {
+        if (largest)
+            launchFilter<true, true>(a, items, grid, stream);
+        else
+            launchFilter<true, false>(a, items, grid, stream);
+    } else {
+        if (largest)
+            launchFilter<false, true>(a, items, grid, stream);
+        else
+            launchFilter<false, false>(a, items, grid, stream);
+    }
+}
+
+std::atomic<int64_t> gSelectedRows{0};
+std::atomic<int64_t> gFallbackRows{0};
+
+}  // namespace
+
+bool sampledThresholdApplies(int64_t n, int64_t k) {
+    return k >= 1 && k <= kSampledThresholdMaxK && n >= kSampledThresholdMinN &&
+           n >= kSampledThresholdMinNOverK * k && n <= (int64_t(1) << 32) - 1;
+}
+
+bool sampledThresholdKeysApply(int64_t n, int64_t k) {
+    return k >= 1 && k <= kSampledThresholdKeysMaxK && n >= kSampledThresholdMinN &&
+           n >= kSampledThresholdKeysMinNOverK * k && n <= (int64_t(1) << 32) - 1;
+}
+
+namespace {
+
+/// sampledThresholdPlan without the range check (both entry points' ranges).
+SampledThresholdPlan planFor(int64_t n, int64_t k) {
+    SampledThresholdPlan p;
+    p.samples = kMaxSamples;
+    while (p.samples > kMinSamples && p.samples * 16 > n) p.samples /= 2;
+    // mu <= samples / 16 (n >= 16 k), so rank stays below samples.
+    const double mu = double(k) * double(p.samples) / double(n);
+    p.rank = std::min<int64_t>(p.samples, int64_t(std::ceil(mu + 4.0 * std::sqrt(mu) + 4.0)));
+    // The rank-r sample lies at a fraction of the row that is about
+    // Beta(r, samples - r + 1): above (2r + 12) / samples with probability
+    // under 1e-5 for every r (a Poisson tail), so overflows are rare.
+    const double survivors = double(2 * p.rank + 12) * double(n) / double(p.samples);
+    p.capacity = 1024;
+    while (double(p.capacity) < survivors || p.capacity < k) p.capacity *= 2;
+    return p;
+}
+
+/// The three steps of both entry points: a.values .. a.needsFallback set
+/// but for the scratch pointers, which are carved here.
+void runSampledThreshold(FilterArgs a, int64_t rows, bool largest, void* scratch,
+                         size_t scratchBytes, cudaStream_t stream) {
+    const SampledThresholdPlan plan = planFor(a.n, a.k);
+    FAISS_THROW_IF_NOT_FMT(rows >= 1 && rows <= 65535,
+                           "sampled-threshold selection: %lld rows (1 to 65535 per call)",
+                           (long long)rows);
+    const ScratchLayout layout(rows, plan.capacity);
+    FAISS_THROW_IF_NOT_FMT(scratch && scratchBytes >= layout.total,
+                           "sampled-threshold selection: %zu bytes of scratch, %zu needed",
+                           scratchBytes, layout.total);
+    FAISS_THROW_IF_NOT_MSG(a.values && a.needsFallback && a.ld >= a.n,
+                           "sampled-threshold selection: null values or flags, or ld < n");
+    char* base = static_cast<char*>(scratch);
+    uint64_t* thresholds = reinterpret_cast<uint64_t*>(base + layout.thresholds);
+    unsigned* counts = reinterpret_cast<unsigned*>(base + layout.counts);
+    unsigned* done = reinterpret_cast<unsigned*>(base + layout.done);
+
+    const int runs = int(plan.samples / kRunLength);
+    auto threshold = largest ? thresholdKernel<true> : thresholdKernel<false>;
+    threshold<<<unsigned(rows), kThreads, 0, stream>>>(a.values, a.ld, a.colAdd, a.n, runs,
+                                                       unsigned(plan.rank), thresholds, counts,
+                                                       done);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+
+    a.thresholds = thresholds;
+    a.counts = counts;
+    a.done = done;
+    a.candidates = reinterpret_cast<uint64_t*>(base + layout.candidates);
+    a.capacity = plan.capacity;
+    const bool vec4 = a.n % 4 == 0 && a.ld % 4 == 0 && (reinterpret_cast<uintptr_t>(a.values) & 15) == 0 &&
+                      (reinterpret_cast<uintptr_t>(a.colAdd) & 15) == 0;
+    const dim3 grid(unsigned((a.n + kChunk - 1) / kChunk), unsigned(rows));
+    // kItems keys a thread sort k <= 256 * kItems keys when the row settles.
+    const int items = a.k <= 256 ? 1 : a.k <= 512 ? 2 : a.k <= 1024 ? 4 : a.k <= 2048 ? 8 : 16;
+    launchFilter(a, vec4, largest, items, grid, stream);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+SampledThresholdPlan sampledThresholdPlan(int64_t n, int64_t k) {
+    FAISS_THROW_IF_NOT_FMT(sampledThresholdApplies(n, k) || sampledThresholdKeysApply(n, k),
+                           "sampled-threshold selection: k = %lld of n = %lld out of its range",
+                           (long long)k, (long long)n);
+    return planFor(n, k);
+}
+
+size_t sampledThresholdScratchBytes(int64_t rows, int64_t n, int64_t k) {
+    return ScratchLayout(rows, sampledThresholdPlan(n, k).capacity).total;
+}
+
+void sampledThresholdSelect(const float* values, int64_t rows, int64_t n, int64_t k, bool largest,
+                            float* outValues, int64_t* outIndices, uint8_t* needsFallback,
+                            void* scratch, size_t scratchBytes, cudaStream_t stream) {
+    FAISS_THROW_IF_NOT_FMT(sampledThresholdApplies(n, k),
+                           "sampled-threshold selection: k = %lld of n = %lld out of its range",
+                           (long long)k, (long long)n);
+    FilterArgs a{};
+    a.values = values;
+    a.ld = n;
+    a.n = n;
+    a.k = unsigned(k);
+    a.outValues = outValues;
+    a.outIndices = outIndices;
+    a.needsFallback = needsFallback;
+    runSampledThreshold(a, rows, largest, scratch, scratchBytes, stream);
+}
+
+void sampledThresholdSelectKeys(const float* dist, int64_t ld, const float* colAdd, int64_t rows,
+                                int64_t n, int64_t k, uint64_t* outKeys, uint8_t* needsFallback,
+                                void* scratch, size_t scratchBytes, cudaStream_t stream) {
+    FAISS_THROW_IF_NOT_FMT(sampledThresholdKeysApply(n, k),
+                           "sampled-threshold selection: k = %lld of n = %lld out of its range",
+                           (long long)k, (long long)n);
+    FAISS_THROW_IF_NOT_MSG(outKeys, "sampled-threshold selection: null output keys");
+    FilterArgs a{};
+    a.values = dist;
+    a.ld = ld;
+    a.colAdd = colAdd;
+    a.n = n;
+    a.k = unsigned(k);
+    a.outKeys = outKeys;
+    a.needsFallback = needsFallback;
+    runSampledThreshold(a, rows, /*largest=*/false, scratch, scratchBytes, stream);
+}
+
+SampledThresholdCounters sampledThresholdCounters() {
+    SampledThresholdCounters c;
+    c.rows = gSelectedRows.load();
+    c.fallbackRows = gFallbackRows.load();
+    return c;
+}
+
+void countSampledThresholdRows(int64_t rows, int64_t fallbackRows) {
+    gSelectedRows += rows;
+    gFallbackRows += fallbackRows;
+}
+
+}  // namespace select
+}  // namespace gpu
+}  // namespace faiss_ext
