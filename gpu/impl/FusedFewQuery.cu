@@ -330,9 +330,10 @@ struct FusedPlan {
 };
 
 /// Chunks sized so that all blocks of one instantiation run at once (one
-/// wave), each chunk at least four lists long (fewer merges).
+/// wave), each chunk at least four lists long (fewer merges), and at most
+/// maxChunks of them (what the temporary memory holds).
 template <int NQ, bool kVec4>
-FusedPlan planFused(const FusedArgs& a, int device) {
+FusedPlan planFused(const FusedArgs& a, int device, int64_t maxChunks) {
     const size_t smem = SharedLayout<NQ>::bytes(a.seg);
     const int perSm = cachedBlocksPerSm(reinterpret_cast<const void*>(fusedFewQueryKernel<NQ, kVec4>),
                                         device, kThreads, smem);
@@ -342,6 +343,7 @@ FusedPlan planFused(const FusedArgs& a, int device) {
     int64_t chunks = std::max<int64_t>(1, int64_t(cachedSmCount(device)) * perSm / groups);
     chunks = std::min(chunks, std::max<int64_t>(1, a.nb / (4 * int64_t(a.listCap))));
     chunks = std::min(chunks, a.totalTiles);
+    chunks = std::max<int64_t>(1, std::min(chunks, maxChunks));
     FusedPlan p;
     p.tilesPerChunk = (a.totalTiles + chunks - 1) / chunks;
     p.chunks = (a.totalTiles + p.tilesPerChunk - 1) / p.tilesPerChunk;
@@ -385,6 +387,20 @@ auto withInstantiation(int nqBlock, const FusedArgs& a, F&& f) {
     }
 #undef FAISS_EXT_FUSED_CASE
     FAISS_THROW_FMT("fused few-query kernel: %d queries per block", nqBlock);
+}
+
+/// The most chunks whose lists, and the merge's buffers, fit `budget` bytes
+/// of temporary memory (1: a single chunk writes its list straight to the
+/// output and needs none). Without this cap a small temporary memory made
+/// searches of a few queries at large k fail where the tiled path runs.
+int64_t chunksThatFit(size_t budget, int64_t nq, int64_t kk) {
+    // Lists of nq x chunks x kk keys; above the warp merge's k, quick
+    // multi-select's two buffers of that size and the sort of nq x kk keys.
+    const bool warpMerge = kk <= kWarpMergeMaxK;
+    const size_t sortBytes = warpMerge ? 0 : select::sortKeyRowsTempBytes(nq, kk) + 1024;
+    const size_t perChunk = sizeof(uint64_t) * size_t(nq) * size_t(kk) * (warpMerge ? 1 : 3);
+    if (budget <= sortBytes) return 1;
+    return std::max<int64_t>(1, int64_t((budget - sortBytes) / perChunk));
 }
 
 /// Quick multi-select of the kk best of the chunks' lists, then a sort.
@@ -443,8 +459,10 @@ void fusedFewQuerySelect(GpuResources* res, int device, cudaStream_t stream,
     // their lists fit kListBytes; query groups beyond that.
     int nqBlock = std::min(nextPow2(nq), 32);
     while (nqBlock > 1 && size_t(nqBlock) * a.seg * sizeof(uint64_t) > kListBytes) nqBlock /= 2;
+    // 90% of the temporary memory left, as the other engines plan.
+    const int64_t maxChunks = chunksThatFit(res->getTempMemoryAvailable(device) / 10 * 9, nq, kk);
     const FusedPlan plan = withInstantiation(nqBlock, a, [&](auto inst) {
-        return planFused<decltype(inst)::kNQ, decltype(inst)::kIsVec4>(a, device);
+        return planFused<decltype(inst)::kNQ, decltype(inst)::kIsVec4>(a, device, maxChunks);
     });
     const auto launch = [&]() {
         recordIf(ev.kernelStart, stream);
