@@ -4,7 +4,8 @@
 //   ours:qms        faiss_ext::gpu::selectK, SelectAlgo::QuickMultiSelect
 //   ours:mq         selectK, SelectAlgo::MergeQueue
 //   ours:thheap     selectK, SelectAlgo::THHeap (CPU heap: capped, see below)
-//   ours:auto       selectK, SelectAlgo::Auto (auto_pick: what chooseSelectAlgo chose)
+//   ours:auto       selectK, SelectAlgo::Auto (auto_pick: sampled-threshold when selectK
+//                   ran that filter, else what chooseSelectAlgo chose)
 //   floor:mem-read  a kernel that reads the whole matrix once (a sum): the
 //                   memory-read floor of any selection on that matrix
 // and prints one JSON object a line on stdout (progress goes to stderr);
@@ -33,6 +34,7 @@
 #include "bench/BenchUtil.h"
 #include "faiss_ext/gpu/GpuSelect.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <cuda_runtime.h>
@@ -402,6 +404,7 @@ int main(int argc, char** argv) {
                                 opt.algo = a.algo;
                                 opt.device = 0;
                                 const double ta = nowSeconds();
+                                const int64_t filteredBefore = gpu::select::sampledThresholdCounters().rows;
                                 const double b = a.algo == gpu::SelectAlgo::THHeap ? thShapeBudgetS : budgetS;
                                 Timing t = timeIt(c, reps, guardS, b, [&]() {
                                     gpu::selectK(&res, dX.p, nq, nb, k, false, dV.p, dI.p, opt);
@@ -421,8 +424,13 @@ int main(int argc, char** argv) {
                                 j.raw("params", p.text()).num("seconds", ms / 1e3).num("ms", ms);
                                 j.num("qps", nq / (ms / 1e3)).num("gbps", bytes / (ms / 1e3) / 1e9);
                                 j.num("recall", exact);
+                                // Auto on a device matrix may run the sampled-threshold
+                                // filter instead of the chooser's pick: its counters tell.
+                                const bool filtered =
+                                    gpu::select::sampledThresholdCounters().rows > filteredBefore;
                                 if (a.algo == gpu::SelectAlgo::Auto)
-                                    j.str("auto_pick", gpu::selectAlgoName(gpu::chooseSelectAlgo(nq, nb, k, 0)));
+                                    j.str("auto_pick", filtered ? "sampled-threshold"
+                                                                : gpu::selectAlgoName(gpu::chooseSelectAlgo(nq, nb, k, 0)));
                                 else
                                     j.null("auto_pick");
                                 j.str("git", c.git);

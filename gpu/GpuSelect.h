@@ -20,7 +20,10 @@ namespace gpu {
 
 /// Options of selectK beyond the matrix itself.
 struct SelectKOptions {
-    /// Algorithm; Auto picks by shape (see chooseSelectAlgo).
+    /// Algorithm; Auto picks by shape (see chooseSelectAlgo), and on a
+    /// device matrix with 1 <= k <= 2048 and n >= max(16384, 64 k) runs the
+    /// sampled-threshold filter (one read of the matrix; results identical)
+    /// where chooseSelectAlgo would pick quick multi-select.
     SelectAlgo algo = SelectAlgo::Auto;
     /// Device to run on; -1: the current device.
     int device = -1;

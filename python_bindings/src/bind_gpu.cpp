@@ -344,6 +344,8 @@ row sorted (ascending, or descending with largest=True); ties go to the
 smaller column, NaN entries come last. indices are column numbers, or, when
 in_indices (int64, the shape of values) is given, the ids at those columns.
 algo: a SelectAlgo or its name; device: GPU number, -1 for the current one.
+(values are host arrays here: C++ selectK's one-read sampled-threshold filter,
+which AUTO runs on matrices already on the GPU, is not reached from Python.)
 Requires 1 <= k <= n. Matrices larger than the temporary memory are streamed
 through it in row tiles. The GIL is released while it runs.
 )doc");
