@@ -133,6 +133,18 @@ void deliverRowBlock(const SelectOutputs& out, const float* vals, int64_t* ids, 
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+/// Rows of perRow bytes each (at most `rows`) that 90% of the temporary
+/// memory left holds; throws a clear error when not even one does.
+int64_t rowsThatFit(GpuResources* res, int device, size_t perRow, int64_t rows) {
+    const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
+    const int64_t fit = std::min<int64_t>(rows, int64_t(budget / perRow));
+    FAISS_THROW_IF_NOT_FMT(fit >= 1,
+                           "selectK: GPU temporary memory too small: %zu bytes available, %zu "
+                           "needed per row (raise StandardGpuResources::setTempMemory)",
+                           budget, perRow);
+    return fit;
+}
+
 /// Device bytes quick multi-select needs to redo one row of n (staging
 /// included when largest: the row is negated into it).
 size_t fallbackBytesPerRow(int64_t n, int64_t k, bool largest) {
@@ -155,13 +167,7 @@ void redoFlaggedRows(GpuResources* res, int device, cudaStream_t stream, const f
         longest = std::max(longest, run);
     }
     if (longest == 0) return;
-    const size_t perRow = fallbackBytesPerRow(n, k, largest);
-    const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
-    const int64_t blockRows = std::min<int64_t>(longest, int64_t(budget / perRow));
-    FAISS_THROW_IF_NOT_FMT(blockRows >= 1,
-                           "selectK: GPU temporary memory too small: %zu bytes available, %zu "
-                           "needed per row (raise StandardGpuResources::setTempMemory)",
-                           budget, perRow);
+    const int64_t blockRows = rowsThatFit(res, device, fallbackBytesPerRow(n, k, largest), longest);
     TempBuffer<float> staging(res, device, largest ? size_t(blockRows) * n : 0, stream);
     RowSelector sel(res, device, stream, SelectAlgo::QuickMultiSelect, blockRows, n, 1, n, k, 4,
                     8);
@@ -297,12 +303,7 @@ void selectK(GpuResourcesProvider* provider, const float* values, int64_t rows, 
     const size_t perRow = (copyIn ? sizeof(float) * n : 0) +
                           RowSelector::bytesPerRow(algo, n, 1, n, k, 4, 8) +
                           (sizeof(float) + sizeof(int64_t)) * k;
-    const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
-    const int64_t blockRows = std::min<int64_t>(rows, int64_t(budget / perRow));
-    FAISS_THROW_IF_NOT_FMT(blockRows >= 1,
-                           "selectK: GPU temporary memory too small: %zu bytes available, %zu "
-                           "needed per row (raise StandardGpuResources::setTempMemory)",
-                           budget, perRow);
+    const int64_t blockRows = rowsThatFit(res.get(), device, perRow, rows);
     TempBuffer<float> in(res.get(), device, copyIn ? size_t(blockRows) * n : 0, stream);
     TempBuffer<float> vals(res.get(), device, size_t(blockRows) * k, stream);
     TempBuffer<int64_t> ids(res.get(), device, size_t(blockRows) * k, stream);

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace faiss_ext {
@@ -120,6 +122,21 @@ struct TempFile {
     TempFile(const TempFile&) = delete;
     TempFile& operator=(const TempFile&) = delete;
 };
+
+/// Runs f(begin, end) over [0, n) in contiguous parts, one thread per core
+/// (the tests' host references of large selections).
+template <typename F>
+void parallelFor(int64_t n, F f) {
+    int64_t t = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    t = std::max<int64_t>(1, std::min(t, n));
+    const int64_t chunk = (n + t - 1) / t;
+    std::vector<std::thread> threads;
+    for (int64_t i = 0; i < t; ++i) {
+        const int64_t b = i * chunk, e = std::min(n, b + chunk);
+        if (b < e) threads.emplace_back([=, &f] { f(b, e); });
+    }
+    for (auto& th : threads) th.join();
+}
 
 }  // namespace test
 }  // namespace faiss_ext

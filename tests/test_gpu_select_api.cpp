@@ -103,19 +103,6 @@ std::vector<float> makeMatrix(int64_t rows, int64_t n, Pattern p, uint64_t seed)
     return v;
 }
 
-template <typename F>
-void parallelFor(int64_t n, F f) {
-    int64_t t = std::max<int64_t>(1, std::thread::hardware_concurrency());
-    t = std::max<int64_t>(1, std::min(t, n));
-    const int64_t chunk = (n + t - 1) / t;
-    std::vector<std::thread> threads;
-    for (int64_t i = 0; i < t; ++i) {
-        int64_t b = i * chunk, e = std::min(n, b + chunk);
-        if (b < e) threads.emplace_back([=, &f] { f(b, e); });
-    }
-    for (auto& th : threads) th.join();
-}
-
 /// The CPU answer: per row, the first kmax columns by std::partial_sort in
 /// the documented order: ascending (descending when largest) values, ties
 /// to the smaller column, NaN after every number.

@@ -172,20 +172,6 @@ void makeData(Data kind, int64_t nb, int64_t nq, int d, uint64_t seed, std::vect
 
 // ---------------------------------------------------------------- references
 
-/// Runs f(begin, end) over [0, n) on all cores.
-template <typename F>
-void parallelFor(int64_t n, F f) {
-    int64_t t = std::max<int64_t>(1, std::thread::hardware_concurrency());
-    t = std::max<int64_t>(1, std::min(t, n));
-    const int64_t chunk = (n + t - 1) / t;
-    std::vector<std::thread> threads;
-    for (int64_t i = 0; i < t; ++i) {
-        int64_t b = i * chunk, e = std::min(n, b + chunk);
-        if (b < e) threads.emplace_back([=, &f] { f(b, e); });
-    }
-    for (auto& th : threads) th.join();
-}
-
 /// Exact k-NN of integer-valued data (see integerVectors) ordered by
 /// (distance, id): rows of min(kmax, candidates) entries; ranks past that are
 /// padding. excludeSelf: query q is stored vector q and is not its own

@@ -137,19 +137,6 @@ uint32_t orderedBits(float f) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-template <typename F>
-void parallelFor(int64_t n, F f) {
-    int64_t t = std::max<int64_t>(1, std::thread::hardware_concurrency());
-    t = std::max<int64_t>(1, std::min(t, n));
-    const int64_t chunk = (n + t - 1) / t;
-    std::vector<std::thread> threads;
-    for (int64_t i = 0; i < t; ++i) {
-        const int64_t b = i * chunk, e = std::min(n, b + chunk);
-        if (b < e) threads.emplace_back([=, &f] { f(b, e); });
-    }
-    for (auto& th : threads) th.join();
-}
-
 /// Per row, the columns of the k smallest keys (value bits ordered as the
 /// GPU orders them, negated values when largest; then the column), by
 /// std::partial_sort: rows x k.
