@@ -279,6 +279,34 @@ TEST(GpuSelectSampledThreshold, PlanAndSamplePositions) {
     }
 }
 
+// The keys form's wider range (the flat search's full-row tiles: k up to
+// 4096, n >= 16 k) keeps the same plan invariants, and its buffer stays a
+// small part of a row (no GPU needed).
+TEST(GpuSelectSampledThreshold, KeysRangePlan) {
+    EXPECT_TRUE(sampledThresholdKeysApply(100000, 3000));
+    EXPECT_TRUE(sampledThresholdKeysApply(65536, 4096));
+    EXPECT_FALSE(sampledThresholdKeysApply(65535, 4096));
+    EXPECT_FALSE(sampledThresholdKeysApply(int64_t(1) << 20, 4097));
+    EXPECT_FALSE(sampledThresholdKeysApply(16383, 1));
+    EXPECT_FALSE(sampledThresholdApplies(100000, 3000));  // selectK keeps its own range
+    for (int64_t n : {int64_t(16384), int64_t(65536), int64_t(100000), int64_t(100003),
+                      int64_t(1) << 20}) {
+        for (int64_t k : {1, 42, 2049, 3000, 4096}) {
+            if (!sampledThresholdKeysApply(n, k)) continue;
+            const SampledThresholdPlan p = sampledThresholdPlan(n, k);
+            const std::string what = "n=" + std::to_string(n) + " k=" + std::to_string(k);
+            const double mu = double(k) * p.samples / n;
+            EXPECT_TRUE(p.samples >= 1024 && p.samples <= 4096 && p.samples * 16 <= n) << what;
+            EXPECT_GE(double(p.rank), mu + 4 * std::sqrt(mu) + 4) << what;
+            EXPECT_LT(p.rank, p.samples / 2) << what;
+            EXPECT_TRUE((p.capacity & (p.capacity - 1)) == 0) << what;
+            EXPECT_GE(double(p.capacity), double(2 * p.rank + 12) * n / p.samples) << what;
+            EXPECT_GE(p.capacity, k) << what;
+            EXPECT_LE(p.capacity, n / 2 + 1024) << what;
+        }
+    }
+}
+
 // The engine alone: rows built to overflow or fall short are flagged, all
 // other rows give exactly the host's answer, flagged rows hold placeholders.
 TEST(GpuSelectSampledThreshold, EngineFlagsOverflowAndShortfall) {
