@@ -218,13 +218,8 @@ bool selectSampledThreshold(GpuResources* res, int device, cudaStream_t stream,
         select::sampledThresholdSelect(src, m, n, k, largest, v, ix, flags.data(), scratch.data(),
                                        scratchBytes, stream);
         // The one wait of the path: which rows need the fallback.
-        hostFlags.resize(size_t(m));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostFlags.data(), flags.data(), size_t(m),
-                                             cudaMemcpyDeviceToHost, stream));
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-        const int64_t redo = std::count(hostFlags.begin(), hostFlags.end(), uint8_t(1));
-        if (redo > 0) redoFlaggedRows(res, device, stream, src, hostFlags, n, k, largest, v, ix);
-        select::countSampledThresholdRows(m, redo);
+        if (select::fetchSampledThresholdFlags(flags.data(), m, hostFlags, stream) > 0)
+            redoFlaggedRows(res, device, stream, src, hostFlags, n, k, largest, v, ix);
         if (!direct) {
             deliverRowBlock(out, vals.data(), ids.data(), r0, m, n, k, hostIds, stream);
         } else if (out.indices && out.inIndices) {

@@ -197,7 +197,6 @@ CandidatePlan planSampledCandidates(size_t budget, int64_t nq, int64_t nb, int64
                           sizeof(uint64_t) * size_t(m) + 1 + extraPerRow;
     // Grid rows of the filter (< 65536) and GEMM tiles under 2^31 entries.
     p.rows = std::min<int64_t>({nq, 65535, (int64_t(1) << 31) / ld, int64_t(budget / perRow)});
-    p.rows = std::max<int64_t>(p.rows, 0);
     p.sampled = p.rows >= 1;
     p.cols = nb;
     p.colTiles = 1;

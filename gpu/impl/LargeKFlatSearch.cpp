@@ -38,13 +38,8 @@ bool sampledSelectRows(const float* dist, int64_t ld, const float* colAdd, int64
                        size_t scratchBytes, cudaStream_t stream) {
     select::sampledThresholdSelectKeys(dist, ld, colAdd, rows, nb, kk, keys, flags, scratch,
                                        scratchBytes, stream);
-    std::vector<uint8_t> host(static_cast<size_t>(rows));
-    FAISS_EXT_CUDA_CHECK(
-            cudaMemcpyAsync(host.data(), flags, size_t(rows), cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const int64_t flagged = std::count(host.begin(), host.end(), uint8_t(1));
-    select::countSampledThresholdRows(rows, flagged);
-    return flagged == 0;
+    std::vector<uint8_t> host;
+    return select::fetchSampledThresholdFlags(flags, rows, host, stream) == 0;
 }
 
 }  // namespace

@@ -662,9 +662,16 @@ SampledThresholdCounters sampledThresholdCounters() {
     return c;
 }
 
-void countSampledThresholdRows(int64_t rows, int64_t fallbackRows) {
+int64_t fetchSampledThresholdFlags(const uint8_t* flags, int64_t rows, std::vector<uint8_t>& host,
+                                   cudaStream_t stream) {
+    host.resize(static_cast<size_t>(rows));
+    FAISS_EXT_CUDA_CHECK(
+            cudaMemcpyAsync(host.data(), flags, size_t(rows), cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const int64_t flagged = std::count(host.begin(), host.end(), uint8_t(1));
     gSelectedRows += rows;
-    gFallbackRows += fallbackRows;
+    gFallbackRows += flagged;
+    return flagged;
 }
 
 }  // namespace select

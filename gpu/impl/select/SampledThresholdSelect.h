@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace faiss_ext {
 namespace gpu {
@@ -146,8 +147,12 @@ struct SampledThresholdCounters {
 /// The counters so far (thread-safe).
 SampledThresholdCounters sampledThresholdCounters();
 
-/// Adds to the counters (called by selectK; thread-safe).
-void countSampledThresholdRows(int64_t rows, int64_t fallbackRows);
+/// After a selection of `rows` rows: copies their flags (device) into
+/// `host`, waits for `stream`, adds the rows and the flagged ones to the
+/// counters (thread-safe) and returns how many are flagged. The one wait of
+/// every caller of the path (selectK, the radix large-k path).
+int64_t fetchSampledThresholdFlags(const uint8_t* flags, int64_t rows, std::vector<uint8_t>& host,
+                                   cudaStream_t stream);
 
 }  // namespace select
 }  // namespace gpu
