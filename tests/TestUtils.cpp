@@ -29,6 +29,12 @@ std::vector<float> randomVectors(int64_t n, int d, uint64_t seed, float lo, floa
     return v;
 }
 
+void syncAfterHostCopy() {
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess)
+        throw std::runtime_error(std::string("cudaDeviceSynchronize: ") + cudaGetErrorString(err));
+}
+
 std::vector<float> clusteredVectors(int64_t n, int d, int clusters, uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> g(0.f, 1.f);

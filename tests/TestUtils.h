@@ -23,6 +23,13 @@ std::vector<float> randomVectors(int64_t n, int d, uint64_t seed, float lo = -1.
 /// n x d floats drawn around `clusters` centres (clustered, like real data).
 std::vector<float> clusteredVectors(int64_t n, int d, int clusters, uint64_t seed);
 
+/// Waits for the device after a cudaMemcpy from pageable host memory: that
+/// copy may return before the data land, and our indexes read device
+/// inputs on their own non-blocking stream (docs/resources.md). Without it,
+/// three test processes sharing one GPU once made a search read
+/// half-copied queries.
+void syncAfterHostCopy();
+
 /// Whether a usable GPU is present (cached).
 bool haveGpu();
 

@@ -79,6 +79,7 @@ struct DeviceFloats {
         EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), h.size() * sizeof(float)), cudaSuccess);
         EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice),
                   cudaSuccess);
+        faiss_ext::test::syncAfterHostCopy();
     }
     ~DeviceFloats() { cudaFree(p); }
     DeviceFloats(const DeviceFloats&) = delete;

@@ -55,6 +55,7 @@ std::string mergeMatchesSort(const std::vector<uint64_t>& keys, int64_t rows, in
     if (err == cudaSuccess) {
         err = cudaMemcpy(dKeys, keys.data(), sizeof(uint64_t) * keys.size(),
                          cudaMemcpyHostToDevice);
+        faiss_ext::test::syncAfterHostCopy();
     }
     if (err == cudaSuccess) {
         faiss_ext::gpu::warpMergeLists(static_cast<const uint64_t*>(dKeys), rows, n, kk,

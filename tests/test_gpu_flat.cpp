@@ -160,7 +160,9 @@ TEST(GpuFlat, DevicePointers) {
     ASSERT_EQ(cudaMalloc((void**)&dD, sizeof(float) * nq * k), cudaSuccess);
     ASSERT_EQ(cudaMalloc((void**)&dI, sizeof(int64_t) * nq * k), cudaSuccess);
     cudaMemcpy(dxb, xb.data(), sizeof(float) * nb * d, cudaMemcpyHostToDevice);
+    faiss_ext::test::syncAfterHostCopy();
     cudaMemcpy(dxq, xq.data(), sizeof(float) * nq * d, cudaMemcpyHostToDevice);
+    faiss_ext::test::syncAfterHostCopy();
 
     GpuIndexQuickSelectFlat gpu(&res, d);
     gpu.add(nb, dxb);
@@ -220,13 +222,24 @@ TEST(GpuFlat, TempMemoryTooSmallIsAClearError) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     res.setTempMemory(1024);
-    GpuIndexQuickSelectFlat gpu(&res, 16);
-    auto xb = randomVectors(20000, 16, kSeed);
-    gpu.add(20000, xb.data());
-    std::vector<float> D(10);
-    std::vector<int64_t> I(10);
-    EXPECT_THROW(gpu.search(1, xb.data(), 10, D.data(), I.data()), faiss::FaissException);
-    EXPECT_EQ(gpu.ntotal, 20000);
+    const int d = 16, nb = 20000, k = 10, nq = 64;
+    GpuIndexQuickSelectFlat gpu(&res, d);
+    auto xb = randomVectors(nb, d, kSeed);
+    gpu.add(nb, xb.data());
+    // 64 queries take the tiled path, whose distance tile cannot fit 1 KiB.
+    std::vector<float> D(size_t(nq) * k);
+    std::vector<int64_t> I(size_t(nq) * k);
+    EXPECT_THROW(gpu.search(nq, xb.data(), k, D.data(), I.data()), faiss::FaissException);
+    EXPECT_EQ(gpu.ntotal, nb);
+    // One query takes the fused path, which needs no temporary memory when
+    // it keeps a single chunk: it runs, and equals the CPU reference.
+    faiss::IndexFlatL2 cpu(d);
+    cpu.add(nb, xb.data());
+    std::vector<float> Dc(k);
+    std::vector<int64_t> Ic(k);
+    cpu.search(1, xb.data() + d, k, Dc.data(), Ic.data());
+    ASSERT_NO_THROW(gpu.search(1, xb.data() + d, k, D.data(), I.data()));
+    EXPECT_EQ(compareKnn(1, k, Dc.data(), Ic.data(), D.data(), I.data(), false, 1e-4f, 1e-4f), "");
 }
 
 TEST(GpuFlat, BadInputThrowsAndLeavesIndexUnchanged) {

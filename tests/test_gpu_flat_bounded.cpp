@@ -420,6 +420,7 @@ struct DeviceCopy {
         FAISS_EXT_CUDA_CHECK(
             cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(h.size(), 1)));
         FAISS_EXT_CUDA_CHECK(cudaMemcpy(p, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice));
+        faiss_ext::test::syncAfterHostCopy();
     }
     ~DeviceCopy() { cudaFree(p); }
     DeviceCopy(const DeviceCopy&) = delete;

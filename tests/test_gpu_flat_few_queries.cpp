@@ -66,6 +66,7 @@ Knn searchPath(const FlatStorage& store, const std::vector<float>& xq, int d, in
     DeviceBuf<int64_t> I(size_t(nq * k));
     EXPECT_EQ(cudaMemcpy(q.p, xq.data(), sizeof(float) * xq.size(), cudaMemcpyHostToDevice),
               cudaSuccess);
+    faiss_ext::test::syncAfterHostCopy();
     FlatSearchOptions opt;
     opt.path = path;
     store.search(q.p, nq, k, D.p, I.p, opt);

@@ -149,6 +149,7 @@ TEST(GpuGnndPartitionedAdd, DeviceInputBuildsTheGraphOfHostInput) {
     ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dx), x.size() * sizeof(float)), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice),
               cudaSuccess);
+    faiss_ext::test::syncAfterHostCopy();
     GpuKnnGraphGNND fromDevice(&res, d, k, FlatMetric::L2, cfg);
     fromDevice.add(n, dx);
     cudaFree(dx);

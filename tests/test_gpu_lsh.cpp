@@ -234,6 +234,7 @@ TEST_P(GpuLshCuckoo, FindsEveryKeyAndNoOtherLikeTheHostTable) {
     ASSERT_EQ(cudaMalloc(&dKeys, n * sizeof(uint64_t)), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dKeys, keys.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice),
               cudaSuccess);
+    faiss_ext::test::syncAfterHostCopy();
     GpuCuckooHashTable g2;
     g2.build(dKeys, n, c.f, c.load, seed, stream);
     cudaFree(dKeys);
@@ -616,6 +617,7 @@ TEST(GpuLshEdge, NqZeroAndOneAndDeviceMemory) {
     ASSERT_EQ(cudaMalloc(&dI, nq * k * sizeof(idx_t)), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dq, q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice),
               cudaSuccess);
+    faiss_ext::test::syncAfterHostCopy();
     t.gpu->search(nq, dq, k, dD, dI);
     std::vector<float> Dd(nq * k), Dh(nq * k);
     std::vector<idx_t> Id(nq * k), Ih(nq * k);
@@ -630,6 +632,7 @@ TEST(GpuLshEdge, NqZeroAndOneAndDeviceMemory) {
     ASSERT_EQ(cudaMalloc(&dx, x.size() * sizeof(float)), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice),
               cudaSuccess);
+    faiss_ext::test::syncAfterHostCopy();
     GpuIndexBiLevelLSH fromDev(&res, d, cfg);
     fromDev.train(n, dx);
     fromDev.add(n, dx);
@@ -796,6 +799,7 @@ TEST(LshSanitize, SmallBuildSearchAndTables) {
     ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dx), x.size() * sizeof(float)), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice),
               cudaSuccess);
+    faiss_ext::test::syncAfterHostCopy();
     GpuIndexBiLevelLSH fromDevice(&res, d, cfg, gcfg);
     fromDevice.train(n, dx);
     cudaFree(dx);

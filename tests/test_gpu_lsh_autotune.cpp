@@ -60,6 +60,7 @@ TEST(GpuLshWidths, DeviceAndHostTrainingGiveTheTwinsModel) {
         ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dx), x.size() * sizeof(float)), cudaSuccess);
         ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice),
                   cudaSuccess);
+        faiss_ext::test::syncAfterHostCopy();
         GpuIndexBiLevelLSH fromDevice(&res, d, cfg);
         fromDevice.train(n, dx);
         cudaFree(dx);

@@ -417,6 +417,7 @@ TEST(GpuReliabilityFailures, NonFiniteInputsAreRejectedAndChangeNothing) {
             ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dv), v.size() * sizeof(float)), cudaSuccess);
             ASSERT_EQ(cudaMemcpy(dv, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice),
                       cudaSuccess);
+            faiss_ext::test::syncAfterHostCopy();
             EXPECT_THROW(idx->add(40, dv), faiss::FaissException);
             EXPECT_THROW(idx->search(40, dv, 10, D.data(), I.data()), faiss::FaissException);
             cudaFree(dv);

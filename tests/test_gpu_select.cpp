@@ -56,6 +56,7 @@ void runSelect(int64_t rows, int64_t n, int64_t k, Pattern p, int warpPerRow, bo
     ASSERT_EQ(cudaMalloc((void**)&a1, sizeof(uint64_t) * rows * n), cudaSuccess);
     ASSERT_EQ(cudaMalloc((void**)&a2, sizeof(uint64_t) * rows * n), cudaSuccess);
     cudaMemcpy(dv, v.data(), sizeof(float) * rows * n, cudaMemcpyHostToDevice);
+    faiss_ext::test::syncAfterHostCopy();
     std::vector<uint64_t> keys(rows * n);
     for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < n; ++j) keys[r * n + j] = hostKey(v[r * n + j], uint32_t(j));
@@ -63,6 +64,7 @@ void runSelect(int64_t rows, int64_t n, int64_t k, Pattern p, int warpPerRow, bo
     if (keySource) {
         ASSERT_EQ(cudaMalloc((void**)&dkeys, sizeof(uint64_t) * rows * n), cudaSuccess);
         cudaMemcpy(dkeys, keys.data(), sizeof(uint64_t) * rows * n, cudaMemcpyHostToDevice);
+        faiss_ext::test::syncAfterHostCopy();
         a.keys = dkeys;
         a.keyStride = n;
     } else {

@@ -186,6 +186,7 @@ struct DeviceArray {
     DeviceArray& operator=(const DeviceArray&) = delete;
     void upload(const T* h) {
         EXPECT_EQ(cudaMemcpy(p, h, sizeof(T) * n, cudaMemcpyHostToDevice), cudaSuccess);
+        faiss_ext::test::syncAfterHostCopy();
     }
     std::vector<T> download() const {
         std::vector<T> h(n);

@@ -203,6 +203,7 @@ struct DeviceArray {
     DeviceArray& operator=(const DeviceArray&) = delete;
     void upload(const std::vector<T>& h) {
         EXPECT_EQ(cudaMemcpy(p, h.data(), sizeof(T) * n, cudaMemcpyHostToDevice), cudaSuccess);
+        faiss_ext::test::syncAfterHostCopy();
     }
     std::vector<T> download() const {
         std::vector<T> h(n);

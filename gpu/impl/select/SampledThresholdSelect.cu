@@ -281,7 +281,20 @@ __device__ __forceinline__ void filterStep(const FilterChunk& c, uint32_t s, Fil
     }
 }
 
-/// Sorts p = kThreads * kItems keys of shared memory ascending, in place: a
+/// Shared-memory slot of key i of the settle's sort: one pad slot after
+/// every 16 keys. The sort's threads hold kItems consecutive keys, so the
+/// lanes of a warp read keys kItems apart; unpadded, those were 128 bytes
+/// apart at kItems = 16 and fell in one bank (ncu, H200, 200 x 100k at
+/// k = 3000: 91% of the kernel's shared-load wavefronts were conflicts).
+/// Padded, the 16 lanes of each 128-byte wavefront of 8-byte keys hit 16
+/// different bank pairs for every kItems in 1..16.
+__device__ __forceinline__ int sortSlot(int i) { return i + (i >> 4); }
+
+/// Slots of a sort of p keys (sortSlot of the last key, plus one).
+constexpr int sortSlots(int p) { return p + p / 16; }
+
+/// Sorts p = kThreads * kItems keys of shared memory ascending, in place
+/// (key i in slot sortSlot(i)): a
 /// bitonic network in registers (kItems keys a thread, consecutive), whose
 /// exchanges go between a thread's registers, through warp shuffles, or,
 /// for the few strides that cross warps, through shared memory.
@@ -292,7 +305,7 @@ __device__ void blockBitonicSort(uint64_t* keys) {
     uint64_t x[kItems];
     __syncthreads();  // the keys are in place
 #pragma unroll
-    for (int e = 0; e < kItems; ++e) x[e] = keys[t * kItems + e];
+    for (int e = 0; e < kItems; ++e) x[e] = keys[sortSlot(t * kItems + e)];
     // The element i keeps the smaller of (i, i ^ stride) when its run of
     // `size` is ascending and it is the lower of the two, or neither.
     auto keepMin = [](int i, int size, int stride) {
@@ -304,14 +317,14 @@ __device__ void blockBitonicSort(uint64_t* keys) {
             if (stride >= 32 * kItems) {
                 __syncthreads();
 #pragma unroll
-                for (int e = 0; e < kItems; ++e) keys[t * kItems + e] = x[e];
+                for (int e = 0; e < kItems; ++e) keys[sortSlot(t * kItems + e)] = x[e];
                 __syncthreads();
             }
 #pragma unroll
             for (int e = 0; e < kItems; ++e) {
                 const int i = t * kItems + e;
                 const uint64_t y = stride >= 32 * kItems
-                                       ? keys[i ^ stride]
+                                       ? keys[sortSlot(i ^ stride)]
                                        : __shfl_xor_sync(0xFFFFFFFFu, x[e], stride / kItems);
                 x[e] = keepMin(i, size, stride) ? min(x[e], y) : max(x[e], y);
             }
@@ -333,7 +346,7 @@ __device__ void blockBitonicSort(uint64_t* keys) {
     }
     __syncthreads();
 #pragma unroll
-    for (int e = 0; e < kItems; ++e) keys[t * kItems + e] = x[e];
+    for (int e = 0; e < kItems; ++e) keys[sortSlot(t * kItems + e)] = x[e];
     __syncthreads();
 }
 
@@ -358,7 +371,7 @@ struct FilterArgs {
 template <int kItems>
 struct SettleShared {
     RadixShared radix;
-    uint64_t sorted[kThreads * kItems];
+    uint64_t sorted[sortSlots(kThreads * kItems)];  ///< key i in slot sortSlot(i)
     unsigned kept;
 };
 
@@ -414,7 +427,7 @@ __device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems>
         }
     };
     const uint64_t kth = blockRadixSelect(forEach, k, sh.radix);
-    for (int i = threadIdx.x; i < kThreads * kItems; i += kThreads) sh.sorted[i] = kMaxKey;
+    for (int i = threadIdx.x; i < kThreads * kItems; i += kThreads) sh.sorted[sortSlot(i)] = kMaxKey;
     if (threadIdx.x == 0) sh.kept = 0;
     __syncthreads();
     const int lane = threadIdx.x & 31;
@@ -424,16 +437,16 @@ __device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems>
         unsigned base = 0;
         if (lane == 0 && m) base = atomicAdd(&sh.kept, unsigned(__popc(m)));
         base = __shfl_sync(0xFFFFFFFFu, base, 0);
-        if (take) sh.sorted[base + __popc(m & ((1u << lane) - 1u))] = key;
+        if (take) sh.sorted[sortSlot(int(base + __popc(m & ((1u << lane) - 1u))))] = key;
     });
     // (exactly k keys are <= kth; the padding sorts after them)
     blockBitonicSort<kItems>(sh.sorted);
     if (rowKeys) {
-        for (unsigned j = threadIdx.x; j < k; j += kThreads) rowKeys[j] = sh.sorted[j];
+        for (unsigned j = threadIdx.x; j < k; j += kThreads) rowKeys[j] = sh.sorted[sortSlot(int(j))];
         return;
     }
     for (unsigned j = threadIdx.x; j < k; j += kThreads) {
-        writeDecoded<kLargest>(sh.sorted[j], rowValues ? rowValues + j : nullptr,
+        writeDecoded<kLargest>(sh.sorted[sortSlot(int(j))], rowValues ? rowValues + j : nullptr,
                                rowIndices ? rowIndices + j : nullptr);
     }
 }
