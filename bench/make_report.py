@@ -60,6 +60,19 @@ def setting_identity(r):
     return tuple((k, json.dumps(p[k], sort_keys=True)) for k in SETTING_KEYS if k in p)
 
 
+# Suites whose tables compare ours with anchors measured in the same run: a
+# table per device, so that no ratio mixes two GPUs.
+PER_DEVICE_SUITES = ("select", "flat-few-queries")
+
+
+def by_device(rows):
+    """(device, its rows) with the device of the most lines first."""
+    devices = {}
+    for r in rows:
+        devices.setdefault(r.get("device", "?"), []).append(r)
+    return sorted(devices.items(), key=lambda kv: -len(kv[1]))
+
+
 def load(results_dir):
     rows = OrderedDict()
     for path in sorted(glob.glob(os.path.join(results_dir, "*.jsonl"))):
@@ -75,6 +88,8 @@ def load(results_dir):
                     continue
                 key = (r.get("suite"), r.get("dataset", ""), r.get("method"), r.get("nb", r.get("n")),
                        r.get("d"), r.get("nq"), r.get("k"), setting_identity(r))
+                if r.get("suite") in PER_DEVICE_SUITES:  # one table per device: keep each device's lines
+                    key += (r.get("device"),)
                 prev = rows.pop(key, None)  # the latest line wins, in file order
                 if r.get("suite") == "gnnd-schedules":
                     # repeats of one commit's build are kept for their median
@@ -1130,7 +1145,10 @@ def main():
             gen += flat_tables(srows, out_dir, ".", make_plots)
         elif s == "select":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
-            gen += select_tables(srows, out_dir, ".", make_plots)
+            for i, (device, drows) in enumerate(by_device(srows)):
+                gen.append(f"### On {device}\n")
+                # the plots show the device with the most lines (one set of files)
+                gen += select_tables(drows, out_dir, ".", make_plots and i == 0)
         elif s == "knngraph":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += knngraph_tables(srows)
@@ -1155,7 +1173,9 @@ def main():
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. Few queries and large k "
                        "(the fused few-query and radix large-k paths), and large batches with bounded TF32, "
                        "beside torch and FAISS GPU in the same runs.\n")
-            gen += flat_few_queries_table(srows)
+            for device, drows in by_device(srows):
+                gen.append(f"### On {device}\n")
+                gen += flat_few_queries_table(drows)
         elif s == "gnnd-schedules":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. The bench's 1000-centre "
                        "generator; recall@10 of 2,000 sampled rows against exact search.\n")
