@@ -86,6 +86,27 @@ void GpuIndex::checkFinite_(idx_t n, const float* x, const char* what) const {
                            what, (long long)bad);
 }
 
+void GpuIndex::checkQueries_(idx_t n, const float* x, bool onDeviceInput) const {
+    if (!onDeviceInput || !defersFiniteCheck_() || n * int64_t(d) > kSmallCheckEntries) {
+        checkFinite_(n, x, "search: query");
+        return;
+    }
+    DeviceScope scope(config_.device);
+    if (!deferredCheck_) deferredCheck_.reset(new DeferredFiniteCheck());
+    deferredCheck_->start(x, n, d, resources_->getDefaultStream(config_.device));
+    deferredRows_ = n;
+}
+
+void GpuIndex::finishDeferredFiniteCheck_() const {
+    if (deferredRows_ == 0) return;
+    deferredRows_ = 0;
+    const int64_t bad = deferredCheck_->wait();
+    FAISS_THROW_IF_NOT_FMT(bad < 0,
+                           "search: query %lld has a NaN or infinite component; nothing was "
+                           "changed (faiss_ext GPU indexes take finite vectors only)",
+                           (long long)bad);
+}
+
 void GpuIndex::add(idx_t n, const float* x) {
     auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(n >= 0, "add: n must be >= 0 (got %lld)", (long long)n);
@@ -134,10 +155,17 @@ void GpuIndex::search(idx_t n, const float* x, idx_t k, float* distances, idx_t*
     FAISS_THROW_IF_NOT_FMT(uint64_t(n) <= uint64_t(SIZE_MAX / 16) / uint64_t(k),
                            "search: n x k = %lld x %lld results overflow the address space",
                            (long long)n, (long long)k);
-    checkFinite_(n, x, "search: query");
+    const bool deviceInput = onDevice(x, config_.device, "search: x");
+    checkQueries_(n, x, deviceInput);
+    // A deferred check left pending by a search that threw is dropped.
+    struct DropPending {
+        idx_t& rows;
+        ~DropPending() { rows = 0; }
+    } dropPending{deferredRows_};
     DeviceScope scope(config_.device);
-    if (onDevice(x, config_.device, "search: x")) {
+    if (deviceInput) {
         searchDeviceInput_(n, x, k, distances, labels, params);
+        finishDeferredFiniteCheck_();  // (searchImpl_ has done it already)
     } else {
         searchPagedHostInput_(n, x, k, distances, labels, params);
     }

@@ -21,6 +21,7 @@ namespace faiss_ext {
 namespace gpu {
 
 class MappedResult;  // impl/VectorPrep.h
+class DeferredFiniteCheck;  // impl/VectorPrep.h
 
 /// A recursive mutex that serves waiting threads in arrival order, so that
 /// a stream of searches cannot starve an add (std::mutex may let the
@@ -128,6 +129,16 @@ protected:
     /// `what` names the call and the rows ("add: vector", "search: query").
     void checkFinite_(idx_t n, const float* x, const char* what) const;
 
+    /// Whether searchImpl_ calls finishDeferredFiniteCheck_() before it
+    /// writes any result. Then search() only queues the check of a few
+    /// device queries, and the search kernels queued before that call run
+    /// while the host waits for the check (one synchronisation less).
+    virtual bool defersFiniteCheck_() const { return false; }
+
+    /// Waits for the queued check of this search's queries, if any, and
+    /// throws as checkFinite_ does (nothing written yet). Idempotent.
+    void finishDeferredFiniteCheck_() const;
+
     std::shared_ptr<GpuResources> resources_;
     const GpuIndexConfig config_;
     size_t minPagingSize_;
@@ -137,6 +148,14 @@ private:
     /// Where checkFinite_'s one-kernel check of a few device rows writes
     /// its answer (made on first use; used under the operation lock).
     mutable std::unique_ptr<MappedResult> checkResult_;
+    /// The queued check of a search's few device queries (defersFiniteCheck_)
+    /// and its row count while it is pending (0: none).
+    mutable std::unique_ptr<DeferredFiniteCheck> deferredCheck_;
+    mutable idx_t deferredRows_ = 0;
+
+    /// checkFinite_ for a search's queries, queued only where the subclass
+    /// defers it and the queries are few and on the device.
+    void checkQueries_(idx_t n, const float* x, bool onDeviceInput) const;
 
     void searchDeviceInput_(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
                             const faiss::SearchParameters* params) const;

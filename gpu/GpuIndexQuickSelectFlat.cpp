@@ -295,6 +295,7 @@ void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, fl
     o.group = qsConfig_.mergeQueueGroup;
     o.thFactor = qsConfig_.thheapSampleFactor;
     o.precision = resolveDistancePrecision(n, k, params);
+    o.beforeResults = [this] { finishDeferredFiniteCheck_(); };
     BoundedSearchStats stats;
     if (o.precision == DistancePrecision::TF32Bounded && ntotal > 0) {
         // The candidates are selected at m = boundedCandidateCount(k, nb)

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <random>
@@ -361,6 +362,77 @@ TEST(GpuFlatFewQueries, ForcedPathThatCannotRunThrows) {
     // Auto on host storage keeps the tiled path and answers.
     const Knn r = searchPath(host, one, d, 10, FlatSearchPath::Auto);
     EXPECT_EQ(r.I[0] >= 0, true);
+}
+
+TEST(GpuFlatFewQueries, DeferredQueryCheckRefusesBeforeWritingResults) {
+    // A few device queries are checked by a kernel queued before the search
+    // (GpuIndex::defersFiniteCheck_): the host waits for it only before the
+    // first result is written. A non-finite query must still be refused by
+    // name with the outputs untouched, on every path (fused at k 10, radix
+    // at k 2048, tiled at 40 queries, TF32-bounded), and the next search of
+    // finite queries must answer as the CPU does.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 16;
+    const int64_t nb = 5000;
+    const std::vector<float> xb = randomVectors(nb, d, kSeed);
+    faiss_ext::gpu::GpuIndexQuickSelectFlat gpu(&res, d);
+    gpu.add(nb, xb.data());
+    faiss::IndexFlatL2 cpu(d);
+    cpu.add(nb, xb.data());
+    struct Case {
+        int64_t nq, k;
+        faiss_ext::gpu::DistancePrecision precision;
+    };
+    using faiss_ext::gpu::DistancePrecision;
+    for (const Case& c : {Case{1, 10, DistancePrecision::FP32}, Case{3, 10, DistancePrecision::FP32},
+                          Case{3, 2048, DistancePrecision::FP32}, Case{40, 10, DistancePrecision::FP32},
+                          Case{3, 10, DistancePrecision::TF32Bounded}}) {
+        faiss_ext::gpu::SearchParametersQuickSelectFlat params;
+        params.distancePrecision = c.precision;
+        std::vector<float> xq = randomVectors(c.nq, d, kSeed + c.nq);
+        std::vector<float> bad = xq;
+        bad[size_t(c.nq - 1) * d + 3] = std::nanf("");
+        DeviceBuf<float> q(xq.size()), D(size_t(c.nq * c.k));
+        DeviceBuf<int64_t> I(size_t(c.nq * c.k));
+        ASSERT_EQ(cudaMemset(D.p, 0x7f, sizeof(float) * c.nq * c.k), cudaSuccess);
+        ASSERT_EQ(cudaMemset(I.p, 0x7f, sizeof(int64_t) * c.nq * c.k), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(q.p, bad.data(), sizeof(float) * bad.size(), cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        syncAfterHostCopy();
+        const std::string want = "query " + std::to_string(c.nq - 1) + " has a NaN";
+        try {
+            gpu.search(c.nq, q.p, c.k, D.p, I.p, &params);
+            ADD_FAILURE() << "a NaN query was searched, nq " << c.nq << " k " << c.k;
+        } catch (const faiss::FaissException& e) {
+            EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+        }
+        std::vector<int64_t> hostI(size_t(c.nq * c.k));
+        ASSERT_EQ(cudaMemcpy(hostI.data(), I.p, sizeof(int64_t) * hostI.size(),
+                             cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        int64_t untouched;
+        std::memset(&untouched, 0x7f, sizeof(untouched));
+        EXPECT_EQ(std::count(hostI.begin(), hostI.end(), untouched), c.nq * c.k)
+                << "labels written by a refused search, nq " << c.nq << " k " << c.k;
+        // The same buffers, finite queries: the CPU's answer.
+        ASSERT_EQ(cudaMemcpy(q.p, xq.data(), sizeof(float) * xq.size(), cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        syncAfterHostCopy();
+        gpu.search(c.nq, q.p, c.k, D.p, I.p, &params);
+        std::vector<float> gotD(size_t(c.nq * c.k)), refD(gotD.size());
+        std::vector<int64_t> gotI(gotD.size()), refI(gotD.size());
+        ASSERT_EQ(cudaMemcpy(gotD.data(), D.p, sizeof(float) * gotD.size(), cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(gotI.data(), I.p, sizeof(int64_t) * gotI.size(),
+                             cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        cpu.search(c.nq, xq.data(), c.k, refD.data(), refI.data());
+        EXPECT_EQ(compareKnn(c.nq, c.k, gotD.data(), gotI.data(), refD.data(), refI.data(), false,
+                             1e-4f, 1e-4f),
+                  "")
+                << "nq " << c.nq << " k " << c.k;
+    }
 }
 
 }  // namespace

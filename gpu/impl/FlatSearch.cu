@@ -327,6 +327,7 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     const int64_t kk = std::min(k, nb);
     if (nq == 0) return;
     if (nb == 0) {
+        if (opt.beforeResults) opt.beforeResults();
         select::decodeKeys(nullptr, nq, 0, k, decode, nullptr, distances, labels, stream);
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
         return;
@@ -348,6 +349,7 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
             fp32.precision = DistancePrecision::FP32;
             fp32.queriesPrepared = true;
             fp32.boundedStats = nullptr;
+            if (opt.beforeResults) opt.beforeResults();
             boundedFlatSearch(
                     res_, device_, stream, corpus, q, nq, k,
                     {opt.candidateAlgo, opt.group, opt.thFactor}, opt.sampledCandidates,
@@ -367,6 +369,7 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
         return;
     }
 
+    if (opt.beforeResults) opt.beforeResults();
     // Tile plan from the temporary memory budget (90% of what is left).
     const size_t budget = res_->getTempMemoryAvailable(device_) / 10 * 9;
     const TilePlan p =
@@ -448,12 +451,14 @@ bool FlatStorage::searchSpecialPath_(const float* q, const float* qNorms, int64_
     const select::KeyDecode decode =
             metric_ == FlatMetric::L2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
     if (path == FlatSearchPath::RadixLargeK) {
+        if (opt.beforeResults) opt.beforeResults();
         radixLargeKSearch(res_, device_, stream, corpus, q, nq, k, decode, qNorms, distances,
                           labels, budget);
         return true;
     }
     TempBuffer<uint64_t> keys(res_, device_, size_t(nq) * kk, stream);
     fusedFewQuerySelect(res_, device_, stream, corpus, q, nq, kk, keys.data());
+    if (opt.beforeResults) opt.beforeResults();  // while the fused kernel runs
     select::decodeKeys(keys.data(), nq, kk, k, decode, qNorms, distances, labels, stream);
     return true;
 }

@@ -11,6 +11,7 @@
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <cstdint>
+#include <functional>
 
 namespace faiss_ext {
 namespace gpu {
@@ -40,6 +41,11 @@ struct FlatSearchOptions {
     /// The FP32 engine: Auto picks by chooseFlatSearchPath (FlatSearchPath.h);
     /// tests force the others (a forced path that cannot run the shape throws).
     FlatSearchPath path = FlatSearchPath::Auto;
+    /// Called before the first write of a result (may throw: nothing is
+    /// written then). The fused few-query path calls it after its kernels
+    /// are queued, so that a deferred check of the queries overlaps them
+    /// (GpuIndex::defersFiniteCheck_); idempotent, may be empty.
+    std::function<void()> beforeResults;
 };
 
 /// Vectors of a flat index.

@@ -122,16 +122,54 @@ MappedResult::~MappedResult() {
     if (value_) cudaFreeHost(value_);
 }
 
-int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream,
-                                const MappedResult& result) {
-    if (n <= 0) return -1;
-    if (n * int64_t(d) > kSmallCheckEntries) return firstNonFiniteRowDevice(x, n, d, stream);
+namespace {
+
+/// Queues the one-block check of a small input (n * d <= kSmallCheckEntries)
+/// writing into `result`.
+void launchSmallCheck(const float* x, int64_t n, int d, cudaStream_t stream,
+                      const MappedResult& result) {
     int64_t* out = nullptr;
     FAISS_EXT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&out), result.get(), 0));
     smallNonFiniteRowKernel<<<1, 1024, 0, stream>>>(x, n * int64_t(d), d, out);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+/// The kernel's answer, read once its work is complete (volatile: the
+/// device wrote it, not this thread).
+int64_t readMapped(const MappedResult& result) {
+    return *static_cast<volatile int64_t*>(result.get());
+}
+
+}  // namespace
+
+int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream,
+                                const MappedResult& result) {
+    if (n <= 0) return -1;
+    if (n * int64_t(d) > kSmallCheckEntries) return firstNonFiniteRowDevice(x, n, d, stream);
+    launchSmallCheck(x, n, d, stream, result);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return *result.get();
+    return readMapped(result);
+}
+
+DeferredFiniteCheck::DeferredFiniteCheck() {
+    FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+}
+
+DeferredFiniteCheck::~DeferredFiniteCheck() {
+    if (done_) cudaEventDestroy(done_);
+}
+
+void DeferredFiniteCheck::start(const float* x, int64_t n, int d, cudaStream_t stream) {
+    FAISS_THROW_IF_NOT_FMT(n >= 1 && n * int64_t(d) <= kSmallCheckEntries,
+                           "DeferredFiniteCheck: %lld x %d entries (1 to %lld)", (long long)n, d,
+                           (long long)kSmallCheckEntries);
+    launchSmallCheck(x, n, d, stream, result_);
+    FAISS_EXT_CUDA_CHECK(cudaEventRecord(done_, stream));
+}
+
+int64_t DeferredFiniteCheck::wait() {
+    FAISS_EXT_CUDA_CHECK(cudaEventSynchronize(done_));
+    return readMapped(result_);
 }
 
 int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream) {

@@ -64,6 +64,26 @@ constexpr int64_t kSmallCheckEntries = 65536;
 int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream,
                                 const MappedResult& result);
 
+/// The one-kernel check above without its wait, so that it overlaps the
+/// work queued after it: start() queues the check of a small input (n x d
+/// <= kSmallCheckEntries) on `stream`; wait() waits for that kernel alone
+/// (an event, not the stream) and returns its answer (first non-finite
+/// row, or -1). A one-query search saves the synchronisation between the
+/// check and the search kernels this way.
+class DeferredFiniteCheck {
+public:
+    DeferredFiniteCheck();
+    ~DeferredFiniteCheck();
+    DeferredFiniteCheck(const DeferredFiniteCheck&) = delete;
+    DeferredFiniteCheck& operator=(const DeferredFiniteCheck&) = delete;
+    void start(const float* x, int64_t n, int d, cudaStream_t stream);
+    int64_t wait();
+
+private:
+    MappedResult result_;
+    cudaEvent_t done_ = nullptr;
+};
+
 }  // namespace gpu
 }  // namespace faiss_ext
 
