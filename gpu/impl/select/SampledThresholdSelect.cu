@@ -1,14 +1,10 @@
-// Sampled-threshold k-selection (SampledThresholdSelect.h): two or three
-// kernels.
+// Sampled-threshold k-selection (SampledThresholdSelect.h): two kernels.
 //   thresholdKernel  one block per row: sample, radix-select the rank-r key T
 //   filterKernel     (chunk, row) blocks: one read of the row, keys <= T to
-//                    the row's candidate buffer; for k <= kWideSettleMinK
-//                    the row's last block to finish then settles the row
-//                    (settleRow): radix-select the k-th candidate, sort the
-//                    k keys at or below it, decode them, or flag the row
-//   settleRowsKernel for larger k, one 1024-thread block per row settles
-//                    the rows after the filter (a 256-thread block was too
-//                    slow for thousands of keys)
+//                    the row's candidate buffer; the row's last block to
+//                    finish then settles the row (settleRow): radix-select
+//                    the k-th candidate, sort the k keys at or below it,
+//                    decode them, or flag the row
 // Only the filter touches the whole matrix; the rest reads about 0.4% of it
 // (the sample) or the candidates (a few thousand keys per row), and settling
 // a row, which computes, overlaps the filtering of others, which reads. The
@@ -30,19 +26,10 @@ namespace select {
 
 namespace {
 
-/// Threads of the threshold and filter kernels; the radix select has one
-/// bin per thread of the first 256.
+/// Threads of every kernel here; the radix select gives one bin to a thread.
 constexpr int kThreads = 256;
 constexpr int kDigitBits = 8;
-constexpr int kBins = 1 << kDigitBits;
-static_assert(kBins == kThreads, "one radix bin per thread");
-/// Threads of settleRowsKernel, which settles the rows of k > kWideSettleMinK
-/// after the filter: one 256-thread block per row took 0.3 ms to settle 200
-/// rows of about 4,200 candidates at k 3,000 (ncu, H200: the radix passes
-/// and the sort of 4,096 keys ran on 8 warps an SM at an IPC of 1.1), as
-/// long as the FP32 GEMM before it took 1.0 ms.
-constexpr int kWideSettleThreads = 1024;
-constexpr unsigned kWideSettleMinK = 1024;
+static_assert((1 << kDigitBits) == kThreads, "one radix bin per thread");
 
 /// Samples per row: 512 runs of 8 at most (more samples give fewer
 /// candidates, but a slower threshold kernel: 8192 doubled its time for
@@ -59,9 +46,8 @@ constexpr int64_t kChunk = 32768;
 constexpr int kPerThread = 16;
 constexpr uint32_t kStep = uint32_t(kThreads) * kPerThread;
 static_assert(kChunk % kStep == 0, "whole steps per chunk");
-static_assert(kThreads * 4 >= kWideSettleMinK, "filterKernel<.., 4> settles k <= kWideSettleMinK");
-static_assert(kWideSettleThreads * 2 >= kSampledThresholdMaxK, "the wide settle sorts the largest k");
-static_assert(kWideSettleThreads * 4 >= kSampledThresholdKeysMaxK, "the wide settle sorts the largest k");
+static_assert(kThreads * 8 >= kSampledThresholdMaxK, "settleRow<.., 8> sorts the largest k");
+static_assert(kThreads * 16 >= kSampledThresholdKeysMaxK, "settleRow<.., 16> sorts the largest k");
 
 /// A count no row reaches: thresholdKernel's mark of a row to redo.
 constexpr unsigned kRedoRow = 0xFFFFFFFFu;
@@ -73,11 +59,9 @@ __device__ __forceinline__ uint32_t orderedBits(float v) {
     return orderedFloatBits(kLargest ? -v : v);
 }
 
-template <int NT>
 struct RadixShared {
-    static_assert(NT >= kBins, "a thread per bin");
-    unsigned hist[NT];  ///< bins 0..255; the rest stay 0 (the scan's other threads)
-    typename cub::BlockScan<unsigned, NT>::TempStorage scan;
+    unsigned hist[kThreads];
+    typename cub::BlockScan<unsigned, kThreads>::TempStorage scan;
     uint64_t prefix;
     unsigned wanted;
     int settled;
@@ -92,8 +76,8 @@ struct RadixShared {
 /// is wanted (T = the prefix with all lower bits set), at the latest after
 /// the last digit. Lanes of a warp with the same bin add once
 /// (__match_any_sync): the keys of a row mostly share their top bits.
-template <int NT, class ForEach>
-__device__ uint64_t blockRadixSelect(const ForEach& forEach, unsigned wanted, RadixShared<NT>& sh) {
+template <class ForEach>
+__device__ uint64_t blockRadixSelect(const ForEach& forEach, unsigned wanted, RadixShared& sh) {
     const int t = threadIdx.x;
     const int lane = t & 31;
     uint64_t prefix = 0;
@@ -104,7 +88,7 @@ __device__ uint64_t blockRadixSelect(const ForEach& forEach, unsigned wanted, Ra
         forEach([&](uint64_t key, bool valid) {
             const bool match = valid && (key & above) == prefix;
             if (!__any_sync(0xFFFFFFFFu, match)) return;  // later passes: most warps
-            const unsigned bin = match ? unsigned(key >> lo) & (kBins - 1) : kBins;
+            const unsigned bin = match ? unsigned(key >> lo) & (kThreads - 1) : kThreads;
             const unsigned peers = __match_any_sync(0xFFFFFFFFu, bin);
             if (match && lane == __ffs(peers) - 1)
                 atomicAdd(&sh.hist[bin], unsigned(__popc(peers)));
@@ -112,7 +96,7 @@ __device__ uint64_t blockRadixSelect(const ForEach& forEach, unsigned wanted, Ra
         __syncthreads();
         const unsigned h = sh.hist[t];
         unsigned below = 0;
-        cub::BlockScan<unsigned, NT>(sh.scan).ExclusiveSum(h, below);
+        cub::BlockScan<unsigned, kThreads>(sh.scan).ExclusiveSum(h, below);
         if (below < wanted && wanted <= below + h) {  // exactly one thread
             sh.prefix = prefix | (uint64_t(t) << lo);
             sh.wanted = wanted - below;
@@ -136,7 +120,7 @@ template <bool kLargest>
 __global__ void __launch_bounds__(kThreads)
     thresholdKernel(const float* values, int64_t ld, const float* colAdd, int64_t n, int runs,
                     unsigned rank, uint64_t* thresholds, unsigned* counts, unsigned* done) {
-    __shared__ RadixShared<kThreads> sh;
+    __shared__ RadixShared sh;
     const int64_t row = blockIdx.x;
     const float* rowPtr = values + row * ld;
     uint64_t key[kMaxRunsPerThread][kRunLength];
@@ -161,7 +145,7 @@ __global__ void __launch_bounds__(kThreads)
             for (int e = 0; e < kRunLength; ++e) f(key[u][e], valid[u]);
         }
     };
-    const uint64_t threshold = blockRadixSelect<kThreads>(forEach, rank, sh);
+    const uint64_t threshold = blockRadixSelect(forEach, rank, sh);
     if (threadIdx.x == 0) {
         thresholds[row] = threshold;
         counts[row] = uint32_t(threshold >> 32) == 0xFFFFFFFFu ? kRedoRow : 0;
@@ -309,14 +293,14 @@ __device__ __forceinline__ int sortSlot(int i) { return i + (i >> 4); }
 /// Slots of a sort of p keys (sortSlot of the last key, plus one).
 constexpr int sortSlots(int p) { return p + p / 16; }
 
-/// Sorts p = NT * kItems keys of shared memory ascending, in place
+/// Sorts p = kThreads * kItems keys of shared memory ascending, in place
 /// (key i in slot sortSlot(i)): a
 /// bitonic network in registers (kItems keys a thread, consecutive), whose
 /// exchanges go between a thread's registers, through warp shuffles, or,
 /// for the few strides that cross warps, through shared memory.
-template <int kItems, int NT>
+template <int kItems>
 __device__ void blockBitonicSort(uint64_t* keys) {
-    constexpr int p = NT * kItems;
+    constexpr int p = kThreads * kItems;
     const int t = threadIdx.x;
     uint64_t x[kItems];
     __syncthreads();  // the keys are in place
@@ -384,10 +368,10 @@ struct FilterArgs {
     uint8_t* needsFallback;
 };
 
-template <int kItems, int NT>
+template <int kItems>
 struct SettleShared {
-    RadixShared<NT> radix;
-    uint64_t sorted[sortSlots(NT * kItems)];  ///< key i in slot sortSlot(i)
+    RadixShared radix;
+    uint64_t sorted[sortSlots(kThreads * kItems)];  ///< key i in slot sortSlot(i)
     unsigned kept;
 };
 
@@ -403,11 +387,10 @@ __device__ __forceinline__ void writeDecoded(uint64_t key, float* value, int64_t
 /// Settles a row whose candidates are complete, by one block: flags it when
 /// they overflowed the buffer or are fewer than k (and writes placeholders:
 /// the decoded largest key); else radix-selects the k-th candidate, gathers
-/// the k keys at or below it, sorts and decodes them. k <= NT * kItems; NT
-/// threads.
+/// the k keys at or below it, sorts and decodes them. k <= kThreads * kItems.
 /// Reads the candidates past L1 (other blocks wrote them).
-template <bool kLargest, int kItems, int NT>
-__device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems, NT>& sh) {
+template <bool kLargest, int kItems>
+__device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems>& sh) {
     const unsigned k = a.k;
     const unsigned count = __ldcg(a.counts + row);
     float* rowValues = a.outValues ? a.outValues + row * k : nullptr;
@@ -416,11 +399,11 @@ __device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems,
     if (threadIdx.x == 0) a.needsFallback[row] = flagged ? 1 : 0;
     uint64_t* rowKeys = a.outKeys ? a.outKeys + row * k : nullptr;
     if (flagged && rowKeys) {
-        for (unsigned j = threadIdx.x; j < k; j += NT) rowKeys[j] = kMaxKey;
+        for (unsigned j = threadIdx.x; j < k; j += kThreads) rowKeys[j] = kMaxKey;
         return;
     }
     if (flagged) {
-        for (unsigned j = threadIdx.x; j < k; j += NT) {
+        for (unsigned j = threadIdx.x; j < k; j += kThreads) {
             writeDecoded<kLargest>(kMaxKey, rowValues ? rowValues + j : nullptr,
                                    rowIndices ? rowIndices + j : nullptr);
         }
@@ -429,22 +412,22 @@ __device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems,
     const uint64_t* buf = a.candidates + row * a.capacity;
     // Four loads in flight per thread (the candidates come from L2).
     constexpr unsigned kLoads = 4;
-    constexpr unsigned kSpan = kLoads * NT;
+    constexpr unsigned kSpan = kLoads * kThreads;
     const unsigned padded = (count + kSpan - 1) / kSpan * kSpan;
     auto forEach = [&](auto f) {
         for (unsigned i0 = threadIdx.x; i0 < padded; i0 += kSpan) {
             uint64_t key[kLoads];
 #pragma unroll
             for (unsigned u = 0; u < kLoads; ++u) {
-                const unsigned i = i0 + u * NT;
+                const unsigned i = i0 + u * kThreads;
                 key[u] = i < count ? __ldcg(buf + i) : kMaxKey;
             }
 #pragma unroll
-            for (unsigned u = 0; u < kLoads; ++u) f(key[u], i0 + u * NT < count);
+            for (unsigned u = 0; u < kLoads; ++u) f(key[u], i0 + u * kThreads < count);
         }
     };
-    const uint64_t kth = blockRadixSelect<NT>(forEach, k, sh.radix);
-    for (int i = threadIdx.x; i < NT * kItems; i += NT) sh.sorted[sortSlot(i)] = kMaxKey;
+    const uint64_t kth = blockRadixSelect(forEach, k, sh.radix);
+    for (int i = threadIdx.x; i < kThreads * kItems; i += kThreads) sh.sorted[sortSlot(i)] = kMaxKey;
     if (threadIdx.x == 0) sh.kept = 0;
     __syncthreads();
     const int lane = threadIdx.x & 31;
@@ -457,40 +440,30 @@ __device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems,
         if (take) sh.sorted[sortSlot(int(base + __popc(m & ((1u << lane) - 1u))))] = key;
     });
     // (exactly k keys are <= kth; the padding sorts after them)
-    blockBitonicSort<kItems, NT>(sh.sorted);
+    blockBitonicSort<kItems>(sh.sorted);
     if (rowKeys) {
-        for (unsigned j = threadIdx.x; j < k; j += NT) rowKeys[j] = sh.sorted[sortSlot(int(j))];
+        for (unsigned j = threadIdx.x; j < k; j += kThreads) rowKeys[j] = sh.sorted[sortSlot(int(j))];
         return;
     }
-    for (unsigned j = threadIdx.x; j < k; j += NT) {
+    for (unsigned j = threadIdx.x; j < k; j += kThreads) {
         writeDecoded<kLargest>(sh.sorted[sortSlot(int(j))], rowValues ? rowValues + j : nullptr,
                                rowIndices ? rowIndices + j : nullptr);
     }
 }
 
-/// The filter kernel's shared memory: its stage, and the settle's where the
-/// row's last block settles the row (kItems > 0).
-template <int kItems>
-union FilterShared {
-    FilterStage stage;
-    SettleShared<kItems, kThreads> settle;
-};
-template <>
-union FilterShared<0> {
-    FilterStage stage;
-};
-
 /// Block (x, y): entries [x * kChunk, (x + 1) * kChunk) of row y, appended
 /// to the row's candidates where their keys are <= the row's threshold
 /// (keys past the capacity are counted, not written: the row is flagged).
 /// The row's last block to finish then settles the row, so that settling,
-/// which computes, overlaps other rows' filtering, which reads; with
-/// kItems = 0, settleRowsKernel settles the rows afterwards instead. kVec4:
-/// the rows are 16-byte aligned (n % 4 == 0), loads are float4; else 4-byte
+/// which computes, overlaps other rows' filtering, which reads. kVec4: the
+/// rows are 16-byte aligned (n % 4 == 0), loads are float4; else 4-byte
 /// loads. k <= kThreads * kItems.
 template <bool kVec4, bool kLargest, int kItems>
 __global__ void __launch_bounds__(kThreads) filterKernel(FilterArgs a) {
-    __shared__ FilterShared<kItems> sh;
+    __shared__ union {
+        FilterStage stage;
+        SettleShared<kItems> settle;
+    } sh;
     __shared__ bool lastBlock;
     const int64_t row = blockIdx.y;
     const uint64_t threshold = a.thresholds[row];
@@ -523,28 +496,15 @@ __global__ void __launch_bounds__(kThreads) filterKernel(FilterArgs a) {
             if (int64_t(st.base) + i < c.capacity) c.out[st.base + i] = st.keys[i];
         }
     }
-    if constexpr (kItems > 0) {
-        // Publish this block's keys, then count it done (the CUDA guide's
-        // last-block pattern).
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) lastBlock = atomicAdd(a.done + row, 1u) == gridDim.x - 1;
-        __syncthreads();
-        if (!lastBlock) return;
-        __threadfence();
-        settleRow<kLargest, kItems, kThreads>(a, row, sh.settle);
-    }
-}
-
-/// One block of kWideSettleThreads threads per row (blockIdx.x): settles the
-/// rows of k > kWideSettleMinK after filterKernel<.., 0> has filtered them
-/// all. Four times the threads of a filter block, so that the radix passes
-/// over a row's candidates and the sort of its k keys take a quarter of the
-/// steps each; k <= kWideSettleThreads * kItems.
-template <bool kLargest, int kItems>
-__global__ void __launch_bounds__(kWideSettleThreads) settleRowsKernel(FilterArgs a) {
-    __shared__ SettleShared<kItems, kWideSettleThreads> sh;
-    settleRow<kLargest, kItems, kWideSettleThreads>(a, blockIdx.x, sh);
+    // Publish this block's keys, then count it done (the CUDA guide's
+    // last-block pattern).
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) lastBlock = atomicAdd(a.done + row, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!lastBlock) return;
+    __threadfence();
+    settleRow<kLargest, kItems>(a, row, sh.settle);
 }
 
 size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
@@ -563,19 +523,12 @@ struct ScratchLayout {
 
 template <bool kVec4, bool kLargest>
 void launchFilter(const FilterArgs& a, int items, dim3 grid, cudaStream_t stream) {
-    auto kernel = items == 0   ? filterKernel<kVec4, kLargest, 0>
-                  : items == 1 ? filterKernel<kVec4, kLargest, 1>
+    auto kernel = items == 1   ? filterKernel<kVec4, kLargest, 1>
                   : items == 2 ? filterKernel<kVec4, kLargest, 2>
-                               : filterKernel<kVec4, kLargest, 4>;
+                  : items == 4 ? filterKernel<kVec4, kLargest, 4>
+                  : items == 8 ? filterKernel<kVec4, kLargest, 8>
+                               : filterKernel<kVec4, kLargest, 16>;
     kernel<<<grid, kThreads, 0, stream>>>(a);
-}
-
-/// settleRowsKernel for `rows` rows, sorting kWideSettleThreads * items keys.
-void launchWideSettle(const FilterArgs& a, bool largest, int items, int64_t rows,
-                      cudaStream_t stream) {
-    auto kernel = largest ? (items == 2 ? settleRowsKernel<true, 2> : settleRowsKernel<true, 4>)
-                          : (items == 2 ? settleRowsKernel<false, 2> : settleRowsKernel<false, 4>);
-    kernel<<<unsigned(rows), kWideSettleThreads, 0, stream>>>(a);
 }
 
 void launchFilter(const FilterArgs& a, bool vec4, bool largest, int items, dim3 grid,
@@ -661,17 +614,10 @@ void runSampledThreshold(FilterArgs a, int64_t rows, bool largest, void* scratch
     const bool vec4 = a.n % 4 == 0 && a.ld % 4 == 0 && (reinterpret_cast<uintptr_t>(a.values) & 15) == 0 &&
                       (reinterpret_cast<uintptr_t>(a.colAdd) & 15) == 0;
     const dim3 grid(unsigned((a.n + kChunk - 1) / kChunk), unsigned(rows));
-    // Up to kWideSettleMinK, a row's last filter block settles it (kItems keys
-    // a thread sort 256 * kItems >= k keys), overlapping other rows'
-    // filtering; above, settleRowsKernel settles every row afterwards.
-    const bool wide = a.k > kWideSettleMinK;
-    const int items = wide ? 0 : a.k <= 256 ? 1 : a.k <= 512 ? 2 : 4;
+    // kItems keys a thread sort k <= 256 * kItems keys when the row settles.
+    const int items = a.k <= 256 ? 1 : a.k <= 512 ? 2 : a.k <= 1024 ? 4 : a.k <= 2048 ? 8 : 16;
     launchFilter(a, vec4, largest, items, grid, stream);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
-    if (wide) {
-        launchWideSettle(a, largest, a.k <= 2 * unsigned(kWideSettleThreads) ? 2 : 4, rows, stream);
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-    }
 }
 
 }  // namespace
