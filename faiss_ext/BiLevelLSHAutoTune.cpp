@@ -13,7 +13,8 @@
 namespace faiss_ext {
 
 double BiLevelCostModel::speedup(int64_t ntotal, int d, double candidatesPerQuery) const {
-    const double exact = exactSecondsPerQuery + exactSecondsPerFloat * double(ntotal) * double(d);
+    const double exact = exactSecondsPerQuery + exactSecondsPerFloat * double(ntotal) * double(d) +
+                         exactSecondsPerVector * double(ntotal);
     const double lsh = lshSecondsPerQuery + lshSecondsPerCandidateFloat * candidatesPerQuery * d;
     return exact / lsh;
 }
@@ -62,9 +63,10 @@ void BiLevelAutoTuneOptions::check() const {
     FAISS_THROW_IF_NOT_FMT(costNtotal >= 0, "%s: costNtotal must be >= 0, got %lld", who,
                            (long long)costNtotal);
     FAISS_THROW_IF_NOT_FMT(cost.exactSecondsPerQuery >= 0 && cost.exactSecondsPerFloat > 0 &&
-                               cost.lshSecondsPerQuery > 0 && cost.lshSecondsPerCandidateFloat > 0,
+                               cost.exactSecondsPerVector >= 0 && cost.lshSecondsPerQuery > 0 &&
+                               cost.lshSecondsPerCandidateFloat > 0,
                            "%s: the cost model's constants must be > 0 (exactSecondsPerQuery "
-                           ">= 0)",
+                           "and exactSecondsPerVector >= 0)",
                            who);
     base.check();
 }

@@ -42,15 +42,23 @@ namespace faiss_ext {
 
 class IndexBiLevelLSH;
 
-/// Predicted cost of one query (seconds) for the throughput estimate:
-/// exact search scans ntotal x d floats; Bi-level LSH pays a fixed cost
-/// per query and ranks its candidates (random rows of d floats). The
-/// defaults were fitted to bench/results/lsh.jsonl (H100 and H200, nq 10k,
-/// clustered 1M x 128: exact 8.3 us/query; Bi-level LSH 0.3 us + 3 ps per
-/// candidate float, within 15% over 530 to 12,000 candidates).
+/// Predicted cost of one query (seconds) for the throughput estimate.
+/// Exact search is GpuIndexQuickSelectFlat as Auto runs a batch (>= 1,000
+/// queries, k <= 1,024: TF32 distances with a proven bound, re-scored in
+/// FP32): a fixed cost, the TF32 products (n x d floats) and the selection
+/// over the n distances; fitted to its H100 runs at nq 10,000, k 10 (1M x
+/// 128: 272k q/s, 3.7 us/query; 100k x 960: 746k q/s, 1.34 us/query;
+/// bench/results/flat_few_queries.jsonl). The FP32 path that the model was
+/// first fitted to (8.3 us/query at 1M x 128) is 2.2x slower there and 3x
+/// at d 960, so predictions made then flattered Bi-level LSH by as much.
+/// Bi-level LSH pays a fixed cost per query and ranks its candidates
+/// (random rows of d floats): 0.3 us + 3 ps per candidate float, fitted to
+/// bench/results/lsh.jsonl (clustered 1M x 128, within 15% over 530 to
+/// 12,000 candidates).
 struct BiLevelCostModel {
     double exactSecondsPerQuery = 0.5e-6;
-    double exactSecondsPerFloat = 6.5e-14;
+    double exactSecondsPerFloat = 6.3e-15;
+    double exactSecondsPerVector = 2.4e-12;
     double lshSecondsPerQuery = 0.3e-6;
     double lshSecondsPerCandidateFloat = 3.0e-12;
 
