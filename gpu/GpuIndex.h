@@ -20,7 +20,6 @@
 namespace faiss_ext {
 namespace gpu {
 
-class MappedResult;  // impl/VectorPrep.h
 class DeferredFiniteCheck;  // impl/VectorPrep.h
 
 /// A recursive mutex that serves waiting threads in arrival order, so that
@@ -145,13 +144,15 @@ protected:
 
 private:
     mutable FairRecursiveMutex opMutex_;
-    /// Where checkFinite_'s one-kernel check of a few device rows writes
-    /// its answer (made on first use; used under the operation lock).
-    mutable std::unique_ptr<MappedResult> checkResult_;
-    /// The queued check of a search's few device queries (defersFiniteCheck_)
-    /// and its row count while it is pending (0: none).
-    mutable std::unique_ptr<DeferredFiniteCheck> deferredCheck_;
+    /// The one-kernel check of a few device rows (made on first use; used
+    /// under the operation lock): checkFinite_ waits for it at once, a
+    /// search whose subclass defers it (defersFiniteCheck_) before its
+    /// first result; deferredRows_ counts the rows of a pending one (0: none).
+    mutable std::unique_ptr<DeferredFiniteCheck> smallCheck_;
     mutable idx_t deferredRows_ = 0;
+
+    /// smallCheck_, made on first use.
+    DeferredFiniteCheck& smallCheck() const;
 
     /// checkFinite_ for a search's queries, queued only where the subclass
     /// defers it and the queries are few and on the device.

@@ -111,65 +111,38 @@ __global__ void smallNonFiniteRowKernel(const float* __restrict__ x, int64_t tot
 
 }  // namespace
 
-MappedResult::MappedResult() {
+DeferredFiniteCheck::DeferredFiniteCheck() {
     void* p = nullptr;
     FAISS_EXT_CUDA_CHECK(cudaHostAlloc(&p, sizeof(int64_t),
                                        cudaHostAllocMapped | cudaHostAllocPortable));
-    value_ = static_cast<int64_t*>(p);
-}
-
-MappedResult::~MappedResult() {
-    if (value_) cudaFreeHost(value_);
-}
-
-namespace {
-
-/// Queues the one-block check of a small input (n * d <= kSmallCheckEntries)
-/// writing into `result`.
-void launchSmallCheck(const float* x, int64_t n, int d, cudaStream_t stream,
-                      const MappedResult& result) {
-    int64_t* out = nullptr;
-    FAISS_EXT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&out), result.get(), 0));
-    smallNonFiniteRowKernel<<<1, 1024, 0, stream>>>(x, n * int64_t(d), d, out);
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
-}
-
-/// The kernel's answer, read once its work is complete (volatile: the
-/// device wrote it, not this thread).
-int64_t readMapped(const MappedResult& result) {
-    return *static_cast<volatile int64_t*>(result.get());
-}
-
-}  // namespace
-
-int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream,
-                                const MappedResult& result) {
-    if (n <= 0) return -1;
-    if (n * int64_t(d) > kSmallCheckEntries) return firstNonFiniteRowDevice(x, n, d, stream);
-    launchSmallCheck(x, n, d, stream, result);
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return readMapped(result);
-}
-
-DeferredFiniteCheck::DeferredFiniteCheck() {
-    FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    mapped_ = static_cast<int64_t*>(p);
+    const cudaError_t err = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
+    if (err != cudaSuccess) {
+        cudaFreeHost(mapped_);
+        throwCudaError(err, "DeferredFiniteCheck", __FILE__, __LINE__);
+    }
 }
 
 DeferredFiniteCheck::~DeferredFiniteCheck() {
-    if (done_) cudaEventDestroy(done_);
+    cudaEventDestroy(done_);
+    cudaFreeHost(mapped_);
 }
 
 void DeferredFiniteCheck::start(const float* x, int64_t n, int d, cudaStream_t stream) {
     FAISS_THROW_IF_NOT_FMT(n >= 1 && n * int64_t(d) <= kSmallCheckEntries,
                            "DeferredFiniteCheck: %lld x %d entries (1 to %lld)", (long long)n, d,
                            (long long)kSmallCheckEntries);
-    launchSmallCheck(x, n, d, stream, result_);
+    int64_t* out = nullptr;
+    FAISS_EXT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&out), mapped_, 0));
+    smallNonFiniteRowKernel<<<1, 1024, 0, stream>>>(x, n * int64_t(d), d, out);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
     FAISS_EXT_CUDA_CHECK(cudaEventRecord(done_, stream));
 }
 
 int64_t DeferredFiniteCheck::wait() {
     FAISS_EXT_CUDA_CHECK(cudaEventSynchronize(done_));
-    return readMapped(result_);
+    // volatile: the device wrote it, not this thread
+    return *static_cast<volatile int64_t*>(mapped_);
 }
 
 int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream) {

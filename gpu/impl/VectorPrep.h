@@ -37,39 +37,17 @@ const float* preparedQueries(GpuResources* res, int device, cudaStream_t stream,
 /// -1 (synchronises `stream`).
 int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream);
 
-/// One int64 of pinned host memory that kernels write directly (mapped,
-/// portable): a result read back with one stream synchronisation and no
-/// copy.
-class MappedResult {
-public:
-    MappedResult();
-    ~MappedResult();
-    MappedResult(const MappedResult&) = delete;
-    MappedResult& operator=(const MappedResult&) = delete;
-    int64_t* get() const { return value_; }
-
-private:
-    int64_t* value_ = nullptr;
-};
-
-/// Inputs of at most this many entries are checked by one block that writes
-/// its answer into a MappedResult.
+/// Inputs of at most this many entries are checked by DeferredFiniteCheck.
 constexpr int64_t kSmallCheckEntries = 65536;
 
-/// firstNonFiniteRowDevice through `result`: a small input (n x d <=
-/// kSmallCheckEntries, e.g. a few queries) costs one kernel and one
-/// synchronisation, without the allocation and the two copies of the
-/// general check (about 20 us of a one-query search); larger ones take the
-/// general check.
-int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream,
-                                const MappedResult& result);
-
-/// The one-kernel check above without its wait, so that it overlaps the
-/// work queued after it: start() queues the check of a small input (n x d
-/// <= kSmallCheckEntries) on `stream`; wait() waits for that kernel alone
-/// (an event, not the stream) and returns its answer (first non-finite
-/// row, or -1). A one-query search saves the synchronisation between the
-/// check and the search kernels this way.
+/// The NaN / Inf check of a small input (n x d <= kSmallCheckEntries, e.g.
+/// a few queries): one block writes its answer into one int64 of mapped
+/// pinned host memory, so there is no allocation and no copy (the general
+/// check's cost those about 20 us of a one-query search). start() queues
+/// the kernel on `stream`; wait() waits for that kernel alone (an event,
+/// not the stream) and returns its answer: the first row with a NaN or
+/// infinite entry, or -1. Calling wait() later lets the check overlap the
+/// work queued after it (a one-query search saves a synchronisation).
 class DeferredFiniteCheck {
 public:
     DeferredFiniteCheck();
@@ -80,7 +58,7 @@ public:
     int64_t wait();
 
 private:
-    MappedResult result_;
+    int64_t* mapped_ = nullptr;  ///< the kernel's answer (mapped, portable pinned memory)
     cudaEvent_t done_ = nullptr;
 };
 
