@@ -3,6 +3,7 @@
 // smallest and largest, host and device pointers, input ids, row streaming
 // through a small temporary memory, bad input; chooseSelectAlgo; the name
 // functions of SelectAlgo and VectorStorage.
+#include "DeviceArray.h"
 #include "TestUtils.h"
 
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
@@ -171,31 +172,6 @@ bool noThrow(F f) {
     }
     return false;
 }
-
-template <typename T>
-struct DeviceArray {
-    explicit DeviceArray(size_t count) : n(count) {
-        if (cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(n, 1)) !=
-            cudaSuccess)
-            p = nullptr;
-    }
-    ~DeviceArray() {
-        if (p) cudaFree(p);
-    }
-    DeviceArray(const DeviceArray&) = delete;
-    DeviceArray& operator=(const DeviceArray&) = delete;
-    void upload(const T* h) {
-        EXPECT_EQ(cudaMemcpy(p, h, sizeof(T) * n, cudaMemcpyHostToDevice), cudaSuccess);
-        faiss_ext::test::syncAfterHostCopy();
-    }
-    std::vector<T> download() const {
-        std::vector<T> h(n);
-        EXPECT_EQ(cudaMemcpy(h.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost), cudaSuccess);
-        return h;
-    }
-    T* p = nullptr;
-    size_t n;
-};
 
 struct Shape {
     int64_t rows, n;

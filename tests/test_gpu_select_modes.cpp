@@ -12,6 +12,7 @@
 //    StandardGpuResources::setDeviceMemoryLimit) = device storage, per mode;
 //  - knnGraph against brute force, duplicates, device outputs, tiling, bad input;
 //  - resolveSelectAlgo never answers Auto; unknown algorithms throw.
+#include "DeviceArray.h"
 #include "TestUtils.h"
 
 #include "faiss_ext/Metric.h"
@@ -428,28 +429,6 @@ GpuIndexQuickSelectFlatConfig configFor(SelectAlgo mode,
     cfg.storage = storage;
     return cfg;
 }
-
-/// cudaMalloc'ed array, freed on scope exit.
-template <typename T>
-struct DeviceArray {
-    explicit DeviceArray(size_t count) : n(count) {
-        if (cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(n, 1)) !=
-            cudaSuccess)
-            p = nullptr;
-    }
-    ~DeviceArray() {
-        if (p) cudaFree(p);
-    }
-    DeviceArray(const DeviceArray&) = delete;
-    DeviceArray& operator=(const DeviceArray&) = delete;
-    std::vector<T> download() const {
-        std::vector<T> h(n);
-        EXPECT_EQ(cudaMemcpy(h.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost), cudaSuccess);
-        return h;
-    }
-    T* p = nullptr;
-    size_t n;
-};
 
 const int64_t kGridK[] = {1, 2, 31, 32, 33, 256, 1024, 2048, 2049, 8192};
 constexpr int64_t kGridKMax = 8192;

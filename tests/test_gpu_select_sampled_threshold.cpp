@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "DeviceArray.h"
 #include "TestUtils.h"
 #include "faiss_ext/gpu/GpuSelect.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
@@ -187,32 +188,6 @@ std::string checkRows(const std::vector<float>& v, int64_t rows, int64_t n, int6
     }
     return "";
 }
-
-template <typename T>
-struct DeviceArray {
-    explicit DeviceArray(size_t count) : n(count) {
-        if (cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(n, 1)) !=
-            cudaSuccess) {
-            p = nullptr;
-        }
-    }
-    ~DeviceArray() {
-        if (p) cudaFree(p);
-    }
-    DeviceArray(const DeviceArray&) = delete;
-    DeviceArray& operator=(const DeviceArray&) = delete;
-    void upload(const std::vector<T>& h) {
-        EXPECT_EQ(cudaMemcpy(p, h.data(), sizeof(T) * n, cudaMemcpyHostToDevice), cudaSuccess);
-        faiss_ext::test::syncAfterHostCopy();
-    }
-    std::vector<T> download() const {
-        std::vector<T> h(n);
-        EXPECT_EQ(cudaMemcpy(h.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost), cudaSuccess);
-        return h;
-    }
-    T* p = nullptr;
-    size_t n;
-};
 
 std::string describe(int64_t rows, int64_t n, int64_t k, bool largest, const std::string& more) {
     std::ostringstream s;
