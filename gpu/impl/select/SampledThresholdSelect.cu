@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cub/block/block_merge_sort.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
@@ -281,75 +282,6 @@ __device__ __forceinline__ void filterStep(const FilterChunk& c, uint32_t s, Fil
     }
 }
 
-/// Shared-memory slot of key i of the settle's sort: one pad slot after
-/// every 16 keys. The sort's threads hold kItems consecutive keys, so the
-/// lanes of a warp read keys kItems apart; unpadded, those were 128 bytes
-/// apart at kItems = 16 and fell in one bank (ncu, H200, 200 x 100k at
-/// k = 3000: 91% of the kernel's shared-load wavefronts were conflicts).
-/// Padded, the 16 lanes of each 128-byte wavefront of 8-byte keys hit 16
-/// different bank pairs for every kItems in 1..16.
-__device__ __forceinline__ int sortSlot(int i) { return i + (i >> 4); }
-
-/// Slots of a sort of p keys (sortSlot of the last key, plus one).
-constexpr int sortSlots(int p) { return p + p / 16; }
-
-/// Sorts p = kThreads * kItems keys of shared memory ascending, in place
-/// (key i in slot sortSlot(i)): a
-/// bitonic network in registers (kItems keys a thread, consecutive), whose
-/// exchanges go between a thread's registers, through warp shuffles, or,
-/// for the few strides that cross warps, through shared memory.
-template <int kItems>
-__device__ void blockBitonicSort(uint64_t* keys) {
-    constexpr int p = kThreads * kItems;
-    const int t = threadIdx.x;
-    uint64_t x[kItems];
-    __syncthreads();  // the keys are in place
-#pragma unroll
-    for (int e = 0; e < kItems; ++e) x[e] = keys[sortSlot(t * kItems + e)];
-    // The element i keeps the smaller of (i, i ^ stride) when its run of
-    // `size` is ascending and it is the lower of the two, or neither.
-    auto keepMin = [](int i, int size, int stride) {
-        return ((i & size) == 0) == ((i & stride) == 0);
-    };
-    for (int size = 2; size <= p; size <<= 1) {
-        int stride = size >> 1;
-        for (; stride >= kItems; stride >>= 1) {
-            if (stride >= 32 * kItems) {
-                __syncthreads();
-#pragma unroll
-                for (int e = 0; e < kItems; ++e) keys[sortSlot(t * kItems + e)] = x[e];
-                __syncthreads();
-            }
-#pragma unroll
-            for (int e = 0; e < kItems; ++e) {
-                const int i = t * kItems + e;
-                const uint64_t y = stride >= 32 * kItems
-                                       ? keys[sortSlot(i ^ stride)]
-                                       : __shfl_xor_sync(0xFFFFFFFFu, x[e], stride / kItems);
-                x[e] = keepMin(i, size, stride) ? min(x[e], y) : max(x[e], y);
-            }
-        }
-#pragma unroll
-        for (int st = kItems / 2; st > 0; st >>= 1) {
-            if (st <= stride) {  // strides below kItems, within the thread
-#pragma unroll
-                for (int e = 0; e < kItems; ++e) {
-                    if ((e & st) == 0) {
-                        const uint64_t a = x[e], b = x[e + st];
-                        const bool up = keepMin(t * kItems + e, size, st);
-                        x[e] = up ? min(a, b) : max(a, b);
-                        x[e + st] = up ? max(a, b) : min(a, b);
-                    }
-                }
-            }
-        }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int e = 0; e < kItems; ++e) keys[sortSlot(t * kItems + e)] = x[e];
-    __syncthreads();
-}
-
 /// What filterKernel reads and writes.
 struct FilterArgs {
     const float* values;
@@ -368,11 +300,35 @@ struct FilterArgs {
     uint8_t* needsFallback;
 };
 
+/// Candidate slots of a row's settle in shared memory: the k <= kThreads *
+/// kItems keys it sorts and, when they fit, all of the row's candidates
+/// (the radix select then reads them there instead of from L2 once per
+/// digit). The largest k (kItems 16: few-query rows of k up to 4096) get a
+/// quarter more: at k = 3000 of 100k a row has about 4,200 candidates (rank
+/// 171 of 4,096 samples, +-8% at one standard deviation), which then fit.
+/// Smaller k keep the sort's size, so that the filter blocks of selectK
+/// (many rows, memory-bound) keep their occupancy.
+template <int kItems>
+constexpr int settleSlots() {
+    return kItems == 16 ? kThreads * kItems * 5 / 4 : kThreads * kItems;
+}
+
+/// The block's sort of the k kept keys (CUB's merge sort: a thread's keys
+/// sorted in registers, then merge-path rounds through shared memory). It
+/// replaced a bitonic network of p log^2 p exchanges, which left the
+/// settle of a few-query row at k = 3000 bound by the latency of its 78
+/// dependent stages (ncu, H200: IPC 1.1).
+template <int kItems>
+using SettleSort = cub::BlockMergeSort<uint64_t, kThreads, kItems>;
+
 template <int kItems>
 struct SettleShared {
     RadixShared radix;
-    uint64_t sorted[sortSlots(kThreads * kItems)];  ///< key i in slot sortSlot(i)
     unsigned kept;
+    union {
+        uint64_t keys[settleSlots<kItems>()];  ///< staged candidates, then the kept keys
+        typename SettleSort<kItems>::TempStorage sort;
+    };
 };
 
 /// Writes `key` as decodeKeys does (KeyDecode::Identity, or Negated for the
@@ -382,6 +338,35 @@ __device__ __forceinline__ void writeDecoded(uint64_t key, float* value, int64_t
     const float v = keyValue(key);
     if (value) *value = kLargest ? -v : v;
     if (index) *index = int64_t(keyIndex(key));
+}
+
+struct KeyLess {
+    __device__ __forceinline__ bool operator()(uint64_t x, uint64_t y) const { return x < y; }
+};
+
+/// Compacts the row's keys <= kth into sh.keys[0, k) (in any order). From
+/// staged candidates in place, 256 at a time: a round reads its slots
+/// before a barrier and writes below its last slot (every key kept so far
+/// came from an earlier slot), so no slot is written before it is read.
+template <int kItems>
+__device__ void gatherKept(bool staged, const uint64_t* buf, unsigned count, uint64_t kth,
+                          SettleShared<kItems>& sh) {
+    if (threadIdx.x == 0) sh.kept = 0;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const unsigned rounds = (count + kThreads - 1) / kThreads;
+    for (unsigned r = 0; r < rounds; ++r) {
+        const unsigned i = r * kThreads + threadIdx.x;
+        const uint64_t key = i >= count ? kMaxKey : staged ? sh.keys[i] : __ldcg(buf + i);
+        const bool take = i < count && key <= kth;
+        if (staged) __syncthreads();
+        const unsigned m = __ballot_sync(0xFFFFFFFFu, take);
+        unsigned base = 0;
+        if (lane == 0 && m) base = atomicAdd(&sh.kept, unsigned(__popc(m)));
+        base = __shfl_sync(0xFFFFFFFFu, base, 0);
+        if (take) sh.keys[base + __popc(m & ((1u << lane) - 1u))] = key;
+    }
+    __syncthreads();
 }
 
 /// Settles a row whose candidates are complete, by one block: flags it when
@@ -410,7 +395,13 @@ __device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems>
         return;
     }
     const uint64_t* buf = a.candidates + row * a.capacity;
-    // Four loads in flight per thread (the candidates come from L2).
+    // Stage the candidates in shared memory when they fit (see settleSlots).
+    const bool staged = count <= unsigned(settleSlots<kItems>());
+    if (staged) {
+        for (unsigned i = threadIdx.x; i < count; i += kThreads) sh.keys[i] = __ldcg(buf + i);
+        __syncthreads();
+    }
+    // Four loads in flight per thread (from L2 when not staged).
     constexpr unsigned kLoads = 4;
     constexpr unsigned kSpan = kLoads * kThreads;
     const unsigned padded = (count + kSpan - 1) / kSpan * kSpan;
@@ -420,34 +411,35 @@ __device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems>
 #pragma unroll
             for (unsigned u = 0; u < kLoads; ++u) {
                 const unsigned i = i0 + u * kThreads;
-                key[u] = i < count ? __ldcg(buf + i) : kMaxKey;
+                key[u] = i >= count ? kMaxKey : staged ? sh.keys[i] : __ldcg(buf + i);
             }
 #pragma unroll
             for (unsigned u = 0; u < kLoads; ++u) f(key[u], i0 + u * kThreads < count);
         }
     };
     const uint64_t kth = blockRadixSelect(forEach, k, sh.radix);
-    for (int i = threadIdx.x; i < kThreads * kItems; i += kThreads) sh.sorted[sortSlot(i)] = kMaxKey;
-    if (threadIdx.x == 0) sh.kept = 0;
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    forEach([&](uint64_t key, bool valid) {
-        const bool take = valid && key <= kth;
-        const unsigned m = __ballot_sync(0xFFFFFFFFu, take);
-        unsigned base = 0;
-        if (lane == 0 && m) base = atomicAdd(&sh.kept, unsigned(__popc(m)));
-        base = __shfl_sync(0xFFFFFFFFu, base, 0);
-        if (take) sh.sorted[sortSlot(int(base + __popc(m & ((1u << lane) - 1u))))] = key;
-    });
-    // (exactly k keys are <= kth; the padding sorts after them)
-    blockBitonicSort<kItems>(sh.sorted);
-    if (rowKeys) {
-        for (unsigned j = threadIdx.x; j < k; j += kThreads) rowKeys[j] = sh.sorted[sortSlot(int(j))];
-        return;
+    gatherKept<kItems>(staged, buf, count, kth, sh);
+    // Exactly k keys are <= kth; the sort's padding (kMaxKey) sorts after
+    // them. Read striped (conflict-free: the sort takes any arrangement).
+    uint64_t x[kItems];
+#pragma unroll
+    for (int e = 0; e < kItems; ++e) {
+        const unsigned i = unsigned(e * kThreads) + threadIdx.x;
+        x[e] = i < k ? sh.keys[i] : kMaxKey;
     }
-    for (unsigned j = threadIdx.x; j < k; j += kThreads) {
-        writeDecoded<kLargest>(sh.sorted[sortSlot(int(j))], rowValues ? rowValues + j : nullptr,
-                               rowIndices ? rowIndices + j : nullptr);
+    __syncthreads();  // the sort's storage overlaps the keys
+    SettleSort<kItems>(sh.sort).Sort(x, KeyLess());
+    // Thread t now holds ranks t * kItems .. t * kItems + kItems - 1.
+#pragma unroll
+    for (int e = 0; e < kItems; ++e) {
+        const unsigned j = threadIdx.x * unsigned(kItems) + unsigned(e);
+        if (j >= k) break;
+        if (rowKeys) {
+            rowKeys[j] = x[e];
+        } else {
+            writeDecoded<kLargest>(x[e], rowValues ? rowValues + j : nullptr,
+                                   rowIndices ? rowIndices + j : nullptr);
+        }
     }
 }
 
