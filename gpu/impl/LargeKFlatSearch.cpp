@@ -8,6 +8,7 @@
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 namespace faiss_ext {
@@ -30,14 +31,18 @@ size_t blockBytes(int64_t rows, int64_t nb, int64_t kk) {
 }
 
 /// The kk smallest keys of each row of the block by the sampled-threshold
-/// filter (one read of the tile; sorted); true when no row was flagged.
-/// Waits for the flags: the rows the filter could not settle are redone by
-/// the caller.
+/// filter (one read of the tile; sorted), decoded into the block's results;
+/// true when no row was flagged. Decodes before it waits for the flags, so
+/// that the decode is queued while the filter runs: the rows the filter
+/// could not settle (placeholders) are redone and decoded again by the
+/// caller.
 bool sampledSelectRows(const float* dist, int64_t ld, const float* colAdd, int64_t rows,
                        int64_t nb, int64_t kk, uint64_t* keys, uint8_t* flags, void* scratch,
-                       size_t scratchBytes, cudaStream_t stream) {
+                       size_t scratchBytes, const std::function<void()>& decode,
+                       cudaStream_t stream) {
     select::sampledThresholdSelectKeys(dist, ld, colAdd, rows, nb, kk, keys, flags, scratch,
                                        scratchBytes, stream);
+    decode();
     std::vector<uint8_t> host;
     return select::fetchSampledThresholdFlags(flags, rows, host, stream) == 0;
 }
@@ -86,15 +91,18 @@ void radixLargeKSearch(GpuResources* res, int device, cudaStream_t stream,
         const int64_t rows = std::min(rowsMax, nq - q0);
         gemmDotProducts(blas, queries + size_t(q0) * corpus.d, rows, corpus.vectors, nb, corpus.d,
                         alpha, dist.data(), ld);
+        auto decodeBlock = [&] {
+            select::decodeKeys(keys.data(), rows, kk, k, decode, qNorms ? qNorms + q0 : nullptr,
+                               distances + size_t(q0) * k, labels + size_t(q0) * k, stream);
+        };
         if (!sampled || !sampledSelectRows(dist.data(), ld, corpus.sqNorms, rows, nb, kk,
                                            keys.data(), flags.data(), filterScratch.data(),
-                                           filterBytes, stream)) {
+                                           filterBytes, decodeBlock, stream)) {
             select::radixSelectRows(dist.data(), ld, corpus.sqNorms, 0, rows, nb, kk, keys.data(),
                                     radixScratch.data(), radixBytes, stream);
             select::sortKeyRows(keys.data(), rows, kk, sortTemp.data(), sortBytes, stream);
+            decodeBlock();
         }
-        select::decodeKeys(keys.data(), rows, kk, k, decode, qNorms ? qNorms + q0 : nullptr,
-                           distances + size_t(q0) * k, labels + size_t(q0) * k, stream);
     }
 }
 
