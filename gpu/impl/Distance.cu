@@ -85,7 +85,10 @@ private:
         }
     };
 
-    /// Times the heuristic's candidates once each on the real operands.
+    /// Times the heuristic's candidates on the real operands: each the
+    /// faster of two runs, after one untimed run. Timed once each, the first
+    /// candidate ran cold and the choice followed the order (H200, 200 x
+    /// 100k x 960: 128x128 tiles 961 us, the 256x64 chosen 985 us).
     static bool tune(cublasLtHandle_t lt, const Desc& d, cudaStream_t stream, float alpha,
                      const float* A, const float* B, float* C, cublasLtMatmulAlgo_t* best) {
         cublasLtMatmulPreference_t pref;
@@ -106,18 +109,27 @@ private:
         const float beta = 0.f;
         float bestMs = 0.f;
         int bestIdx = -1;
+        auto launch = [&](int i) {
+            return cublasLtMatmul(lt, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c,
+                                  &res[i].algo, nullptr, 0, stream) == CUBLAS_STATUS_SUCCESS;
+        };
+        for (int i = 0; i < got; ++i) {
+            if (res[i].state == CUBLAS_STATUS_SUCCESS && launch(i)) break;  // warm-up
+        }
         for (int i = 0; i < got; ++i) {
             if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-            cudaEventRecord(e0, stream);
-            cublasStatus_t s = cublasLtMatmul(lt, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C,
-                                              d.c, &res[i].algo, nullptr, 0, stream);
-            cudaEventRecord(e1, stream);
-            if (s != CUBLAS_STATUS_SUCCESS) continue;
-            float ms = 0.f;
-            if (cudaEventSynchronize(e1) != cudaSuccess) break;
-            cudaEventElapsedTime(&ms, e0, e1);
-            if (bestIdx < 0 || ms < bestMs) {
-                bestMs = ms;
+            float fastest = -1.f;
+            for (int rep = 0; rep < 2; ++rep) {
+                cudaEventRecord(e0, stream);
+                const bool ok = launch(i);
+                cudaEventRecord(e1, stream);
+                float ms = 0.f;
+                if (!ok || cudaEventSynchronize(e1) != cudaSuccess) break;
+                cudaEventElapsedTime(&ms, e0, e1);
+                if (fastest < 0.f || ms < fastest) fastest = ms;
+            }
+            if (fastest >= 0.f && (bestIdx < 0 || fastest < bestMs)) {
+                bestMs = fastest;
                 bestIdx = i;
             }
         }
