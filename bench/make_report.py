@@ -62,7 +62,7 @@ def setting_identity(r):
 
 # Suites whose tables compare ours with anchors measured in the same run: a
 # table per device, so that no ratio mixes two GPUs.
-PER_DEVICE_SUITES = ("select", "flat-few-queries")
+PER_DEVICE_SUITES = ("select", "flat-few-queries", "ann-lsh")
 
 
 def by_device(rows):
@@ -872,10 +872,11 @@ def ann_single_query(rows):
 def ann_lsh_suite(rows):
     """The ann-lsh suite: per data set, our exact index of the same run and the Bi-level LSH table."""
     out = []
-    for ds in sorted({r.get("dataset") for r in rows}):
-        d = [r for r in rows if r.get("dataset") == ds]
+    for ds, device in sorted({(r.get("dataset"), r.get("device", "")) for r in rows}):
+        # one table per data set and device: the "x exact" ratios never mix two GPUs
+        d = [r for r in rows if r.get("dataset") == ds and r.get("device", "") == device]
         exact = next((r for r in d if r["method"] == "ours:exact"), None)
-        out.append(f"### `{ds}` ({d[0].get('nb')} x {d[0].get('d')}, {d[0].get('device', '')})\n")
+        out.append(f"### `{ds}` ({d[0].get('nb')} x {d[0].get('d')}, {device})\n")
         if exact:
             out.append(f"Our exact index in the same run: {fmt_qps(exact['qps'])} q/s.\n")
         out += ann_lsh_table(d)
