@@ -73,14 +73,8 @@ void GpuIndex::checkFinite_(idx_t n, const float* x, const char* what) const {
     int64_t bad;
     if (onDevice(x, config_.device, what)) {
         DeviceScope scope(config_.device);
-        cudaStream_t stream = resources_->getDefaultStream(config_.device);
-        if (n * int64_t(d) <= kSmallCheckEntries) {
-            // few rows (a search of a few queries): the one-kernel check
-            smallCheck().start(x, n, d, stream);
-            bad = smallCheck().wait();
-        } else {
-            bad = firstNonFiniteRowDevice(x, n, d, stream);
-        }
+        deferredCheck().start(x, n, d, resources_->getDefaultStream(config_.device));
+        bad = deferredCheck().wait();
     } else {
         bad = firstNonFiniteRow(n, d, x);
     }
@@ -91,24 +85,24 @@ void GpuIndex::checkFinite_(idx_t n, const float* x, const char* what) const {
 }
 
 void GpuIndex::checkQueries_(idx_t n, const float* x, bool onDeviceInput) const {
-    if (!onDeviceInput || !defersFiniteCheck_() || n * int64_t(d) > kSmallCheckEntries) {
+    if (!onDeviceInput || !defersFiniteCheck_()) {
         checkFinite_(n, x, "search: query");
         return;
     }
     DeviceScope scope(config_.device);
-    smallCheck().start(x, n, d, resources_->getDefaultStream(config_.device));
+    deferredCheck().start(x, n, d, resources_->getDefaultStream(config_.device));
     deferredRows_ = n;
 }
 
-DeferredFiniteCheck& GpuIndex::smallCheck() const {
-    if (!smallCheck_) smallCheck_.reset(new DeferredFiniteCheck());
-    return *smallCheck_;
+DeferredFiniteCheck& GpuIndex::deferredCheck() const {
+    if (!deferredCheck_) deferredCheck_.reset(new DeferredFiniteCheck());
+    return *deferredCheck_;
 }
 
 void GpuIndex::finishDeferredFiniteCheck_() const {
     if (deferredRows_ == 0) return;
     deferredRows_ = 0;
-    const int64_t bad = smallCheck_->wait();
+    const int64_t bad = deferredCheck_->wait();
     FAISS_THROW_IF_NOT_FMT(bad < 0,
                            "search: query %lld has a NaN or infinite component; nothing was "
                            "changed (faiss_ext GPU indexes take finite vectors only)",

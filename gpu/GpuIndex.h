@@ -144,18 +144,18 @@ protected:
 
 private:
     mutable FairRecursiveMutex opMutex_;
-    /// The one-kernel check of a few device rows (made on first use; used
-    /// under the operation lock): checkFinite_ waits for it at once, a
-    /// search whose subclass defers it (defersFiniteCheck_) before its
-    /// first result; deferredRows_ counts the rows of a pending one (0: none).
-    mutable std::unique_ptr<DeferredFiniteCheck> smallCheck_;
+    /// The NaN / Inf check of device rows (made on first use; used under
+    /// the operation lock): checkFinite_ waits for it at once, a search
+    /// whose subclass defers it (defersFiniteCheck_) before its first
+    /// result; deferredRows_ counts the rows of a pending one (0: none).
+    mutable std::unique_ptr<DeferredFiniteCheck> deferredCheck_;
     mutable idx_t deferredRows_ = 0;
 
-    /// smallCheck_, made on first use.
-    DeferredFiniteCheck& smallCheck() const;
+    /// deferredCheck_, made on first use (on the index's device).
+    DeferredFiniteCheck& deferredCheck() const;
 
     /// checkFinite_ for a search's queries, queued only where the subclass
-    /// defers it and the queries are few and on the device.
+    /// defers it and the queries are on the device.
     void checkQueries_(idx_t n, const float* x, bool onDeviceInput) const;
 
     void searchDeviceInput_(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,

@@ -13,6 +13,7 @@
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/impl/FlatSearch.h"
 #include "faiss_ext/gpu/impl/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/VectorPrep.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
@@ -24,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <random>
@@ -365,34 +367,44 @@ TEST(GpuFlatFewQueries, ForcedPathThatCannotRunThrows) {
 }
 
 TEST(GpuFlatFewQueries, DeferredQueryCheckRefusesBeforeWritingResults) {
-    // A few device queries are checked by a kernel queued before the search
-    // (GpuIndex::defersFiniteCheck_): the host waits for it only before the
+    // Device queries are checked by kernels queued before the search
+    // (GpuIndex::defersFiniteCheck_): the host waits for them only before the
     // first result is written. A non-finite query must still be refused by
-    // name with the outputs untouched, on every path (fused at k 10, radix
-    // at k 2048, tiled at 40 queries, TF32-bounded), and the next search of
-    // finite queries must answer as the CPU does.
+    // name (the first bad row) with the outputs untouched, on every path
+    // (fused at k 10, radix at k 2048, tiled at 40 queries, TF32-bounded),
+    // for inputs checked by one block and, past kSmallCheckEntries entries,
+    // by a grid (tiled at 4,200 x 16, radix at 512 x 160), and the next
+    // search of finite queries must answer as the CPU does.
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int d = 16;
     const int64_t nb = 5000;
-    const std::vector<float> xb = randomVectors(nb, d, kSeed);
-    faiss_ext::gpu::GpuIndexQuickSelectFlat gpu(&res, d);
-    gpu.add(nb, xb.data());
-    faiss::IndexFlatL2 cpu(d);
-    cpu.add(nb, xb.data());
     struct Case {
+        int d;
         int64_t nq, k;
         faiss_ext::gpu::DistancePrecision precision;
     };
     using faiss_ext::gpu::DistancePrecision;
-    for (const Case& c : {Case{1, 10, DistancePrecision::FP32}, Case{3, 10, DistancePrecision::FP32},
-                          Case{3, 2048, DistancePrecision::FP32}, Case{40, 10, DistancePrecision::FP32},
-                          Case{3, 10, DistancePrecision::TF32Bounded}}) {
+    for (const Case& c :
+         {Case{16, 1, 10, DistancePrecision::FP32}, Case{16, 3, 10, DistancePrecision::FP32},
+          Case{16, 3, 2048, DistancePrecision::FP32}, Case{16, 40, 10, DistancePrecision::FP32},
+          Case{16, 3, 10, DistancePrecision::TF32Bounded},
+          Case{16, 4200, 10, DistancePrecision::FP32},
+          Case{160, 512, 2048, DistancePrecision::FP32}}) {
+        const int d = c.d;
+        ASSERT_EQ(c.nq * d > faiss_ext::gpu::kSmallCheckEntries, c.nq > 100);  // both checks run
+        const std::vector<float> xb = randomVectors(nb, d, kSeed);
+        faiss_ext::gpu::GpuIndexQuickSelectFlat gpu(&res, d);
+        gpu.add(nb, xb.data());
+        faiss::IndexFlatL2 cpu(d);
+        cpu.add(nb, xb.data());
         faiss_ext::gpu::SearchParametersQuickSelectFlat params;
         params.distancePrecision = c.precision;
         std::vector<float> xq = randomVectors(c.nq, d, kSeed + c.nq);
         std::vector<float> bad = xq;
-        bad[size_t(c.nq - 1) * d + 3] = std::nanf("");
+        // the last row, and in the grid's cases an earlier one: the first is named
+        const int64_t firstBad = c.nq > 100 ? c.nq / 2 : c.nq - 1;
+        bad[size_t(firstBad) * d + 3] = std::nanf("");
+        bad[size_t(c.nq - 1) * d + 5] = std::numeric_limits<float>::infinity();
         DeviceBuf<float> q(xq.size()), D(size_t(c.nq * c.k));
         DeviceBuf<int64_t> I(size_t(c.nq * c.k));
         ASSERT_EQ(cudaMemset(D.p, 0x7f, sizeof(float) * c.nq * c.k), cudaSuccess);
@@ -400,7 +412,7 @@ TEST(GpuFlatFewQueries, DeferredQueryCheckRefusesBeforeWritingResults) {
         ASSERT_EQ(cudaMemcpy(q.p, bad.data(), sizeof(float) * bad.size(), cudaMemcpyHostToDevice),
                   cudaSuccess);
         syncAfterHostCopy();
-        const std::string want = "query " + std::to_string(c.nq - 1) + " has a NaN";
+        const std::string want = "query " + std::to_string(firstBad) + " has a NaN";
         try {
             gpu.search(c.nq, q.p, c.k, D.p, I.p, &params);
             ADD_FAILURE() << "a NaN query was searched, nq " << c.nq << " k " << c.k;

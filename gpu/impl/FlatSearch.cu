@@ -451,9 +451,8 @@ bool FlatStorage::searchSpecialPath_(const float* q, const float* qNorms, int64_
     const select::KeyDecode decode =
             metric_ == FlatMetric::L2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
     if (path == FlatSearchPath::RadixLargeK) {
-        if (opt.beforeResults) opt.beforeResults();
         radixLargeKSearch(res_, device_, stream, corpus, q, nq, k, decode, qNorms, distances,
-                          labels, budget);
+                          labels, budget, opt.beforeResults);
         return true;
     }
     TempBuffer<uint64_t> keys(res_, device_, size_t(nq) * kk, stream);

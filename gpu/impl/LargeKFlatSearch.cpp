@@ -63,7 +63,7 @@ int64_t radixRowsFit(size_t budget, int64_t nb, int64_t kk, int64_t nq) {
 void radixLargeKSearch(GpuResources* res, int device, cudaStream_t stream,
                        const DeviceCorpus& corpus, const float* queries, int64_t nq, int64_t k,
                        select::KeyDecode decode, const float* qNorms, float* distances,
-                       int64_t* labels, size_t budget) {
+                       int64_t* labels, size_t budget, std::function<void()> beforeResults) {
     FAISS_THROW_IF_NOT_FMT(k >= 1 && nq >= 0 && corpus.nb >= 1 && corpus.d >= 1,
                            "radixLargeKSearch: bad shape (nq %lld, k %lld, nb %lld, d %d)",
                            (long long)nq, (long long)k, (long long)corpus.nb, corpus.d);
@@ -92,6 +92,10 @@ void radixLargeKSearch(GpuResources* res, int device, cudaStream_t stream,
         gemmDotProducts(blas, queries + size_t(q0) * corpus.d, rows, corpus.vectors, nb, corpus.d,
                         alpha, dist.data(), ld);
         auto decodeBlock = [&] {
+            if (beforeResults) {  // once, while this block's GEMM and filter run
+                beforeResults();
+                beforeResults = nullptr;
+            }
             select::decodeKeys(keys.data(), rows, kk, k, decode, qNorms ? qNorms + q0 : nullptr,
                                distances + size_t(q0) * k, labels + size_t(q0) * k, stream);
         };

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace faiss_ext {
 namespace gpu {
@@ -28,11 +29,14 @@ int64_t radixRowsFit(size_t budget, int64_t nb, int64_t kk, int64_t nq);
 /// Exact k-NN of nq prepared queries (device, nq x d) over `corpus`: kk =
 /// min(k, nb) neighbours decoded by `decode` (qNorms: |q|^2 for L2, else
 /// null) to distances and labels (nq x k, device, padded past kk), in row
-/// blocks that fit `budget` bytes. Ordered on `stream`.
+/// blocks that fit `budget` bytes. Ordered on `stream`. beforeResults (may
+/// be empty) is called once before the first result is written, after the
+/// first block's GEMM and selection are queued, so that what it waits for
+/// (the deferred NaN check of the queries) overlaps them.
 void radixLargeKSearch(GpuResources* res, int device, cudaStream_t stream,
                        const DeviceCorpus& corpus, const float* queries, int64_t nq, int64_t k,
                        select::KeyDecode decode, const float* qNorms, float* distances,
-                       int64_t* labels, size_t budget);
+                       int64_t* labels, size_t budget, std::function<void()> beforeResults);
 
 }  // namespace gpu
 }  // namespace faiss_ext

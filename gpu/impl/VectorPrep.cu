@@ -116,8 +116,11 @@ DeferredFiniteCheck::DeferredFiniteCheck() {
     FAISS_EXT_CUDA_CHECK(cudaHostAlloc(&p, sizeof(int64_t),
                                        cudaHostAllocMapped | cudaHostAllocPortable));
     mapped_ = static_cast<int64_t*>(p);
-    const cudaError_t err = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
+    cudaError_t err = cudaMalloc(&first_, sizeof(unsigned long long));
+    if (err == cudaSuccess) err = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
     if (err != cudaSuccess) {
+        cudaGetLastError();
+        if (first_) cudaFree(first_);
         cudaFreeHost(mapped_);
         throwCudaError(err, "DeferredFiniteCheck", __FILE__, __LINE__);
     }
@@ -125,17 +128,28 @@ DeferredFiniteCheck::DeferredFiniteCheck() {
 
 DeferredFiniteCheck::~DeferredFiniteCheck() {
     cudaEventDestroy(done_);
+    cudaFree(first_);
     cudaFreeHost(mapped_);
 }
 
 void DeferredFiniteCheck::start(const float* x, int64_t n, int d, cudaStream_t stream) {
-    FAISS_THROW_IF_NOT_FMT(n >= 1 && n * int64_t(d) <= kSmallCheckEntries,
-                           "DeferredFiniteCheck: %lld x %d entries (1 to %lld)", (long long)n, d,
-                           (long long)kSmallCheckEntries);
-    int64_t* out = nullptr;
-    FAISS_EXT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&out), mapped_, 0));
-    smallNonFiniteRowKernel<<<1, 1024, 0, stream>>>(x, n * int64_t(d), d, out);
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    FAISS_THROW_IF_NOT_FMT(n >= 1 && d >= 1, "DeferredFiniteCheck: %lld x %d entries",
+                           (long long)n, d);
+    const int64_t total = n * int64_t(d);
+    if (total <= kSmallCheckEntries) {
+        int64_t* out = nullptr;
+        FAISS_EXT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&out), mapped_, 0));
+        smallNonFiniteRowKernel<<<1, 1024, 0, stream>>>(x, total, d, out);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    } else {
+        // ~0 (no row) reads as the int64 -1 in the mapped word
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(first_, 0xFF, sizeof(unsigned long long), stream));
+        const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
+        nonFiniteRowKernel<<<unsigned(blocks), 256, 0, stream>>>(x, total, d, first_);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(mapped_, first_, sizeof(int64_t),
+                                             cudaMemcpyDeviceToHost, stream));
+    }
     FAISS_EXT_CUDA_CHECK(cudaEventRecord(done_, stream));
 }
 
@@ -143,32 +157,6 @@ int64_t DeferredFiniteCheck::wait() {
     FAISS_EXT_CUDA_CHECK(cudaEventSynchronize(done_));
     // volatile: the device wrote it, not this thread
     return *static_cast<volatile int64_t*>(mapped_);
-}
-
-int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream) {
-    if (n <= 0) return -1;
-    DeviceVector<unsigned long long> badVec;  // no resources here: deviceMalloc
-    cudaError_t err = badVec.tryAllocate(1);
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        FAISS_THROW_FMT("out of GPU memory checking vectors for NaN / Inf (%s)",
-                        cudaGetErrorString(err));
-    }
-    unsigned long long* bad = badVec.data();
-    unsigned long long h = ~0ull;
-    err = cudaMemcpyAsync(bad, &h, sizeof(h), cudaMemcpyHostToDevice, stream);
-    const int64_t total = n * int64_t(d);
-    const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
-    if (err == cudaSuccess) {
-        nonFiniteRowKernel<<<unsigned(blocks), 256, 0, stream>>>(x, total, d, bad);
-        err = cudaGetLastError();
-    }
-    if (err == cudaSuccess)
-        err = cudaMemcpyAsync(&h, bad, sizeof(h), cudaMemcpyDeviceToHost, stream);
-    if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-    badVec.release();
-    if (err != cudaSuccess) throwCudaError(err, "firstNonFiniteRowDevice", __FILE__, __LINE__);
-    return h == ~0ull ? -1 : int64_t(h);
 }
 
 void maskSelfPairs(float* dist, int64_t ld, int64_t rows, int64_t cols, int64_t row0, int64_t col0,

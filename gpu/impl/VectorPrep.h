@@ -33,21 +33,21 @@ const float* preparedQueries(GpuResources* res, int device, cudaStream_t stream,
                              const float* x, int64_t n, int d,
                              std::unique_ptr<TempBuffer<float>>& holder);
 
-/// First row of the n x d device matrix x with a NaN or infinite entry, or
-/// -1 (synchronises `stream`).
-int64_t firstNonFiniteRowDevice(const float* x, int64_t n, int d, cudaStream_t stream);
-
-/// Inputs of at most this many entries are checked by DeferredFiniteCheck.
+/// Inputs of at most this many entries are checked by one block.
 constexpr int64_t kSmallCheckEntries = 65536;
 
-/// The NaN / Inf check of a small input (n x d <= kSmallCheckEntries, e.g.
-/// a few queries): one block writes its answer into one int64 of mapped
-/// pinned host memory, so there is no allocation and no copy (the general
-/// check's cost those about 20 us of a one-query search). start() queues
-/// the kernel on `stream`; wait() waits for that kernel alone (an event,
-/// not the stream) and returns its answer: the first row with a NaN or
-/// infinite entry, or -1. Calling wait() later lets the check overlap the
-/// work queued after it (a one-query search saves a synchronisation).
+/// The NaN / Inf check of a device input, answered through one int64 of
+/// mapped pinned host memory, so that no check allocates or copies through
+/// pageable memory (those cost about 20 us of a one-query search, and an
+/// allocation and a synchronisation before every search of 200 x 960
+/// queries). Inputs of at most kSmallCheckEntries entries (a few queries)
+/// are read by one block that writes the answer itself; larger ones by a
+/// grid that takes the minimum in a device word, copied into the mapped
+/// word. start() queues the check on `stream`; wait() waits for it alone (an
+/// event, not the stream) and returns its answer: the first row with a NaN
+/// or infinite entry, or -1. Calling wait() later lets the check overlap the
+/// work queued after it (a search saves a synchronisation). Made on the
+/// device it checks.
 class DeferredFiniteCheck {
 public:
     DeferredFiniteCheck();
@@ -58,7 +58,8 @@ public:
     int64_t wait();
 
 private:
-    int64_t* mapped_ = nullptr;  ///< the kernel's answer (mapped, portable pinned memory)
+    int64_t* mapped_ = nullptr;  ///< the answer (mapped, portable pinned memory)
+    unsigned long long* first_ = nullptr;  ///< the grid's minimum (device memory)
     cudaEvent_t done_ = nullptr;
 };
 
