@@ -70,8 +70,12 @@ void GpuIndex::fillEmptyResults_(idx_t n, int64_t k, float* distances, idx_t* la
 }
 
 void GpuIndex::checkFinite_(idx_t n, const float* x, const char* what) const {
+    checkFiniteAt_(n, x, onDevice(x, config_.device, what), what);
+}
+
+void GpuIndex::checkFiniteAt_(idx_t n, const float* x, bool xOnDevice, const char* what) const {
     int64_t bad;
-    if (onDevice(x, config_.device, what)) {
+    if (xOnDevice) {
         DeviceScope scope(config_.device);
         deferredCheck().start(x, n, d, resources_->getDefaultStream(config_.device));
         bad = deferredCheck().wait();
@@ -86,7 +90,7 @@ void GpuIndex::checkFinite_(idx_t n, const float* x, const char* what) const {
 
 void GpuIndex::checkQueries_(idx_t n, const float* x, bool onDeviceInput) const {
     if (!onDeviceInput || !defersFiniteCheck_()) {
-        checkFinite_(n, x, "search: query");
+        checkFiniteAt_(n, x, onDeviceInput, "search: query");
         return;
     }
     DeviceScope scope(config_.device);

@@ -154,6 +154,9 @@ private:
     /// deferredCheck_, made on first use (on the index's device).
     DeferredFiniteCheck& deferredCheck() const;
 
+    /// checkFinite_ for x whose place the caller has asked CUDA already.
+    void checkFiniteAt_(idx_t n, const float* x, bool xOnDevice, const char* what) const;
+
     /// checkFinite_ for a search's queries, queued only where the subclass
     /// defers it and the queries are on the device.
     void checkQueries_(idx_t n, const float* x, bool onDeviceInput) const;
