@@ -200,9 +200,8 @@ bool selectSampledThreshold(GpuResources* res, int device, cudaStream_t stream,
     const size_t fallbackRow = fallbackBytesPerRow(n, k, largest);
     const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
     if (budget < fallbackRow + perRow) return false;
-    // (65535: the filter's grid has a row per y)
     const int64_t blockRows = std::min<int64_t>(
-            {rows, int64_t((budget - fallbackRow) / perRow), int64_t(65535)});
+            {rows, int64_t((budget - fallbackRow) / perRow), select::kSampledThresholdMaxRows});
     const size_t scratchBytes = select::sampledThresholdScratchBytes(blockRows, n, k);
     TempBuffer<char> scratch(res, device, scratchBytes, stream);
     TempBuffer<uint8_t> flags(res, device, size_t(blockRows), stream);

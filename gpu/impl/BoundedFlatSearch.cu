@@ -195,8 +195,9 @@ CandidatePlan planSampledCandidates(size_t budget, int64_t nq, int64_t nb, int64
     const int64_t ld = (nb + 3) / 4 * 4;
     const size_t perRow = sizeof(float) * size_t(ld) + select::sampledThresholdScratchBytes(1, nb, m) +
                           sizeof(uint64_t) * size_t(m) + 1 + extraPerRow;
-    // Grid rows of the filter (< 65536) and GEMM tiles under 2^31 entries.
-    p.rows = std::min<int64_t>({nq, 65535, (int64_t(1) << 31) / ld, int64_t(budget / perRow)});
+    // Rows of one filter call, and GEMM tiles under 2^31 entries.
+    p.rows = std::min<int64_t>({nq, select::kSampledThresholdMaxRows, (int64_t(1) << 31) / ld,
+                                int64_t(budget / perRow)});
     p.sampled = p.rows >= 1;
     p.cols = nb;
     p.colTiles = 1;

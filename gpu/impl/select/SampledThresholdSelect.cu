@@ -577,9 +577,9 @@ SampledThresholdPlan planFor(int64_t n, int64_t k) {
 void runSampledThreshold(FilterArgs a, int64_t rows, bool largest, void* scratch,
                          size_t scratchBytes, cudaStream_t stream) {
     const SampledThresholdPlan plan = planFor(a.n, a.k);
-    FAISS_THROW_IF_NOT_FMT(rows >= 1 && rows <= 65535,
-                           "sampled-threshold selection: %lld rows (1 to 65535 per call)",
-                           (long long)rows);
+    FAISS_THROW_IF_NOT_FMT(rows >= 1 && rows <= kSampledThresholdMaxRows,
+                           "sampled-threshold selection: %lld rows (1 to %lld per call)",
+                           (long long)rows, (long long)kSampledThresholdMaxRows);
     const ScratchLayout layout(rows, plan.capacity);
     FAISS_THROW_IF_NOT_FMT(scratch && scratchBytes >= layout.total,
                            "sampled-threshold selection: %zu bytes of scratch, %zu needed",

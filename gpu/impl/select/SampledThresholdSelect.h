@@ -48,6 +48,9 @@ constexpr int64_t kSampledThresholdMinN = 16384;
 /// threshold discards nearly all of the row.
 constexpr int64_t kSampledThresholdMinNOverK = 64;
 
+/// Most rows of one call (the filter's grid has a row per y).
+constexpr int64_t kSampledThresholdMaxRows = 65535;
+
 /// Whether rows of n entries with k wanted are in the path's range:
 /// 1 <= k <= kSampledThresholdMaxK, n >= kSampledThresholdMinN,
 /// n >= kSampledThresholdMinNOverK * k, n <= 2^32 - 1.
@@ -116,7 +119,7 @@ size_t sampledThresholdScratchBytes(int64_t rows, int64_t n, int64_t k);
 /// values, ids 2^32 - 1) and to 0 otherwise; redo flagged rows by another
 /// selection before using their ids. All pointers are device pointers on
 /// the current device; requires sampledThresholdApplies(n, k) and
-/// 1 <= rows <= 65535; scratch: sampledThresholdScratchBytes(rows, n, k)
+/// 1 <= rows <= kSampledThresholdMaxRows; scratch: sampledThresholdScratchBytes(rows, n, k)
 /// bytes. Ordered on `stream`, no host synchronisation.
 void sampledThresholdSelect(const float* values, int64_t rows, int64_t n, int64_t k, bool largest,
                             float* outValues, int64_t* outIndices, uint8_t* needsFallback,
@@ -129,7 +132,7 @@ void sampledThresholdSelect(const float* values, int64_t rows, int64_t n, int64_
 /// same order, as radixSelectRows followed by a sort (colBase 0). A flagged
 /// row (needsFallback[r] = 1) gets kMaxKey in every slot: the caller must
 /// select it again (or, in the bounded TF32 search, not certify it).
-/// Requires sampledThresholdKeysApply(n, k), ld >= n, 1 <= rows <= 65535;
+/// Requires sampledThresholdKeysApply(n, k), ld >= n, 1 <= rows <= kSampledThresholdMaxRows;
 /// device pointers; scratch: sampledThresholdScratchBytes(rows, n, k).
 /// Ordered on `stream`, no host synchronisation.
 void sampledThresholdSelectKeys(const float* dist, int64_t ld, const float* colAdd, int64_t rows,
