@@ -155,13 +155,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /// Keys a filterKernel block gathers in shared memory before it appends
-/// them to the row's buffer with one atomic (about 200 are expected of a
-/// block at k = 2048; a block that finds more appends the rest directly).
-constexpr unsigned kStage = 1024;
-
+/// them to the row's buffer with one atomic. The stage shares its memory
+/// with the settle's (filterKernel's union), so it takes as many slots as
+/// the settle has, and at least 1024 (about 200 keys are expected of a block
+/// at k = 2048 of 2^20, about 1,050 at k = 3000 of 100k); a block that finds
+/// more appends the rest directly.
+template <unsigned kSlots>
 struct FilterStage {
-    uint64_t keys[kStage];
-    unsigned count;  ///< keys claimed (may pass kStage)
+    uint64_t keys[kSlots];
+    unsigned count;  ///< keys claimed (may pass kSlots)
     unsigned base;   ///< the stage's place in the row's buffer
 };
 
@@ -213,15 +215,45 @@ __device__ __forceinline__ void addColumnTerms(const FilterChunk& c, uint32_t s,
     }
 }
 
+/// A kept key of a filter step to the block's stage at `slot`, or, past
+/// the stage (rare: rows the threshold misjudged), to the row's buffer.
+template <unsigned kSlots>
+__device__ __forceinline__ void stageKey(const FilterChunk& c, FilterStage<kSlots>& st,
+                                         unsigned slot, uint64_t key) {
+    if (slot < kSlots) {
+        st.keys[slot] = key;
+        return;
+    }
+    const unsigned pos = atomicAdd(c.count, 1u);
+    if (int64_t(pos) < c.capacity) c.out[pos] = key;
+}
+
+/// Rows where the threshold is expected to pass at least this many entries
+/// of a warp's step (16 x 32 entries) are filtered by the dense form of
+/// filterStep (at k = 3000 of 100k about 21 pass; at selectK's k = 2048 of
+/// 2^20 about 3).
+constexpr double kDenseKeysPerWarpStep = 8;
+
 /// One step (kStep entries from offset s) of a chunk. Each thread marks its
 /// entries whose value passes the threshold's value: one comparison each,
-/// and most steps mark none. For each entry index some lane marked, the
-/// exact key comparison, and the warp claims room for the keys that pass in
+/// and most steps of most rows mark none. A marked entry is kept when its
+/// key is <= the threshold key (the two tests differ only where the value
+/// equals the threshold's). The warp then claims room for its kept keys in
 /// the block's stage (a shared atomic: the loop never waits on global
-/// memory); keys past the stage go to the row's buffer directly.
+/// memory), in one of two ways:
+///   - sparse rows (selectK's, where the threshold keeps well under 1% of a
+///     row): a claim per entry index that some lane marked, offsets by
+///     ballot;
+///   - dense rows (kDense: k = 3000 of 100k keeps 4%, and nearly every
+///     index has a marked lane): one claim for the warp, offsets by a scan
+///     of the lanes' counts, each lane writing its own keys. A claim per
+///     index made the filter issue-bound there (ncu, H200: 0.25 s of
+///     instructions per 20M entries). The dense form takes more registers,
+///     which the memory-bound sparse rows cannot spare.
 /// kChecked: the step may run past the chunk's end.
-template <bool kVec4, bool kLargest, bool kChecked>
-__device__ __forceinline__ void filterStep(const FilterChunk& c, uint32_t s, FilterStage& st) {
+template <bool kVec4, bool kLargest, bool kDense, bool kChecked, unsigned kSlots>
+__device__ __forceinline__ void filterStep(const FilterChunk& c, uint32_t s,
+                                           FilterStage<kSlots>& st) {
     float v[kPerThread];
     if (kVec4) {
 #pragma unroll
@@ -254,31 +286,56 @@ __device__ __forceinline__ void filterStep(const FilterChunk& c, uint32_t s, Fil
     if (!__any_sync(0xFFFFFFFFu, marked != 0)) return;
     const int lane = threadIdx.x & 31;
     const unsigned below = (1u << lane) - 1u;
+    if (!kDense) {
+#pragma unroll
+        for (int m = 0; m < kPerThread; ++m) {
+            const bool cand = (marked >> m) & 1u;
+            if (!__any_sync(0xFFFFFFFFu, cand)) continue;
+            const uint32_t col = c.col0 + s + stepOffset<kVec4>(m);
+            const uint32_t ob = orderedBits<kLargest>(v[m]);
+            const bool keep = cand && keyAtMost(ob, col, c.tHi, c.tLo);
+            const unsigned lanes = __ballot_sync(0xFFFFFFFFu, keep);
+            if (!lanes) continue;
+            const int leader = __ffs(lanes) - 1;
+            unsigned slot = 0;
+            if (lane == leader) slot = atomicAdd(&st.count, unsigned(__popc(lanes)));
+            slot = __shfl_sync(0xFFFFFFFFu, slot, leader) + __popc(lanes & below);
+            if (keep) stageKey(c, st, slot, (uint64_t(ob) << 32) | col);
+        }
+        return;
+    }
+    unsigned tied = 0;
 #pragma unroll
     for (int m = 0; m < kPerThread; ++m) {
-        const bool cand = (marked >> m) & 1u;
-        if (!__any_sync(0xFFFFFFFFu, cand)) continue;
-        const uint32_t col = c.col0 + s + stepOffset<kVec4>(m);
-        const uint32_t ob = orderedBits<kLargest>(v[m]);
-        const bool keep = cand && keyAtMost(ob, col, c.tHi, c.tLo);
-        const unsigned kept = __ballot_sync(0xFFFFFFFFu, keep);
-        if (!kept) continue;
-        const int leader = __ffs(kept) - 1;
-        unsigned slot = 0;
-        if (lane == leader) slot = atomicAdd(&st.count, unsigned(__popc(kept)));
-        slot = __shfl_sync(0xFFFFFFFFu, slot, leader) + __popc(kept & below);
-        const uint64_t key = (uint64_t(ob) << 32) | col;
-        const bool staged = slot < kStage;
-        if (keep && staged) st.keys[slot] = key;
-        // The stage is full (rare: rows the threshold misjudged).
-        const unsigned spilled = __ballot_sync(0xFFFFFFFFu, keep && !staged);
-        if (spilled) {
-            const int first = __ffs(spilled) - 1;
-            unsigned pos = 0;
-            if (lane == first) pos = atomicAdd(c.count, unsigned(__popc(spilled)));
-            pos = __shfl_sync(0xFFFFFFFFu, pos, first) + __popc(spilled & below);
-            if (keep && !staged && int64_t(pos) < c.capacity) c.out[pos] = key;
+        if ((kLargest ? -v[m] : v[m]) == c.tValue) tied |= (marked >> m & 1u) << m;
+    }
+    unsigned kept = marked & ~tied;
+    if (__any_sync(0xFFFFFFFFu, tied != 0)) {
+#pragma unroll
+        for (int m = 0; m < kPerThread; ++m) {
+            const uint32_t col = c.col0 + s + stepOffset<kVec4>(m);
+            if (((tied >> m) & 1u) && keyAtMost(orderedBits<kLargest>(v[m]), col, c.tHi, c.tLo))
+                kept |= 1u << m;
         }
+    }
+    const unsigned mine = unsigned(__popc(kept));
+    unsigned upTo = mine;  // inclusive scan over the warp's lanes
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned y = __shfl_up_sync(0xFFFFFFFFu, upTo, o);
+        if (lane >= o) upTo += y;
+    }
+    const unsigned total = __shfl_sync(0xFFFFFFFFu, upTo, 31);
+    if (total == 0) return;
+    unsigned slot = 0;
+    if (lane == 31) slot = atomicAdd(&st.count, total);
+    slot = __shfl_sync(0xFFFFFFFFu, slot, 31) + upTo - mine;
+    if (kept == 0) return;
+#pragma unroll
+    for (int m = 0; m < kPerThread; ++m) {
+        if (!((kept >> m) & 1u)) continue;
+        const uint32_t col = c.col0 + s + stepOffset<kVec4>(m);
+        stageKey(c, st, slot++, (uint64_t(orderedBits<kLargest>(v[m])) << 32) | col);
     }
 }
 
@@ -303,14 +360,19 @@ struct FilterArgs {
 /// Candidate slots of a row's settle in shared memory: the k <= kThreads *
 /// kItems keys it sorts and, when they fit, all of the row's candidates
 /// (the radix select then reads them there instead of from L2 once per
-/// digit). The largest k (kItems 16: few-query rows of k up to 4096) get a
-/// quarter more: at k = 3000 of 100k a row has about 4,200 candidates (rank
-/// 171 of 4,096 samples, +-8% at one standard deviation), which then fit.
-/// Smaller k keep the sort's size, so that the filter blocks of selectK
-/// (many rows, memory-bound) keep their occupancy.
+/// digit). The largest k (kItems 12 and 16: few-query rows of k up to 3072
+/// and 4096) get 5,120: at k = 3000 of 100k a row has about 4,200
+/// candidates (rank 171 of 4,096 samples, +-8% at one standard deviation),
+/// which then fit. Smaller k keep the sort's size, so that the filter
+/// blocks of selectK (many rows, memory-bound) keep their occupancy.
 template <int kItems>
 constexpr int settleSlots() {
-    return kItems == 16 ? kThreads * kItems * 5 / 4 : kThreads * kItems;
+    return kItems >= 12 ? kThreads * 16 * 5 / 4 : kThreads * kItems;
+}
+
+template <int kItems>
+constexpr unsigned stageSlots() {
+    return unsigned(settleSlots<kItems>()) > 1024u ? unsigned(settleSlots<kItems>()) : 1024u;
 }
 
 /// The block's sort of the k kept keys (CUB's merge sort: a thread's keys
@@ -397,13 +459,24 @@ __device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems>
     const uint64_t* buf = a.candidates + row * a.capacity;
     // Stage the candidates in shared memory when they fit (see settleSlots).
     const bool staged = count <= unsigned(settleSlots<kItems>());
-    if (staged) {
-        for (unsigned i = threadIdx.x; i < count; i += kThreads) sh.keys[i] = __ldcg(buf + i);
-        __syncthreads();
-    }
-    // Four loads in flight per thread (from L2 when not staged).
+    // Four loads in flight per thread (from L2, or from the stage).
     constexpr unsigned kLoads = 4;
     constexpr unsigned kSpan = kLoads * kThreads;
+    if (staged) {
+        for (unsigned i0 = threadIdx.x; i0 < count; i0 += kSpan) {
+            uint64_t key[kLoads];
+#pragma unroll
+            for (unsigned u = 0; u < kLoads; ++u) {
+                const unsigned i = i0 + u * kThreads;
+                key[u] = i < count ? __ldcg(buf + i) : 0;
+            }
+#pragma unroll
+            for (unsigned u = 0; u < kLoads; ++u) {
+                if (i0 + u * kThreads < count) sh.keys[i0 + u * kThreads] = key[u];
+            }
+        }
+        __syncthreads();
+    }
     const unsigned padded = (count + kSpan - 1) / kSpan * kSpan;
     auto forEach = [&](auto f) {
         for (unsigned i0 = threadIdx.x; i0 < padded; i0 += kSpan) {
@@ -450,10 +523,11 @@ __device__ void settleRow(const FilterArgs& a, int64_t row, SettleShared<kItems>
 /// which computes, overlaps other rows' filtering, which reads. kVec4: the
 /// rows are 16-byte aligned (n % 4 == 0), loads are float4; else 4-byte
 /// loads. k <= kThreads * kItems.
-template <bool kVec4, bool kLargest, int kItems>
+template <bool kVec4, bool kLargest, int kItems, bool kDense>
 __global__ void __launch_bounds__(kThreads) filterKernel(FilterArgs a) {
+    constexpr unsigned kSlots = stageSlots<kItems>();
     __shared__ union {
-        FilterStage stage;
+        FilterStage<kSlots> stage;
         SettleShared<kItems> settle;
     } sh;
     __shared__ bool lastBlock;
@@ -473,15 +547,15 @@ __global__ void __launch_bounds__(kThreads) filterKernel(FilterArgs a) {
         c.count = a.counts + row;
         c.out = a.candidates + row * a.capacity;
         c.capacity = a.capacity;
-        FilterStage& st = sh.stage;
+        FilterStage<kSlots>& st = sh.stage;
         if (threadIdx.x == 0) st.count = 0;
         __syncthreads();
         uint32_t s = 0;
-        for (; s + kStep <= c.len; s += kStep) filterStep<kVec4, kLargest, false>(c, s, st);
-        if (s < c.len) filterStep<kVec4, kLargest, true>(c, s, st);
+        for (; s + kStep <= c.len; s += kStep) filterStep<kVec4, kLargest, kDense, false>(c, s, st);
+        if (s < c.len) filterStep<kVec4, kLargest, kDense, true>(c, s, st);
         // Append the stage: one atomic for the block, coalesced writes.
         __syncthreads();
-        const unsigned staged = min(st.count, kStage);
+        const unsigned staged = min(st.count, kSlots);
         if (threadIdx.x == 0 && staged > 0) st.base = atomicAdd(c.count, staged);
         __syncthreads();
         for (unsigned i = threadIdx.x; i < staged; i += kThreads) {
@@ -513,28 +587,37 @@ struct ScratchLayout {
     }
 };
 
-template <bool kVec4, bool kLargest>
+template <bool kVec4, bool kLargest, bool kDense>
 void launchFilter(const FilterArgs& a, int items, dim3 grid, cudaStream_t stream) {
-    auto kernel = items == 1   ? filterKernel<kVec4, kLargest, 1>
-                  : items == 2 ? filterKernel<kVec4, kLargest, 2>
-                  : items == 4 ? filterKernel<kVec4, kLargest, 4>
-                  : items == 8 ? filterKernel<kVec4, kLargest, 8>
-                               : filterKernel<kVec4, kLargest, 16>;
+    auto kernel = items == 1   ? filterKernel<kVec4, kLargest, 1, kDense>
+                  : items == 2 ? filterKernel<kVec4, kLargest, 2, kDense>
+                  : items == 4 ? filterKernel<kVec4, kLargest, 4, kDense>
+                  : items == 8 ? filterKernel<kVec4, kLargest, 8, kDense>
+                  : items == 12 ? filterKernel<kVec4, kLargest, 12, kDense>
+                               : filterKernel<kVec4, kLargest, 16, kDense>;
     kernel<<<grid, kThreads, 0, stream>>>(a);
 }
 
-void launchFilter(const FilterArgs& a, bool vec4, bool largest, int items, dim3 grid,
+template <bool kVec4, bool kLargest>
+void launchFilter(const FilterArgs& a, int items, bool dense, dim3 grid, cudaStream_t stream) {
+    if (dense)
+        launchFilter<kVec4, kLargest, true>(a, items, grid, stream);
+    else
+        launchFilter<kVec4, kLargest, false>(a, items, grid, stream);
+}
+
+void launchFilter(const FilterArgs& a, bool vec4, bool largest, int items, bool dense, dim3 grid,
                   cudaStream_t stream) {
     if (vec4) {
         if (largest)
-            launchFilter<true, true>(a, items, grid, stream);
+            launchFilter<true, true>(a, items, dense, grid, stream);
         else
-            launchFilter<true, false>(a, items, grid, stream);
+            launchFilter<true, false>(a, items, dense, grid, stream);
     } else {
         if (largest)
-            launchFilter<false, true>(a, items, grid, stream);
+            launchFilter<false, true>(a, items, dense, grid, stream);
         else
-            launchFilter<false, false>(a, items, grid, stream);
+            launchFilter<false, false>(a, items, dense, grid, stream);
     }
 }
 
@@ -607,8 +690,16 @@ void runSampledThreshold(FilterArgs a, int64_t rows, bool largest, void* scratch
                       (reinterpret_cast<uintptr_t>(a.colAdd) & 15) == 0;
     const dim3 grid(unsigned((a.n + kChunk - 1) / kChunk), unsigned(rows));
     // kItems keys a thread sort k <= 256 * kItems keys when the row settles.
-    const int items = a.k <= 256 ? 1 : a.k <= 512 ? 2 : a.k <= 1024 ? 4 : a.k <= 2048 ? 8 : 16;
-    launchFilter(a, vec4, largest, items, grid, stream);
+    const int items = a.k <= 256    ? 1
+                      : a.k <= 512  ? 2
+                      : a.k <= 1024 ? 4
+                      : a.k <= 2048 ? 8
+                      : a.k <= 3072 ? 12
+                                    : 16;
+    // The threshold passes about rank / samples of a row.
+    const bool dense = double(plan.rank) * double(kPerThread * 32) / double(plan.samples) >=
+                       kDenseKeysPerWarpStep;
+    launchFilter(a, vec4, largest, items, dense, grid, stream);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
