@@ -60,6 +60,43 @@ int64_t radixRowsFit(size_t budget, int64_t nb, int64_t kk, int64_t nq) {
     return std::max<int64_t>(rows, 0);
 }
 
+namespace {
+
+size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
+
+/// What every row block uses, carved from one allocation: the distance
+/// tile, the selected keys and, where the sampled-threshold filter applies,
+/// its scratch and flags. (The radix path's scratch and sort memory are
+/// taken only by a block with a flagged row.)
+struct BlockMemory {
+    size_t dist, keys, filter, flags, total, filterBytes;
+    BlockMemory(int64_t rows, int64_t nb, int64_t kk, bool sampled) {
+        filterBytes = sampled ? select::sampledThresholdScratchBytes(rows, nb, kk) : 0;
+        dist = 0;
+        keys = dist + align256(sizeof(float) * size_t(rows) * paddedWidth(nb));
+        filter = keys + align256(sizeof(uint64_t) * size_t(rows) * kk);
+        flags = filter + align256(filterBytes);
+        total = flags + align256(sampled ? size_t(rows) : 0);
+    }
+};
+
+/// The kk smallest keys of each of `rows` rows of the tile by radix
+/// selection, sorted: the path where the filter does not apply, and the
+/// redo of a block with a flagged row.
+void radixSelectBlock(GpuResources* res, int device, cudaStream_t stream, const float* dist,
+                      int64_t ld, const float* colAdd, int64_t rows, int64_t nb, int64_t kk,
+                      uint64_t* keys) {
+    const size_t radixBytes = select::radixSelectScratchBytes(rows);
+    TempBuffer<char> radixScratch(res, device, radixBytes, stream);
+    const size_t sortBytes = select::sortKeyRowsTempBytes(rows, kk);
+    TempBuffer<char> sortTemp(res, device, sortBytes, stream);
+    select::radixSelectRows(dist, ld, colAdd, 0, rows, nb, kk, keys, radixScratch.data(),
+                            radixBytes, stream);
+    select::sortKeyRows(keys, rows, kk, sortTemp.data(), sortBytes, stream);
+}
+
+}  // namespace
+
 void radixLargeKSearch(GpuResources* res, int device, cudaStream_t stream,
                        const DeviceCorpus& corpus, const float* queries, int64_t nq, int64_t k,
                        select::KeyDecode decode, const float* qNorms, float* distances,
@@ -73,38 +110,33 @@ void radixLargeKSearch(GpuResources* res, int device, cudaStream_t stream,
     FAISS_THROW_IF_NOT_FMT(rowsMax >= 1, "radix large-k search: %zu bytes of temporary memory "
                            "hold no full distance row of %lld vectors at k = %lld", budget,
                            (long long)nb, (long long)kk);
-    TempBuffer<float> dist(res, device, size_t(rowsMax) * ld, stream);
-    TempBuffer<uint64_t> keys(res, device, size_t(rowsMax) * kk, stream);
-    const size_t radixBytes = select::radixSelectScratchBytes(rowsMax);
-    TempBuffer<char> radixScratch(res, device, radixBytes, stream);
-    const size_t sortBytes = select::sortKeyRowsTempBytes(rowsMax, kk);
-    TempBuffer<char> sortTemp(res, device, sortBytes, stream);
     // The sampled-threshold filter reads each distance row once where it
     // applies; the radix passes (four reads) redo a block with a flagged row.
     const bool sampled = select::sampledThresholdKeysApply(nb, kk);
-    const size_t filterBytes = sampled ? select::sampledThresholdScratchBytes(rowsMax, nb, kk) : 0;
-    TempBuffer<char> filterScratch(res, device, filterBytes, stream);
-    TempBuffer<uint8_t> flags(res, device, sampled ? size_t(rowsMax) : 0, stream);
+    const BlockMemory layout(rowsMax, nb, kk, sampled);
+    TempBuffer<char> memory(res, device, layout.total, stream);
+    float* dist = reinterpret_cast<float*>(memory.data() + layout.dist);
+    uint64_t* keys = reinterpret_cast<uint64_t*>(memory.data() + layout.keys);
+    void* filterScratch = memory.data() + layout.filter;
+    uint8_t* flags = reinterpret_cast<uint8_t*>(memory.data() + layout.flags);
     const float alpha = corpus.sqNorms ? -2.f : -1.f;  // as the tiled path's keys
     cublasHandle_t blas = res->getBlasHandle(device);
     for (int64_t q0 = 0; q0 < nq; q0 += rowsMax) {
         const int64_t rows = std::min(rowsMax, nq - q0);
         gemmDotProducts(blas, queries + size_t(q0) * corpus.d, rows, corpus.vectors, nb, corpus.d,
-                        alpha, dist.data(), ld);
+                        alpha, dist, ld);
         auto decodeBlock = [&] {
             if (beforeResults) {  // once, while this block's GEMM and filter run
                 beforeResults();
                 beforeResults = nullptr;
             }
-            select::decodeKeys(keys.data(), rows, kk, k, decode, qNorms ? qNorms + q0 : nullptr,
+            select::decodeKeys(keys, rows, kk, k, decode, qNorms ? qNorms + q0 : nullptr,
                                distances + size_t(q0) * k, labels + size_t(q0) * k, stream);
         };
-        if (!sampled || !sampledSelectRows(dist.data(), ld, corpus.sqNorms, rows, nb, kk,
-                                           keys.data(), flags.data(), filterScratch.data(),
-                                           filterBytes, decodeBlock, stream)) {
-            select::radixSelectRows(dist.data(), ld, corpus.sqNorms, 0, rows, nb, kk, keys.data(),
-                                    radixScratch.data(), radixBytes, stream);
-            select::sortKeyRows(keys.data(), rows, kk, sortTemp.data(), sortBytes, stream);
+        if (!sampled || !sampledSelectRows(dist, ld, corpus.sqNorms, rows, nb, kk, keys, flags,
+                                           filterScratch, layout.filterBytes, decodeBlock,
+                                           stream)) {
+            radixSelectBlock(res, device, stream, dist, ld, corpus.sqNorms, rows, nb, kk, keys);
             decodeBlock();
         }
     }

@@ -8,6 +8,9 @@
 #include <cub/device/device_segmented_sort.cuh>
 
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace faiss_ext {
 namespace gpu {
@@ -76,12 +79,27 @@ __global__ void decodeKeysKernel(const uint64_t* keys, int64_t keyStride, int64_
 
 size_t sortKeyRowsTempBytes(int64_t rows, int64_t k) {
     if (k <= kMaxSharedSort || rows == 0) return 0;
+    // CUB's answer depends on the shape and the device only; asking it costs
+    // several CUDA calls, and the large-k search asks before every GEMM.
+    static std::mutex mutex;
+    static std::map<std::tuple<int, int64_t, int64_t>, size_t> known;
+    const auto shape = std::make_tuple(getCurrentDevice(), rows, k);
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto it = known.find(shape);
+        if (it != known.end()) return it->second;
+    }
     size_t cubBytes = 0;
     FAISS_EXT_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(
             nullptr, cubBytes, (const uint64_t*)nullptr, (uint64_t*)nullptr, rows * k, rows,
             (const int64_t*)nullptr, (const int64_t*)nullptr));
     auto align = [](size_t b) { return (b + 255) & ~size_t(255); };
-    return align(cubBytes) + align(sizeof(int64_t) * (rows + 1)) + align(sizeof(uint64_t) * rows * k);
+    const size_t bytes =
+            align(cubBytes) + align(sizeof(int64_t) * (rows + 1)) + align(sizeof(uint64_t) * rows * k);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (known.size() >= 256) known.clear();  // a bound for processes that try many shapes
+    known.emplace(shape, bytes);
+    return bytes;
 }
 
 void sortKeyRows(uint64_t* keys, int64_t rows, int64_t k, void* temp, size_t tempBytes,
