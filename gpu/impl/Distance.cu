@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -31,8 +32,7 @@ public:
     bool run(int device, cudaStream_t stream, cublasComputeType_t compute, int64_t m, int64_t n,
              int64_t k, float alpha, const float* A, const float* B, float* C, int64_t ldc) {
         cublasLtHandle_t lt;
-        cublasLtMatmulAlgo_t algo;
-        bool haveAlgo = false;
+        const Tuned* tuned = nullptr;
         Key key{device, int(compute), m, n, k, ldc};
         {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -43,22 +43,21 @@ public:
                 h = handles_.emplace(device, nh).first;
             }
             lt = h->second;
-            auto it = algos_.find(key);
-            if (it != algos_.end()) {
-                algo = it->second;
-                haveAlgo = true;
-            }
+            auto it = tuned_.find(key);
+            if (it != tuned_.end()) tuned = it->second.get();
         }
-        Desc desc(compute, m, n, k, ldc);
-        if (!desc.ok) return false;
-        const float beta = 0.f;
-        if (!haveAlgo) {
-            if (!tune(lt, desc, stream, alpha, A, B, C, &algo)) return false;
+        if (!tuned) {
+            std::unique_ptr<Tuned> t(new Tuned(compute, m, n, k, ldc));
+            if (!t->desc.ok || !tune(lt, t->desc, stream, alpha, A, B, C, &t->algo)) return false;
             std::lock_guard<std::mutex> lock(mutex_);
-            algos_[key] = algo;
+            // (a thread that tuned the same shape first keeps its entry)
+            tuned = tuned_.emplace(key, std::move(t)).first->second.get();
         }
-        return cublasLtMatmul(lt, desc.op, &alpha, A, desc.a, B, desc.b, &beta, C, desc.c, C,
-                              desc.c, &algo, nullptr, 0, stream) == CUBLAS_STATUS_SUCCESS;
+        // Entries are never removed or changed once in the map: read unlocked.
+        const Desc& d = tuned->desc;
+        const float beta = 0.f;
+        return cublasLtMatmul(lt, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c,
+                              &tuned->algo, nullptr, 0, stream) == CUBLAS_STATUS_SUCCESS;
     }
 
 private:
@@ -68,6 +67,8 @@ private:
         cublasLtMatmulDesc_t op = nullptr;
         cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
         bool ok = false;
+        Desc(const Desc&) = delete;
+        Desc& operator=(const Desc&) = delete;
         Desc(cublasComputeType_t compute, int64_t m, int64_t n, int64_t k, int64_t ldc) {
             cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
             ok = cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F) == 0 &&
@@ -140,9 +141,19 @@ private:
         return true;
     }
 
+    /// A shape's descriptors and its fastest algorithm, kept for the
+    /// process: creating the four descriptors at every call cost host time
+    /// before each GEMM was queued (bench/trace_search).
+    struct Tuned {
+        Desc desc;
+        cublasLtMatmulAlgo_t algo;
+        Tuned(cublasComputeType_t compute, int64_t m, int64_t n, int64_t k, int64_t ldc)
+                : desc(compute, m, n, k, ldc) {}
+    };
+
     std::mutex mutex_;
     std::map<int, cublasLtHandle_t> handles_;
-    std::map<Key, cublasLtMatmulAlgo_t> algos_;
+    std::map<Key, std::unique_ptr<Tuned>> tuned_;
 };
 
 void checkTile(const char* who, int64_t nq, int64_t nx, int64_t ldOut) {

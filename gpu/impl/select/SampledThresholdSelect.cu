@@ -406,27 +406,52 @@ struct KeyLess {
     __device__ __forceinline__ bool operator()(uint64_t x, uint64_t y) const { return x < y; }
 };
 
+/// Appends `key` to sh.keys when `take` (the warp claims its room at once).
+template <int kItems>
+__device__ __forceinline__ void keepKey(bool take, uint64_t key, SettleShared<kItems>& sh) {
+    const int lane = threadIdx.x & 31;
+    const unsigned m = __ballot_sync(0xFFFFFFFFu, take);
+    unsigned base = 0;
+    if (lane == 0 && m) base = atomicAdd(&sh.kept, unsigned(__popc(m)));
+    base = __shfl_sync(0xFFFFFFFFu, base, 0);
+    if (take) sh.keys[base + __popc(m & ((1u << lane) - 1u))] = key;
+}
+
 /// Compacts the row's keys <= kth into sh.keys[0, k) (in any order). From
 /// staged candidates in place, 256 at a time: a round reads its slots
 /// before a barrier and writes below its last slot (every key kept so far
 /// came from an earlier slot), so no slot is written before it is read.
+/// From the row's buffer (L2), four loads in flight per thread.
 template <int kItems>
 __device__ void gatherKept(bool staged, const uint64_t* buf, unsigned count, uint64_t kth,
                           SettleShared<kItems>& sh) {
     if (threadIdx.x == 0) sh.kept = 0;
     __syncthreads();
-    const int lane = threadIdx.x & 31;
-    const unsigned rounds = (count + kThreads - 1) / kThreads;
-    for (unsigned r = 0; r < rounds; ++r) {
-        const unsigned i = r * kThreads + threadIdx.x;
-        const uint64_t key = i >= count ? kMaxKey : staged ? sh.keys[i] : __ldcg(buf + i);
-        const bool take = i < count && key <= kth;
-        if (staged) __syncthreads();
-        const unsigned m = __ballot_sync(0xFFFFFFFFu, take);
-        unsigned base = 0;
-        if (lane == 0 && m) base = atomicAdd(&sh.kept, unsigned(__popc(m)));
-        base = __shfl_sync(0xFFFFFFFFu, base, 0);
-        if (take) sh.keys[base + __popc(m & ((1u << lane) - 1u))] = key;
+    if (staged) {
+        const unsigned rounds = (count + kThreads - 1) / kThreads;
+        for (unsigned r = 0; r < rounds; ++r) {
+            const unsigned i = r * kThreads + threadIdx.x;
+            const uint64_t key = i < count ? sh.keys[i] : kMaxKey;
+            __syncthreads();
+            keepKey(i < count && key <= kth, key, sh);
+        }
+    } else {
+        constexpr unsigned kLoads = 4;
+        constexpr unsigned kSpan = kLoads * kThreads;
+        // (a bound the same for every thread: keepKey's ballot needs the warp)
+        const unsigned padded = (count + kSpan - 1) / kSpan * kSpan;
+        for (unsigned i0 = threadIdx.x; i0 < padded; i0 += kSpan) {
+            uint64_t key[kLoads];
+#pragma unroll
+            for (unsigned u = 0; u < kLoads; ++u) {
+                const unsigned i = i0 + u * kThreads;
+                key[u] = i < count ? __ldcg(buf + i) : kMaxKey;
+            }
+#pragma unroll
+            for (unsigned u = 0; u < kLoads; ++u) {
+                keepKey(i0 + u * kThreads < count && key[u] <= kth, key[u], sh);
+            }
+        }
     }
     __syncthreads();
 }
