@@ -228,6 +228,21 @@ __device__ __forceinline__ void stageKey(const FilterChunk& c, FilterStage<kSlot
     if (int64_t(pos) < c.capacity) c.out[pos] = key;
 }
 
+/// v[m] for an m known only at run time, without indexing the register
+/// array (that would move it to local memory): a tree of selects on m's
+/// bits.
+__device__ __forceinline__ float pickEntry(const float (&v)[kPerThread], unsigned m) {
+    static_assert(kPerThread == 16, "four levels of selects");
+    float a[8], b[4], c[2];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) a[j] = (m & 1u) ? v[2 * j + 1] : v[2 * j];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) b[j] = (m & 2u) ? a[2 * j + 1] : a[2 * j];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) c[j] = (m & 4u) ? b[2 * j + 1] : b[2 * j];
+    return (m & 8u) ? c[1] : c[0];
+}
+
 /// Rows where the threshold is expected to pass at least this many entries
 /// of a warp's step (16 x 32 entries) are filtered by the dense form of
 /// filterStep (at k = 3000 of 100k about 21 pass; at selectK's k = 2048 of
@@ -242,8 +257,8 @@ constexpr double kDenseKeysPerWarpStep = 8;
 /// the block's stage (a shared atomic: the loop never waits on global
 /// memory), in one of two ways:
 ///   - sparse rows (selectK's, where the threshold keeps well under 1% of a
-///     row): a claim per entry index that some lane marked, offsets by
-///     ballot;
+///     row): rounds in which each lane takes its next marked entry, a claim
+///     per round, offsets by ballot;
 ///   - dense rows (kDense: k = 3000 of 100k keeps 4%, and nearly every
 ///     index has a marked lane): one claim for the warp, offsets by a scan
 ///     of the lanes' counts, each lane writing its own keys. A claim per
@@ -287,12 +302,17 @@ __device__ __forceinline__ void filterStep(const FilterChunk& c, uint32_t s,
     const int lane = threadIdx.x & 31;
     const unsigned below = (1u << lane) - 1u;
     if (!kDense) {
-#pragma unroll
-        for (int m = 0; m < kPerThread; ++m) {
-            const bool cand = (marked >> m) & 1u;
-            if (!__any_sync(0xFFFFFFFFu, cand)) continue;
+        // Each lane walks its own marked entries (most lanes have none or
+        // one): the warp takes as many rounds as its busiest lane, where a
+        // vote per entry index cost 16 rounds a step (ncu, selectK k 2048
+        // of 2^20: 18 instructions per entry, 63% of the read bandwidth).
+        unsigned rest = marked;
+        while (__any_sync(0xFFFFFFFFu, rest != 0)) {
+            const bool cand = rest != 0;
+            const int m = cand ? __ffs(rest) - 1 : 0;
+            rest &= rest - 1u;
             const uint32_t col = c.col0 + s + stepOffset<kVec4>(m);
-            const uint32_t ob = orderedBits<kLargest>(v[m]);
+            const uint32_t ob = orderedBits<kLargest>(pickEntry(v, unsigned(m)));
             const bool keep = cand && keyAtMost(ob, col, c.tHi, c.tLo);
             const unsigned lanes = __ballot_sync(0xFFFFFFFFu, keep);
             if (!lanes) continue;
