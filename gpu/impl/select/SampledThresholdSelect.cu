@@ -262,9 +262,11 @@ constexpr double kDenseKeysPerWarpStep = 8;
 ///   - dense rows (kDense: k = 3000 of 100k keeps 4%, and nearly every
 ///     index has a marked lane): one claim for the warp, offsets by a scan
 ///     of the lanes' counts, each lane writing its own keys. A claim per
-///     index made the filter issue-bound there (ncu, H200: 0.25 s of
-///     instructions per 20M entries). The dense form takes more registers,
-///     which the memory-bound sparse rows cannot spare.
+///     index made the filter issue-bound there (ncu, H200, 200 rows of 100k
+///     at k 3000: 28M of the kernel's 47.6M warp instructions), and the
+///     sparse form's rounds are slower here too (tried: the kernel 92 ->
+///     101 us). The dense form takes more registers, which the
+///     memory-bound sparse rows cannot spare.
 /// kChecked: the step may run past the chunk's end.
 template <bool kVec4, bool kLargest, bool kDense, bool kChecked, unsigned kSlots>
 __device__ __forceinline__ void filterStep(const FilterChunk& c, uint32_t s,
