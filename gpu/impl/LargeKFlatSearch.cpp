@@ -3,6 +3,7 @@
 #include "faiss_ext/gpu/impl/Distance.h"
 #include "faiss_ext/gpu/impl/select/RadixSelectRows.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
+#include "faiss_ext/gpu/utils/Align.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
@@ -47,23 +48,6 @@ bool sampledSelectRows(const float* dist, int64_t ld, const float* colAdd, int64
     return select::fetchSampledThresholdFlags(flags, rows, host, stream) == 0;
 }
 
-}  // namespace
-
-int64_t radixRowsFit(size_t budget, int64_t nb, int64_t kk, int64_t nq) {
-    FAISS_THROW_IF_NOT_FMT(nb >= 1 && kk >= 1 && kk <= nb && nq >= 1,
-                           "radixRowsFit: bad shape (nb %lld, k %lld, nq %lld)", (long long)nb,
-                           (long long)kk, (long long)nq);
-    // Row blocks are launched as grid rows (< 65536) and GEMM tiles stay
-    // under 2^31 entries, as the tiled path's planner keeps them.
-    int64_t rows = std::min<int64_t>({nq, 65535, (int64_t(1) << 31) / paddedWidth(nb)});
-    while (rows >= 1 && blockBytes(rows, nb, kk) > budget) rows /= 2;
-    return std::max<int64_t>(rows, 0);
-}
-
-namespace {
-
-size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
-
 /// What every row block uses, carved from one allocation: the distance
 /// tile, the selected keys and, where the sampled-threshold filter applies,
 /// its scratch and flags. (The radix path's scratch and sort memory are
@@ -96,6 +80,17 @@ void radixSelectBlock(GpuResources* res, int device, cudaStream_t stream, const 
 }
 
 }  // namespace
+
+int64_t radixRowsFit(size_t budget, int64_t nb, int64_t kk, int64_t nq) {
+    FAISS_THROW_IF_NOT_FMT(nb >= 1 && kk >= 1 && kk <= nb && nq >= 1,
+                           "radixRowsFit: bad shape (nb %lld, k %lld, nq %lld)", (long long)nb,
+                           (long long)kk, (long long)nq);
+    // Row blocks are launched as grid rows (< 65536) and GEMM tiles stay
+    // under 2^31 entries, as the tiled path's planner keeps them.
+    int64_t rows = std::min<int64_t>({nq, 65535, (int64_t(1) << 31) / paddedWidth(nb)});
+    while (rows >= 1 && blockBytes(rows, nb, kk) > budget) rows /= 2;
+    return std::max<int64_t>(rows, 0);
+}
 
 void radixLargeKSearch(GpuResources* res, int device, cudaStream_t stream,
                        const DeviceCorpus& corpus, const float* queries, int64_t nq, int64_t k,

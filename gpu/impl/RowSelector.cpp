@@ -3,6 +3,7 @@
 #include "faiss_ext/gpu/impl/select/MergeQueue.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
 #include "faiss_ext/gpu/impl/select/THHeap.h"
+#include "faiss_ext/gpu/utils/Align.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
@@ -15,8 +16,6 @@ namespace faiss_ext {
 namespace gpu {
 
 namespace {
-
-size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
 /// Pinned host blocks kept for reuse across searches (cudaHostAlloc is slow),
 /// for TH-heap's host-side lists. Kept apart from the resources' pinned

@@ -10,6 +10,7 @@
 #include "faiss_ext/gpu/impl/select/RadixSelectRows.h"
 
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/Align.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
@@ -189,8 +190,6 @@ std::vector<std::pair<int, int>> digitPasses(int64_t w) {
     }
     return p;
 }
-
-size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
 }  // namespace
 

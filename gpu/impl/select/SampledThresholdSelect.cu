@@ -19,6 +19,7 @@
 
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/Align.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
@@ -619,8 +620,6 @@ __global__ void __launch_bounds__(kThreads) filterKernel(FilterArgs a) {
     __threadfence();
     settleRow<kLargest, kItems>(a, row, sh.settle);
 }
-
-size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
 /// The scratch of sampledThresholdSelect, carved in this order.
 struct ScratchLayout {

@@ -3,6 +3,7 @@
 #include "faiss_ext/gpu/impl/select/MergeQueue.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/Align.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
@@ -14,8 +15,6 @@ namespace select {
 namespace {
 
 constexpr unsigned kFull = 0xFFFFFFFFu;
-
-size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
 __global__ void gatherSamplesKernel(const float* dist, int64_t ld, const float* colAdd,
                                     int64_t rows, int64_t n, int64_t nS, uint32_t seed,
