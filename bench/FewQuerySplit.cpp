@@ -3,8 +3,8 @@
 #include "bench/BenchDevice.h"
 #include "bench/BenchUtil.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
-#include "faiss_ext/gpu/impl/FusedFewQuery.h"
-#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/flat/FusedFewQuery.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 
 #include <cuda_runtime_api.h>
 

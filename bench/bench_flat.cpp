@@ -34,7 +34,7 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
-#include "faiss_ext/gpu/impl/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>

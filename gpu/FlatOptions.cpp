@@ -1,6 +1,6 @@
 #include "faiss_ext/gpu/FlatOptions.h"
 
-#include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
+#include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
 
 #include <faiss/impl/FaissAssert.h>
 #include <strings.h>

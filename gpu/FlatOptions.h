@@ -1,4 +1,4 @@
-// Options of the exact flat index that its engine (impl/FlatSearch.h) needs
+// Options of the exact flat index that its engine (impl/flat/FlatSearch.h) needs
 // too: where the vectors live, the precision of the distance products, and
 // the selection algorithm (SelectOptions.h).
 #pragma once

@@ -1,6 +1,6 @@
 #include "faiss_ext/gpu/GnndOutOfCore.h"
 
-#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/gnnd/FileBuildCommon.h"
 #include "faiss_ext/gpu/impl/gnnd/FileBuildProgress.h"
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"

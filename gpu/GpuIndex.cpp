@@ -1,7 +1,7 @@
 #include "faiss_ext/gpu/GpuIndex.h"
 
 #include "faiss_ext/Metric.h"
-#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>

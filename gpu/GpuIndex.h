@@ -20,7 +20,7 @@
 namespace faiss_ext {
 namespace gpu {
 
-class DeferredFiniteCheck;  // impl/VectorPrep.h
+class DeferredFiniteCheck;  // impl/flat/VectorPrep.h
 
 /// A recursive mutex that serves waiting threads in arrival order, so that
 /// a stream of searches cannot starve an add (std::mutex may let the

@@ -7,7 +7,7 @@
 #include "faiss_ext/BiLevelLSHWidths.h"
 #include "faiss_ext/gpu/GpuBiLevelLSHTuneEvaluator.h"
 
-#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/lsh/LshEngine.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 

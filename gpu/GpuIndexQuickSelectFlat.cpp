@@ -1,8 +1,8 @@
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 
 #include "faiss_ext/RowCenteringTransform.h"
-#include "faiss_ext/gpu/impl/BoundedFlatSearch.h"
-#include "faiss_ext/gpu/impl/FlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearch.h"
 #include "faiss_ext/gpu/impl/select/MergeQueue.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 

@@ -3,7 +3,7 @@
 #include "faiss_ext/CpuTwin.h"
 #include "faiss_ext/IndexNNDescentFlatChecked.h"
 #include "faiss_ext/RowCenteringTransform.h"
-#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/gnnd/FileBuildCommon.h"
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
 #include "faiss_ext/gpu/impl/gnnd/PartitionedAdd.h"

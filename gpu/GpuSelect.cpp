@@ -1,6 +1,6 @@
 #include "faiss_ext/gpu/GpuSelect.h"
 
-#include "faiss_ext/gpu/impl/RowSelector.h"
+#include "faiss_ext/gpu/impl/flat/RowSelector.h"
 #include "faiss_ext/gpu/impl/select/MergeQueue.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"

@@ -1,5 +1,5 @@
 // The k-selection algorithms: the choice shared by selectK (GpuSelect.h),
-// GpuIndexQuickSelectFlat and the engines behind them (impl/RowSelector.h),
+// GpuIndexQuickSelectFlat and the engines behind them (impl/flat/RowSelector.h),
 // in a header of its own so that the engines need no public index header.
 #pragma once
 

@@ -1,9 +1,9 @@
-// The rule that picks the exact flat search's engine (impl/FlatSearchPath.h)
+// The rule that picks the exact flat search's engine (impl/flat/FlatSearchPath.h)
 // and the checks on forced paths: host-side logic, no GPU needed.
 #include "TestUtils.h"
 
 #include "faiss_ext/gpu/FlatOptions.h"
-#include "faiss_ext/gpu/impl/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
 
 #include <faiss/impl/FaissException.h>
 

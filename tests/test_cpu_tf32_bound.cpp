@@ -1,4 +1,4 @@
-// The TF32 error bound (gpu/impl/Tf32ErrorBound.h) against a CPU emulation
+// The TF32 error bound (gpu/impl/flat/Tf32ErrorBound.h) against a CPU emulation
 // of the two arithmetics it relates: the tensor cores as modelled in the
 // bound's derivation (inputs truncated to TF32, exact products, block FMAs
 // that align their addends to the largest with truncation and truncate the
@@ -7,7 +7,7 @@
 // including data far from the origin, cancellations and tiny numbers, and
 // must not be vacuous: on non-negative data, where truncation errors all
 // point the same way, the observed error reaches a fair share of it. Also
-// the candidate count of the bounded search (impl/BoundedFlatSearch.h).
+// the candidate count of the bounded search (impl/flat/BoundedFlatSearch.h).
 #include <faiss/impl/FaissException.h>
 
 #include <algorithm>
@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "TestUtils.h"
-#include "faiss_ext/gpu/impl/BoundedFlatSearch.h"
-#include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
+#include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
 
 using faiss_ext::gpu::magnitudeSafe;
 using faiss_ext::gpu::normUpperBound;

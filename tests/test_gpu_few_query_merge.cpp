@@ -1,12 +1,12 @@
 // The warp merge of the fused few-query path's chunk lists
-// (impl/FewQueryMerge.h), called directly on keys built here so that its
+// (impl/flat/FewQueryMerge.h), called directly on keys built here so that its
 // shapes do not depend on the GPU's SM count: rows of n distinct keys
 // (chunk lists as the fused kernel writes them: each chunk's slice sorted,
 // short chunks padded with distinct keys near the maximum) must give the kk
 // smallest of each row, sorted, exactly as a sort on the host does.
 #include "TestUtils.h"
 
-#include "faiss_ext/gpu/impl/FewQueryMerge.h"
+#include "faiss_ext/gpu/impl/flat/FewQueryMerge.h"
 
 #include <cuda_runtime_api.h>
 

@@ -32,8 +32,8 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
-#include "faiss_ext/gpu/impl/Distance.h"
-#include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
+#include "faiss_ext/gpu/impl/flat/Distance.h"
+#include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 using faiss_ext::FlatMetric;

@@ -1,4 +1,4 @@
-// The few-query engines of the exact flat search (impl/FlatSearchPath.h):
+// The few-query engines of the exact flat search (impl/flat/FlatSearchPath.h):
 // the fused few-query kernel and the radix large-k path, each forced on
 // FlatStorage and compared with the tiled FP32 path of the same vectors
 // (compareKnn: distances within FP32 rounding rank by rank, differing ids
@@ -11,9 +11,9 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
-#include "faiss_ext/gpu/impl/FlatSearch.h"
-#include "faiss_ext/gpu/impl/FlatSearchPath.h"
-#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 

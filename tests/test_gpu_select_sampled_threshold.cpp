@@ -21,7 +21,7 @@
 #include "TestUtils.h"
 #include "faiss_ext/gpu/GpuSelect.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
-#include "faiss_ext/gpu/impl/RowSelector.h"
+#include "faiss_ext/gpu/impl/flat/RowSelector.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 
 using faiss_ext::gpu::SelectAlgo;

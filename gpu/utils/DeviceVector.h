@@ -24,7 +24,7 @@
 //     (GpuResources::getPinnedMemory, under getPinnedMemoryMutex);
 //   - vectors that Auto / Host storage keeps on the host (FlatStorage):
 //     cudaHostAlloc blocks owned by the storage, sized like the data;
-//   - TH-heap's host-side candidate lists (impl/RowSelector.cpp): a
+//   - TH-heap's host-side candidate lists (impl/flat/RowSelector.cpp): a
 //     process-wide cache of pinned blocks, PinnedCache, kept apart from the
 //     resources' buffer on purpose. A search with host queries holds the
 //     buffer's mutex (GpuIndex::searchPagedHostInput_) while the selection

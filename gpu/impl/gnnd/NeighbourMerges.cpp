@@ -1,6 +1,6 @@
 #include "faiss_ext/gpu/impl/gnnd/NeighbourMerges.h"
 
-#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/gnnd/ClusterGather.h"
 #include "faiss_ext/gpu/impl/gnnd/PartitionPlan.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"

@@ -1,6 +1,6 @@
 #include "faiss_ext/gpu/impl/gnnd/PartitionedBuild.h"
 
-#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/gnnd/ClusterGather.h"
 #include "faiss_ext/gpu/impl/gnnd/ExactClusterLists.h"
 #include "faiss_ext/gpu/impl/gnnd/FileBuildProgress.h"

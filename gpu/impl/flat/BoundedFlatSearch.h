@@ -40,8 +40,8 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
-#include "faiss_ext/gpu/impl/FlatTilePlan.h"
-#include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
+#include "faiss_ext/gpu/impl/flat/FlatTilePlan.h"
+#include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
 
 namespace faiss_ext {
 namespace gpu {

@@ -6,11 +6,11 @@
 #include <memory>
 #include <vector>
 
-#include "faiss_ext/gpu/impl/BoundedFlatSearch.h"
-#include "faiss_ext/gpu/impl/Distance.h"
-#include "faiss_ext/gpu/impl/RowSelector.h"
-#include "faiss_ext/gpu/impl/Tf32ErrorBound.h"
-#include "faiss_ext/gpu/impl/VectorPrep.h"
+#include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/Distance.h"
+#include "faiss_ext/gpu/impl/flat/RowSelector.h"
+#include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"

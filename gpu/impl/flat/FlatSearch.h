@@ -7,7 +7,7 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
-#include "faiss_ext/gpu/impl/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <cstdint>

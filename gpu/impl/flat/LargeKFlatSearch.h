@@ -9,7 +9,7 @@
 #pragma once
 
 #include "faiss_ext/gpu/GpuResources.h"
-#include "faiss_ext/gpu/impl/DeviceCorpus.h"
+#include "faiss_ext/gpu/impl/flat/DeviceCorpus.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
 
 #include <cuda_runtime_api.h>

@@ -1,10 +1,10 @@
-#include "faiss_ext/gpu/impl/FlatTilePlan.h"
+#include "faiss_ext/gpu/impl/flat/FlatTilePlan.h"
 
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
 
-#include "faiss_ext/gpu/impl/RowSelector.h"
+#include "faiss_ext/gpu/impl/flat/RowSelector.h"
 
 namespace faiss_ext {
 namespace gpu {

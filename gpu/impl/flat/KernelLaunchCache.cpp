@@ -1,4 +1,4 @@
-#include "faiss_ext/gpu/impl/KernelLaunchCache.h"
+#include "faiss_ext/gpu/impl/flat/KernelLaunchCache.h"
 
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 

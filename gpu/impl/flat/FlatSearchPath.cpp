@@ -1,4 +1,4 @@
-#include "faiss_ext/gpu/impl/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
 
 #include <faiss/impl/FaissAssert.h>
 

@@ -7,7 +7,7 @@
 // sequence holding the 32 smallest of both) and sorted again (5 steps).
 // At the end warp 0 merges the other warps' lists the same way. Keys are
 // distinct (ids in the low half), so the result is the exact kk smallest.
-#include "faiss_ext/gpu/impl/FewQueryMerge.h"
+#include "faiss_ext/gpu/impl/flat/FewQueryMerge.h"
 
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"

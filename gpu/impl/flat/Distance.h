@@ -18,7 +18,7 @@ void gemmDotProducts(cublasHandle_t handle, const float* q, int64_t nq, const fl
 
 /// As gemmDotProducts, on the tensor cores in TF32
 /// (CUBLAS_COMPUTE_32F_FAST_TF32): inputs rounded to 10 mantissa bits,
-/// products and sums in FP32. Approximate: impl/BoundedFlatSearch.h bounds
+/// products and sums in FP32. Approximate: impl/flat/BoundedFlatSearch.h bounds
 /// its error and makes the search exact again.
 void gemmDotProductsTf32(cublasHandle_t handle, const float* q, int64_t nq, const float* x,
                          int64_t nx, int d, float alpha, float* out, int64_t ldOut);

@@ -1,4 +1,4 @@
-#include "faiss_ext/gpu/impl/Distance.h"
+#include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <cublasLt.h>

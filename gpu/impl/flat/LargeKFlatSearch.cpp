@@ -1,6 +1,6 @@
-#include "faiss_ext/gpu/impl/LargeKFlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/LargeKFlatSearch.h"
 
-#include "faiss_ext/gpu/impl/Distance.h"
+#include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/select/RadixSelectRows.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/utils/Align.h"

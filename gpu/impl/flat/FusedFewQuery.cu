@@ -15,11 +15,11 @@
 // (the block's kk-th best so far) go to a per-query buffer; a full buffer
 // is merged into the sorted list by a bitonic sort of (list, buffer) in
 // shared memory.
-#include "faiss_ext/gpu/impl/FusedFewQuery.h"
+#include "faiss_ext/gpu/impl/flat/FusedFewQuery.h"
 
-#include "faiss_ext/gpu/impl/FewQueryMerge.h"
-#include "faiss_ext/gpu/impl/FlatSearchPath.h"
-#include "faiss_ext/gpu/impl/KernelLaunchCache.h"
+#include "faiss_ext/gpu/impl/flat/FewQueryMerge.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/KernelLaunchCache.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"

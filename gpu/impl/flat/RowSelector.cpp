@@ -1,4 +1,4 @@
-#include "faiss_ext/gpu/impl/RowSelector.h"
+#include "faiss_ext/gpu/impl/flat/RowSelector.h"
 
 #include "faiss_ext/gpu/impl/select/MergeQueue.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
