@@ -2,7 +2,8 @@
 21) on the Python side: each call must raise, leaving the index as it was, or
 behave as docs/bad-inputs.md says. Calls that crashed the interpreter run in
 a child interpreter (``_run``), so a crash fails one test, not the session.
-The C++ side: tests/test_cpu_reliability_round2.cpp."""
+The C++ side: tests/test_cpu_bad_inputs_twins.cpp and
+tests/test_cpu_bad_inputs_factory_io.cpp."""
 
 import os
 import subprocess
