@@ -34,8 +34,10 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace faiss_ext::test;
@@ -641,62 +643,53 @@ TEST(GpuMulti, OneDeviceIsIndexCpuToGpu) {
 
 // ------------------------------------------------ two GPUs, and GPU 0 twice
 
-TEST(GpuMulti, FlatTwoGpus) {
-    Devices devs = twoGpus();
+namespace {
+
+/// One check of the file, run on the devices of a DeviceList.
+struct Check {
+    const char* name;
+    void (*run)(const std::vector<int>& devices);
+};
+
+/// A device list a check runs on: {0, 1} or {0, 0}, and why it skips.
+struct DeviceList {
+    const char* name;
+    Devices (*get)();
+};
+
+void PrintTo(const Check& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const DeviceList& l, std::ostream* os) { *os << l.name; }
+
+const Check kChecks[] = {
+        {"Flat", checkFlatSearchAndRoundTrip},
+        {"Adds", checkAdds},
+        {"BiLevelLSH", checkBiLevelLSH},
+        {"GnndReplicas", checkGnndReplicas},
+        {"FailureFreesEarlierCopies", checkFailureFreesEarlierCopies},
+};
+
+const DeviceList kDeviceLists[] = {
+        {"TwoGpus", twoGpus},            // skipped visibly below 2 GPUs
+        {"GpuZeroTwice", gpuZeroTwice},  // one GPU suffices
+};
+
+/// Every check on every device list: GpuMulti/OnDevices.Check/<check>_<devices>,
+/// e.g. GpuMulti/OnDevices.Check/Flat_TwoGpus.
+class OnDevices : public ::testing::TestWithParam<std::tuple<Check, DeviceList>> {};
+
+TEST_P(OnDevices, Check) {
+    const Check& check = std::get<0>(GetParam());
+    Devices devs = std::get<1>(GetParam()).get();
     FAISS_EXT_REQUIRE(devs);
-    checkFlatSearchAndRoundTrip(devs.ids);
+    check.run(devs.ids);
 }
 
-TEST(GpuMulti, FlatGpuZeroTwice) {
-    Devices devs = gpuZeroTwice();
-    FAISS_EXT_REQUIRE(devs);
-    checkFlatSearchAndRoundTrip(devs.ids);
-}
+INSTANTIATE_TEST_SUITE_P(GpuMulti, OnDevices,
+                         ::testing::Combine(::testing::ValuesIn(kChecks),
+                                            ::testing::ValuesIn(kDeviceLists)),
+                         [](const ::testing::TestParamInfo<OnDevices::ParamType>& info) {
+                             return std::string(std::get<0>(info.param).name) + "_" +
+                                    std::get<1>(info.param).name;
+                         });
 
-TEST(GpuMulti, AddsTwoGpus) {
-    Devices devs = twoGpus();
-    FAISS_EXT_REQUIRE(devs);
-    checkAdds(devs.ids);
-}
-
-TEST(GpuMulti, AddsGpuZeroTwice) {
-    Devices devs = gpuZeroTwice();
-    FAISS_EXT_REQUIRE(devs);
-    checkAdds(devs.ids);
-}
-
-TEST(GpuMulti, BiLevelLSHTwoGpus) {
-    Devices devs = twoGpus();
-    FAISS_EXT_REQUIRE(devs);
-    checkBiLevelLSH(devs.ids);
-}
-
-TEST(GpuMulti, BiLevelLSHGpuZeroTwice) {
-    Devices devs = gpuZeroTwice();
-    FAISS_EXT_REQUIRE(devs);
-    checkBiLevelLSH(devs.ids);
-}
-
-TEST(GpuMulti, GnndReplicasTwoGpus) {
-    Devices devs = twoGpus();
-    FAISS_EXT_REQUIRE(devs);
-    checkGnndReplicas(devs.ids);
-}
-
-TEST(GpuMulti, GnndReplicasGpuZeroTwice) {
-    Devices devs = gpuZeroTwice();
-    FAISS_EXT_REQUIRE(devs);
-    checkGnndReplicas(devs.ids);
-}
-
-TEST(GpuMulti, FailureFreesEarlierCopiesTwoGpus) {
-    Devices devs = twoGpus();
-    FAISS_EXT_REQUIRE(devs);
-    checkFailureFreesEarlierCopies(devs.ids);
-}
-
-TEST(GpuMulti, FailureFreesEarlierCopiesGpuZeroTwice) {
-    Devices devs = gpuZeroTwice();
-    FAISS_EXT_REQUIRE(devs);
-    checkFailureFreesEarlierCopies(devs.ids);
-}
+}  // namespace
