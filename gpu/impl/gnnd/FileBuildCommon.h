@@ -4,7 +4,7 @@
 // names, the host and device memory budgets, and the graph writer.
 #pragma once
 
-#include "faiss_ext/gpu/GnndOutOfCore.h"
+#include "faiss_ext/gpu/GnndOutOfCoreOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
 
 #include <atomic>

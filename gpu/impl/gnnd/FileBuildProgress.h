@@ -7,7 +7,7 @@
 // (the workers of a build report from their own threads).
 #pragma once
 
-#include "faiss_ext/gpu/GnndOutOfCore.h"
+#include "faiss_ext/gpu/GnndOutOfCoreOptions.h"
 
 #include <chrono>
 #include <mutex>

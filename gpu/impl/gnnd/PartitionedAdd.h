@@ -11,7 +11,7 @@
 
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GnndOptions.h"
-#include "faiss_ext/gpu/GnndOutOfCore.h"
+#include "faiss_ext/gpu/GnndOutOfCoreOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
 #include "faiss_ext/gpu/impl/gnnd/PartitionedBuild.h"
 

@@ -30,7 +30,7 @@
 #pragma once
 
 #include "faiss_ext/Metric.h"
-#include "faiss_ext/gpu/GnndOutOfCore.h"
+#include "faiss_ext/gpu/GnndOutOfCoreOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
 #include "faiss_ext/gpu/impl/gnnd/FileBuildCommon.h"
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
