@@ -15,6 +15,8 @@
 #   6. a small run of the demo that must reach recall 1 (exact search)
 #   7. fuzz: fuzz/run.sh, a short libFuzzer run over faiss_ext::read_index
 #      (FX_FUZZ_SECONDS, default 60; its clang build is build-fuzz)
+#   8. links: scripts/check-links.py, every relative link and #anchor of
+#      README.md and docs/*.md must name a file / heading that exists
 # Every step runs even when an earlier one fails; the exit status is non-zero
 # when any failed, and the last line is a summary.
 set -uo pipefail
@@ -106,6 +108,10 @@ record demo $?
 fx_log "Fuzz read_index for ${FX_FUZZ_SECONDS:-60}s (clang, libFuzzer + ASan + UBSan; docs/fuzzing.md)"
 FX_JOBS=$jobs fuzz/run.sh "${FX_FUZZ_SECONDS:-60}"
 record fuzz $?
+
+fx_log "Links of README.md and docs/*.md (scripts/check-links.py)"
+/usr/bin/python3 scripts/check-links.py
+record links $?
 
 echo
 echo "test.sh summary: ${results[*]} => $([ $failed -eq 0 ] && echo 'ALL PASSED' || echo 'FAILED')"
