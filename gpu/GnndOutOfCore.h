@@ -13,6 +13,9 @@
 // shards the partitioned schedule (GnndFileSchedule::Partitioned,
 // impl/gnnd/PartitionedBuild.h: k-means clusters with overlap, one GNND
 // build per cluster, lists folded per vector) grows linearly instead.
+// The options, steps and report are in GnndOutOfCoreOptions.h; the engine
+// in impl/gnnd/ (OutOfCoreBuilder.h: the schedule's choice and the
+// all-pairs build; PartitionedBuild.h: the partitioned one).
 #pragma once
 
 #include "faiss_ext/Metric.h"

@@ -276,6 +276,51 @@ void GraphWriter::commit() {
     graph_.commit();
 }
 
+std::vector<int> readGraphFile(const std::string& path, int64_t* n, int* k) {
+    File f = openFile(path, "rb", "readGraphIvecs");
+    int64_t size = fileSize(f.get());
+    int32_t k0 = 0;
+    FAISS_THROW_IF_NOT_FMT(size >= 4 && std::fread(&k0, 4, 1, f.get()) == 1,
+                           "readGraphIvecs: '%s' is empty", path.c_str());
+    FAISS_THROW_IF_NOT_FMT(k0 > 0 && size % (4 * (int64_t(k0) + 1)) == 0,
+                           "readGraphIvecs: '%s' is not an ivecs file of equal rows", path.c_str());
+    int64_t rows = size / (4 * (int64_t(k0) + 1));
+    std::fseek(f.get(), 0, SEEK_SET);
+    std::vector<int> out(size_t(rows) * k0);
+    std::vector<int32_t> row(size_t(k0) + 1);
+    for (int64_t r = 0; r < rows; ++r) {
+        FAISS_THROW_IF_NOT_FMT(std::fread(row.data(), 4, row.size(), f.get()) == row.size() &&
+                                       row[0] == k0,
+                               "readGraphIvecs: '%s' row %lld is corrupt", path.c_str(),
+                               (long long)r);
+        std::memcpy(out.data() + size_t(r) * k0, row.data() + 1, sizeof(int) * k0);
+    }
+    if (n) *n = rows;
+    if (k) *k = k0;
+    return out;
+}
+
 }  // namespace gnnd
+
+// the names of GnndOutOfCoreOptions.h's enums (as addBuildName, GnndEngine.cpp)
+
+const char* fileScheduleName(GnndFileSchedule s) {
+    switch (s) {
+        case GnndFileSchedule::Auto: return "auto";
+        case GnndFileSchedule::AllPairs: return "all-pairs";
+        case GnndFileSchedule::Partitioned: return "partitioned";
+    }
+    return "unknown";
+}
+
+const char* clusterBuildName(GnndClusterBuild b) {
+    switch (b) {
+        case GnndClusterBuild::Auto: return "auto";
+        case GnndClusterBuild::NNDescent: return "nn-descent";
+        case GnndClusterBuild::Exact: return "exact";
+    }
+    return "unknown";
+}
+
 }  // namespace gpu
 }  // namespace faiss_ext

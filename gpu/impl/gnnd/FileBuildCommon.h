@@ -1,7 +1,7 @@
 // Pieces shared by the two schedules of gnndBuildFromFile (GnndOutOfCore.h):
-// the all-pairs shard schedule (GnndOutOfCore.cpp) and the partitioned one
+// the all-pairs shard schedule (OutOfCoreBuilder.h) and the partitioned one
 // (PartitionedBuild.cpp): the vector file, outputs written under temporary
-// names, the host and device memory budgets, and the graph writer.
+// names, the host and device memory budgets, and the graph writer and reader.
 #pragma once
 
 #include "faiss_ext/gpu/GnndOutOfCoreOptions.h"
@@ -137,6 +137,10 @@ private:
     std::vector<int32_t> row_;
     std::vector<float> drow_;
 };
+
+/// readGraphIvecs (GnndOutOfCore.h): an ivecs graph file as GraphWriter
+/// writes it (n rows of the same k ids).
+std::vector<int> readGraphFile(const std::string& path, int64_t* n, int* k);
 
 }  // namespace gnnd
 }  // namespace gpu
