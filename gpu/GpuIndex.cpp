@@ -151,6 +151,10 @@ void GpuIndex::search(idx_t n, const float* x, idx_t k, float* distances, idx_t*
     auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(n >= 0, "search: n must be >= 0 (got %lld)", (long long)n);
     FAISS_THROW_IF_NOT_FMT(k > 0, "search: k must be > 0 (got %lld)", (long long)k);
+    FAISS_THROW_IF_NOT_MSG(!params || !params->sel || honoursSelector_(),
+                           "search: this GPU index cannot apply an IDSelector "
+                           "(SearchParameters::sel); it is refused rather than ignored "
+                           "(GpuIndexQuickSelectFlat applies selectors: docs/filters.md)");
     if (n == 0) return;
     FAISS_THROW_IF_NOT_MSG(x, "search: x is a null pointer");
     FAISS_THROW_IF_NOT_MSG(distances, "search: distances is a null pointer");

@@ -124,6 +124,11 @@ protected:
     /// (called by add() before the vectors are read).
     virtual void checkAddCount_(idx_t /*n*/) const {}
 
+    /// Whether searchImpl_ applies SearchParameters::sel (FAISS's
+    /// IDSelector). search() refuses a selector, with a clear error, for an
+    /// index that does not: a filter is never silently ignored.
+    virtual bool honoursSelector_() const { return false; }
+
     /// Throws unless the n x d vectors at x (host or device) are all finite;
     /// `what` names the call and the rows ("add: vector", "search: query").
     void checkFinite_(idx_t n, const float* x, const char* what) const;

@@ -273,6 +273,9 @@ void GpuIndexQuickSelectFlat::knnGraph(int64_t k, bool excludeSelf, float* dista
                            (long long)(excludeSelf ? ntotal - 1 : ntotal), (long long)ntotal,
                            excludeSelf ? " (self excluded)" : "");
     FAISS_THROW_IF_NOT_MSG(labels, "knnGraph: labels is a null pointer");
+    FAISS_THROW_IF_NOT_MSG(!params || !params->sel,
+                           "knnGraph: an IDSelector (params->sel) is not supported: the graph "
+                           "covers every stored vector");
     checkUsable_();
     DeviceScope scope(config_.device);
     FlatSearchOptions o;
@@ -296,6 +299,13 @@ void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, fl
     o.thFactor = qsConfig_.thheapSampleFactor;
     o.precision = resolveDistancePrecision(n, k, params);
     o.beforeResults = [this] { finishDeferredFiniteCheck_(); };
+    // The selector, evaluated once over the stored positions (host side:
+    // FAISS's IDSelector is a virtual class; IdSelection.h gives the cost).
+    std::unique_ptr<IdSelection> selection;
+    if (params && params->sel) {
+        selection.reset(new IdSelection(params->sel, ntotal));
+        o.filter = selection.get();
+    }
     BoundedSearchStats stats;
     if (o.precision == DistancePrecision::TF32Bounded && ntotal > 0) {
         // The candidates are selected at m = boundedCandidateCount(k, nb)

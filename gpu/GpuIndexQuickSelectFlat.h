@@ -159,6 +159,8 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
     bool addImplAcceptsHost_() const override { return true; }
     /// FlatStorage::search calls the deferred check before it writes results.
     bool defersFiniteCheck_() const override { return true; }
+    /// params->sel restricts the search to the selected vectors (by position).
+    bool honoursSelector_() const override { return true; }
     void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
                      const faiss::SearchParameters* params) const override;
 

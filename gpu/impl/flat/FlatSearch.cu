@@ -2,6 +2,7 @@
 
 #include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
+#include "faiss_ext/gpu/impl/flat/FilterKernels.h"
 #include "faiss_ext/gpu/impl/flat/FlatTilePlan.h"
 #include "faiss_ext/gpu/impl/flat/FusedFewQuery.h"
 #include "faiss_ext/gpu/impl/flat/LargeKFlatSearch.h"
@@ -319,11 +320,72 @@ void FlatStorage::copyVectors(int64_t i0, int64_t n, float* out) const {
 
 void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* distances,
                          int64_t* labels, const FlatSearchOptions& opt) const {
+    const CorpusView all{vectors_, norms_, ntotal_, onHost_, maxSqNorm_, nullptr};
+    if (opt.filter && opt.filter->count() < ntotal_) {
+        searchFiltered_(*opt.filter, queries, nq, k, distances, labels, opt);
+    } else {
+        searchView_(all, queries, nq, k, distances, labels, opt);
+    }
+}
+
+/// The selected vectors as a corpus of their own, searched with every path
+/// of an unfiltered search: a slice of the storage when they are one run,
+/// else gathered into temporary memory when they fit in a quarter of it;
+/// otherwise (or with vectors on the host) the whole storage is searched
+/// with excluded columns masked in each distance tile (tiled FP32 path).
+void FlatStorage::searchFiltered_(const IdSelection& s, const float* queries, int64_t nq,
+                                  int64_t k, float* distances, int64_t* labels,
+                                  const FlatSearchOptions& opt) const {
+    FAISS_THROW_IF_NOT_FMT(s.size() == ntotal_, "filtered search: selection over %lld positions, "
+                           "index has %lld", (long long)s.size(), (long long)ntotal_);
+    DeviceScope scope(device_);
+    cudaStream_t stream = res_->getDefaultStream(device_);
+    FlatSearchOptions o = opt;
+    o.filter = nullptr;
+    const bool l2 = metric_ == FlatMetric::L2;
+    const int64_t n = s.count();
+    if (n == 0 || s.contiguous()) {
+        const int64_t first = n == 0 ? 0 : s.first();
+        const CorpusView slice{vectors_ + size_t(first) * d_, l2 ? norms_ + first : nullptr, n,
+                               onHost_, maxSqNorm_, nullptr};
+        searchView_(slice, queries, nq, k, distances, labels, o);
+        offsetLabels(labels, nq * k, first, stream);
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        return;
+    }
+    const size_t gatherBytes = sizeof(float) * size_t(n) * (d_ + (l2 ? 1 : 0)) +
+                               sizeof(uint32_t) * size_t(n);
+    if (!onHost_ && gatherBytes <= res_->getTempMemoryAvailable(device_) / 4) {
+        const std::vector<uint32_t> ids = s.positions();
+        TempBuffer<uint32_t> dIds(res_, device_, size_t(n), stream);
+        TempBuffer<float> sub(res_, device_, size_t(n) * d_, stream);
+        TempBuffer<float> subNorms(res_, device_, l2 ? size_t(n) : 0, stream);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dIds.data(), ids.data(), sizeof(uint32_t) * size_t(n),
+                                             cudaMemcpyHostToDevice, stream));
+        gatherSelectedRows(vectors_, norms_, dIds.data(), n, d_, sub.data(), subNorms.data(),
+                           stream);
+        const CorpusView gathered{sub.data(), subNorms.data(), n, false, maxSqNorm_, nullptr};
+        searchView_(gathered, queries, nq, k, distances, labels, o);
+        mapSelectedLabels(labels, nq * k, dIds.data(), stream);
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        return;
+    }
+    TempBuffer<uint32_t> bits(res_, device_, s.words().size(), stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(bits.data(), s.words().data(),
+                                         sizeof(uint32_t) * s.words().size(),
+                                         cudaMemcpyHostToDevice, stream));
+    const CorpusView masked{vectors_, norms_, ntotal_, onHost_, maxSqNorm_, bits.data()};
+    searchView_(masked, queries, nq, k, distances, labels, o);
+}
+
+void FlatStorage::searchView_(const CorpusView& c, const float* queries, int64_t nq, int64_t k,
+                              float* distances, int64_t* labels,
+                              const FlatSearchOptions& opt) const {
     DeviceScope scope(device_);
     cudaStream_t stream = res_->getDefaultStream(device_);
     const bool l2 = metric_ == FlatMetric::L2;
     const select::KeyDecode decode = l2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
-    const int64_t nb = ntotal_;
+    const int64_t nb = c.nb;
     const int64_t kk = std::min(k, nb);
     if (nq == 0) return;
     if (nb == 0) {
@@ -337,14 +399,14 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     const float* q = pq.q;
 
     if (opt.precision == DistancePrecision::TF32Bounded) {
-        if (!onHost_ && opt.selfBase < 0 && boundedSearchSupported(d_)) {
+        if (!c.onHost && !c.keepBits && opt.selfBase < 0 && boundedSearchSupported(d_)) {
             BoundedCorpus corpus;
-            corpus.vectors = vectors_;
-            corpus.sqNorms = l2 ? norms_ : nullptr;
+            corpus.vectors = c.vectors;
+            corpus.sqNorms = l2 ? c.norms : nullptr;
             corpus.nb = nb;
             corpus.d = d_;
             corpus.metric = metric_;
-            corpus.maxSqNorm = maxSqNorm_;
+            corpus.maxSqNorm = c.maxSqNorm;
             FlatSearchOptions fp32 = opt;
             fp32.precision = DistancePrecision::FP32;
             fp32.queriesPrepared = true;
@@ -355,7 +417,7 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
                     {opt.candidateAlgo, opt.group, opt.thFactor}, opt.sampledCandidates,
                     distances, labels,
                     [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
-                        search(sub, n, k, subD, subL, fp32);
+                        searchView_(c, sub, n, k, subD, subL, fp32);
                     },
                     opt.boundedStats);
             return;
@@ -363,7 +425,7 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
         // The FP32 path below answers every query of this search.
         if (opt.boundedStats) opt.boundedStats->fallbackQueries += nq;
     }
-    if (searchSpecialPath_(q, l2 ? pq.norms->data() : nullptr, nq, k, distances, labels, opt,
+    if (searchSpecialPath_(c, q, l2 ? pq.norms->data() : nullptr, nq, k, distances, labels, opt,
                            stream)) {
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
         return;
@@ -373,7 +435,7 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     // Tile plan from the temporary memory budget (90% of what is left).
     const size_t budget = res_->getTempMemoryAvailable(device_) / 10 * 9;
     const TilePlan p =
-            planSearch(budget, nb, nq, k, kk, d_, onHost_, l2, {opt.algo, opt.group, opt.thFactor});
+            planSearch(budget, nb, nq, k, kk, d_, c.onHost, l2, {opt.algo, opt.group, opt.thFactor});
 
     // One distance tile: GEMM and selection both fill the GPU, so a second
     // tile for overlapping them bought nothing when measured (H100), while
@@ -386,8 +448,8 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     cublasHandle_t blas = res_->getBlasHandle(device_);
 
     std::unique_ptr<HostTileStream> host;
-    if (onHost_) {
-        host.reset(new HostTileStream(res_, device_, stream, copyStream_, vectors_, norms_, nb, d_,
+    if (c.onHost) {
+        host.reset(new HostTileStream(res_, device_, stream, copyStream_, c.vectors, c.norms, nb, d_,
                                       p, l2));
     }
     const int64_t rowBlocks = (nq + p.rows - 1) / p.rows;
@@ -401,8 +463,8 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
         for (int64_t c0 = 0; c0 < nb; c0 += p.cols, ++t) {
             const int64_t w = std::min(p.cols, nb - c0);
             const int64_t ld = (w + 3) / 4 * 4;
-            const float* xb = vectors_ + size_t(c0) * d_;
-            const float* xn = l2 ? norms_ + c0 : nullptr;
+            const float* xb = c.vectors + size_t(c0) * d_;
+            const float* xn = l2 ? c.norms + c0 : nullptr;
             if (host) {
                 if (t + 1 < totalTiles) host->issueCopy(t + 1);
                 host->await(t, &xb, &xn);
@@ -411,42 +473,49 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
             if (opt.selfBase >= 0) {
                 maskSelfPairs(dist.data(), ld, rows, w, opt.selfBase + q0, c0, stream);
             }
+            if (c.keepBits) maskExcludedColumns(dist.data(), ld, rows, w, c0, c.keepBits, stream);
             sel.addTile(dist.data(), ld, xn, uint32_t(c0), w);
             if (host) host->release(t);
         }
         const uint64_t* keys = sel.finish();
         select::decodeKeys(keys, rows, kk, k, decode, l2 ? pq.norms->data() + q0 : nullptr,
                            distances + size_t(q0) * k, labels + size_t(q0) * k, stream);
+        if (c.keepBits) {
+            padExcludedResults(distances + size_t(q0) * k, labels + size_t(q0) * k, rows * k, !l2,
+                               stream);
+        }
     }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-bool FlatStorage::searchSpecialPath_(const float* q, const float* qNorms, int64_t nq, int64_t k,
+bool FlatStorage::searchSpecialPath_(const CorpusView& c, const float* q, const float* qNorms, int64_t nq, int64_t k,
                                      float* distances, int64_t* labels,
                                      const FlatSearchOptions& opt, cudaStream_t stream) const {
-    const int64_t kk = std::min(k, ntotal_);
+    // A masked search runs the tiled path: the mask applies to its tiles.
+    if (c.keepBits) return false;
+    const int64_t kk = std::min(k, c.nb);
     // As the tile planner: 90% of the temporary memory left.
     const size_t budget = res_->getTempMemoryAvailable(device_) / 10 * 9;
     FlatSearchShape shape;
     shape.nq = nq;
-    shape.nb = ntotal_;
+    shape.nb = c.nb;
     shape.kk = kk;
     shape.d = d_;
-    shape.onDevice = !onHost_;
+    shape.onDevice = !c.onHost;
     shape.selfExcluded = opt.selfBase >= 0;
     // Sizing the radix tile asks CUB: only where the path may be taken.
     const bool radixCandidate = opt.path == FlatSearchPath::RadixLargeK ||
                                 (opt.path == FlatSearchPath::Auto && kk >= kRadixMinK &&
                                  nq <= kRadixMaxQueries);
     if (radixCandidate && shape.onDevice && !shape.selfExcluded) {
-        shape.radixRowsFit = radixRowsFit(budget, ntotal_, kk, nq);
+        shape.radixRowsFit = radixRowsFit(budget, c.nb, kk, nq);
     }
     const FlatSearchPath path = resolveFlatSearchPath(opt.path, shape);
     if (path == FlatSearchPath::Tiled) return false;
     DeviceCorpus corpus;
-    corpus.vectors = vectors_;
-    corpus.sqNorms = metric_ == FlatMetric::L2 ? norms_ : nullptr;
-    corpus.nb = ntotal_;
+    corpus.vectors = c.vectors;
+    corpus.sqNorms = metric_ == FlatMetric::L2 ? c.norms : nullptr;
+    corpus.nb = c.nb;
     corpus.d = d_;
     const select::KeyDecode decode =
             metric_ == FlatMetric::L2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;

@@ -9,6 +9,7 @@
 #include "faiss_ext/gpu/GpuResources.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
+#include "faiss_ext/gpu/utils/IdSelection.h"
 
 #include <cstdint>
 #include <functional>
@@ -46,6 +47,10 @@ struct FlatSearchOptions {
     /// are queued, so that a deferred check of the queries overlaps them
     /// (GpuIndex::defersFiniteCheck_); idempotent, may be empty.
     std::function<void()> beforeResults;
+    /// When set (over size() positions): only the selected vectors are
+    /// candidates; where fewer than k are selected the rest is padding
+    /// (label -1, distance +inf / -inf). Not with selfBase.
+    const IdSelection* filter = nullptr;
 };
 
 /// Vectors of a flat index.
@@ -81,7 +86,8 @@ public:
     /// Device pointer to the vectors (null when they are on the host).
     const float* vectors() const { return onHost_ ? nullptr : vectors_; }
 
-    /// Exact k-NN of nq queries (device pointers throughout; k >= 1).
+    /// Exact k-NN of nq queries (device pointers throughout; k >= 1), over
+    /// the vectors opt.filter selects when it is set.
     void search(const float* queries, int64_t nq, int64_t k, float* distances, int64_t* labels,
                 const FlatSearchOptions& opt) const;
 
@@ -91,13 +97,28 @@ public:
                   const FlatSearchOptions& opt) const;
 
 private:
+    /// The vectors one search reads: the storage's, a run of them, or a
+    /// gathered subset; keepBits (device bitmap over nb) masks the rest.
+    struct CorpusView {
+        const float* vectors;
+        const float* norms;  ///< |x|^2, L2 only
+        int64_t nb;
+        bool onHost;
+        double maxSqNorm;  ///< an upper bound of the vectors' |x|^2 (TF32 bound)
+        const uint32_t* keepBits;
+    };
+
+    void searchView_(const CorpusView& c, const float* queries, int64_t nq, int64_t k,
+                     float* distances, int64_t* labels, const FlatSearchOptions& opt) const;
+    void searchFiltered_(const IdSelection& s, const float* queries, int64_t nq, int64_t k,
+                         float* distances, int64_t* labels, const FlatSearchOptions& opt) const;
     void allocate_(int64_t n, bool onHost, float** nv, float** nn, DeviceVector<float>* dv,
                    DeviceVector<float>* dn) const;
     static void freeHost_(float* v, float* nn);
     bool wantHost_(int64_t n) const;
     /// Runs the few-query or large-k engine when opt.path resolves to one
     /// (queries prepared, qNorms |q|^2 for L2); false: the tiled path runs.
-    bool searchSpecialPath_(const float* q, const float* qNorms, int64_t nq, int64_t k,
+    bool searchSpecialPath_(const CorpusView& c, const float* q, const float* qNorms, int64_t nq, int64_t k,
                             float* distances, int64_t* labels, const FlatSearchOptions& opt,
                             cudaStream_t stream) const;
 
