@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make_report.py: bench/results/*.jsonl -> docs/benchmarks.md (+ PNG plots in docs/).
+"""make_report.py: bench/results/*.jsonl -> docs/benchmark-tables.md (+ PNG plots in docs/).
 
 Reads every suite's JSON lines (keys: docs/benchmarks.md, "What each suite measures"), keeps the latest line
 for each (suite, dataset, method, nb, d, nq, k), and writes Markdown tables
@@ -11,11 +11,12 @@ with a recall-vs-time plot per data set; for `lsh` the goal (best queries/s at r
 of ours against the exact GPU search and the single-thread CPU twin), recall@10 against
 queries/s of every method and setting with a plot per data set, build times, and the work
 queue against the heap over k) between the markers
-<!-- BEGIN GENERATED --> and <!-- END GENERATED --> of docs/benchmarks.md;
+<!-- BEGIN GENERATED --> and <!-- END GENERATED --> of docs/benchmark-tables.md
+(docs/benchmarks.md holds the same-run comparisons, written by hand);
 text outside the markers (findings, what limits us) is kept as written.
 Plots need matplotlib; without it only the tables are written.
 
-    python3 bench/make_report.py [--results bench/results] [--out docs/benchmarks.md]
+    python3 bench/make_report.py [--results bench/results] [--out docs/benchmark-tables.md]
 """
 import argparse
 import glob
@@ -1133,7 +1134,7 @@ def ann_plot(rows, ds, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default="bench/results")
-    ap.add_argument("--out", default="docs/benchmarks.md")
+    ap.add_argument("--out", default="docs/benchmark-tables.md")
     args = ap.parse_args()
     rows = load(args.results)
     try:
