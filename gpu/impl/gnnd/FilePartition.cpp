@@ -1,6 +1,6 @@
 #include "faiss_ext/gpu/impl/gnnd/FilePartition.h"
 
-#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/impl/gnnd/FlatEngineIndex.h"
 #include "faiss_ext/gpu/impl/gnnd/PartitionPlan.h"
 
 #include <faiss/Clustering.h>
@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <future>
+#include <memory>
 #include <utility>
 
 namespace faiss_ext {
@@ -47,20 +48,14 @@ std::vector<float> readSample(const VectorFile& file, int64_t rows, FlatMetric m
     return x;
 }
 
-/// The exact L2 index of the k-means and assignment searches: ours on the
-/// spec's device, else FAISS's on the CPU (equal results, ties aside).
+/// The exact L2 index of the k-means and assignment searches: ours (the
+/// flat engine, FlatEngineIndex.h) on the spec's device, else FAISS's on the
+/// CPU (equal results, ties aside).
 class CentroidIndex {
 public:
     CentroidIndex(int d, const PartitionSpec& s) {
         if (s.res) {
-            provider_.reset(new GpuResourcesProviderFromInstance(s.res));
-            GpuIndexQuickSelectFlatConfig cfg;
-            cfg.device = s.device;
-            // on the device or not at all: Auto would fall back to host
-            // memory when an allocation fails, and a build that cannot
-            // allocate must fail (the centroids are few)
-            cfg.storage = VectorStorage::Device;
-            gpu_.reset(new GpuIndexQuickSelectFlat(provider_.get(), d, faiss::METRIC_L2, cfg));
+            gpu_.reset(new FlatEngineIndex(s.res, s.device, d));
         } else {
             cpu_.reset(new faiss::IndexFlatL2(d));
         }
@@ -68,8 +63,7 @@ public:
     faiss::Index& get() { return gpu_ ? static_cast<faiss::Index&>(*gpu_) : *cpu_; }
 
 private:
-    std::unique_ptr<GpuResourcesProvider> provider_;
-    std::unique_ptr<GpuIndexQuickSelectFlat> gpu_;
+    std::unique_ptr<FlatEngineIndex> gpu_;
     std::unique_ptr<faiss::IndexFlatL2> cpu_;
 };
 
