@@ -41,7 +41,7 @@ SelectAlgo selectAlgoFromName(const char* name) {
 
 SelectAlgo chooseSelectAlgo(int64_t rows, int64_t n, int64_t k, int64_t d) {
     // Crossovers of bench suite `select` (bench/results/select.jsonl, H100,
-    // commit dbe9984e5414; docs/benchmarks.md, "Crossovers"): the merge
+    // commit dbe9984e5414; docs/benchmark-tables.md, "Crossovers"): the merge
     // queue beats quick multi-select only with many rows, k <= 32 and rows
     // of at most 2^16 (by 1.05-1.7x: 2048 x 2^13, k = 32: 0.13 vs 0.22 ms);
     // quick multi-select wins everywhere else, by up to 20x at large k.
