@@ -5,24 +5,29 @@
 // exceeds CuckooHashTable::maxChain(n) the build restarts with fresh seeds
 // (after maxAttempts failures the table grows by 5%). Same hash functions and
 // lookups (faiss_ext::lsh::CuckooView) as the host faiss_ext::CuckooHashTable.
+// The public face of the engine in impl/lsh/DeviceCuckooTable.h.
 #pragma once
 
 #include "faiss_ext/BiLevelLSHCommon.h"
-#include "faiss_ext/gpu/utils/DeviceVector.h"
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace faiss_ext {
 namespace gpu {
 
+namespace lsh_impl {
+class DeviceCuckooTable;  // impl/lsh/DeviceCuckooTable.h
+}
+
 /// Map from distinct 64-bit keys to their index, on the current device.
 class GpuCuckooHashTable {
 public:
-    GpuCuckooHashTable() = default;
+    GpuCuckooHashTable();
     ~GpuCuckooHashTable();
     GpuCuckooHashTable(const GpuCuckooHashTable&) = delete;
     GpuCuckooHashTable& operator=(const GpuCuckooHashTable&) = delete;
@@ -49,24 +54,17 @@ public:
     /// Device view for kernels (valid while this table lives).
     lsh::CuckooView view() const;
 
-    size_t size() const { return n_; }
-    size_t capacity() const { return size_t(subSize_) * subTables_; }
-    double load() const { return capacity() ? double(n_) / capacity() : 0.0; }
-    int attempts() const { return attempts_; }
-    int growths() const { return growths_; }
+    size_t size() const;
+    size_t capacity() const;
+    double load() const;
+    int attempts() const;
+    int growths() const;
     void clear();
     /// Exchanges contents with o.
     void swap(GpuCuckooHashTable& o) noexcept;
 
 private:
-    DeviceVector<uint64_t> keys_;  // on the device current at build time
-    DeviceVector<uint32_t> slots_;
-    size_t n_ = 0;
-    uint32_t subSize_ = 0;
-    int subTables_ = 0;
-    uint64_t seeds_[lsh::kMaxCuckooSubTables] = {};
-    int attempts_ = 0;
-    int growths_ = 0;
+    std::unique_ptr<lsh_impl::DeviceCuckooTable> table_;  // never null
 };
 
 }  // namespace gpu

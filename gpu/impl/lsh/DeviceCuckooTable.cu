@@ -1,6 +1,6 @@
-// GPU cuckoo hash table (see GpuCuckooHashTable.h): Alcantara et al.'s
+// The GPU cuckoo hash table (see DeviceCuckooTable.h): Alcantara et al.'s
 // parallel insert, one thread per key.
-#include "faiss_ext/gpu/GpuCuckooHashTable.h"
+#include "faiss_ext/gpu/impl/lsh/DeviceCuckooTable.h"
 
 #include "faiss_ext/CuckooHashTable.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -15,6 +15,7 @@
 
 namespace faiss_ext {
 namespace gpu {
+namespace lsh_impl {
 
 namespace {
 
@@ -54,9 +55,9 @@ __global__ void countAdjacentEqualKernel(const uint64_t* sorted, size_t n, int* 
 
 }  // namespace
 
-GpuCuckooHashTable::~GpuCuckooHashTable() { clear(); }
+DeviceCuckooTable::~DeviceCuckooTable() { clear(); }
 
-size_t GpuCuckooHashTable::countRepeatedKeys(const uint64_t* deviceKeys, size_t n,
+size_t DeviceCuckooTable::countRepeatedKeys(const uint64_t* deviceKeys, size_t n,
                                              cudaStream_t stream) {
     if (n < 2) return 0;
     DeviceVector<uint64_t> sorted;
@@ -89,7 +90,7 @@ size_t GpuCuckooHashTable::countRepeatedKeys(const uint64_t* deviceKeys, size_t 
     return size_t(h);
 }
 
-void GpuCuckooHashTable::clear() {
+void DeviceCuckooTable::clear() {
     keys_.release();
     slots_.release();
     n_ = 0;
@@ -98,7 +99,7 @@ void GpuCuckooHashTable::clear() {
     attempts_ = growths_ = 0;
 }
 
-void GpuCuckooHashTable::swap(GpuCuckooHashTable& o) noexcept {
+void DeviceCuckooTable::swap(DeviceCuckooTable& o) noexcept {
     keys_.swap(o.keys_);
     slots_.swap(o.slots_);
     std::swap(n_, o.n_);
@@ -109,7 +110,7 @@ void GpuCuckooHashTable::swap(GpuCuckooHashTable& o) noexcept {
     std::swap(growths_, o.growths_);
 }
 
-lsh::CuckooView GpuCuckooHashTable::view() const {
+lsh::CuckooView DeviceCuckooTable::view() const {
     lsh::CuckooView v;
     v.slots = slots_.data();
     v.keys = keys_.data();
@@ -119,7 +120,7 @@ lsh::CuckooView GpuCuckooHashTable::view() const {
     return v;
 }
 
-void GpuCuckooHashTable::buildFromHost(const uint64_t* keys, size_t n, int subTables,
+void DeviceCuckooTable::buildFromHost(const uint64_t* keys, size_t n, int subTables,
                                        float maxLoad, uint64_t seed, cudaStream_t stream,
                                        int maxAttempts) {
     FAISS_THROW_IF_NOT_MSG(n == 0 || keys, "GpuCuckooHashTable: null keys");
@@ -132,7 +133,7 @@ void GpuCuckooHashTable::buildFromHost(const uint64_t* keys, size_t n, int subTa
     build(d.data(), n, subTables, maxLoad, seed, stream, maxAttempts);
 }
 
-void GpuCuckooHashTable::build(const uint64_t* deviceKeys, size_t n, int subTables, float maxLoad,
+void DeviceCuckooTable::build(const uint64_t* deviceKeys, size_t n, int subTables, float maxLoad,
                                uint64_t seed, cudaStream_t stream, int maxAttempts) {
     FAISS_THROW_IF_NOT_FMT(subTables >= 2 && subTables <= lsh::kMaxCuckooSubTables,
                            "GpuCuckooHashTable: subTables must be in [2, %d], got %d",
@@ -204,14 +205,14 @@ void GpuCuckooHashTable::build(const uint64_t* deviceKeys, size_t n, int subTabl
     growths_ = growths;
 }
 
-void GpuCuckooHashTable::find(const uint64_t* deviceKeys, size_t n, int64_t* deviceOut,
+void DeviceCuckooTable::find(const uint64_t* deviceKeys, size_t n, int64_t* deviceOut,
                               cudaStream_t stream) const {
     if (n == 0) return;
     cuckooFindKernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(view(), deviceKeys, n, deviceOut);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
-std::vector<int64_t> GpuCuckooHashTable::findHost(const std::vector<uint64_t>& keys,
+std::vector<int64_t> DeviceCuckooTable::findHost(const std::vector<uint64_t>& keys,
                                                   cudaStream_t stream) const {
     std::vector<int64_t> out(keys.size());
     if (keys.empty()) return out;
@@ -237,5 +238,6 @@ std::vector<int64_t> GpuCuckooHashTable::findHost(const std::vector<uint64_t>& k
     return out;
 }
 
+}  // namespace lsh_impl
 }  // namespace gpu
 }  // namespace faiss_ext

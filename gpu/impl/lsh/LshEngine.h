@@ -7,8 +7,9 @@
 // the results match the CPU twin's (faiss_ext/IndexBiLevelLSH.cpp).
 #pragma once
 
-#include "faiss_ext/IndexBiLevelLSH.h"
-#include "faiss_ext/gpu/GpuCuckooHashTable.h"
+#include "faiss_ext/BiLevelLSHCommon.h"
+#include "faiss_ext/BiLevelLSHModel.h"
+#include "faiss_ext/gpu/impl/lsh/DeviceCuckooTable.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
@@ -53,7 +54,7 @@ struct DeviceState {
     DeviceVector<uint64_t> sortedCodes; ///< L x n
     DeviceVector<int64_t> groupStart;   ///< groups + 1
     DeviceVector<lsh::BucketRange> ranges;
-    GpuCuckooHashTable cuckoo;
+    DeviceCuckooTable cuckoo;
     uint64_t keySalt = 0;
     size_t numKeys = 0;
     std::vector<int64_t> groupStartHost;

@@ -299,10 +299,10 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
             runStart.data(), runs, total, n, sortedIds.data(), sortedCodes.data(), group.data(),
             salt, keys.data(), ranges.data());
         FAISS_EXT_CUDA_CHECK_LAUNCH();
-        if (GpuCuckooHashTable::countRepeatedKeys(keys.data(), size_t(runs), stream) == 0) break;
+        if (DeviceCuckooTable::countRepeatedKeys(keys.data(), size_t(runs), stream) == 0) break;
         salt = mix64(salt + 0x73616c74ULL);
     }
-    GpuCuckooHashTable cuckoo;
+    DeviceCuckooTable cuckoo;
     cuckoo.build(keys.data(), size_t(runs), config.cuckooSubTables, config.cuckooMaxLoad,
                  config.seed ^ 0x637563ULL, stream);
     DeviceVector<int64_t> dGroupStart;
