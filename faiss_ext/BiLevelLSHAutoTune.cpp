@@ -1,14 +1,11 @@
 // The Bi-level LSH autotuner (see BiLevelLSHAutoTune.h).
 #include "faiss_ext/BiLevelLSHAutoTune.h"
 
-#include <faiss/IndexFlat.h>
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-
-#include "faiss_ext/IndexBiLevelLSH.h"
 
 namespace faiss_ext {
 
@@ -87,32 +84,6 @@ double recallAgainstExact(int64_t nq, int k, const int64_t* labels, const int64_
         }
     }
     return double(found) / (double(nq) * k);
-}
-
-BiLevelTuneEvaluatorCpu::BiLevelTuneEvaluatorCpu() = default;
-BiLevelTuneEvaluatorCpu::~BiLevelTuneEvaluatorCpu() = default;
-
-void BiLevelTuneEvaluatorCpu::build(const BiLevelLSHConfig& config, int d, int64_t n,
-                                    const float* x) {
-    auto index = std::make_unique<IndexBiLevelLSH>(d, config);
-    index->train(n, x);
-    index->add(n, x);
-    index_ = std::move(index);
-}
-
-void BiLevelTuneEvaluatorCpu::search(int64_t nq, const float* q, int k,
-                                     const SearchParametersBiLevelLSH& params, int64_t* labels,
-                                     double* meanCandidates) {
-    FAISS_THROW_IF_NOT_MSG(index_, "BiLevelTuneEvaluatorCpu::search: build() first");
-    searchAndCountCandidates(*index_, nq, q, k, params, labels, meanCandidates);
-}
-
-void BiLevelTuneEvaluatorCpu::exactSearch(int d, int64_t n, const float* x, int64_t nq,
-                                          const float* q, int k, int64_t* labels) {
-    faiss::IndexFlatL2 flat(d);
-    flat.add(n, x);
-    std::vector<float> D(size_t(nq) * k);
-    flat.search(nq, q, k, D.data(), labels);
 }
 
 namespace {

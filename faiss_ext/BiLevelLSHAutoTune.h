@@ -190,6 +190,9 @@ void searchAndCountCandidates(const IndexT& index, int64_t nq, const float* q, i
 }
 
 /// Evaluates with the CPU twin (IndexBiLevelLSH) and faiss::IndexFlatL2.
+/// Defined in IndexBiLevelLSH.cpp, with the index it builds (whose train()
+/// autotunes through it): the tuner's own code needs no index, so the two
+/// files do not include each other.
 class BiLevelTuneEvaluatorCpu : public BiLevelTuneEvaluator {
   public:
     BiLevelTuneEvaluatorCpu();

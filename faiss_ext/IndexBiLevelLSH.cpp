@@ -6,6 +6,7 @@
 #include "faiss_ext/BiLevelLSHWidths.h"
 #include "faiss_ext/Metric.h"
 
+#include <faiss/IndexFlat.h>
 #include <faiss/impl/FaissAssert.h>
 #include <faiss/utils/Heap.h>
 #include <faiss/utils/distances.h>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 
 namespace faiss_ext {
@@ -518,6 +520,36 @@ void IndexBiLevelLSH::setContents(const BiLevelLSHConfig& config, BiLevelLSHMode
     cuckoo_ = std::move(cuckoo);
     ntotal = n;
     is_trained = trained;
+}
+
+// The CPU evaluator of the tuner (BiLevelLSHAutoTune.h) is defined here,
+// with the index it builds, so that the tuner itself needs no index: this
+// file includes the tuner's header, the tuner's file not this one's.
+
+BiLevelTuneEvaluatorCpu::BiLevelTuneEvaluatorCpu() = default;
+BiLevelTuneEvaluatorCpu::~BiLevelTuneEvaluatorCpu() = default;
+
+void BiLevelTuneEvaluatorCpu::build(const BiLevelLSHConfig& config, int d, int64_t n,
+                                    const float* x) {
+    auto index = std::make_unique<IndexBiLevelLSH>(d, config);
+    index->train(n, x);
+    index->add(n, x);
+    index_ = std::move(index);
+}
+
+void BiLevelTuneEvaluatorCpu::search(int64_t nq, const float* q, int k,
+                                     const SearchParametersBiLevelLSH& params, int64_t* labels,
+                                     double* meanCandidates) {
+    FAISS_THROW_IF_NOT_MSG(index_, "BiLevelTuneEvaluatorCpu::search: build() first");
+    searchAndCountCandidates(*index_, nq, q, k, params, labels, meanCandidates);
+}
+
+void BiLevelTuneEvaluatorCpu::exactSearch(int d, int64_t n, const float* x, int64_t nq,
+                                          const float* q, int k, int64_t* labels) {
+    faiss::IndexFlatL2 flat(d);
+    flat.add(n, x);
+    std::vector<float> D(size_t(nq) * k);
+    flat.search(nq, q, k, D.data(), labels);
 }
 
 }  // namespace faiss_ext
