@@ -181,6 +181,16 @@ void GpuIndexQuickSelectFlat::reset() {
     ntotal = 0;
 }
 
+size_t GpuIndexQuickSelectFlat::remove_ids(const faiss::IDSelector& sel) {
+    auto lock = lockOps_();
+    checkUsable_();
+    const IdSelection removed(&sel, ntotal);
+    DeviceScope scope(config_.device);
+    const int64_t gone = storage_->removeSelected(removed);
+    ntotal = storage_->size();
+    return size_t(gone);
+}
+
 void GpuIndexQuickSelectFlat::reconstruct(idx_t key, float* recons) const {
     auto lock = lockOps_();
     FAISS_THROW_IF_NOT_FMT(key >= 0 && key < ntotal, "reconstruct: key %lld out of bounds "

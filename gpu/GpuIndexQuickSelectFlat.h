@@ -100,6 +100,12 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
     /// Removes all vectors.
     void reset() override;
 
+    /// Removes the stored vectors `sel` selects and renumbers the rest in
+    /// order, as faiss::IndexFlat does (wrap the index in faiss::IndexIDMap2
+    /// to keep ids stable). Returns how many were removed; compaction runs
+    /// on the device. On failure the index is unchanged.
+    size_t remove_ids(const faiss::IDSelector& sel) override;
+
     /// Copies stored vector `key` to recons (prepared vectors for cosine /
     /// Pearson).
     void reconstruct(idx_t key, float* recons) const override;

@@ -12,6 +12,7 @@
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -307,6 +308,52 @@ void FlatStorage::reset() {
     ntotal_ = 0;
     capacity_ = 0;
     onHost_ = request_ == VectorStorage::Host;
+}
+
+int64_t FlatStorage::removeSelected(const IdSelection& removed) {
+    FAISS_THROW_IF_NOT_FMT(removed.size() == ntotal_, "remove_ids: selection over %lld positions, "
+                           "index has %lld", (long long)removed.size(), (long long)ntotal_);
+    const int64_t gone = removed.count();
+    if (gone == 0) return 0;
+    const int64_t kept = ntotal_ - gone;
+    std::vector<uint32_t> keep;
+    keep.reserve(size_t(kept));
+    for (int64_t i = 0; i < ntotal_; ++i) {
+        if (!removed.contains(i)) keep.push_back(uint32_t(i));
+    }
+    DeviceScope scope(device_);
+    cudaStream_t stream = res_->getDefaultStream(device_);
+    const bool l2 = metric_ == FlatMetric::L2;
+    if (onHost_) {
+        // Pinned host memory: compact in place (a kept row never moves up).
+        for (int64_t j = 0; j < kept; ++j) {
+            if (int64_t(keep[j]) == j) continue;
+            std::memmove(vectors_ + size_t(j) * d_, vectors_ + size_t(keep[j]) * d_,
+                         sizeof(float) * d_);
+            if (l2) norms_[j] = norms_[keep[j]];
+        }
+        ntotal_ = kept;
+        return gone;
+    }
+    // On the device: gather the kept rows into new memory, then swap, so a
+    // failure (out of memory) leaves the storage as it was. maxSqNorm_ stays
+    // an upper bound of what is left, which is all the TF32 bound needs.
+    float* nv = nullptr;
+    float* nn = nullptr;
+    DeviceVector<float> dv, dn;
+    allocate_(std::max<int64_t>(kept, 1), false, &nv, &nn, &dv, &dn);
+    TempBuffer<uint32_t> dKeep(res_, device_, size_t(kept), stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dKeep.data(), keep.data(), sizeof(uint32_t) * size_t(kept),
+                                         cudaMemcpyHostToDevice, stream));
+    gatherSelectedRows(vectors_, l2 ? norms_ : nullptr, dKeep.data(), kept, d_, nv, nn, stream);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    dVectors_ = std::move(dv);
+    dNorms_ = std::move(dn);
+    vectors_ = nv;
+    norms_ = nn;
+    capacity_ = std::max<int64_t>(kept, 1);
+    ntotal_ = kept;
+    return gone;
 }
 
 void FlatStorage::copyVectors(int64_t i0, int64_t n, float* out) const {

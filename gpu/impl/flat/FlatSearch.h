@@ -80,6 +80,11 @@ public:
     /// Removes all vectors and frees the memory.
     void reset();
 
+    /// Removes the vectors `removed` selects (over size() positions) and
+    /// moves the rest down in order, as faiss::IndexFlat::remove_ids does;
+    /// returns how many were removed. On failure nothing changes.
+    int64_t removeSelected(const IdSelection& removed);
+
     /// Copies vectors i0 .. i0 + n - 1 to out (host or device pointer).
     void copyVectors(int64_t i0, int64_t n, float* out) const;
 
