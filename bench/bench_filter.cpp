@@ -12,6 +12,7 @@
 #include "BenchUtil.h"
 
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/utils/IdSelection.h"
 
@@ -32,7 +33,9 @@ namespace {
 
 const char* kUsage =
         "bench_filter --base B.fbin --query Q.fbin [--nq 10000] [--k 10] [--metric l2|ip]\n"
-        "             [--sel 0.001,0.01,0.1,0.5,0.9,1] [--reps 5] [--check 100] [--dataset NAME]\n";
+        "             [--sel 100,1000,10000,50000,90000,100000 (per 100k)] [--reps 5] [--check 100]\n"
+        "             [--dataset NAME] [--graph] [--normalize]   (--graph: also GpuIndexSearchGraph at its\n"
+        "             defaults; --normalize: unit vectors, for --metric ip)\n";
 
 /// A user subclass: only is_member can read it (the generic path's cost).
 struct BitmapBehindIsMember : faiss::IDSelector {
@@ -68,8 +71,24 @@ std::vector<uint8_t> filterBitmap(const Matrix& xb, double fraction, bool random
     return bits;
 }
 
+/// Recall@k of I against the exact filtered answer refI (ids < 0 skipped).
+double recallAgainst(const std::vector<int64_t>& I, const std::vector<int64_t>& refI, int64_t nq,
+                     int k) {
+    int64_t hits = 0, total = 0;
+    for (int64_t q = 0; q < nq; ++q) {
+        const int64_t* row = I.data() + size_t(q) * k;
+        for (int j = 0; j < k; ++j) {
+            const int64_t r = refI[size_t(q) * k + j];
+            if (r < 0) continue;
+            ++total;
+            hits += std::find(row, row + k, r) != row + k;
+        }
+    }
+    return total ? double(hits) / double(total) : 1.0;
+}
+
 /// Median seconds of one search of all queries (device queries, host results).
-double timeSearch(const gpu::GpuIndexQuickSelectFlat& index, const float* dq, int64_t nq, int k,
+double timeSearch(const faiss::Index& index, const float* dq, int64_t nq, int k,
                   const faiss::SearchParameters* p, int reps, std::vector<int64_t>* I) {
     std::vector<float> D(size_t(nq) * k);
     I->resize(size_t(nq) * k);
@@ -111,11 +130,15 @@ double checkRecall(const Matrix& xb, const Matrix& xq, faiss::MetricType metric,
 
 int main(int argc, char** argv) {
     try {
-        Args a(argc, argv, {});
+        Args a(argc, argv, {"graph", "normalize", "help", "git"});
         if (a.printedHelpOrGit(kUsage)) return 0;
-        a.checkKnown({"base", "query", "nq", "k", "metric", "sel", "reps", "check", "dataset"});
-        const Matrix xb = readVectors(a.get("base"));
+        a.checkKnown({"base", "query", "nq", "k", "metric", "sel", "reps", "check", "dataset", "graph", "normalize"});
+        Matrix xb = readVectors(a.get("base"));
         Matrix xq = readVectors(a.get("query"), a.getInt("nq", 10000));
+        if (a.has("normalize")) {
+            faiss_ext::prepareVectors(FlatMetric::Cosine, xb.n, xb.d, xb.x.data());
+            faiss_ext::prepareVectors(FlatMetric::Cosine, xq.n, xq.d, xq.x.data());
+        }
         const int k = int(a.getInt("k", 10));
         const int reps = int(a.getInt("reps", 5));
         const int64_t nCheck = std::min<int64_t>(a.getInt("check", 100), xq.n);
@@ -129,6 +152,15 @@ int main(int argc, char** argv) {
         DeviceArray<float> dq(size_t(xq.n) * xq.d);
         FAISS_EXT_CUDA_CHECK(cudaMemcpy(dq.p, xq.x.data(), sizeof(float) * xq.x.size(),
                                         cudaMemcpyHostToDevice));
+        std::unique_ptr<gpu::GpuIndexSearchGraph> graph;
+        double graphBuild = 0;
+        if (a.has("graph")) {
+            const double t0 = nowSeconds();
+            graph.reset(new gpu::GpuIndexSearchGraph(&res, xb.d, ip ? FlatMetric::InnerProduct
+                                                                    : FlatMetric::L2));
+            graph->add(xb.n, xb.x.data());
+            graphBuild = nowSeconds() - t0;
+        }
         cudaDeviceProp prop;
         FAISS_EXT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
 
@@ -146,6 +178,16 @@ int main(int argc, char** argv) {
                              .num("qps", xq.n / base).num("recall", 1.0).str("git", gitCommit())
                              .text()
                   << std::endl;
+        if (graph) {
+            std::vector<int64_t> G;
+            const double g = timeSearch(*graph, dq.p, xq.n, k, nullptr, reps, &G);
+            std::cout << line("ours:graph-unfiltered", g,
+                              JsonLine().str("metric", ip ? "ip" : "l2")
+                                      .num("build_seconds", graphBuild))
+                                 .num("qps", xq.n / g).num("recall", recallAgainst(G, I, xq.n, k))
+                                 .str("git", gitCommit()).text()
+                      << std::endl;
+        }
         for (bool random : {true, false}) {
             for (int64_t per100k : parseIntList(a.get("sel", "100,1000,10000,50000,90000,100000"))) {
                 const double fraction = double(per100k) / 1e5;
@@ -179,6 +221,20 @@ int main(int argc, char** argv) {
                 std::cout << line("ours:filtered", s, params).num("qps", xq.n / s)
                                      .num("recall", recall).str("git", gitCommit()).text()
                           << std::endl;
+                if (graph) {
+                    // The graph at its defaults (the automatic switch
+                    // included), recall against the exact filtered answer.
+                    std::vector<int64_t> G;
+                    const double g = timeSearch(*graph, dq.p, xq.n, k, &p, reps, &G);
+                    JsonLine gp;
+                    gp.str("metric", ip ? "ip" : "l2").str("filter", random ? "random" : "attribute")
+                            .num("selectivity", fraction).integer("selected", bitmapCost.second)
+                            .num("exact_filtered_qps", xq.n / s);
+                    std::cout << line("ours:graph-filtered", g, gp).num("qps", xq.n / g)
+                                         .num("recall", recallAgainst(G, I, xq.n, k))
+                                         .str("git", gitCommit()).text()
+                              << std::endl;
+                }
             }
         }
         return 0;

@@ -1,9 +1,8 @@
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 
 #include "faiss_ext/RowCenteringTransform.h"
-#include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
-#include "faiss_ext/gpu/impl/select/MergeQueue.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexPreTransform.h>
@@ -232,31 +231,25 @@ SelectAlgo GpuIndexQuickSelectFlat::requestedSelectAlgo(
 
 SelectAlgo GpuIndexQuickSelectFlat::resolveSelectAlgo(int64_t nq, int64_t k,
                                                       const faiss::SearchParameters* params) const {
-    SelectAlgo algo = requestedSelectAlgo(params);
-    FAISS_THROW_IF_NOT_FMT(int(algo) >= 0 && int(algo) <= 3,
-                           "GpuIndexQuickSelectFlat: unknown selectAlgo %d", int(algo));
-    const int64_t kk = std::max<int64_t>(1, std::min<int64_t>(k, std::max<int64_t>(ntotal, 1)));
-    if (algo == SelectAlgo::Auto) algo = chooseSelectAlgo(nq, std::max<int64_t>(ntotal, 1), kk, d);
-    FAISS_THROW_IF_NOT_FMT(algo != SelectAlgo::MergeQueue || kk <= select::kMergeQueueMaxK,
-                           "GpuIndexQuickSelectFlat: the merge queue selects at most k = %lld "
-                           "(asked for %lld); use QuickMultiSelect or Auto",
-                           (long long)select::kMergeQueueMaxK, (long long)kk);
-    return algo;
+    return planSelectAlgo(requestedSelectAlgo(params), nq, ntotal, k, d);
 }
 
-DistancePrecision GpuIndexQuickSelectFlat::resolveDistancePrecision(
-        int64_t nq, int64_t k, const faiss::SearchParameters* params) const {
+DistancePrecision GpuIndexQuickSelectFlat::requestedDistancePrecision_(
+        const faiss::SearchParameters* params) const {
     DistancePrecision p = qsConfig_.distancePrecision;
     checkDistancePrecision(p, "the config");
     if (auto sp = dynamic_cast<const SearchParametersQuickSelectFlat*>(params)) {
         checkDistancePrecision(sp->distancePrecision, "the search parameters");
         if (sp->distancePrecision != DistancePrecision::Auto) p = sp->distancePrecision;
     }
-    if (p == DistancePrecision::Auto) {
-        const bool onDevice = storage_ && storage_->where() == VectorStorage::Device;
-        p = chooseDistancePrecision(nq, ntotal, k, d, flatMetric_, onDevice);
-    }
     return p;
+}
+
+DistancePrecision GpuIndexQuickSelectFlat::resolveDistancePrecision(
+        int64_t nq, int64_t k, const faiss::SearchParameters* params) const {
+    const bool onDevice = storage_ && storage_->where() == VectorStorage::Device;
+    return planDistancePrecision(requestedDistancePrecision_(params), nq, ntotal, k, d,
+                                 flatMetric_, onDevice);
 }
 
 BoundedSearchStats GpuIndexQuickSelectFlat::getBoundedStats() const {
@@ -303,34 +296,24 @@ void GpuIndexQuickSelectFlat::addImpl_(idx_t n, const float* x) {
 void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
                                           idx_t* labels,
                                           const faiss::SearchParameters* params) const {
-    FlatSearchOptions o;
-    o.algo = resolveSelectAlgo(n, k, params);
-    o.group = qsConfig_.mergeQueueGroup;
-    o.thFactor = qsConfig_.thheapSampleFactor;
-    o.precision = resolveDistancePrecision(n, k, params);
-    o.beforeResults = [this] { finishDeferredFiniteCheck_(); };
     // The selector, evaluated once over the stored positions (host side:
     // FAISS's IDSelector is a virtual class; IdSelection.h gives the cost).
     std::unique_ptr<IdSelection> selection;
-    if (params && params->sel) {
-        selection.reset(new IdSelection(params->sel, ntotal));
-        o.filter = selection.get();
-    }
+    if (params && params->sel) selection.reset(new IdSelection(params->sel, ntotal));
+    FlatSearchRequest request;
+    request.algo = requestedSelectAlgo(params);
+    request.precision = requestedDistancePrecision_(params);
+    request.group = qsConfig_.mergeQueueGroup;
+    request.thFactor = qsConfig_.thheapSampleFactor;
+    // The engine decides the rest (FlatSearchPlan.h); a filtered search is
+    // planned for the vectors it selects.
+    const int64_t searched = selection ? selection->count() : ntotal;
+    FlatSearchOptions o = planFlatSearch(searched, storage_->where() == VectorStorage::Device,
+                                         flatMetric_, d, n, k, request);
+    o.beforeResults = [this] { finishDeferredFiniteCheck_(); };
+    o.filter = selection.get();
     BoundedSearchStats stats;
-    if (o.precision == DistancePrecision::TF32Bounded && ntotal > 0) {
-        // The candidates are selected at m = boundedCandidateCount(k, nb)
-        // per query: the algorithm is resolved for m. A merge queue forced
-        // by the caller but unable to hold m gives way to quick multi-select
-        // for the candidates only (the FP32 fallback keeps it at k).
-        const int64_t m = boundedCandidateCount(std::min<int64_t>(k, ntotal), ntotal);
-        if (o.algo == SelectAlgo::MergeQueue && m > select::kMergeQueueMaxK) {
-            o.candidateAlgo = SelectAlgo::QuickMultiSelect;
-        } else {
-            o.candidateAlgo = resolveSelectAlgo(n, m, params);
-            o.sampledCandidates = requestedSelectAlgo(params) == SelectAlgo::Auto;
-        }
-        o.boundedStats = &stats;
-    }
+    if (o.precision == DistancePrecision::TF32Bounded) o.boundedStats = &stats;
     storage_->search(x, n, k, distances, labels, o);  // counts only once it succeeds
     boundedCertified_ += stats.certifiedQueries;
     boundedFallback_ += stats.fallbackQueries;

@@ -172,6 +172,8 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
 
   private:
     void init_();
+    /// The config's precision, overridden by the params' (both checked).
+    DistancePrecision requestedDistancePrecision_(const faiss::SearchParameters* params) const;
 
     FlatMetric flatMetric_;
     GpuIndexQuickSelectFlatConfig qsConfig_;

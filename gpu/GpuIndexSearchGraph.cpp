@@ -9,14 +9,19 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <typeinfo>
 
 #include "faiss_ext/CpuTwin.h"
-#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
+#include "faiss_ext/gpu/impl/flat/FilterKernels.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
+#include "faiss_ext/gpu/impl/graph/FilteredResults.h"
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
+#include "faiss_ext/gpu/utils/IdSelection.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
 
 namespace faiss_ext {
@@ -71,6 +76,33 @@ int autoBlocksPerQuery(int device, int64_t nq, int mergeWidth) {
 /// Smallest itopk: below 32 (the buffer's size) only the first itopk entries
 /// of the buffer are expanded.
 constexpr int kMinItopk = 16;
+
+/// The stored vectors are prepared (cosine, Pearson): plain L2 or inner
+/// product for the exact engine.
+FlatMetric storedMetric(faiss::MetricType metric) {
+    return metric == faiss::METRIC_L2 ? FlatMetric::L2 : FlatMetric::InnerProduct;
+}
+
+/// A filtered graph search asks the beam search for this many candidates
+/// per result it needs: k / selectivity of them hold k selected ones on
+/// average, twice that leaves room for filters correlated with the query.
+constexpr int64_t kFilterOverfetch = 2;
+
+/// Filtered search runs exactly over the selection when it holds at most
+/// this many vectors per candidate distance a beam search computes
+/// (itopk x degree): the GEMM computes a distance an order of magnitude
+/// cheaper than the beam search's scattered reads (bench_filter --graph
+/// measures both sides of the switch).
+constexpr int64_t kExactCostRatio = 16;
+
+/// Candidates for k results when `kept` of `total` vectors are selected:
+/// a power of two >= k (may exceed kMaxItopk: then exact search runs).
+int64_t filteredCandidates(int64_t k, int64_t kept, int64_t total) {
+    const double wanted = double(kFilterOverfetch) * double(k) * double(total) / double(kept);
+    int64_t c = 32;
+    while (double(c) < wanted && c <= graph::kMaxItopk) c <<= 1;
+    return std::max<int64_t>(c, nextPow2(int(std::max<int64_t>(k, 32))));
+}
 
 /// Out-degree of level 0 of an HNSW graph.
 int levelZeroDegree(const faiss::HNSW& h) {
@@ -224,9 +256,11 @@ void applySearchParameters(const SearchParametersSearchGraph& sp,
 ResolvedSearch resolveSearch(const GpuIndexSearchGraphConfig& config, int device, int64_t n,
                              int64_t k, const faiss::SearchParameters* params) {
     ResolvedSearch r = configDefaults(config);
-    if (params) {
+    // FAISS's base class carries only a selector (applied by the caller).
+    if (params && typeid(*params) != typeid(faiss::SearchParameters)) {
         auto sp = dynamic_cast<const SearchParametersSearchGraph*>(params);
-        FAISS_THROW_IF_NOT_FMT(sp, "%s::search: params must be SearchParametersSearchGraph", kWho);
+        FAISS_THROW_IF_NOT_FMT(sp, "%s::search: params must be SearchParametersSearchGraph or "
+                               "faiss::SearchParameters", kWho);
         applySearchParameters(*sp, config, r);
     }
     FAISS_THROW_IF_NOT_FMT(k <= graph::kMaxItopk, "%s::search: k = %lld must be <= %d", kWho,
@@ -364,39 +398,54 @@ void GpuIndexSearchGraph::rebuildEntryPoints_() {
                       rows.data());
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     // the stored vectors are prepared already: plain L2 or inner product
-    GpuResourcesProviderFromInstance same(resources_);
-    GpuIndexQuickSelectFlatConfig fc;
-    fc.device = config_.device;
-    entries_.reset(new GpuIndexQuickSelectFlat(&same, d, metric_type, fc));
-    entries_->add(int64_t(ids.size()), rows.data());
+    std::unique_ptr<FlatStorage> entries(new FlatStorage(resources_.get(), config_.device, d,
+                                                         storedMetric(metric_type),
+                                                         VectorStorage::Device));
+    entries->append(rows.data(), int64_t(ids.size()), /*prepared=*/true);
+    entries_ = std::move(entries);
     std::swap(graph_->entryIds, entryIds);
 }
 
 void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
                                       idx_t* labels, const faiss::SearchParameters* params) const {
-    ResolvedSearch r = resolveSearch(sConfig_, config_.device, n, k, params);
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
+    resolveSearch(sConfig_, config_.device, n, k, params);  // every argument checked first
     if (ntotal == 0) {
         fillEmptyResults_(n, k, distances, labels);
         return;
     }
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
     std::unique_ptr<TempBuffer<float>> prepared;
     const float* q =
         preparedQueries(resources_.get(), config_.device, stream, flatMetric_, x, n, d, prepared);
+    if (params && params->sel) {
+        searchFiltered_(n, q, k, params, distances, labels);
+    } else {
+        beamSearch_(n, q, k, params, distances, labels);
+    }
+}
+
+void GpuIndexSearchGraph::beamSearch_(idx_t n, const float* q, int64_t k,
+                                      const faiss::SearchParameters* params, float* distances,
+                                      idx_t* labels) const {
+    ResolvedSearch r = resolveSearch(sConfig_, config_.device, n, k, params);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
     graph::EntrySeeds seeds;
     std::unique_ptr<TempBuffer<float>> seedD;
     std::unique_ptr<TempBuffer<int64_t>> seedI;
-    int perQuery = entries_ ? std::min<int64_t>(r.entrySeeds, entries_->ntotal) : 0;
+    int perQuery = entries_ ? std::min<int64_t>(r.entrySeeds, entries_->size()) : 0;
     perQuery = std::min(perQuery, std::max(32, r.beam.searchWidth * sConfig_.graphDegree));
     if (perQuery > 0) {
         seedD.reset(
             new TempBuffer<float>(resources_.get(), config_.device, size_t(n) * perQuery, stream));
         seedI.reset(new TempBuffer<int64_t>(resources_.get(), config_.device, size_t(n) * perQuery,
                                             stream));
-        // the queries are on the device, finite and prepared: the engine
-        // directly, without the public search's checks and synchronisation
-        entries_->searchImpl_(n, q, perQuery, seedD->data(), seedI->data(), nullptr);
+        // the queries are on the device, finite and prepared: the exact
+        // engine directly, planned as any flat search (FlatSearchPlan.h)
+        FlatSearchOptions o = planFlatSearch(entries_->size(), true, storedMetric(metric_type), d,
+                                             n, perQuery, FlatSearchRequest());
+        o.queriesPrepared = true;
+        entries_->search(q, n, perQuery, seedD->data(), seedI->data(), o);
         seeds.entryIds = graph_->entryIds.data();
         seeds.rank = seedI->data();
         seeds.perQuery = perQuery;
@@ -416,6 +465,91 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
     graph::BeamScratch scratch{blockKeys.data(), blockIds.data()};
     graph::beamSearch(stream, vectors, ntotal, d, graph_->ids.data(), sConfig_.graphDegree, ip, q,
                       n, int(k), r.beam, seeds, distances, labels, scratch);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
+                                          const faiss::SearchParameters* params, float* distances,
+                                          idx_t* labels) const {
+    const IdSelection selection(params->sel, ntotal);
+    const int64_t kept = selection.count();
+    if (kept == 0) {
+        fillEmptyResults_(n, k, distances, labels);
+        return;
+    }
+    // The beam search with its own knobs, the selector left out.
+    SearchParametersSearchGraph wide;
+    if (auto sp = dynamic_cast<const SearchParametersSearchGraph*>(params)) wide = *sp;
+    wide.sel = nullptr;
+    if (kept == ntotal) {
+        beamSearch_(n, q, k, &wide, distances, labels);
+        return;
+    }
+    const int64_t kWide = filteredCandidates(k, kept, ntotal);
+    if (kWide > graph::kMaxItopk ||
+        kept <= kExactCostRatio * kWide * int64_t(sConfig_.graphDegree)) {
+        searchSelectedExactly_(selection, n, q, k, distances, labels);
+        return;
+    }
+    wide.itopk = std::max<int>(wide.itopk > 0 ? wide.itopk : sConfig_.itopk, int(kWide));
+    const int mergeWidth = nextPow2(std::max<int>(int(kWide), 32));
+    if (wide.blocksPerQuery * mergeWidth > graph::kMaxMergedResults) wide.blocksPerQuery = 0;
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    TempBuffer<float> candD(resources_.get(), config_.device, size_t(n) * kWide, stream);
+    TempBuffer<int64_t> candI(resources_.get(), config_.device, size_t(n) * kWide, stream);
+    beamSearch_(n, q, kWide, &wide, candD.data(), candI.data());
+    TempBuffer<uint32_t> bits(resources_.get(), config_.device, selection.words().size(), stream);
+    TempBuffer<uint8_t> shortRows(resources_.get(), config_.device, size_t(n), stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(bits.data(), selection.words().data(),
+                                         sizeof(uint32_t) * selection.words().size(),
+                                         cudaMemcpyHostToDevice, stream));
+    graph::keepSelectedCandidates(candD.data(), candI.data(), n, int(kWide), bits.data(), int(k),
+                                  metric_type == faiss::METRIC_INNER_PRODUCT, distances, labels,
+                                  shortRows.data(), stream);
+    std::vector<uint8_t> isShort(static_cast<size_t>(n));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(isShort.data(), shortRows.data(), size_t(n),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<uint32_t> rows;
+    for (idx_t i = 0; i < n; ++i) {
+        if (isShort[size_t(i)]) rows.push_back(uint32_t(i));
+    }
+    if (rows.empty()) return;
+    // Queries whose widened candidates held fewer than k selected vectors
+    // (a filter correlated with their region): exact over the selection.
+    const int64_t m = int64_t(rows.size());
+    TempBuffer<uint32_t> dRows(resources_.get(), config_.device, size_t(m), stream);
+    TempBuffer<float> shortQ(resources_.get(), config_.device, size_t(m) * d, stream);
+    TempBuffer<float> shortD(resources_.get(), config_.device, size_t(m) * k, stream);
+    TempBuffer<int64_t> shortI(resources_.get(), config_.device, size_t(m) * k, stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dRows.data(), rows.data(), sizeof(uint32_t) * size_t(m),
+                                         cudaMemcpyHostToDevice, stream));
+    gatherSelectedRows(q, nullptr, dRows.data(), m, d, shortQ.data(), nullptr, stream);
+    searchSelectedExactly_(selection, m, shortQ.data(), k, shortD.data(), shortI.data());
+    graph::scatterResultRows(shortD.data(), shortI.data(), dRows.data(), m, int(k), distances,
+                             labels, stream);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void GpuIndexSearchGraph::searchSelectedExactly_(const IdSelection& selection, idx_t n,
+                                                 const float* q, int64_t k, float* distances,
+                                                 idx_t* labels) const {
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    const int64_t kept = selection.count();
+    const std::vector<uint32_t> ids = selection.positions();
+    TempBuffer<uint32_t> dIds(resources_.get(), config_.device, size_t(kept), stream);
+    TempBuffer<float> rows(resources_.get(), config_.device, size_t(kept) * d, stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dIds.data(), ids.data(), sizeof(uint32_t) * size_t(kept),
+                                         cudaMemcpyHostToDevice, stream));
+    gatherSelectedRows(knn_->getVectorsDevice(), nullptr, dIds.data(), kept, d, rows.data(),
+                       nullptr, stream);
+    const FlatMetric m = storedMetric(metric_type);
+    FlatStorage selected(resources_.get(), config_.device, d, m, VectorStorage::Device);
+    selected.append(rows.data(), kept, /*prepared=*/true);
+    FlatSearchOptions o = planFlatSearch(kept, true, m, d, n, k, FlatSearchRequest());
+    o.queriesPrepared = true;
+    selected.search(q, n, k, distances, labels, o);
+    mapSelectedLabels(labels, n * k, dIds.data(), stream);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

@@ -38,7 +38,8 @@ namespace faiss_ext {
 namespace gpu {
 
 class GpuKnnGraphGNND;
-class GpuIndexQuickSelectFlat;
+class FlatStorage;
+class IdSelection;
 
 /// Build options and search defaults of GpuIndexSearchGraph.
 struct GpuIndexSearchGraphConfig : GpuIndexConfig {
@@ -186,6 +187,8 @@ class GpuIndexSearchGraph : public GpuIndex {
     bool addImplAcceptsHost_() const override { return true; }
     void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
                      const faiss::SearchParameters* params) const override;
+    /// params->sel: the search returns selected vectors only (docs/filters.md).
+    bool honoursSelector_() const override { return true; }
 
   private:
     struct SearchGraphState;
@@ -193,12 +196,25 @@ class GpuIndexSearchGraph : public GpuIndex {
     void checkConfig_(const GpuIndexSearchGraphConfig& c) const;
     void rebuildEntryPoints_();
     void fillHalfCopy_();
+    /// The beam search of n prepared device queries at k (params: ours,
+    /// FAISS's base class, or null; its selector is not read here).
+    void beamSearch_(idx_t n, const float* q, int64_t k, const faiss::SearchParameters* params,
+                     float* distances, idx_t* labels) const;
+    /// The search restricted to params->sel: an unfiltered beam search over
+    /// a candidate list widened by the selectivity, traversing excluded
+    /// nodes and keeping the selected ones; exact search over the selection
+    /// where that costs less or where a query kept fewer than k.
+    void searchFiltered_(idx_t n, const float* q, int64_t k, const faiss::SearchParameters* params,
+                         float* distances, idx_t* labels) const;
+    /// Exact k-NN of n prepared device queries among the selected vectors.
+    void searchSelectedExactly_(const IdSelection& selection, idx_t n, const float* q, int64_t k,
+                                float* distances, idx_t* labels) const;
 
     FlatMetric flatMetric_;
     GpuIndexSearchGraphConfig sConfig_;
     std::unique_ptr<GpuKnnGraphGNND> knn_;
     std::unique_ptr<SearchGraphState> graph_;
-    std::unique_ptr<GpuIndexQuickSelectFlat> entries_;  ///< the entry-point sample's vectors
+    std::unique_ptr<FlatStorage> entries_;  ///< the entry-point sample's vectors (exact engine)
     double knnSeconds_ = 0, optimizeSeconds_ = 0;
 };
 

@@ -44,11 +44,5 @@ void selectK(GpuResourcesProvider* provider, const float* values, int64_t rows, 
              int64_t k, bool largest, float* outValues, int64_t* outIndices,
              const SelectKOptions& options = SelectKOptions());
 
-/// The algorithm Auto runs for a selection of k out of n per row over `rows`
-/// rows (d: dimension of the vectors behind the distances, 0 if unknown).
-/// The crossovers are the ones measured by bench suite `select` and recorded
-/// in bench/results/select.jsonl.
-SelectAlgo chooseSelectAlgo(int64_t rows, int64_t n, int64_t k, int64_t d = 0);
-
 }  // namespace gpu
 }  // namespace faiss_ext

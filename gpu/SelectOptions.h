@@ -3,6 +3,8 @@
 // in a header of its own so that the engines need no public index header.
 #pragma once
 
+#include <cstdint>
+
 namespace faiss_ext {
 namespace gpu {
 
@@ -20,6 +22,12 @@ const char* selectAlgoName(SelectAlgo algo);
 
 /// Parses selectAlgoName's names (also "qms", "mq", "thheap"); throws on others.
 SelectAlgo selectAlgoFromName(const char* name);
+
+/// The algorithm Auto runs for a selection of k out of n per row over `rows`
+/// rows (d: dimension of the vectors behind the distances, 0 if unknown).
+/// The crossovers are the ones measured by bench suite `select` and recorded
+/// in bench/results/select.jsonl.
+SelectAlgo chooseSelectAlgo(int64_t rows, int64_t n, int64_t k, int64_t d = 0);
 
 }  // namespace gpu
 }  // namespace faiss_ext

@@ -4,7 +4,7 @@
 // (none, fewer than k, a few, most, all), the search paths the shapes pick
 // (tiled, fused few-query, radix large k, bounded TF32; slice, gather and
 // mask forms), host storage, threads; refusals by the indexes that cannot
-// apply a selector.
+// apply a selector (Bi-level LSH, GNND search).
 #include "TestUtils.h"
 
 #include "faiss_ext/Metric.h"
@@ -17,6 +17,8 @@
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/IDSelector.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -288,11 +290,6 @@ TEST(GpuFilteredSearchPaths, IndexesThatCannotFilterRefuseAndWriteNothing) {
     faiss::IDSelectorRange lower(0, n / 2);
     std::vector<float> D(4 * 5, 7.f);
     std::vector<int64_t> I(4 * 5, 7);
-    faiss_ext::gpu::GpuIndexSearchGraph graph(&res, d);
-    graph.add(n, xb.data());
-    faiss_ext::gpu::SearchParametersSearchGraph gp;
-    gp.sel = &lower;
-    EXPECT_THROW(graph.search(4, xb.data(), 5, D.data(), I.data(), &gp), faiss::FaissException);
     faiss_ext::gpu::GpuKnnGraphGNND gnnd(&res, d, 16);
     gnnd.add(n, xb.data());
     faiss_ext::gpu::SearchParametersGNND np;
@@ -324,4 +321,85 @@ TEST(GpuFilteredSearchPaths, BadSelectorIsRefusedWithTheIndexUnchanged) {
     EXPECT_EQ(index.ntotal, 500);
     index.search(3, xb.data(), 4, D.data(), I.data());  // still searches
     EXPECT_EQ(I[0], 0);
+}
+
+namespace {
+
+/// Recall@k of I against the filtered exact answer (refI), and checks that
+/// every returned id is selected and no row repeats an id.
+double filteredRecall(const faiss::IDSelector& sel, int64_t nq, int64_t k,
+                      const std::vector<int64_t>& I, const std::vector<int64_t>& refI) {
+    int64_t hits = 0, total = 0;
+    for (int64_t q = 0; q < nq; ++q) {
+        const int64_t* row = I.data() + q * k;
+        for (int64_t j = 0; j < k; ++j) {
+            if (row[j] >= 0) {
+                EXPECT_TRUE(sel.is_member(row[j])) << "query " << q << " returned " << row[j];
+                for (int64_t i = 0; i < j; ++i) EXPECT_NE(row[i], row[j]) << "query " << q;
+            }
+            const int64_t r = refI[q * k + j];
+            if (r < 0) continue;
+            ++total;
+            hits += std::find(row, row + k, r) != row + k;
+        }
+    }
+    return total ? double(hits) / double(total) : 1.0;
+}
+
+/// Keeps vectors whose first coordinate is at least `threshold`: a filter
+/// correlated with the region of space, as an attribute filter is.
+struct FirstCoordinateSelector : faiss::IDSelector {
+    const std::vector<float>* x;
+    int d;
+    float threshold;
+    bool is_member(idx_t id) const override { return (*x)[size_t(id) * d] >= threshold; }
+};
+
+}  // namespace
+
+TEST(GpuFilteredGraphSearch, RecallAgainstFilteredExactAtEverySelectivity) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 32;
+    const int64_t nb = 20000, nq = 300, k = 10;
+    const auto xb = clusteredVectors(nb, d, 50, kSeed);
+    const auto xq = clusteredVectors(nq, d, 50, kSeed + 1);
+    faiss_ext::gpu::GpuIndexSearchGraph graph(&res, d);
+    graph.add(nb, xb.data());
+    std::vector<float> firsts;
+    for (int64_t i = 0; i < nb; ++i) firsts.push_back(xb[size_t(i) * d]);
+    std::sort(firsts.begin(), firsts.end());
+    for (int per1000 : {5, 50, 200, 500, 900}) {
+        HashSelector random{static_cast<uint64_t>(per1000)};
+        FirstCoordinateSelector attribute;
+        attribute.x = &xb;
+        attribute.d = d;
+        attribute.threshold = firsts[size_t(double(nb) * (1.0 - per1000 / 1000.0))];
+        for (const faiss::IDSelector* sel :
+             {static_cast<const faiss::IDSelector*>(&random),
+              static_cast<const faiss::IDSelector*>(&attribute)}) {
+            const std::string what = std::string(sel == &random ? "random" : "attribute") +
+                                     " filter, " + std::to_string(per1000 / 10.0) + "%";
+            faiss::SearchParameters p;
+            p.sel = const_cast<faiss::IDSelector*>(sel);
+            std::vector<float> D(nq * k);
+            std::vector<int64_t> I(nq * k);
+            graph.search(nq, xq.data(), k, D.data(), I.data(), &p);
+            std::vector<float> refD;
+            std::vector<int64_t> refI;
+            filteredOracle(*sel, FlatMetric::L2, d, xb, xq, k, &refD, &refI);
+            const double recall = filteredRecall(*sel, nq, k, I, refI);
+            std::printf("[filtered graph] %s: recall@10 %.4f\n", what.c_str(), recall);
+            EXPECT_GE(recall, 0.95) << what << " seed=" << kSeed;
+        }
+    }
+    // ours with our parameters and a selector; an empty selection pads
+    faiss_ext::gpu::SearchParametersSearchGraph gp;
+    faiss::IDSelectorRange none(nb, nb + 5);
+    gp.sel = &none;
+    gp.itopk = 128;
+    std::vector<float> D(nq * k);
+    std::vector<int64_t> I(nq * k);
+    graph.search(nq, xq.data(), k, D.data(), I.data(), &gp);
+    for (int64_t id : I) EXPECT_EQ(id, -1);
 }

@@ -1,6 +1,6 @@
 #include "faiss_ext/gpu/impl/gnnd/ExactClusterLists.h"
 
-#include "faiss_ext/gpu/GpuSelect.h"
+#include "faiss_ext/gpu/SelectOptions.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"

@@ -1,9 +1,8 @@
 #include "faiss_ext/gpu/impl/gnnd/FlatEngineIndex.h"
 
 #include "faiss_ext/Metric.h"
-#include "faiss_ext/gpu/GpuSelect.h"
-#include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
-#include "faiss_ext/gpu/impl/select/MergeQueue.h"
+#include "faiss_ext/gpu/SelectOptions.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/impl/FaissAssert.h>
@@ -127,30 +126,12 @@ void FlatEngineIndex::search(idx_t n, const float* x, idx_t k, float* distances,
 
 void FlatEngineIndex::searchChunk_(idx_t m, const float* x, idx_t k, float* distances,
                                    idx_t* labels) const {
-    // GpuIndexQuickSelectFlat::resolveSelectAlgo with selectAlgo Auto
-    const int64_t nb = std::max<int64_t>(ntotal, 1);
-    auto autoAlgo = [&](int64_t nq, int64_t kq) {
-        const int64_t kk = std::max<int64_t>(1, std::min<int64_t>(kq, nb));
-        return chooseSelectAlgo(nq, nb, kk, d);
-    };
-    FlatSearchOptions o;  // group, thFactor: the config's defaults
-    o.algo = autoAlgo(m, k);
-    o.precision = chooseDistancePrecision(m, ntotal, k, d, FlatMetric::L2,
-                                          storage_->where() == VectorStorage::Device);
+    // As GpuIndexQuickSelectFlat at its defaults: Auto algorithm and
+    // precision, planned in one place (FlatSearchPlan.h).
+    FlatSearchOptions o = planFlatSearch(ntotal, storage_->where() == VectorStorage::Device,
+                                         FlatMetric::L2, d, m, k, FlatSearchRequest());
     BoundedSearchStats stats;
-    if (o.precision == DistancePrecision::TF32Bounded && ntotal > 0) {
-        // the candidates are selected at c = boundedCandidateCount(k, nb) per
-        // query, the algorithm resolved for c (quick multi-select where a
-        // merge queue, chosen at k, cannot hold c)
-        const int64_t c = boundedCandidateCount(std::min<int64_t>(k, ntotal), ntotal);
-        if (o.algo == SelectAlgo::MergeQueue && c > select::kMergeQueueMaxK) {
-            o.candidateAlgo = SelectAlgo::QuickMultiSelect;
-        } else {
-            o.candidateAlgo = autoAlgo(m, c);
-            o.sampledCandidates = true;  // the algorithm came from Auto
-        }
-        o.boundedStats = &stats;
-    }
+    if (o.precision == DistancePrecision::TF32Bounded) o.boundedStats = &stats;
     storage_->search(x, m, k, distances, labels, o);
 }
 
