@@ -35,7 +35,8 @@ const char* kUsage =
         "bench_filter --base B.fbin --query Q.fbin [--nq 10000] [--k 10] [--metric l2|ip]\n"
         "             [--sel 100,1000,10000,50000,90000,100000 (per 100k)] [--reps 5] [--check 100]\n"
         "             [--dataset NAME] [--graph] [--normalize]   (--graph: also GpuIndexSearchGraph at its\n"
-        "             defaults; --normalize: unit vectors, for --metric ip)\n";
+        "             defaults; --normalize: unit vectors, for --metric ip;\n"
+        "             --remove: also the time of remove_ids of 1% and 10% of the vectors)\n";
 
 /// A user subclass: only is_member can read it (the generic path's cost).
 struct BitmapBehindIsMember : faiss::IDSelector {
@@ -130,9 +131,9 @@ double checkRecall(const Matrix& xb, const Matrix& xq, faiss::MetricType metric,
 
 int main(int argc, char** argv) {
     try {
-        Args a(argc, argv, {"graph", "normalize", "help", "git"});
+        Args a(argc, argv, {"graph", "normalize", "remove", "help", "git"});
         if (a.printedHelpOrGit(kUsage)) return 0;
-        a.checkKnown({"base", "query", "nq", "k", "metric", "sel", "reps", "check", "dataset", "graph", "normalize"});
+        a.checkKnown({"base", "query", "nq", "k", "metric", "sel", "reps", "check", "dataset", "graph", "normalize", "remove"});
         Matrix xb = readVectors(a.get("base"));
         Matrix xq = readVectors(a.get("query"), a.getInt("nq", 10000));
         if (a.has("normalize")) {
@@ -235,6 +236,22 @@ int main(int argc, char** argv) {
                                          .str("git", gitCommit()).text()
                               << std::endl;
                 }
+            }
+        }
+        if (a.has("remove")) {
+            for (double fraction : {0.01, 0.1}) {
+                gpu::GpuIndexQuickSelectFlat fresh(&res, xb.d, metric);
+                fresh.add(xb.n, xb.x.data());
+                std::vector<uint8_t> bits = filterBitmap(xb, fraction, true);
+                faiss::IDSelectorBitmap gone(bits.size(), bits.data());
+                const double t0 = nowSeconds();
+                const size_t removed = fresh.remove_ids(gone);
+                const double t = nowSeconds() - t0;
+                JsonLine params;
+                params.num("fraction", fraction).integer("removed", int64_t(removed))
+                        .integer("left", fresh.ntotal);
+                std::cout << line("ours:remove_ids", t, params).str("git", gitCommit()).text()
+                          << std::endl;
             }
         }
         return 0;

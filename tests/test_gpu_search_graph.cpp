@@ -292,7 +292,12 @@ TEST(GpuSearchGraph, BadInputIsRefusedWithTheIndexUnchanged) {
     sp.searchWidth = 100;
     EXPECT_THROW(b.index->search(4, b.q.data(), 10, D.data(), I.data(), &sp),
                  faiss::FaissException);
-    faiss::SearchParameters other;
+    // FAISS's base class (it carries only a selector) is taken; another
+    // index's parameters are refused.
+    faiss::SearchParameters plain;
+    EXPECT_NO_THROW(b.index->search(4, b.q.data(), 10, D.data(), I.data(), &plain));
+    struct OtherIndexParameters : faiss::SearchParameters {};
+    OtherIndexParameters other;
     EXPECT_THROW(b.index->search(4, b.q.data(), 10, D.data(), I.data(), &other),
                  faiss::FaissException);
     std::vector<float> nan(16 * 100, std::nanf(""));
