@@ -53,6 +53,9 @@ def setting_identity(r):
         return tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted(p.items()) if not k.endswith("seconds"))
     if r.get("suite") == "gnnd-schedules":
         return r.get("setting")
+    if r.get("suite") == "filter":
+        p = r.get("params") or {}
+        return (p.get("filter"), p.get("selectivity"), p.get("fraction"), p.get("metric"))
     if r.get("suite") != "lsh":
         return None
     if r.get("setting"):
@@ -108,6 +111,45 @@ def load(results_dir):
                     r["_runs"] = runs
                 rows[key] = r
     return list(rows.values())
+
+
+def filter_tables(rows):
+    """Suite `filter`: per data set, exact and graph search under each filter against the
+    unfiltered searches of the same run; recall@k against the exact filtered answer."""
+    out = []
+    for ds in sorted({r.get("dataset", "") for r in rows}):
+        rs = [r for r in rows if r.get("dataset", "") == ds]
+        base = {r["method"]: r for r in rs if r["method"] in ("ours:unfiltered", "ours:graph-unfiltered")}
+        f = rs[0]
+        out.append(f"### {ds}: nb = {human(f.get('nb'))}, d = {f.get('d')}, nq = {human(f.get('nq'))}, k = {f.get('k')}\n")
+        out.append(f"Device: {f.get('device')}; commits: {', '.join(sorted({r.get('git', '?') for r in rs}))}. "
+                   f"Unfiltered: exact {fmt_qps(base.get('ours:unfiltered', {}).get('qps'))} q/s, "
+                   f"graph {fmt_qps(base.get('ours:graph-unfiltered', {}).get('qps'))} q/s.\n")
+        out.append("| filter | selected | exact q/s | exact / unfiltered | exact recall | graph q/s | graph recall |")
+        out.append("|---|---|---|---|---|---|---|")
+        keyed = defaultdict(dict)
+        for r in rs:
+            p = r.get("params") or {}
+            if r["method"] in ("ours:filtered", "ours:graph-filtered"):
+                keyed[(p.get("filter"), p.get("selectivity"))][r["method"]] = r
+        unf = base.get("ours:unfiltered", {}).get("qps")
+        for (kind, sel), m in sorted(keyed.items(), key=lambda x: (x[0][0] or "", x[0][1] or 0)):
+            e, g = m.get("ours:filtered", {}), m.get("ours:graph-filtered", {})
+            ratio = f"{e['qps'] / unf:.2f}x" if e.get("qps") and unf else "–"
+            rec = e.get("recall")
+            out.append(f"| {kind} | {sel * 100:g}% | {fmt_qps(e.get('qps'))} | {ratio} | "
+                       f"{fmt(rec if rec is not None and rec >= 0 else None, '.4f')} | "
+                       f"{fmt_qps(g.get('qps'))} | {fmt(g.get('recall'), '.4f')} |")
+        rem = [r for r in rs if r["method"] == "ours:remove_ids"]
+        if rem:
+            out.append("")
+            out.append("| remove_ids of | removed | seconds |")
+            out.append("|---|---|---|")
+            for r in sorted(rem, key=lambda r: r["params"].get("fraction", 0)):
+                out.append(f"| {r['params'].get('fraction', 0) * 100:g}% | {r['params'].get('removed')} | "
+                           f"{fmt(r.get('seconds'), '.4f')} |")
+        out.append("")
+    return out
 
 
 def fmt_qps(v):
@@ -1197,6 +1239,14 @@ def main():
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. The bench's 1000-centre "
                        "generator; recall@10 of 2,000 sampled rows against exact search.\n")
             gen += gnnd_schedules_table(srows)
+        elif s == "filter":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. `bench_filter`: exact "
+                       "(`GpuIndexQuickSelectFlat`) and graph (`GpuIndexSearchGraph`, defaults) search with "
+                       "`SearchParameters::sel`; random filters keep a hashed fraction of the ids, attribute "
+                       "filters the vectors whose first coordinate is in the top fraction. Exact recall is "
+                       "checked against faiss::IndexFlat with the same selector on the first queries (– where "
+                       "not checked); graph recall against the exact filtered answer of all queries.\n")
+            gen += filter_tables(srows)
         elif s == "ann-device-queries":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += ann_device_query_table(srows)
