@@ -101,10 +101,23 @@ def _device_output(given, like, array_kind, shape, dtype_name, what):
     return given
 
 
+def count_argument(value, what="k"):
+    """An integer argument such as k: Python and numpy integers pass; a float
+    (2.5 would have searched with k = 2), a bool or anything else raises
+    TypeError naming it."""
+    import operator
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError("%s must be an integer, got the bool %r" % (what, value))
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an integer, got %r (%s)" % (what, value, type(value).__name__)) from None
+
+
 def search(index, native, x, k, params, D, I):
     """search of a torch tensor or CuPy array x (kind(x) is not None)."""
     array_kind = kind(x)
-    k = int(k)
+    k = count_argument(k)
     if array_kind == "torch-cpu":
         import torch
         xn = x.detach().to(torch.float32).contiguous().numpy()

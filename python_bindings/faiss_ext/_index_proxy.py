@@ -30,7 +30,7 @@ def search(self, x, k, params=None, *, D=None, I=None):
     device; D and I come back of the same kind."""
     if _arrays.kind(x) is not None:
         return _arrays.search(self, _native(self), x, k, params, D, I)
-    return _native(self).search(x, int(k), params=params, D=D, I=I)
+    return _native(self).search(x, _arrays.count_argument(k), params=params, D=D, I=I)
 
 
 def add(self, x):

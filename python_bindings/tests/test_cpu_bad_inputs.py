@@ -245,3 +245,20 @@ def test_gnnd_add_of_100_rows_or_fewer_is_refused(n):
         finally:
             assert idx.ntotal == 0
         """ % n, "RuntimeError", "more than 100")
+
+
+def test_non_integer_k_is_refused_not_truncated():
+    """search(x, 2.5) searched with k = 2 (issue 37): a float or a bool k is a
+    TypeError naming it; Python and numpy integers pass."""
+    rng = np.random.default_rng(5)
+    x = rng.random((400, 16), dtype=np.float32)
+    index = faiss_ext.index_factory(16, "BiLSH4x8")
+    index.train(x)
+    index.add(x)
+    for bad in (2.5, 3.0, True, "3", None):
+        with pytest.raises(TypeError, match="k must be an integer"):
+            index.search(x[:3], bad)
+    D, I = index.search(x[:3], np.int64(4))
+    assert I.shape == (3, 4)
+    D, I = index.search(x[:3], 4)
+    assert I.shape == (3, 4)
