@@ -300,9 +300,11 @@ bool parseOurLeaf(const std::string& component, const char* description, LeafSpe
 /// The CPU twin of our flat index for `metric`, of dimension d.
 faiss::Index* makeFlatLeaf(int d, FlatMetric metric) {
     switch (metric) {
-        case FlatMetric::L2:
-        case FlatMetric::InnerProduct:
-            return new faiss::IndexFlat(d, toFaissMetric(metric));
+        // The metric's own class, as FAISS's factory and reader make: FAISS
+        // then refuses merge_from between an L2 and an inner-product twin
+        // (two base IndexFlat objects of different metrics merged silently).
+        case FlatMetric::L2: return new faiss::IndexFlatL2(d);
+        case FlatMetric::InnerProduct: return new faiss::IndexFlatIP(d);
         case FlatMetric::Cosine: {
             auto pt = std::make_unique<faiss::IndexPreTransform>(
                 new faiss::NormalizationTransform(d, 2.0f), new faiss::IndexFlatIP(d));

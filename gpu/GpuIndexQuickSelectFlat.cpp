@@ -157,7 +157,13 @@ void GpuIndexQuickSelectFlat::copyTo(faiss::IndexFlat* index) const {
 
 faiss::Index* GpuIndexQuickSelectFlat::copyToCpuIndex() const {
     auto lock = lockOps_();
-    std::unique_ptr<faiss::IndexFlat> flat(new faiss::IndexFlat(d, metric_type));
+    // the metric's own class (IndexFlatL2 / IndexFlatIP), as the factory's twin
+    std::unique_ptr<faiss::IndexFlat> flat;
+    if (metric_type == faiss::METRIC_L2) {
+        flat.reset(new faiss::IndexFlatL2(d));
+    } else {
+        flat.reset(new faiss::IndexFlatIP(d));
+    }
     copyTo(flat.get());
     if (!isPreparedMetric(flatMetric_)) return flat.release();
     std::unique_ptr<faiss::NormalizationTransform> norm(new faiss::NormalizationTransform(d, 2.0f));

@@ -257,3 +257,22 @@ def test_functions_reject_other_objects():
         faiss_ext.deserialize_index(np.zeros(10, dtype=np.float32))
     with pytest.raises(TypeError):
         faiss_ext.deserialize_index("a string")
+
+
+def test_flat_twins_of_different_metrics_do_not_merge():
+    """merge_from between an L2 and an inner-product QSFlat twin was accepted
+    (both were base faiss::IndexFlat objects); now each metric has its C++
+    class (IndexFlatL2, IndexFlatIP), as FAISS's own factory makes them, and
+    FAISS refuses the merge."""
+    rng = np.random.default_rng(3)
+    x = rng.random((50, 8), dtype=np.float32)
+    l2 = faiss_ext.index_factory(8, "QSFlat", faiss.METRIC_L2)
+    ip = faiss_ext.index_factory(8, "QSFlat", faiss.METRIC_INNER_PRODUCT)
+    ip.add(x)
+    with pytest.raises(RuntimeError):
+        l2.merge_from(ip)
+    assert l2.ntotal == 0
+    other = faiss_ext.index_factory(8, "QSFlat", faiss.METRIC_L2)
+    other.add(x)
+    l2.merge_from(other)
+    assert l2.ntotal == 50
