@@ -106,9 +106,23 @@ def _guarded_reconstruct(self, key, *args, **kwargs):
 
 def _guarded_reconstruct_n(self, n0, ni, *args, **kwargs):
     n0, ni = int(n0), int(ni)
-    if _positional_keys(self) and (n0 < 0 or ni < 0 or n0 + ni > self.ntotal):
-        raise IndexError("range [%d, %d) out of range (ntotal %d)" % (n0, n0 + ni, self.ntotal))
-    return type(self)._faiss_ext_base.reconstruct_n(self, n0, ni, *args, **kwargs)
+    if _positional_keys(self):
+        if n0 < 0 or ni < 0 or n0 + ni > self.ntotal:
+            raise IndexError("range [%d, %d) out of range (ntotal %d)" % (n0, n0 + ni, self.ntotal))
+        return type(self)._faiss_ext_base.reconstruct_n(self, n0, ni, *args, **kwargs)
+    # Keys are ids of an id map: FAISS's reconstruct_n calls reconstruct in
+    # an OpenMP loop, where the exception of an id not in the map (or of an
+    # IndexIDMap, which cannot reconstruct) ends the process. One call per
+    # key here: the first missing id raises, nothing else happens.
+    if ni < 0:
+        raise IndexError("reconstruct_n: ni = %d must be >= 0" % ni)
+    x = args[0] if args else kwargs.get("x")
+    out = np.empty((ni, self.d), dtype=np.float32) if x is None else x
+    if out.shape != (ni, self.d):
+        raise ValueError("reconstruct_n: x has shape %s, expected %s" % (out.shape, (ni, self.d)))
+    for j in range(ni):
+        out[j] = self.reconstruct(n0 + j)
+    return out
 
 
 def _guarded_reduce(self):

@@ -262,3 +262,34 @@ def test_non_integer_k_is_refused_not_truncated():
     assert I.shape == (3, 4)
     D, I = index.search(x[:3], 4)
     assert I.shape == (3, 4)
+
+
+@pytest.mark.parametrize("description", ["IDMap,QSFlat", "IDMap2,QSFlat", "IDMap,SGraph32",
+                                         "IDMap2,GNND16", "IDMap2,BiLSH4x8"])
+def test_reconstruct_n_of_id_mapped_chains_raises_instead_of_aborting(description):
+    """reconstruct_n on an id map for ids not in it ended the process (an
+    exception inside FAISS's OpenMP loop, exit 134; issue 37): now it raises,
+    and ids in the map come back. Run in a child process, so that an abort
+    fails this test instead of the whole run."""
+    script = textwrap.dedent("""
+        import faiss, faiss_ext, numpy as np
+        x = np.random.default_rng(2).random((300, 16), dtype=np.float32)
+        index = faiss_ext.index_factory(16, %r)
+        if not index.is_trained:
+            index.train(x)
+        index.add_with_ids(x, np.arange(300) * 2)
+        try:
+            index.reconstruct_n(0, 3)        # id 1 is not in the map
+            print("no error")
+        except RuntimeError:
+            print("raised")
+        if isinstance(index, faiss.IndexIDMap2):
+            back = index.reconstruct_n(4, 1)  # id 4 is vector 2
+            print("same" if np.allclose(back[0], index.reconstruct(4)) else "differs")
+        """ % description)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[0] == "raised", run.stdout
+    if description.startswith("IDMap2"):
+        assert run.stdout.split()[1] == "same", run.stdout
