@@ -314,7 +314,7 @@ def index_gpu_to_cpu(index):
 
 # ---- the factory ----
 
-def index_factory(d, description, metric=faiss.METRIC_L2):
+def index_factory(d, description, metric=None):
     """Builds a CPU index from a description, like faiss.index_factory, with
     faiss_ext's strings added ("QSFlat", "QSFlatCosine", "QSFlatPearson",
     "GNND<k>[_p<samples>][_it<iterations>]", "SGraph<R>",
@@ -328,18 +328,32 @@ def index_factory(d, description, metric=faiss.METRIC_L2):
     "GNND64_p33", "GNND64_x") raise RuntimeError naming the problem.
 
     "SGraph64" gives a faiss.IndexHNSWFlat with 64 neighbours per node on
-    level 0 (M = 32; R even, 2..128): the CPU twin of GpuIndexSearchGraph,
+    level 0 (M = 32; R even, 4..128): the CPU twin of GpuIndexSearchGraph,
     whose graph_degree it sets when moved to a GPU.
 
     "BiLSH10x8_t6_w0.75" gives an untrained IndexBiLevelLSH with n_tables
     L = 10 ([1, 64]), n_projections M = 8 ([1, 32]), tree_depth 6 ([0, 14],
-    default 4) and bucket_width 0.75 (> 0, default 0.5), METRIC_L2 only.
+    default 4) and bucket_width 0.75 (> 0, default 4: times the distance to the
+    k-th neighbour), METRIC_L2 only.
 
-    ``metric``: a FAISS metric int (faiss.METRIC_L2 by default) or
-    FlatMetric.L2 / FlatMetric.InnerProduct. Returns the FAISS object (e.g. a
+    ``metric``: a FAISS metric int (faiss.METRIC_L2 when left out) or
+    FlatMetric.L2 / FlatMetric.InnerProduct. "QSFlatCosine" and
+    "QSFlatPearson" name their metric themselves: an explicit METRIC_L2 with
+    them contradicts the string and raises ValueError. Returns the FAISS object (e.g. a
     faiss.IndexFlat, a faiss.IndexIDMap) or our class. Move the result to a
     GPU with index_cpu_to_gpu.
     """
+    if metric is None:
+        metric = faiss.METRIC_L2
+    else:
+        metric = _faiss_metric(metric)
+        named = [c.strip() for c in str(description).split(",")
+                 if c.strip() in ("QSFlatCosine", "QSFlatPearson")]
+        if named and metric == faiss.METRIC_L2:
+            raise ValueError(
+                "index_factory: %r names its metric (%s: a similarity, searched as inner "
+                "product), but metric=METRIC_L2 was passed; leave metric out or pass "
+                "METRIC_INNER_PRODUCT" % (str(description), named[0]))
     return wrap(_C._index_factory(int(d), str(description), _faiss_metric(metric)))
 
 

@@ -58,3 +58,12 @@ def assert_same_results(python_result, cpp_result):
     same FAISS and our same C++ code on the same data."""
     for a, b in zip(python_result, cpp_result):
         np.testing.assert_array_equal(a, b)
+
+
+def metric_for(description, metric):
+    """The metric argument for index_factory: left out (None) for the strings
+    that name their own metric ("QSFlatCosine", "QSFlatPearson"), which refuse
+    an explicit METRIC_L2."""
+    if any(c.strip() in ("QSFlatCosine", "QSFlatPearson") for c in description.split(",")):
+        return None
+    return metric

@@ -276,3 +276,15 @@ def test_flat_twins_of_different_metrics_do_not_merge():
     other.add(x)
     l2.merge_from(other)
     assert l2.ntotal == 50
+
+
+def test_cosine_and_pearson_strings_refuse_an_explicit_l2_metric():
+    """"QSFlatCosine" built with METRIC_L2 dropped the argument silently
+    (issue 37): an explicit METRIC_L2 now contradicts the string; left out or
+    METRIC_INNER_PRODUCT, the string's metric is built."""
+    for description in ("QSFlatCosine", "QSFlatPearson", "IDMap,QSFlatCosine"):
+        with pytest.raises(ValueError, match="names its metric"):
+            faiss_ext.index_factory(8, description, faiss.METRIC_L2)
+        assert faiss_ext.index_factory(8, description) is not None
+        assert faiss_ext.index_factory(8, description, faiss.METRIC_INNER_PRODUCT) is not None
+    assert faiss_ext.index_factory(8, "QSFlat", faiss.METRIC_L2).metric_type == faiss.METRIC_L2

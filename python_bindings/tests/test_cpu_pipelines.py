@@ -12,7 +12,7 @@ import pytest
 import faiss_ext
 from faiss_ext import _faiss_ext_testing as testing
 from knn_check import clustered
-from pipelines import WRAPPERS, assert_same_results, search_python_pipeline
+from pipelines import WRAPPERS, assert_same_results, metric_for, search_python_pipeline
 
 D_DIM = 16
 K = 10
@@ -45,7 +45,7 @@ def test_python_pipeline_matches_cpp(data, one_thread, wrapper, description):
     metric = faiss.METRIC_L2
 
     def make_inner(d):
-        return faiss_ext.index_factory(d, description, metric)
+        return faiss_ext.index_factory(d, description, metric_for(description, metric))
 
     ours = search_python_pipeline(wrapper, make_inner, D_DIM, xt, xb, ids, xq, K)
     theirs = testing.search_pipeline(wrapper, description, D_DIM, metric, xt, xb, ids, xq, K)

@@ -13,7 +13,7 @@ import pytest
 import faiss_ext
 from faiss_ext import _faiss_ext_testing as testing
 from knn_check import clustered
-from pipelines import WRAPPERS, assert_same_results, search_python_pipeline
+from pipelines import WRAPPERS, assert_same_results, metric_for, search_python_pipeline
 
 pytestmark = pytest.mark.gpu
 
@@ -45,7 +45,7 @@ def test_python_pipeline_matches_cpp(res, data, wrapper, description, determinis
     metric = faiss.METRIC_L2
 
     def make_inner(d):
-        gpu = faiss_ext.index_cpu_to_gpu(res, 0, faiss_ext.index_factory(d, description, metric))
+        gpu = faiss_ext.index_cpu_to_gpu(res, 0, faiss_ext.index_factory(d, description, metric_for(description, metric)))
         assert isinstance(gpu, faiss.Index) and type(gpu).__module__ == "faiss_ext"
         return gpu
 
