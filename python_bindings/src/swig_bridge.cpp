@@ -25,10 +25,37 @@ namespace python {
 
 namespace {
 
+/// Makes the owning proxies this module creates hold FAISS's SWIG type table
+/// alive, as FAISS's own do. SWIG 4.1 counts a reference to the capsule that
+/// wraps the table for each owning object its runtime creates (in the
+/// runtime's Swig_Capsule_global), so that the table, and with it each type's
+/// destructor, outlives the objects at interpreter exit. Our copy of the
+/// runtime (swigpyrun.h) never set that pointer: an owning proxy of ours
+/// still alive at exit (a factory index in a module global) found its type's
+/// destructor gone ("swig/python detected a memory leak of type
+/// 'faiss::IndexFlat *'") and was not deleted. The pointer is borrowed: the
+/// runtime's module attribute owns the capsule.
+void adoptTypeTableCapsule() {
+    if (Swig_Capsule_global) return;
+    PyObject* module = PyImport_AddModule("swig_runtime_data" SWIG_RUNTIME_VERSION);  // borrowed
+    if (!module) {
+        PyErr_Clear();
+        return;
+    }
+    PyObject* capsule = PyObject_GetAttrString(module, SWIGPY_CAPSULE_ATTR_NAME);
+    if (!capsule) {
+        PyErr_Clear();
+        return;
+    }
+    Swig_Capsule_global = capsule;
+    Py_DECREF(capsule);  // the module attribute keeps it
+}
+
 /// The SWIG type of `name` (e.g. "faiss::Index *") in the table of the FAISS
 /// Python module, or ImportError when that table is not there (faiss is not
 /// imported, or it was built without SWIG's runtime version 4).
 swig_type_info* swigType(const char* name) {
+    adoptTypeTableCapsule();
     swig_type_info* type = SWIG_Python_TypeQuery(name);
     if (!type) {
         throw py::import_error(
