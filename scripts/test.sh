@@ -17,6 +17,10 @@
 #      (FX_FUZZ_SECONDS, default 60; its clang build is build-fuzz)
 #   8. links: scripts/check-links.py, every relative link and #anchor of
 #      README.md and docs/*.md must name a file / heading that exists
+#   9. distributed: Ray (from PyPI) in a venv of Debian's python under the
+#      build dir, then the faiss_ext.distributed tests on a local multi-node
+#      Ray cluster (loopback); SKIP, named in the summary, where Ray cannot be
+#      installed (no network), FX_SKIP_RAY=1 skips it
 # Every step runs even when an earlier one fails; the exit status is non-zero
 # when any failed, and the last line is a summary.
 set -uo pipefail
@@ -112,6 +116,25 @@ record fuzz $?
 fx_log "Links of README.md and docs/*.md (scripts/check-links.py)"
 /usr/bin/python3 scripts/check-links.py
 record links $?
+
+if [ "${FX_SKIP_RAY:-0}" = 1 ]; then
+  fx_log "faiss_ext.distributed tests skipped (FX_SKIP_RAY=1)"
+  results+=("distributed SKIP")
+else
+  fx_log "faiss_ext.distributed on a local Ray cluster (venv $FX_BUILD_DIR/ray-venv)"
+  rayvenv="$root/$FX_BUILD_DIR/ray-venv"
+  if [ -x "$rayvenv/bin/python" ] && "$rayvenv/bin/python" -c "import ray" 2>/dev/null ||
+     { rm -rf "$rayvenv" && /usr/bin/python3 -m venv --system-site-packages "$rayvenv" &&
+       timeout 300 "$rayvenv/bin/python" -m pip install -q "ray>=2,<3"; }; then
+    PYTHONPATH="$root/$FX_BUILD_DIR/python" timeout 300 "$rayvenv/bin/python" -m pytest -q \
+      -k distributed python_bindings/tests/test_cpu_distributed.py \
+      python_bindings/tests/test_doc_examples.py
+    record distributed $?
+  else
+    echo "SKIPPED: Ray could not be installed from PyPI (no network?): the distributed tests did not run"
+    results+=("distributed SKIP")
+  fi
+fi
 
 echo
 echo "test.sh summary: ${results[*]} => $([ $failed -eq 0 ] && echo 'ALL PASSED' || echo 'FAILED')"

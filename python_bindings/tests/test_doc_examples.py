@@ -4,7 +4,8 @@ Each ```python block is a test. On every machine: it parses, and it names no
 variable it does not define (the check that caught `index64` in
 docs/python.md). Then it runs, in a fresh namespace inside a temporary
 directory: blocks that use a GPU class run where there is a GPU (they are
-marked `gpu` and skip visibly elsewhere); a block preceded by
+marked `gpu` and skip visibly elsewhere), blocks that import Ray where it is
+installed; a block preceded by
 `<!-- doc-test: skip (reason) -->` is skipped with that reason."""
 
 import ast
@@ -83,5 +84,7 @@ def test_example_runs(block, tmp_path, monkeypatch):
     page, line, code, skip = block
     if skip:
         pytest.skip("%s:%d: %s" % (page, line, skip))
+    if re.search(r"^\s*import ray\b|^\s*import .*\bray\b", code, re.M):
+        pytest.importorskip("ray", reason="%s:%d needs Ray (pip install 'ray>=2')" % (page, line))
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "%s:%d" % (page, line), "exec"), {"__name__": "__doc_example__"})

@@ -1,0 +1,290 @@
+"""faiss_ext indexes as shards on Ray actors (``import faiss_ext.distributed``).
+
+A :class:`ShardedIndex` keeps ``n_shards`` shards, each a Ray actor holding
+one faiss_ext index made from a factory string (moved to the actor's GPU when
+it has one, its CPU twin otherwise), and ``replicas`` copies of each shard:
+
+- ``add`` / ``add_with_ids`` route every vector to the shard ``id % n_shards``
+  (ids stay global) and return once every live replica of that shard holds it;
+- ``search`` sends the queries to every shard, split across its replicas, and
+  merges the shards' results as FAISS's ``ResultHeap`` does: for exact shards
+  the same results as one index over all the data, ties aside;
+- ``remove_ids`` and ``search(..., sel=...)`` take an id range ``(lo, hi)``
+  or an array of ids (FAISS's IDSelector objects cannot travel between
+  processes) and apply it on every shard;
+- ``save(directory)`` writes each shard with faiss_ext's ``write_index``;
+  ``ShardedIndex.load(directory)`` brings a cluster back to the same answers;
+- a replica that dies is dropped: its shard's other replicas answer, and when
+  none is left the call fails with an error naming the shard.
+
+Ray is an optional dependency: ``pip install .[distributed]`` or
+``pip install ray``. docs/distributed.md says how to run a cluster.
+"""
+
+import json
+import os
+
+import faiss
+import numpy as np
+
+try:
+    import ray
+except ImportError as e:  # pragma: no cover - exercised where Ray is absent
+    raise ImportError("faiss_ext.distributed needs Ray: pip install 'ray>=2' (or .[distributed])") from e
+
+__all__ = ["ShardedIndex", "ShardUnavailableError"]
+
+
+class ShardUnavailableError(RuntimeError):
+    """Every replica of a shard has failed."""
+
+
+def _selector_spec(sel):
+    """A picklable form of a filter: None, (lo, hi) for ids in [lo, hi), or
+    an int64 array of ids; faiss.IDSelectorRange is taken too."""
+    if sel is None:
+        return None
+    if isinstance(sel, faiss.IDSelectorRange):
+        return ("range", int(sel.imin), int(sel.imax))
+    if isinstance(sel, tuple) and len(sel) == 2:
+        return ("range", int(sel[0]), int(sel[1]))
+    ids = np.asarray(sel)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError("sel must be None, (lo, hi), a faiss.IDSelectorRange or a 1-D array of "
+                        "integer ids, got %r" % (type(sel).__name__,))
+    return ("ids", ids.astype(np.int64))
+
+
+def _selected(ids, spec):
+    """Which of a shard's global ids the filter `spec` keeps (bool array)."""
+    if spec[0] == "range":
+        return (ids >= spec[1]) & (ids < spec[2])
+    return np.isin(ids, spec[1])
+
+
+class _Shard:
+    """One replica of one shard: an index over positions 0..n-1 and the
+    global id of each position (the shard's own id map, so that filters and
+    deletes work on FAISS 1.7.3, whose IndexIDMap refuses search parameters)."""
+
+    def __init__(self, d, description, metric, use_gpu):
+        import faiss_ext
+        self.index = faiss_ext.index_factory(d, description, metric)
+        self.ids = np.empty(0, dtype=np.int64)
+        self.on_gpu = bool(use_gpu) and faiss_ext.get_num_gpus() > 0
+        if self.on_gpu:
+            self.res = faiss_ext.StandardGpuResources()
+            self.index = faiss_ext.index_cpu_to_gpu(self.res, 0, self.index)
+
+    def train(self, x):
+        if not self.index.is_trained:
+            self.index.train(x)
+
+    def add(self, x, ids):
+        self.index.add(x)
+        self.ids = np.concatenate([self.ids, ids])
+        return len(self.ids)
+
+    def ntotal(self):
+        return int(self.index.ntotal)
+
+    def _params(self, spec):
+        if spec is None:
+            return None, None
+        keep = _selected(self.ids, spec)
+        bits = np.packbits(keep, bitorder="little")
+        sel = faiss.IDSelectorBitmap(len(bits), faiss.swig_ptr(bits))
+        p = faiss.SearchParameters()
+        p.sel = sel
+        return p, (sel, bits)  # the caller keeps them alive during the search
+
+    def search(self, x, k, spec):
+        params, keep_alive = self._params(spec)
+        D, I = self.index.search(x, k, params=params) if params else self.index.search(x, k)
+        del keep_alive
+        mapped = np.where(I >= 0, self.ids[np.maximum(I, 0)], -1)
+        return D, mapped
+
+    def remove(self, spec):
+        gone = _selected(self.ids, spec)
+        positions = np.flatnonzero(gone).astype(np.int64)
+        if len(positions) == 0:
+            return 0
+        n = self.index.remove_ids(faiss.IDSelectorBatch(len(positions), faiss.swig_ptr(positions)))
+        self.ids = self.ids[~gone]
+        return int(n)
+
+    def reset(self):
+        self.index.reset()
+        self.ids = np.empty(0, dtype=np.int64)
+
+    def state(self):
+        """The shard as bytes (faiss_ext's serialiser) and its ids."""
+        import faiss_ext
+        cpu = faiss_ext.index_gpu_to_cpu(self.index) if self.on_gpu else self.index
+        return faiss_ext.serialize_index(cpu), self.ids
+
+    def restore(self, data, ids):
+        import faiss_ext
+        index = faiss_ext.deserialize_index(data)
+        if self.on_gpu:
+            index = faiss_ext.index_cpu_to_gpu(self.res, 0, index)
+        self.index, self.ids = index, np.asarray(ids, dtype=np.int64)
+        return int(self.index.ntotal)
+
+
+class ShardedIndex:
+    """A faiss_ext index split over Ray actors (see the module's docstring).
+
+    ``description``: a faiss_ext factory string for every shard ("QSFlat",
+    "SGraph32", ...); ``actor_options``: passed to Ray for each replica (for
+    example ``{"num_gpus": 0.25}`` to share one GPU between four shards).
+    ``ray.init`` must have been called."""
+
+    def __init__(self, d, description, n_shards, metric=faiss.METRIC_L2, replicas=1,
+                 use_gpu=True, actor_options=None):
+        if int(n_shards) < 1 or int(replicas) < 1:
+            raise ValueError("n_shards = %r and replicas = %r must be >= 1" % (n_shards, replicas))
+        if not ray.is_initialized():
+            raise RuntimeError("ShardedIndex: call ray.init(...) first")
+        self.d, self.description, self.metric = int(d), str(description), int(metric)
+        self.n_shards, self.n_replicas = int(n_shards), int(replicas)
+        self.next_id = 0
+        opts = dict(actor_options or {"num_cpus": 0.1})
+        cls = ray.remote(_Shard).options(**opts)
+        self.shards = [[cls.remote(self.d, self.description, self.metric, use_gpu)
+                        for _ in range(self.n_replicas)] for _ in range(self.n_shards)]
+        self._turn = 0
+
+    # -- failures ------------------------------------------------------------
+    def _call_all(self, shard, method, *args):
+        """method(*args) on every live replica of `shard`; dead replicas are
+        dropped; returns the first result."""
+        alive, results = [], []
+        for actor in self.shards[shard]:
+            try:
+                results.append(ray.get(getattr(actor, method).remote(*args)))
+                alive.append(actor)
+            except ray.exceptions.RayActorError:
+                continue
+        self.shards[shard] = alive
+        if not alive:
+            raise ShardUnavailableError("shard %d of %d: every replica has failed (%s)"
+                                        % (shard, self.n_shards, method))
+        return results[0]
+
+    def _submit_one(self, shard, method, *args):
+        """An object ref of method(*args) on one replica of `shard`, taken in turn."""
+        replicas = self.shards[shard]
+        if not replicas:
+            raise ShardUnavailableError("shard %d of %d: every replica has failed" % (shard, self.n_shards))
+        self._turn += 1
+        actor = replicas[self._turn % len(replicas)]
+        return actor, getattr(actor, method).remote(*args)
+
+    def _get_with_retry(self, shard, actor, ref, method, *args):
+        """The result of `ref`; if its replica died, the call again on the others."""
+        while True:
+            try:
+                return ray.get(ref)
+            except ray.exceptions.RayActorError:
+                self.shards[shard] = [a for a in self.shards[shard] if a is not actor]
+                actor, ref = self._submit_one(shard, method, *args)
+
+    # -- the index -----------------------------------------------------------
+    @property
+    def ntotal(self):
+        return sum(self._call_all(s, "ntotal") for s in range(self.n_shards))
+
+    def train(self, x):
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        for s in range(self.n_shards):
+            self._call_all(s, "train", x)
+
+    def add(self, x):
+        """Adds x with the next global ids (0, 1, ... across calls)."""
+        n = len(x)
+        ids = np.arange(self.next_id, self.next_id + n, dtype=np.int64)
+        self.add_with_ids(x, ids)
+
+    def add_with_ids(self, x, ids):
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if x.ndim != 2 or x.shape[1] != self.d or ids.shape != (len(x),):
+            raise ValueError("add_with_ids: x must be (n, %d) and ids (n,), got %s and %s"
+                             % (self.d, x.shape, ids.shape))
+        route = ids % self.n_shards
+        for s in range(self.n_shards):
+            mine = route == s
+            if mine.any():
+                self._call_all(s, "add", x[mine], ids[mine])
+        if len(ids):
+            self.next_id = max(self.next_id, int(ids.max()) + 1)
+
+    def search(self, x, k, sel=None):
+        """k-NN of the queries x over every shard: (D, I) as faiss.Index.search."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        k = int(k)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError("search: x must be (nq, %d), got %s" % (self.d, x.shape))
+        if k <= 0:
+            raise ValueError("search: k must be > 0, got %d" % k)
+        spec = _selector_spec(sel)
+        nq = len(x)
+        heap = faiss.ResultHeap(nq, k, keep_max=self.metric == faiss.METRIC_INNER_PRODUCT)
+        pending = []
+        for s in range(self.n_shards):
+            # the queries split across the shard's replicas
+            parts = np.array_split(np.arange(nq), max(1, min(len(self.shards[s]), nq)))
+            for rows in parts:
+                args = (x[rows], k, spec)
+                actor, ref = self._submit_one(s, "search", *args)
+                pending.append((s, rows, actor, ref, args))
+        D = np.empty((self.n_shards, nq, k), dtype=np.float32)
+        I = np.empty((self.n_shards, nq, k), dtype=np.int64)
+        for s, rows, actor, ref, args in pending:
+            D[s, rows], I[s, rows] = self._get_with_retry(s, actor, ref, "search", *args)
+        for s in range(self.n_shards):
+            heap.add_result(D[s], I[s])
+        heap.finalize()
+        return heap.D, heap.I
+
+    def remove_ids(self, sel):
+        """Removes the ids that `sel` ((lo, hi), an id array, an IDSelectorRange) keeps."""
+        spec = _selector_spec(sel)
+        if spec is None:
+            raise ValueError("remove_ids: sel must not be None")
+        return sum(self._call_all(s, "remove", spec) for s in range(self.n_shards))
+
+    def reset(self):
+        for s in range(self.n_shards):
+            self._call_all(s, "reset")
+        self.next_id = 0
+
+    # -- save and restore ----------------------------------------------------
+    def save(self, directory):
+        """Each shard's index (faiss_ext.write_index format) and ids, and the layout."""
+        os.makedirs(directory, exist_ok=True)
+        for s in range(self.n_shards):
+            data, ids = self._call_all(s, "state")
+            with open(os.path.join(directory, "shard%d.index" % s), "wb") as f:
+                f.write(np.asarray(data, dtype=np.uint8).tobytes())
+            np.save(os.path.join(directory, "shard%d.ids.npy" % s), ids)
+        with open(os.path.join(directory, "layout.json"), "w") as f:
+            json.dump({"d": self.d, "description": self.description, "metric": self.metric,
+                       "n_shards": self.n_shards, "next_id": self.next_id}, f)
+
+    @classmethod
+    def load(cls, directory, replicas=1, use_gpu=True, actor_options=None):
+        """A ShardedIndex with the shards `save` wrote (new actors)."""
+        with open(os.path.join(directory, "layout.json")) as f:
+            layout = json.load(f)
+        index = cls(layout["d"], layout["description"], layout["n_shards"], layout["metric"],
+                    replicas, use_gpu, actor_options)
+        for s in range(index.n_shards):
+            with open(os.path.join(directory, "shard%d.index" % s), "rb") as f:
+                data = np.frombuffer(f.read(), dtype=np.uint8)
+            ids = np.load(os.path.join(directory, "shard%d.ids.npy" % s))
+            index._call_all(s, "restore", data, ids)
+        index.next_id = layout["next_id"]
+        return index

@@ -1,0 +1,155 @@
+"""faiss_ext.distributed on a local multi-node Ray cluster (loopback only), on
+the CPU twins: exact shards equal one index, routed adds, filters and deletes
+across shards, save and restore, a replica killed during searches, a shard
+with no replica left. Skipped, visibly, where Ray is not installed
+(scripts/test.sh installs it in a venv for its `distributed` step)."""
+
+import os
+
+import faiss
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'ray>=2'")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from faiss_ext import distributed  # noqa: E402
+
+D_DIM = 16
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    c.add_node(num_cpus=2)
+    c.add_node(num_cpus=2)
+    ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(11)
+    xb = rng.random((3000, D_DIM), dtype=np.float32)
+    xq = rng.random((50, D_DIM), dtype=np.float32)
+    return xb, xq
+
+
+def assert_knn_equal(D, I, refD, refI, larger_is_better=False, tol=1e-4):
+    """Equal k-NN results up to ties: distances rank by rank, and the same ids
+    wherever a distance is not tied with the k-th (ids are global, not rows)."""
+    assert D.shape == refD.shape and I.shape == refI.shape
+    np.testing.assert_allclose(D, refD, rtol=tol, atol=tol)
+    for d, i, rd, ri in zip(D, I, refD, refI):
+        kth = rd[-1]
+        clear = (rd < kth - tol * (1 + abs(kth))) if not larger_is_better else \
+                (rd > kth + tol * (1 + abs(kth)))
+        assert set(i[clear]) == set(ri[clear]), (i, ri)
+        assert len(set(i[i >= 0])) == int((i >= 0).sum()), "repeated id in %s" % (i,)
+
+
+def kill_and_wait(actor, seconds=20):
+    """Kills a Ray actor and returns once calls to it fail (ray.kill is asynchronous)."""
+    import time
+    ray.kill(actor, no_restart=True)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            ray.get(actor.ntotal.remote(), timeout=5)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return
+        time.sleep(0.1)
+    raise AssertionError("the killed actor still answers after %d s" % seconds)
+
+
+def reference(xb, ids, xq, k, metric=faiss.METRIC_L2):
+    flat = faiss.IndexIDMap(faiss.IndexFlat(D_DIM, metric))
+    flat.add_with_ids(xb, ids)
+    return flat.search(xq, k)
+
+
+@pytest.mark.parametrize("metric", [faiss.METRIC_L2, faiss.METRIC_INNER_PRODUCT])
+def test_exact_shards_equal_one_index(cluster, data, metric):
+    xb, xq = data
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=3, metric=metric, use_gpu=False)
+    index.add(xb[:1000])
+    index.add(xb[1000:])           # ids continue: 1000..2999
+    assert index.ntotal == 3000
+    D, I = index.search(xq, 10)
+    refD, refI = reference(xb, np.arange(3000), xq, 10, metric)
+    assert_knn_equal(D, I, refD, refI, larger_is_better=metric == faiss.METRIC_INNER_PRODUCT)
+
+
+def test_filters_and_deletes_across_shards(cluster, data):
+    xb, xq = data
+    ids = np.arange(3000, dtype=np.int64) * 5 + 7     # global ids of our own
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=4, use_gpu=False)
+    index.add_with_ids(xb, ids)
+    # a range filter and an id-array filter
+    lo, hi = int(ids[400]), int(ids[1900])
+    D, I = index.search(xq, 10, sel=(lo, hi))
+    keep = (ids >= lo) & (ids < hi)
+    refD, refI = reference(xb[keep], ids[keep], xq, 10)
+    assert_knn_equal(D, I, refD, refI)
+    few = ids[::97]
+    D, I = index.search(xq, 20, sel=few)
+    refD, refI = reference(xb[::97], few, xq, 20)
+    assert_knn_equal(D, I, refD, refI)
+    # deletes: a range and an array, then searches see the survivors only
+    assert index.remove_ids((int(ids[0]), int(ids[500]))) == 500
+    assert index.remove_ids(ids[2000:2100]) == 100
+    left = np.ones(3000, bool)
+    left[:500] = False
+    left[2000:2100] = False
+    assert index.ntotal == int(left.sum())
+    D, I = index.search(xq, 10)
+    refD, refI = reference(xb[left], ids[left], xq, 10)
+    assert_knn_equal(D, I, refD, refI)
+
+
+def test_save_and_load_answer_as_before(cluster, data, tmp_path):
+    xb, xq = data
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=2, use_gpu=False)
+    index.add(xb)
+    index.remove_ids((0, 100))
+    before = index.search(xq, 10)
+    index.save(str(tmp_path / "shards"))
+    back = distributed.ShardedIndex.load(str(tmp_path / "shards"), use_gpu=False)
+    assert back.ntotal == index.ntotal == 2900
+    after = back.search(xq, 10)
+    np.testing.assert_array_equal(after[1], before[1])
+    np.testing.assert_array_equal(after[0], before[0])
+    back.add(xb[:5])               # ids go on from the saved next id
+    assert back.ntotal == 2905
+
+
+def test_a_killed_replica_is_replaced_by_its_twin(cluster, data):
+    xb, xq = data
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=2, replicas=2, use_gpu=False)
+    index.add(xb)
+    before = index.search(xq, 10)
+    kill_and_wait(index.shards[1][0])   # one replica of shard 1 dies
+    after = index.search(xq, 10)   # its twin answers
+    np.testing.assert_array_equal(after[1], before[1])
+    index.add(xb[:10])             # adds go to the live replicas
+    assert index.ntotal == 3010
+    for actor in list(index.shards[0]):
+        kill_and_wait(actor)
+    with pytest.raises(distributed.ShardUnavailableError, match="shard 0 of 2"):
+        index.search(xq, 10)
+
+
+def test_bad_arguments_are_refused(cluster, data):
+    xb, xq = data
+    with pytest.raises(ValueError):
+        distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=0, use_gpu=False)
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=2, use_gpu=False)
+    with pytest.raises(ValueError):
+        index.add_with_ids(xb[:5], np.arange(4))
+    with pytest.raises(ValueError):
+        index.search(xq[:, :8], 5)
+    with pytest.raises(TypeError):
+        index.search(xq, 5, sel=np.array([0.5, 1.5]))
+    assert index.ntotal == 0
