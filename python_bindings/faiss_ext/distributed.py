@@ -161,9 +161,10 @@ class ShardedIndex:
         """method(*args) on every live replica of `shard`; dead replicas are
         dropped; returns the first result."""
         alive, results = [], []
-        for actor in self.shards[shard]:
+        refs = [(actor, getattr(actor, method).remote(*args)) for actor in self.shards[shard]]
+        for actor, ref in refs:  # the replicas work at once
             try:
-                results.append(ray.get(getattr(actor, method).remote(*args)))
+                results.append(ray.get(ref))
                 alive.append(actor)
             except ray.exceptions.RayActorError:
                 continue
