@@ -150,11 +150,32 @@ class ShardedIndex:
         self.d, self.description, self.metric = int(d), str(description), int(metric)
         self.n_shards, self.n_replicas = int(n_shards), int(replicas)
         self.next_id = 0
-        opts = dict(actor_options or {"num_cpus": 0.1})
-        cls = ray.remote(_Shard).options(**opts)
-        self.shards = [[cls.remote(self.d, self.description, self.metric, use_gpu)
-                        for _ in range(self.n_replicas)] for _ in range(self.n_shards)]
+        self._use_gpu = bool(use_gpu)
+        self._actor_class = ray.remote(_Shard).options(**dict(actor_options or {"num_cpus": 0.1}))
+        self.shards = [[self._new_actor() for _ in range(self.n_replicas)]
+                       for _ in range(self.n_shards)]
         self._turn = 0
+
+    def _new_actor(self):
+        return self._actor_class.remote(self.d, self.description, self.metric, self._use_gpu)
+
+    def heal(self):
+        """Brings every shard back to its number of replicas: new actors
+        restored from a live replica of their shard (its index and ids).
+        Returns how many replicas were started; a shard with no live replica
+        left raises ShardUnavailableError."""
+        started = 0
+        for s in range(self.n_shards):
+            self._call_all(s, "ntotal")  # drops dead replicas, raises if none is left
+            missing = self.n_replicas - len(self.shards[s])
+            if missing <= 0:
+                continue
+            data, ids = self._call_all(s, "state")
+            fresh = [self._new_actor() for _ in range(missing)]
+            ray.get([a.restore.remote(data, ids) for a in fresh])
+            self.shards[s] += fresh
+            started += missing
+        return started
 
     # -- failures ------------------------------------------------------------
     def _call_all(self, shard, method, *args):

@@ -141,6 +141,25 @@ def test_a_killed_replica_is_replaced_by_its_twin(cluster, data):
         index.search(xq, 10)
 
 
+def test_heal_restores_a_lost_replica_from_its_twin(cluster, data):
+    """A replica that died is replaced by heal(): a new actor restored from
+    its shard's live twin answers alone once the twin is gone too."""
+    xb, xq = data
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=2, replicas=2, use_gpu=False)
+    index.add(xb)
+    before = index.search(xq, 10)
+    first = index.shards[0][0]
+    kill_and_wait(first)
+    index.add(xb[:7] + 100)            # far away; acknowledged by the live replica only
+    assert index.heal() == 1
+    assert index.heal() == 0           # nothing missing now
+    survivor = [a for a in index.shards[0] if a is not first][0]
+    kill_and_wait(survivor)            # the restored replica is all shard 0 has left
+    assert index.ntotal == 3007
+    after = index.search(xq, 10)
+    np.testing.assert_array_equal(after[1], before[1])
+
+
 def test_bad_arguments_are_refused(cluster, data):
     xb, xq = data
     with pytest.raises(ValueError):
