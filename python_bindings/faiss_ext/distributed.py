@@ -105,6 +105,11 @@ class _Shard:
         mapped = np.where(I >= 0, self.ids[np.maximum(I, 0)], -1)
         return D, mapped
 
+    def range_search(self, x, radius):
+        lims, D, I = self.index.range_search(x, radius)
+        I = np.asarray(I, dtype=np.int64)  # FAISS gives a float array when nothing is found
+        return lims, np.asarray(D, dtype=np.float32), np.where(I >= 0, self.ids[np.maximum(I, 0)], -1)
+
     def remove(self, spec):
         gone = _selected(self.ids, spec)
         positions = np.flatnonzero(gone).astype(np.int64)
@@ -270,6 +275,34 @@ class ShardedIndex:
             heap.add_result(D[s], I[s])
         heap.finalize()
         return heap.D, heap.I
+
+    def range_search(self, x, radius):
+        """Every stored vector within `radius` of each query, over all shards:
+        (lims, D, I) as faiss.Index.range_search (query i: D[lims[i]:lims[i+1]]),
+        each query's results in shard order (sort them by D for a ranking). The
+        shard's index must support range_search (QSFlat's CPU twin does)."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError("range_search: x must be (nq, %d), got %s" % (self.d, x.shape))
+        nq = len(x)
+        pending = []
+        for s in range(self.n_shards):
+            actor, ref = self._submit_one(s, "range_search", x, float(radius))
+            pending.append((s, actor, ref))
+        parts = [self._get_with_retry(s, actor, ref, "range_search", x, float(radius))
+                 for s, actor, ref in pending]
+        counts = sum(np.diff(lims) for lims, _, _ in parts)
+        lims = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint64)
+        D = np.empty(int(lims[-1]), dtype=np.float32)
+        I = np.empty(int(lims[-1]), dtype=np.int64)
+        at = lims[:-1].astype(np.int64).copy()
+        for plims, pD, pI in parts:
+            for q in range(nq):
+                a, b = int(plims[q]), int(plims[q + 1])
+                D[at[q]:at[q] + b - a] = pD[a:b]
+                I[at[q]:at[q] + b - a] = pI[a:b]
+                at[q] += b - a
+        return lims, D, I
 
     def remove_ids(self, sel):
         """Removes the ids that `sel` ((lo, hi), an id array, an IDSelectorRange) keeps."""

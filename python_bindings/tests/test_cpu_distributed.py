@@ -160,6 +160,27 @@ def test_heal_restores_a_lost_replica_from_its_twin(cluster, data):
     np.testing.assert_array_equal(after[1], before[1])
 
 
+def test_range_search_equals_one_index_as_sets(cluster, data):
+    xb, xq = data
+    ids = np.arange(3000, dtype=np.int64) * 3
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=3, use_gpu=False)
+    index.add_with_ids(xb, ids)
+    flat = faiss.IndexIDMap(faiss.IndexFlat(D_DIM, faiss.METRIC_L2))
+    flat.add_with_ids(xb, ids)
+    radius = 0.6
+    lims, D, I = index.range_search(xq, radius)
+    rlims, rD, rI = flat.range_search(xq, radius)
+    assert lims[-1] > 0
+    np.testing.assert_array_equal(lims, rlims)
+    for q in range(len(xq)):
+        a, b = int(lims[q]), int(lims[q + 1])
+        ours = dict(zip(I[a:b].tolist(), D[a:b].tolist()))
+        theirs = dict(zip(rI[a:b].tolist(), rD[a:b].tolist()))
+        assert ours.keys() == theirs.keys(), q
+        for i in ours:
+            assert abs(ours[i] - theirs[i]) <= 1e-4 * (1 + theirs[i])
+
+
 def test_bad_arguments_are_refused(cluster, data):
     xb, xq = data
     with pytest.raises(ValueError):
