@@ -102,13 +102,16 @@ class _Shard:
         params, keep_alive = self._params(spec)
         D, I = self.index.search(x, k, params=params) if params else self.index.search(x, k)
         del keep_alive
-        mapped = np.where(I >= 0, self.ids[np.maximum(I, 0)], -1)
-        return D, mapped
+        return D, self._global_ids(I)
+
+    def _global_ids(self, positions):
+        """The global ids of result positions (-1 padding stays)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        return np.where(positions >= 0, self.ids[np.maximum(positions, 0)], -1)
 
     def range_search(self, x, radius):
         lims, D, I = self.index.range_search(x, radius)
-        I = np.asarray(I, dtype=np.int64)  # FAISS gives a float array when nothing is found
-        return lims, np.asarray(D, dtype=np.float32), np.where(I >= 0, self.ids[np.maximum(I, 0)], -1)
+        return lims, np.asarray(D, dtype=np.float32), self._global_ids(I)
 
     def remove(self, spec):
         gone = _selected(self.ids, spec)
@@ -196,15 +199,18 @@ class ShardedIndex:
                 continue
         self.shards[shard] = alive
         if not alive:
-            raise ShardUnavailableError("shard %d of %d: every replica has failed (%s)"
-                                        % (shard, self.n_shards, method))
+            raise self._unavailable(shard, method)
         return results[0]
+
+    def _unavailable(self, shard, method):
+        return ShardUnavailableError("shard %d of %d: every replica has failed (%s)"
+                                     % (shard, self.n_shards, method))
 
     def _submit_one(self, shard, method, *args):
         """An object ref of method(*args) on one replica of `shard`, taken in turn."""
         replicas = self.shards[shard]
         if not replicas:
-            raise ShardUnavailableError("shard %d of %d: every replica has failed" % (shard, self.n_shards))
+            raise self._unavailable(shard, method)
         self._turn += 1
         actor = replicas[self._turn % len(replicas)]
         return actor, getattr(actor, method).remote(*args)
@@ -248,12 +254,16 @@ class ShardedIndex:
         if len(ids):
             self.next_id = max(self.next_id, int(ids.max()) + 1)
 
+    def _queries(self, x, what):
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError("%s: x must be (nq, %d), got %s" % (what, self.d, x.shape))
+        return x
+
     def search(self, x, k, sel=None):
         """k-NN of the queries x over every shard: (D, I) as faiss.Index.search."""
-        x = np.ascontiguousarray(x, dtype=np.float32)
+        x = self._queries(x, "search")
         k = int(k)
-        if x.ndim != 2 or x.shape[1] != self.d:
-            raise ValueError("search: x must be (nq, %d), got %s" % (self.d, x.shape))
         if k <= 0:
             raise ValueError("search: k must be > 0, got %d" % k)
         spec = _selector_spec(sel)
@@ -281,9 +291,7 @@ class ShardedIndex:
         (lims, D, I) as faiss.Index.range_search (query i: D[lims[i]:lims[i+1]]),
         each query's results in shard order (sort them by D for a ranking). The
         shard's index must support range_search (QSFlat's CPU twin does)."""
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        if x.ndim != 2 or x.shape[1] != self.d:
-            raise ValueError("range_search: x must be (nq, %d), got %s" % (self.d, x.shape))
+        x = self._queries(x, "range_search")
         nq = len(x)
         pending = []
         for s in range(self.n_shards):
