@@ -21,6 +21,7 @@ namespace faiss_ext {
 namespace gpu {
 
 class DeferredFiniteCheck;  // impl/flat/VectorPrep.h
+struct RangeHits;           // impl/flat/RangeSearch.h
 
 /// A recursive mutex that serves waiting threads in arrival order, so that
 /// a stream of searches cannot starve an add (std::mutex may let the
@@ -84,6 +85,16 @@ public:
     void search(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
                 const faiss::SearchParameters* params = nullptr) const override;
 
+    /// Range search (subclasses that implement rangeSearchImpl_; others
+    /// throw): every stored vector with squared L2 distance < radius, or
+    /// similarity > radius for the other metrics, as faiss::IndexFlat
+    /// answers. x: host or device; result: a fresh faiss::RangeSearchResult
+    /// of n queries, filled on success only. params->sel is honoured where
+    /// search honours it. Throws for a NaN radius, a negative L2 radius and
+    /// parameters the index cannot apply, before touching the GPU.
+    void range_search(idx_t n, const float* x, float radius, faiss::RangeSearchResult* result,
+                      const faiss::SearchParameters* params = nullptr) const override;
+
     /// Host input larger than this many bytes is copied in chunks.
     /// Threads: every public operation of a GPU index (add, search, train,
     /// reset, copyFrom / copyTo, reconstruct, ...) holds the index's own
@@ -103,6 +114,19 @@ protected:
     /// Search with all data resident on our device; k >= 1, n >= 1.
     virtual void searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
                              idx_t* labels, const faiss::SearchParameters* params) const = 0;
+
+    /// Whether rangeSearchImpl_ is implemented.
+    virtual bool supportsRangeSearch_() const { return false; }
+
+    /// Throws unless range_search can honour params (called before the
+    /// queries are read). Default: null or a plain faiss::SearchParameters.
+    virtual void checkRangeSearchParams_(const faiss::SearchParameters* params) const;
+
+    /// Range search of n >= 1 device queries; appends each query's hits to
+    /// hits rows row0 ... (params checked by checkRangeSearchParams_).
+    virtual void rangeSearchImpl_(idx_t n, const float* x, float radius,
+                                  const faiss::SearchParameters* params, RangeHits* hits,
+                                  idx_t row0) const;
 
     /// Throws unless this index's resources and device are usable.
     void checkUsable_() const;

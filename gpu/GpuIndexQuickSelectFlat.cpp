@@ -3,6 +3,7 @@
 #include "faiss_ext/RowCenteringTransform.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
+#include "faiss_ext/gpu/impl/flat/RangeSearch.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexPreTransform.h>
@@ -12,11 +13,23 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <typeinfo>
 
 namespace faiss_ext {
 namespace gpu {
 
 namespace {
+
+/// Throws unless params is null, a plain faiss::SearchParameters or ours:
+/// another index's parameters (IVF's nprobe, HNSW's efSearch, ...) would
+/// otherwise be silently ignored.
+void checkOwnParams(const faiss::SearchParameters* params, const char* call) {
+    FAISS_THROW_IF_NOT_FMT(!params || typeid(*params) == typeid(faiss::SearchParameters) ||
+                                   dynamic_cast<const SearchParametersQuickSelectFlat*>(params),
+                           "GpuIndexQuickSelectFlat: %s cannot apply search parameters of type "
+                           "%s (it takes faiss::SearchParameters or "
+                           "SearchParametersQuickSelectFlat)", call, typeid(*params).name());
+}
 
 /// Throws unless p is a DistancePrecision member.
 void checkDistancePrecision(DistancePrecision p, const char* where) {
@@ -302,6 +315,7 @@ void GpuIndexQuickSelectFlat::addImpl_(idx_t n, const float* x) {
 void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
                                           idx_t* labels,
                                           const faiss::SearchParameters* params) const {
+    checkOwnParams(params, "search");
     // The selector, evaluated once over the stored positions (host side:
     // FAISS's IDSelector is a virtual class; IdSelection.h gives the cost).
     std::unique_ptr<IdSelection> selection;
@@ -323,6 +337,24 @@ void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, fl
     storage_->search(x, n, k, distances, labels, o);  // counts only once it succeeds
     boundedCertified_ += stats.certifiedQueries;
     boundedFallback_ += stats.fallbackQueries;
+}
+
+void GpuIndexQuickSelectFlat::checkRangeSearchParams_(const faiss::SearchParameters* params) const {
+    checkOwnParams(params, "range_search");
+    auto p = dynamic_cast<const SearchParametersQuickSelectFlat*>(params);
+    // Range search has no k-selection; its FP32 products are exact, which
+    // any precision request allows.
+    FAISS_THROW_IF_NOT_MSG(!p || p->selectAlgo == SelectAlgo::Auto,
+                           "GpuIndexQuickSelectFlat: range_search selects no k, so a selectAlgo "
+                           "other than Auto cannot be applied");
+}
+
+void GpuIndexQuickSelectFlat::rangeSearchImpl_(idx_t n, const float* x, float radius,
+                                               const faiss::SearchParameters* params,
+                                               RangeHits* hits, idx_t row0) const {
+    std::unique_ptr<IdSelection> selection;
+    if (params && params->sel) selection.reset(new IdSelection(params->sel, ntotal));
+    storage_->rangeSearch(x, n, /*prepared=*/false, radius, selection.get(), hits, row0);
 }
 
 }  // namespace gpu

@@ -156,11 +156,6 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
     void resetBoundedStats();
 
   protected:
-    // The search graph searches its entry-point sample with queries that are
-    // already on the device, finite and prepared: through searchImpl_,
-    // without the public search's checks and synchronisation.
-    friend class GpuIndexSearchGraph;
-
     void addImpl_(idx_t n, const float* x) override;
     bool addImplAcceptsHost_() const override { return true; }
     /// FlatStorage::search calls the deferred check before it writes results.
@@ -169,6 +164,12 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
     bool honoursSelector_() const override { return true; }
     void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
                      const faiss::SearchParameters* params) const override;
+    /// Exact range search (impl/flat/RangeSearch.h), FP32 products, params->sel honoured.
+    bool supportsRangeSearch_() const override { return true; }
+    void checkRangeSearchParams_(const faiss::SearchParameters* params) const override;
+    void rangeSearchImpl_(idx_t n, const float* x, float radius,
+                          const faiss::SearchParameters* params, RangeHits* hits,
+                          idx_t row0) const override;
 
   private:
     void init_();

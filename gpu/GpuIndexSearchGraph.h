@@ -189,6 +189,12 @@ class GpuIndexSearchGraph : public GpuIndex {
                      const faiss::SearchParameters* params) const override;
     /// params->sel: the search returns selected vectors only (docs/filters.md).
     bool honoursSelector_() const override { return true; }
+    /// range_search: an exact scan of the stored vectors (recall 1).
+    bool supportsRangeSearch_() const override { return true; }
+    void checkRangeSearchParams_(const faiss::SearchParameters* params) const override;
+    void rangeSearchImpl_(idx_t n, const float* x, float radius,
+                          const faiss::SearchParameters* params, RangeHits* hits,
+                          idx_t row0) const override;
 
   private:
     struct SearchGraphState;

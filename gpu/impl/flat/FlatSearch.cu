@@ -6,6 +6,7 @@
 #include "faiss_ext/gpu/impl/flat/FlatTilePlan.h"
 #include "faiss_ext/gpu/impl/flat/FusedFewQuery.h"
 #include "faiss_ext/gpu/impl/flat/LargeKFlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/RangeSearch.h"
 #include "faiss_ext/gpu/impl/flat/RowSelector.h"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
@@ -373,6 +374,18 @@ void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* dis
     } else {
         searchView_(all, queries, nq, k, distances, labels, opt);
     }
+}
+
+void FlatStorage::rangeSearch(const float* queries, int64_t nq, bool prepared, float radius,
+                              const IdSelection* filter, RangeHits* hits, int64_t hitRow0) const {
+    RangeCorpus c;
+    c.vectors = vectors_;
+    c.sqNorms = metric_ == FlatMetric::L2 ? norms_ : nullptr;
+    c.nb = ntotal_;
+    c.d = d_;
+    c.onHost = onHost_;
+    flatRangeSearchQueries(res_, device_, c, filter, metric_, queries, nq, prepared, radius, hits,
+                           hitRow0);
 }
 
 /// The selected vectors as a corpus of their own, searched with every path

@@ -17,6 +17,8 @@
 namespace faiss_ext {
 namespace gpu {
 
+struct RangeHits;
+
 /// How FlatStorage::search runs.
 struct FlatSearchOptions {
     SelectAlgo algo = SelectAlgo::QuickMultiSelect;  ///< resolved (not Auto)
@@ -95,6 +97,12 @@ public:
     /// the vectors opt.filter selects when it is set.
     void search(const float* queries, int64_t nq, int64_t k, float* distances, int64_t* labels,
                 const FlatSearchOptions& opt) const;
+
+    /// Exact range search of nq device queries (prepared for the metric when
+    /// `prepared`): every vector `filter` (null: all) selects within radius,
+    /// appended to hits rows hitRow0 .. (impl/flat/RangeSearch.h).
+    void rangeSearch(const float* queries, int64_t nq, bool prepared, float radius,
+                     const IdSelection* filter, RangeHits* hits, int64_t hitRow0) const;
 
     /// The exact k-NN graph of the stored vectors (outputs: host or device
     /// pointers, distances may be null); k checked by the caller.
