@@ -371,6 +371,44 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
     rebuildEntryPoints_();
 }
 
+size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
+    auto lock = lockOps_();
+    checkUsable_();
+    const IdSelection removed(&sel, ntotal);
+    const int64_t gone = removed.count(), total = ntotal - gone;
+    if (gone == 0) return 0;
+    if (total == 0) {
+        reset();
+        return size_t(gone);
+    }
+    FAISS_THROW_IF_NOT_FMT(total > sConfig_.knnDegree,
+                           "%s: remove_ids would leave %lld vectors; the k-NN graph of degree "
+                           "knnDegree = %d needs more (nothing was removed)",
+                           kWho, (long long)total, sConfig_.knnDegree);
+    const int degree = sConfig_.graphDegree;
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    // As in add(): the optimisation's buffers first, so that running out of
+    // memory leaves the index as it was.
+    DeviceVector<int> next, scratch;
+    next.allocate(resources_.get(), config_.device, size_t(total) * degree, kWho, "search graph");
+    scratch.allocate(resources_.get(), config_.device, graph::optimizeScratchInts(total, degree),
+                     kWho, "optimisation scratch");
+    // The k-NN lists lose the removed nodes; the search graph is pruned
+    // again from them (CAGRA's optimisation), so no edge leads to a removed
+    // node and the survivors' detours are re-ranked.
+    auto t0 = std::chrono::steady_clock::now();
+    knn_->remove_ids(sel);
+    graph::optimizeGraph(stream, knn_->getGraphIdsDevice(), total, knn_->getBuildDegree(),
+                         sConfig_.knnDegree, degree, next.data(), scratch.data());
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    optimizeSeconds_ = secondsSince(t0);
+    std::swap(graph_->ids, next);
+    ntotal = total;
+    fillHalfCopy_();
+    rebuildEntryPoints_();
+    return size_t(gone);
+}
+
 void GpuIndexSearchGraph::fillHalfCopy_() {
     if (!sConfig_.fp16Traversal || ntotal == 0) return;
     cudaStream_t stream = resources_->getDefaultStream(config_.device);

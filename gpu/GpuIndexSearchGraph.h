@@ -178,6 +178,15 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// Removes all vectors and both graphs.
     void reset() override;
 
+    /// Removes the vectors `sel` selects and renumbers the rest in order, as
+    /// faiss::IndexFlat does (wrap in faiss::IndexIDMap2 for stable ids):
+    /// the k-NN lists drop the removed nodes (GpuKnnGraphGNND::remove_ids)
+    /// and the search graph is pruned again from them, so searches never
+    /// reach a removed node. Returns how many were removed; throws, removing
+    /// nothing, when more than 0 and at most knnDegree vectors would stay.
+    /// Recall after removals: docs/filters.md.
+    size_t remove_ids(const faiss::IDSelector& sel) override;
+
     /// Copies stored (prepared) vector `key` to recons.
     void reconstruct(idx_t key, float* recons) const override;
 

@@ -5,10 +5,13 @@
 #include "faiss_ext/RowCenteringTransform.h"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/gnnd/FileBuildCommon.h"
+#include "faiss_ext/gpu/impl/flat/FilterKernels.h"
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
+#include "faiss_ext/gpu/impl/gnnd/GnndRemove.h"
 #include "faiss_ext/gpu/impl/gnnd/PartitionedAdd.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
+#include "faiss_ext/gpu/utils/IdSelection.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexPreTransform.h>
@@ -608,6 +611,57 @@ void GpuKnnGraphGNND::reset() {
     state_.reset(new gnnd::GraphState());
     ntotal = 0;
     log_.clear();
+}
+
+size_t GpuKnnGraphGNND::remove_ids(const faiss::IDSelector& sel) {
+    auto lock = lockOps_();
+    checkUsable_();
+    const IdSelection removed(&sel, ntotal);
+    const int64_t gone = removed.count(), m = ntotal - gone;
+    if (gone == 0) return 0;
+    if (m == 0) {
+        reset();
+        return size_t(gone);
+    }
+    FAISS_THROW_IF_NOT_FMT(m > k_, "GpuKnnGraphGNND: remove_ids would leave %lld vectors; a graph "
+                           "of degree k = %d needs more than k (nothing was removed)",
+                           (long long)m, k_);
+    // the survivors' positions, and each old position's new one (-1: removed)
+    std::vector<uint32_t> kept;
+    kept.reserve(size_t(m));
+    std::vector<int> newId(size_t(ntotal), -1);
+    for (int64_t i = 0; i < ntotal; ++i) {
+        if (!removed.contains(i)) {
+            newId[size_t(i)] = int(kept.size());
+            kept.push_back(uint32_t(i));
+        }
+    }
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    GpuResources* res = resources_.get();
+    // everything goes into new buffers; the index changes only at the end
+    std::unique_ptr<gnnd::GraphState> nextState(new gnnd::GraphState());
+    gnnd::GraphState& next = *nextState;
+    next.n = m;
+    next.x.allocate(res, config_.device, size_t(m) * d, "GpuKnnGraphGNND", "vectors");
+    next.norms.allocate(res, config_.device, size_t(m), "GpuKnnGraphGNND", "norms");
+    next.ids.allocate(res, config_.device, size_t(m) * buildK_, "GpuKnnGraphGNND", "graph ids");
+    next.dists.allocate(res, config_.device, size_t(m) * buildK_, "GpuKnnGraphGNND",
+                        "graph distances");
+    TempBuffer<uint32_t> dKept(res, config_.device, kept.size(), stream);
+    TempBuffer<int> dNewId(res, config_.device, newId.size(), stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dKept.data(), kept.data(), sizeof(uint32_t) * kept.size(),
+                                         cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dNewId.data(), newId.data(), sizeof(int) * newId.size(),
+                                         cudaMemcpyHostToDevice, stream));
+    gatherSelectedRows(state_->x.data(), state_->norms.data(), dKept.data(), m, d, next.x.data(),
+                       next.norms.data(), stream);
+    gnnd::compactLists(stream, state_->ids.data(), state_->dists.data(), buildK_, dKept.data(), m,
+                       dNewId.data(), next.ids.data(), next.dists.data());
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    state_ = std::move(nextState);
+    ntotal = m;
+    return size_t(gone);
 }
 
 void GpuKnnGraphGNND::reconstruct(idx_t key, float* recons) const {

@@ -148,6 +148,14 @@ public:
     /// Removes all vectors and the graph.
     void reset() override;
 
+    /// Removes the vectors `sel` selects and renumbers the rest in order, as
+    /// faiss::IndexFlat does (wrap in faiss::IndexIDMap2 for stable ids).
+    /// Each survivor's list loses its removed neighbours and keeps the rest
+    /// in order (shorter lists, -1 padded: no distances are recomputed; a
+    /// later add() refines them). Returns how many were removed; throws,
+    /// removing nothing, when more than 0 and at most k vectors would stay.
+    size_t remove_ids(const faiss::IDSelector& sel) override;
+
     /// Copies stored (prepared) vector `key` to recons.
     void reconstruct(idx_t key, float* recons) const override;
 

@@ -254,3 +254,35 @@ def test_save_load_round_trip(res, data, tmp_path, metric):
     back2 = faiss_ext.index_cpu_to_gpu(res, 0, faiss_ext.deserialize_index(data_bytes))
     D3, I3 = back2.search(xq, 20)
     np.testing.assert_array_equal(I3, I)
+
+
+def _as_sets(lims, D, I):
+    """Query i's range results as {label: distance}."""
+    return [dict(zip(I[lims[i]:lims[i + 1]].tolist(), D[lims[i]:lims[i + 1]].tolist()))
+            for i in range(len(lims) - 1)]
+
+
+@pytest.mark.parametrize("metric,faiss_metric", [
+    (FM.L2, faiss.METRIC_L2), (FM.InnerProduct, faiss.METRIC_INNER_PRODUCT)])
+def test_range_search_equals_faiss_indexflat(res, data, metric, faiss_metric):
+    xb, xq = data
+    gpu = _gpu(res, metric, xb)
+    ref = faiss.IndexFlat(D_DIM, faiss_metric)
+    ref.add(xb)
+    D10, _ = ref.search(xq, 20)
+    radius = float(np.median(D10[:, -1]))
+    sel = faiss.IDSelectorRange(100, 700)
+    filtered = faiss.SearchParameters()
+    filtered.sel = sel
+    for params in (None, filtered):
+        lims, D, I = gpu.range_search(xq, radius, params=params)
+        rlims, rD, rI = ref.range_search(xq, radius, params=params)
+        ours, theirs = _as_sets(lims, D, I), _as_sets(rlims, rD, rI)
+        assert sum(len(s) for s in ours) > NQ * 5
+        for a, b in zip(ours, theirs):
+            for label in set(a) ^ set(b):  # only pairs at the radius may differ
+                assert abs(a.get(label, b.get(label)) - radius) <= 1e-4 * max(1.0, abs(radius))
+        if params is not None:
+            assert all(100 <= i < 700 for i in I.tolist())
+    with pytest.raises(RuntimeError, match="NaN"):
+        gpu.range_search(xq, float("nan"))

@@ -407,3 +407,27 @@ def test_bad_input_leaves_the_index_unchanged(res, built, xb, xq):
     with pytest.raises(RuntimeError, match="knnDegree"):
         small.add(xb[:small.get_config().knn_degree])  # needs more than knn_degree vectors
     assert small.ntotal == 0
+
+
+def test_remove_ids_and_range_search(res, xb, xq):
+    """remove_ids renumbers as faiss.IndexFlat does and keeps recall;
+    range_search is exact over the stored vectors."""
+    index = faiss_ext.GpuIndexSearchGraph(res, D_DIM)
+    index.add(xb)
+    gone = index.remove_ids(faiss.IDSelectorRange(0, N // 4))
+    assert gone == N // 4 and index.ntotal == N - N // 4
+    kept = xb[N // 4:]
+    exact = faiss.IndexFlatL2(D_DIM)
+    exact.add(kept)
+    _, I_ref = exact.search(xq, K)
+    _, I = index.search(xq, K)
+    assert recall_at(I, I_ref) >= 0.95
+    np.testing.assert_array_equal(index.reconstruct(0), kept[0])
+    D_ref, _ = exact.search(xq, 30)
+    radius = float(np.median(D_ref[:, -1]))
+    lims, D, I = index.range_search(xq, radius)
+    rlims, rD, rI = exact.range_search(xq, radius)
+    for i in range(NQ):
+        a = set(I[lims[i]:lims[i + 1]].tolist())
+        b = set(rI[rlims[i]:rlims[i + 1]].tolist())
+        assert len(a ^ b) <= 1, i  # a pair at the radius may fall either side
