@@ -16,8 +16,10 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NVCC = "/usr/local/cuda/bin/nvcc"
 
 
-@pytest.mark.skipif(shutil.which("cmake") is None or not os.path.exists(NVCC),
-                    reason="needs cmake and CUDA's nvcc (the project's configure step)")
+@pytest.mark.skipif(shutil.which("cmake") is None or not os.path.exists(NVCC)
+                    or not os.path.exists("/usr/include/faiss/Index.h"),
+                    reason="needs cmake, CUDA's nvcc and FAISS's headers (the project's "
+                           "configure step; the GPU machine has no FAISS development files)")
 def test_configure_refuses_a_python_without_faiss_within_seconds():
     with tempfile.TemporaryDirectory() as tmp:
         # Debian's python without its site directories: the same interpreter, no faiss
