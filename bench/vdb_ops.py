@@ -204,6 +204,7 @@ def filter_part(a, res, xb, xq, out):
             hp = faiss.SearchParametersHNSW()
             hp.sel = sel
             hp.efSearch = ef
+            hnsw.hnsw.efSearch = ef  # FAISS 1.7.3's IndexHNSW::search reads this, not hp.efSearch
             hr = {}
             hs = timed(lambda: hr.__setitem__("r", hnsw.search(xq[:m], 10, params=hp)), 1)
             out.emit(suite="filter", method="faiss-cpu:HNSWFlat-filtered", device="CPU (16 threads)",
