@@ -55,7 +55,9 @@ def setting_identity(r):
         return r.get("setting")
     if r.get("suite") == "filter":
         p = r.get("params") or {}
-        return (p.get("filter"), p.get("selectivity"), p.get("fraction"), p.get("metric"))
+        return (p.get("filter"), p.get("selectivity"), p.get("fraction"), p.get("metric"), p.get("efSearch"))
+    if r.get("suite") == "delete":
+        return (r.get("params") or {}).get("removed_total_fraction")
     if r.get("suite") != "lsh":
         return None
     if r.get("setting"):
@@ -120,26 +122,33 @@ def filter_tables(rows):
     for ds in sorted({r.get("dataset", "") for r in rows}):
         rs = [r for r in rows if r.get("dataset", "") == ds]
         base = {r["method"]: r for r in rs if r["method"] in ("ours:unfiltered", "ours:graph-unfiltered")}
-        f = rs[0]
+        f = next((r for r in rs if r["method"].startswith("ours:") and r.get("nq")), rs[0])
         out.append(f"### {ds}: nb = {human(f.get('nb'))}, d = {f.get('d')}, nq = {human(f.get('nq'))}, k = {f.get('k')}\n")
         out.append(f"Device: {f.get('device')}; commits: {', '.join(sorted({r.get('git', '?') for r in rs}))}. "
                    f"Unfiltered: exact {fmt_qps(base.get('ours:unfiltered', {}).get('qps'))} q/s, "
                    f"graph {fmt_qps(base.get('ours:graph-unfiltered', {}).get('qps'))} q/s.\n")
-        out.append("| filter | selected | exact q/s | exact / unfiltered | exact recall | graph q/s | graph recall |")
-        out.append("|---|---|---|---|---|---|---|")
+        out.append("| filter | selected | exact q/s | exact / unfiltered | exact recall | graph q/s | graph recall "
+                   "| FAISS CPU HNSW: best recall (efSearch), q/s there |")
+        out.append("|---|---|---|---|---|---|---|---|")
         keyed = defaultdict(dict)
+        hnsw = defaultdict(list)
         for r in rs:
             p = r.get("params") or {}
             if r["method"] in ("ours:filtered", "ours:graph-filtered"):
                 keyed[(p.get("filter"), p.get("selectivity"))][r["method"]] = r
+            elif r["method"] == "faiss-cpu:HNSWFlat-filtered":
+                hnsw[(p.get("filter"), p.get("selectivity"))].append(r)
         unf = base.get("ours:unfiltered", {}).get("qps")
         for (kind, sel), m in sorted(keyed.items(), key=lambda x: (x[0][0] or "", x[0][1] or 0)):
             e, g = m.get("ours:filtered", {}), m.get("ours:graph-filtered", {})
             ratio = f"{e['qps'] / unf:.2f}x" if e.get("qps") and unf else "–"
             rec = e.get("recall")
+            h = max(hnsw.get((kind, sel), []), key=lambda r: r.get("recall", 0), default=None)
+            hcell = (f"{h['recall']:.4f} ({h['params'].get('efSearch')}), {fmt_qps(h.get('qps'))}"
+                     if h else "–")
             out.append(f"| {kind} | {sel * 100:g}% | {fmt_qps(e.get('qps'))} | {ratio} | "
                        f"{fmt(rec if rec is not None and rec >= 0 else None, '.4f')} | "
-                       f"{fmt_qps(g.get('qps'))} | {fmt(g.get('recall'), '.4f')} |")
+                       f"{fmt_qps(g.get('qps'))} | {fmt(g.get('recall'), '.4f')} | {hcell} |")
         rem = [r for r in rs if r["method"] == "ours:remove_ids"]
         if rem:
             out.append("")
@@ -149,6 +158,27 @@ def filter_tables(rows):
                 out.append(f"| {r['params'].get('fraction', 0) * 100:g}% | {r['params'].get('removed')} | "
                            f"{fmt(r.get('seconds'), '.4f')} |")
         out.append("")
+    return out
+
+
+def delete_tables(rows):
+    """Suite `delete`: remove_ids on the search graph, step by step, against a fresh
+    build of the survivors in the same run."""
+    out = ["| data set | removed in all | remove_ids s | recall@10 after | q/s after | fresh build: "
+           "recall@10, q/s, build s |", "|---|---|---|---|---|---|"]
+    for ds in sorted({r.get("dataset", "") for r in rows}):
+        rs = [r for r in rows if r.get("dataset", "") == ds]
+        fresh = {r["params"].get("removed_total_fraction"): r for r in rs
+                 if r["method"] == "ours:graph-fresh-build-of-survivors"}
+        for r in sorted((r for r in rs if r["method"] == "ours:graph-remove_ids"),
+                        key=lambda r: r["params"].get("removed_total_fraction", 0)):
+            f = r["params"].get("removed_total_fraction", 0)
+            fr = fresh.get(f)
+            fcell = (f"{fr['recall']:.4f}, {fmt_qps(fr.get('qps'))}, {fr['params'].get('build_seconds', 0):.1f}"
+                     if fr else "–")
+            out.append(f"| {ds} | {f * 100:g}% | {r['seconds']:.3f} | {r['recall']:.4f} | "
+                       f"{fmt_qps(r.get('qps'))} | {fcell} |")
+    out.append("")
     return out
 
 
@@ -1247,6 +1277,12 @@ def main():
                        "checked against faiss::IndexFlat with the same selector on the first queries (– where "
                        "not checked); graph recall against the exact filtered answer of all queries.\n")
             gen += filter_tables(srows)
+        elif s == "delete":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. `bench/vdb_ops.py`: "
+                       "GpuIndexSearchGraph (defaults; past 2M vectors a one-shot GNND build of 12 iterations) "
+                       "loses random vectors in steps to 1%, 10% and 50% of the data; recall@10 against exact "
+                       "search over the survivors.\n")
+            gen += delete_tables(srows)
         elif s == "ann-device-queries":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += ann_device_query_table(srows)
