@@ -6,6 +6,7 @@
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
+#include <typeinfo>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -202,11 +203,12 @@ BiLevelSearchSettings resolveBiLevelSearch(const faiss::SearchParameters* params
     def.groupProbes = std::min(def.groupProbes, model.groups());
     if (model.lattice == lsh::kLatticeE8) def.nprobe = 1;
     const SearchParametersBiLevelLSH* p = &def;
-    if (params) {
+    // FAISS's base class carries only a selector (applied by the searches
+    // to the candidates): the defaults then hold
+    if (params && typeid(*params) != typeid(faiss::SearchParameters)) {
         p = dynamic_cast<const SearchParametersBiLevelLSH*>(params);
-        FAISS_THROW_IF_NOT_MSG(p, "BiLevelLSH search: params must be SearchParametersBiLevelLSH");
-        FAISS_THROW_IF_NOT_MSG(!params->sel,
-                               "BiLevelLSH search: an IDSelector in params is not supported");
+        FAISS_THROW_IF_NOT_MSG(p, "BiLevelLSH search: params must be faiss::SearchParameters or "
+                               "SearchParametersBiLevelLSH");
     }
     const int M = model.nProjections;
     const int maxProbe = std::min(lsh::kMaxProbes, 1 + lsh::maxPerturbations(M));

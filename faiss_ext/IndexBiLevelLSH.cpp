@@ -6,6 +6,7 @@
 #include "faiss_ext/BiLevelLSHWidths.h"
 #include "faiss_ext/Metric.h"
 
+#include <faiss/impl/IDSelector.h>
 #include <faiss/IndexFlat.h>
 #include <faiss/impl/FaissAssert.h>
 #include <faiss/utils/Heap.h>
@@ -438,6 +439,8 @@ void IndexBiLevelLSH::search(int64_t n, const float* x, int64_t k, float* distan
     FAISS_THROW_IF_NOT_MSG(n == 0 || (distances && labels),
                            "IndexBiLevelLSH::search: distances and labels must not be null");
     const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, config_);
+    // a selector drops candidates before scoring: only selected vectors are returned
+    const faiss::IDSelector* sel = params ? params->sel : nullptr;
 #pragma omp parallel if (n > 1)
     {
         std::vector<int32_t> cand;
@@ -449,6 +452,7 @@ void IndexBiLevelLSH::search(int64_t n, const float* x, int64_t k, float* distan
             collectCandidates(model_, tables_, cuckoo_, ntotal, q, s, &cand);
             faiss::maxheap_heapify(k, D, I);
             for (int32_t c : cand) {
+                if (sel && !sel->is_member(c)) continue;
                 const float dist = faiss::fvec_L2sqr(q, vectors_.data() + size_t(c) * d, d);
                 if (dist < D[0] || (dist == D[0] && c < I[0]))
                     faiss::maxheap_replace_top(k, D, I, dist, int64_t(c));
@@ -466,6 +470,8 @@ void IndexBiLevelLSH::getCandidates(int64_t n, const float* x, int64_t k,
     auto lock = readLock_();
     checkQueryArgs_("IndexBiLevelLSH::getCandidates", n, x, k);
     FAISS_THROW_IF_NOT_MSG(lims && ids, "IndexBiLevelLSH::getCandidates: null output");
+    FAISS_THROW_IF_NOT_MSG(!params || !params->sel, "IndexBiLevelLSH::getCandidates: lists "
+                           "every candidate; an IDSelector is not applied here (search applies it)");
     const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, config_);
     std::vector<std::vector<int32_t>> per(n);
 #pragma omp parallel for schedule(dynamic, 4)

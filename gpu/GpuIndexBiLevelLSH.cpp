@@ -10,10 +10,12 @@
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/lsh/LshEngine.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/IdSelection.h"
 
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
+#include <memory>
 
 namespace faiss_ext {
 namespace gpu {
@@ -218,6 +220,16 @@ void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* 
         return;
     }
     auto chooser = [this, k](double meanCandidates) { return autoShortList(k, meanCandidates); };
+    // a selector drops candidates before scoring (the CPU twin's rule)
+    std::unique_ptr<IdSelection> selection;
+    if (params && params->sel) selection.reset(new IdSelection(params->sel, ntotal));
+    TempBuffer<uint32_t> keep(resources_.get(), config_.device,
+                              selection ? selection->words().size() : 0, stream);
+    if (selection) {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(keep.data(), selection->words().data(),
+                                             sizeof(uint32_t) * selection->words().size(),
+                                             cudaMemcpyHostToDevice, stream));
+    }
     // queries in batches whose candidate intervals fit in ~256 MiB
     const int64_t perQuery = int64_t(s.groupProbes) * s.tables * (s.nprobe + 1) *
                              int64_t(sizeof(lsh::Interval) + sizeof(int32_t));
@@ -226,7 +238,7 @@ void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* 
         const int64_t m = std::min(batch, n - i);
         lsh_impl::searchGpu(*state_, model_, s, mode, chooser, gpuConfig_.workQueueBytes, m,
                             x + size_t(i) * d, int(k), distances + size_t(i) * k,
-                            labels + size_t(i) * k, stream);
+                            labels + size_t(i) * k, keep.data(), stream);
     }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
@@ -241,6 +253,8 @@ void GpuIndexBiLevelLSH::getCandidates(idx_t n, const float* x, idx_t k, std::ve
     FAISS_THROW_IF_NOT_FMT(is_trained, "%s: the index is not trained", who);
     FAISS_THROW_IF_NOT_FMT(n == 0 || x, "%s: x is null", who);
     FAISS_THROW_IF_NOT_MSG(lims && ids, "GpuIndexBiLevelLSH::getCandidates: null output");
+    FAISS_THROW_IF_NOT_FMT(!params || !params->sel, "%s: lists every candidate; an IDSelector is "
+                           "not applied here (search applies it)", who);
     const BiLevelSearchSettings s = resolveBiLevelSearch(params, k, model_, lshConfig_);
     if (n > 0) checkFiniteVectors(who, n, d, x);
     lims->assign(n + 1, 0);
@@ -307,6 +321,31 @@ std::vector<float> GpuIndexBiLevelLSH::getVectorsHost() const {
                                          cudaMemcpyDeviceToHost, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     return v;
+}
+
+void GpuIndexBiLevelLSH::reconstruct(idx_t key, float* recons) const {
+    auto lock = lockOps_();
+    FAISS_THROW_IF_NOT_FMT(key >= 0 && key < ntotal,
+                           "GpuIndexBiLevelLSH::reconstruct: key %lld out of [0, %lld)",
+                           (long long)key, (long long)ntotal);
+    reconstruct_n(key, 1, recons);
+}
+
+void GpuIndexBiLevelLSH::reconstruct_n(idx_t i0, idx_t ni, float* recons) const {
+    auto lock = lockOps_();
+    FAISS_THROW_IF_NOT_FMT(i0 >= 0 && ni >= 0 && i0 <= ntotal && ni <= ntotal - i0,
+                           "GpuIndexBiLevelLSH::reconstruct_n: range [%lld, %lld + %lld) out of "
+                           "[0, %lld)", (long long)i0, (long long)i0, (long long)ni,
+                           (long long)ntotal);
+    if (ni == 0) return;
+    FAISS_THROW_IF_NOT_MSG(recons, "GpuIndexBiLevelLSH::reconstruct_n: recons is null");
+    checkUsable_();
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(recons, state_->vectors.data() + size_t(i0) * d,
+                                         sizeof(float) * size_t(ni) * d, cudaMemcpyDefault,
+                                         stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void GpuIndexBiLevelLSH::copyFrom(const IndexBiLevelLSH* index) {

@@ -122,6 +122,16 @@ public:
     /// The vectors (ntotal x d) copied to the host.
     std::vector<float> getVectorsHost() const;
 
+    /// Copies stored vector `key` to recons (host or device pointer);
+    /// throws for a key outside [0, ntotal), as the CPU twin does.
+    void reconstruct(idx_t key, float* recons) const override;
+
+    /// Copies stored vectors i0 .. i0 + ni - 1 to recons (one copy; throws
+    /// before copying anything for a range outside [0, ntotal), so FAISS's
+    /// default, whose exception inside an OpenMP loop would end the
+    /// process, is never reached).
+    void reconstruct_n(idx_t i0, idx_t ni, float* recons) const override;
+
     /// The short-list algorithm BiLevelShortList::Auto picks for k and a
     /// mean number of candidates per query.
     BiLevelShortList autoShortList(int64_t k, double meanCandidates) const;
@@ -133,6 +143,10 @@ protected:
     bool addImplAcceptsHost_() const override { return true; }
     void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
                      const faiss::SearchParameters* params) const override;
+    /// params->sel drops unselected candidates before scoring (as the CPU
+    /// twin does): only selected vectors are returned; rows whose
+    /// candidates hold fewer than k selected ones are padded (docs/filters.md).
+    bool honoursSelector_() const override { return true; }
 
 private:
     void rebuildTables_(std::unique_ptr<lsh_impl::DeviceState>* state) const;

@@ -706,13 +706,15 @@ TEST_F(CpuLshErrors, BadSearchParameters) {
             [&](auto& p) { p.groupProbes = (1 << cfg_.treeDepth) + 1; });
     refused("shortList 7", "shortList",
             [](auto& p) { p.shortList = static_cast<BiLevelShortList>(7); });
+    // a selector is applied by search, refused by getCandidates (which lists all)
     faiss::IDSelectorRange sel(0, 10);
-    refused("an IDSelector", "IDSelector", [&](auto& p) { p.sel = &sel; });
-    // wrong parameter types
-    faiss::SearchParameters plain;
+    SearchParametersBiLevelLSH withSel;
+    withSel.sel = &sel;
+    expectRefused(idx, q_, "an IDSelector (getCandidates)", "IDSelector",
+                  [&] { idx.getCandidates(7, q_.data(), 5, &lims, &ids, &withSel); });
+    // wrong parameter types (FAISS's base class is taken: it carries a selector)
     faiss::SearchParametersIVF ivf;
-    for (const faiss::SearchParameters* p : {static_cast<const faiss::SearchParameters*>(&plain),
-                                             static_cast<const faiss::SearchParameters*>(&ivf)}) {
+    for (const faiss::SearchParameters* p : {static_cast<const faiss::SearchParameters*>(&ivf)}) {
         expectRefused(idx, q_, "params of another type", "SearchParametersBiLevelLSH",
                       [&] { idx.search(7, q_.data(), 5, D.data(), I.data(), p); });
         expectRefused(idx, q_, "params of another type (getCandidates)",
@@ -839,6 +841,53 @@ TEST_F(CpuLshErrors, SetContentsMismatchesAreRefused) {
                   [&] { idx.setContents(cfg_, broken, idx.getVectors()); });
     expectRefused(idx, q_, "vectors without a trained model", "trained model",
                   [&] { idx.setContents(cfg_, BiLevelLSHModel(), idx.getVectors()); });
+}
+
+// A selector drops candidates before scoring: the filtered search equals the
+// exact k best of (the query's candidates that the selector keeps).
+TEST(CpuLshFilter, SelectedCandidatesRankedExactly) {
+    const int d = 12;
+    const int64_t n = 3000, nq = 40, k = 8;
+    const auto x = test::clusteredVectors(n, d, 10, kSeed);
+    const auto q = test::clusteredVectors(nq, d, 10, kSeed + 1);
+    BiLevelLSHConfig cfg;
+    cfg.treeDepth = 3;
+    cfg.nTables = 6;
+    cfg.nProjections = 6;
+    IndexBiLevelLSH idx(d, cfg);
+    idx.train(n, x.data());
+    idx.add(n, x.data());
+    faiss::IDSelectorRange lower(0, n / 3);
+    for (int plain = 0; plain < 2; ++plain) {
+        faiss::SearchParameters base;
+        SearchParametersBiLevelLSH ours;
+        ours.nprobe = 4;
+        faiss::SearchParameters* p = plain ? &base : static_cast<faiss::SearchParameters*>(&ours);
+        // the candidates of the same settings, unfiltered
+        std::vector<idx_t> lims, ids;
+        idx.getCandidates(nq, q.data(), k, &lims, &ids, plain ? nullptr : &ours);
+        p->sel = &lower;
+        std::vector<float> D(nq * k);
+        std::vector<idx_t> I(nq * k);
+        idx.search(nq, q.data(), k, D.data(), I.data(), p);
+        int64_t found = 0;
+        for (int64_t i = 0; i < nq; ++i) {
+            std::vector<std::pair<float, idx_t>> want;
+            for (idx_t j = lims[i]; j < lims[i + 1]; ++j) {
+                const idx_t c = ids[j];
+                if (!lower.is_member(c)) continue;
+                want.push_back({faiss::fvec_L2sqr(q.data() + i * d, x.data() + c * d, d), c});
+            }
+            std::sort(want.begin(), want.end());
+            for (int64_t r = 0; r < k; ++r) {
+                const bool has = r < int64_t(want.size());
+                ASSERT_EQ(I[i * k + r], has ? want[r].second : -1) << "query " << i << " rank " << r;
+                if (has) EXPECT_FLOAT_EQ(D[i * k + r], want[r].first);
+                found += has;
+            }
+        }
+        EXPECT_GT(found, nq * k / 2) << "the selection should keep most rows filled";
+    }
 }
 
 }  // namespace

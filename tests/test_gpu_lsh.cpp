@@ -21,6 +21,7 @@
 // Skipped without a GPU. Seeds are fixed (test::kSeed) and printed.
 #include <cuda_runtime_api.h>
 #include <faiss/impl/FaissException.h>
+#include <faiss/impl/IDSelector.h>
 
 #include <algorithm>
 #include <cmath>
@@ -402,6 +403,36 @@ TEST(GpuLshTwin, SearchMatchesTheTwinForEveryShortListAndK) {
             expectSameResults(t, q.data(), nq, k, few, "clustered 30k x 48, one table");
         }
     }
+    // a selector: the same selected candidates ranked the same on both sides
+    std::vector<uint8_t> bits(size_t((n + 7) / 8));
+    for (size_t i = 0; i < bits.size(); ++i) bits[i] = uint8_t(0x9E3779B9u * (i + 1) >> 24);
+    faiss::IDSelectorBitmap some(bits.size(), bits.data());
+    faiss::IDSelectorRange run(n / 4, n / 2);
+    for (const faiss::IDSelector* sel : {static_cast<const faiss::IDSelector*>(&some),
+                                         static_cast<const faiss::IDSelector*>(&run)}) {
+        for (BiLevelShortList sl : {BiLevelShortList::Heap, BiLevelShortList::WorkQueue}) {
+            for (idx_t k : {idx_t(10), idx_t(100)}) {
+                SearchParametersBiLevelLSH p;
+                p.shortList = sl;
+                p.nprobe = 8;
+                p.sel = const_cast<faiss::IDSelector*>(sel);
+                expectSameResults(t, q.data(), nq, k, p, "clustered 30k x 48, filtered");
+                std::vector<float> D(size_t(nq) * k);
+                std::vector<idx_t> I(size_t(nq) * k);
+                t.gpu->search(nq, q.data(), k, D.data(), I.data(), &p);
+                for (idx_t v : I) if (v >= 0) ASSERT_TRUE(sel->is_member(v)) << "label " << v;
+            }
+        }
+    }
+    // reconstruct / reconstruct_n give the stored vectors; bad keys throw
+    std::vector<float> r(size_t(3) * d);
+    t.gpu->reconstruct_n(n - 3, 3, r.data());
+    EXPECT_EQ(r, std::vector<float>(x.end() - 3 * d, x.end()));
+    t.gpu->reconstruct(5, r.data());
+    EXPECT_EQ(std::vector<float>(r.begin(), r.begin() + d),
+              std::vector<float>(x.begin() + 5 * d, x.begin() + 6 * d));
+    EXPECT_THROW(t.gpu->reconstruct(n, r.data()), faiss::FaissException);
+    EXPECT_THROW(t.gpu->reconstruct_n(n - 2, 3, r.data()), faiss::FaissException);
     // Auto picks the heap only up to heapMaxK, never past the heap's k = 1024
     const int maxK = t.gpu->getGpuConfig().heapMaxK;
     EXPECT_EQ(t.gpu->autoShortList(2000, 1.0), BiLevelShortList::WorkQueue);

@@ -91,11 +91,15 @@ void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
                     QueryIntervals* out, cudaStream_t stream);
 
 /// k-NN of nq queries (device pointers in and out) by the short list;
-/// mode Auto asks chooseAuto(mean candidates per query).
+/// mode Auto asks chooseAuto(mean candidates per query). keepBits (device
+/// bitmap over the stored vectors, or null): candidates whose bit is clear
+/// are dropped before scoring, as the CPU twin drops what its selector
+/// does not select.
 void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
                const BiLevelSearchSettings& s, BiLevelShortList mode,
                const std::function<BiLevelShortList(double)>& chooseAuto, size_t workQueueBytes,
-               int64_t nq, const float* dQ, int k, float* dD, int64_t* dI, cudaStream_t stream);
+               int64_t nq, const float* dQ, int k, float* dD, int64_t* dI,
+               const uint32_t* keepBits, cudaStream_t stream);
 
 /// Fills count results with (+inf, -1).
 void fillEmpty(float* dD, int64_t* dI, int64_t count, cudaStream_t stream);

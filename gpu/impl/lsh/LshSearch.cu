@@ -216,6 +216,11 @@ __device__ __forceinline__ void forEachCandidateBatch(const int32_t* __restrict_
     }
 }
 
+/// id, or -1 when keepBits (may be null) does not keep it.
+__device__ __forceinline__ int keptOrNone(int id, const uint32_t* __restrict__ keepBits) {
+    return id >= 0 && keepBits && !((keepBits[id >> 5] >> (id & 31)) & 1u) ? -1 : id;
+}
+
 /// One warp per query: its k best (distance, id). k <= 32: in registers
 /// (lane j holds the j-th best; insertions shift lanes up); else in shared
 /// memory, merged with each filtered and sorted batch of 32.
@@ -225,7 +230,8 @@ __global__ void heapShortListKernel(const float* __restrict__ vectors, int d,
                                     const Interval* __restrict__ iv,
                                     const int32_t* __restrict__ ivCount, int slots, int perQuery,
                                     const float* __restrict__ Q, int64_t nq, int k,
-                                    float* __restrict__ outD, int64_t* __restrict__ outI) {
+                                    float* __restrict__ outD, int64_t* __restrict__ outI,
+                                    const uint32_t* __restrict__ keepBits) {
     extern __shared__ unsigned char smem[];
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
@@ -250,6 +256,7 @@ __global__ void heapShortListKernel(const float* __restrict__ vectors, int d,
     for (int sl = 0; sl < perQuery; ++sl) {
         const int64_t slot = q * perQuery + sl;
         forEachCandidateBatch(sortedIds, iv + size_t(slot) * slots, ivCount[slot], lane, [&](int id) {
+            id = keptOrNone(id, keepBits);
             const float dist = warpCandidateDistance<kVec4>(qrow, vectors, d, id, lane);
             const bool cand = id >= 0 && pairBefore(dist, uint32_t(id), thrD, thrI);
             unsigned mask = __ballot_sync(0xffffffffu, cand);
@@ -365,7 +372,7 @@ __global__ void fillQueueKernel(const Interval* __restrict__ iv, const int32_t* 
                                 int slots, int perQuery, int64_t q0, int64_t q1,
                                 const int64_t* __restrict__ offsets,
                                 const int32_t* __restrict__ sortedIds, int32_t* __restrict__ ids,
-                                int32_t* __restrict__ owner) {
+                                int32_t* __restrict__ owner, const uint32_t* __restrict__ keepBits) {
     const int lane = threadIdx.x & 31;
     const int64_t q = q0 + int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (q >= q1) return;
@@ -375,7 +382,7 @@ __global__ void fillQueueKernel(const Interval* __restrict__ iv, const int32_t* 
         for (int i = 0; i < ivCount[slot]; ++i) {
             const Interval it = iv[size_t(slot) * slots + i];
             for (int64_t off = lane; off < it.count; off += 32) {
-                ids[w + off] = sortedIds[it.start + off];
+                ids[w + off] = keptOrNone(sortedIds[it.start + off], keepBits);  // -1: scored +inf
                 owner[w + off] = int32_t(q - q0);
             }
             w += it.count;
@@ -520,7 +527,8 @@ void queryIntervals(const DeviceState& st, const BiLevelLSHModel& model,
 void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
                const BiLevelSearchSettings& s, BiLevelShortList mode,
                const std::function<BiLevelShortList(double)>& chooseAuto, size_t workQueueBytes,
-               int64_t nq, const float* dQ, int k, float* dD, int64_t* dI, cudaStream_t stream) {
+               int64_t nq, const float* dQ, int k, float* dD, int64_t* dI,
+               const uint32_t* keepBits, cudaStream_t stream) {
     const char* who = "GpuIndexBiLevelLSH::search";
     const int d = model.d;
     QueryIntervals qi;
@@ -548,7 +556,8 @@ void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
         auto launch = [&](auto kernel) {
             kernel<<<blocks, 32 * warps, smem, stream>>>(st.vectors.data(), d, st.sortedIds.data(),
                                                          qi.intervals.data(), qi.counts.data(),
-                                                         qi.slots, qi.perQuery, dQ, nq, k, dD, dI);
+                                                         qi.slots, qi.perQuery, dQ, nq, k, dD, dI,
+                                                         keepBits);
         };
         if (vec4 && small) launch(heapShortListKernel<true, true>);
         else if (vec4) launch(heapShortListKernel<true, false>);
@@ -582,7 +591,7 @@ void searchGpu(const DeviceState& st, const BiLevelLSHModel& model,
             const int wpb = 4;
             fillQueueKernel<<<blocksFor(q1 - q0, wpb), 32 * wpb, 0, stream>>>(
                 qi.intervals.data(), qi.counts.data(), qi.slots, qi.perQuery, q0, q1,
-                offsets.data(), st.sortedIds.data(), ids.data(), owner.data());
+                offsets.data(), st.sortedIds.data(), ids.data(), owner.data(), keepBits);
             FAISS_EXT_CUDA_CHECK_LAUNCH();
             const int64_t warpsNeeded = (total + 31) / 32;
             if (vec4)
