@@ -20,6 +20,7 @@
 //                    compute-sanitizer (memcheck, racecheck)
 // Skipped without a GPU. Seeds are fixed (test::kSeed) and printed.
 #include <cuda_runtime_api.h>
+#include <faiss/IndexIVF.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/IDSelector.h>
 
@@ -754,8 +755,8 @@ TEST(GpuLshEdge, BadInputIsRefusedAndChangesNothing) {
     std::vector<idx_t> Ik(5 * 1025);
     EXPECT_THROW(idx.search(5, q.data(), 1025, Dk.data(), Ik.data(), &p), faiss::FaissException)
         << "the heap past k = 1024";
-    faiss::SearchParameters plain;
-    EXPECT_THROW(idx.search(5, q.data(), 10, D.data(), I.data(), &plain), faiss::FaissException)
+    faiss::SearchParametersIVF ivf;
+    EXPECT_THROW(idx.search(5, q.data(), 10, D.data(), I.data(), &ivf), faiss::FaissException)
         << "params of another type";
     GpuIndexBiLevelLSHConfig badGpu;
     badGpu.heapMaxK = 2000;

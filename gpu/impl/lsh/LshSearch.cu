@@ -257,7 +257,11 @@ __global__ void heapShortListKernel(const float* __restrict__ vectors, int d,
         const int64_t slot = q * perQuery + sl;
         forEachCandidateBatch(sortedIds, iv + size_t(slot) * slots, ivCount[slot], lane, [&](int id) {
             id = keptOrNone(id, keepBits);
-            const float dist = warpCandidateDistance<kVec4>(qrow, vectors, d, id, lane);
+            // warpCandidateDistance wants the valid lanes as a prefix (as the
+            // batches come); a filter leaves holes (keepBits is warp-uniform)
+            const float dist = keepBits
+                                   ? warpCandidateDistanceAny<kVec4>(qrow, vectors, d, id, lane)
+                                   : warpCandidateDistance<kVec4>(qrow, vectors, d, id, lane);
             const bool cand = id >= 0 && pairBefore(dist, uint32_t(id), thrD, thrI);
             unsigned mask = __ballot_sync(0xffffffffu, cand);
             if (mask == 0) return;
