@@ -36,6 +36,15 @@ public:
     DeviceVector<float> norms;
     DeviceVector<int> ids;
     DeviceVector<float> dists;
+
+    /// Room for `count` vectors of d floats and their lists of K entries.
+    void allocate(GpuResources* res, int device, int64_t count, int d, int K) {
+        n = count;
+        x.allocate(res, device, size_t(count) * d, "GpuKnnGraphGNND", "vectors");
+        norms.allocate(res, device, size_t(count), "GpuKnnGraphGNND", "norms");
+        ids.allocate(res, device, size_t(count) * K, "GpuKnnGraphGNND", "graph ids");
+        dists.allocate(res, device, size_t(count) * K, "GpuKnnGraphGNND", "graph distances");
+    }
 };
 
 }  // namespace gnnd
@@ -301,12 +310,7 @@ void GpuKnnGraphGNND::addImpl_(idx_t n, const float* x) {
 
     // everything goes into new buffers; the index changes only at the end
     gnnd::GraphState next;
-    next.n = total;
-    next.x.allocate(res, config_.device, size_t(total) * d, "GpuKnnGraphGNND", "vectors");
-    next.norms.allocate(res, config_.device, size_t(total), "GpuKnnGraphGNND", "norms");
-    next.ids.allocate(res, config_.device, size_t(total) * buildK_, "GpuKnnGraphGNND", "graph ids");
-    next.dists.allocate(res, config_.device, size_t(total) * buildK_, "GpuKnnGraphGNND",
-                        "graph distances");
+    next.allocate(res, config_.device, total, d, buildK_);
     if (old > 0) {
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.x.data(), state_->x.data(),
                                              sizeof(float) * size_t(old) * d,
@@ -491,12 +495,7 @@ void GpuKnnGraphGNND::copyFrom(const faiss::IndexNNDescentFlat* index) {
             GpuResources* res = resources_.get();
             const int dev = config_.device;
             gnnd::GraphState next;
-            next.n = n;
-            next.x.allocate(res, dev, size_t(n) * d, "GpuKnnGraphGNND", "vectors");
-            next.norms.allocate(res, dev, size_t(n), "GpuKnnGraphGNND", "norms");
-            next.ids.allocate(res, dev, size_t(n) * buildK_, "GpuKnnGraphGNND", "graph ids");
-            next.dists.allocate(res, dev, size_t(n) * buildK_, "GpuKnnGraphGNND",
-                                "graph distances");
+            next.allocate(res, dev, n, d, buildK_);
             FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(next.x.data(), flat->get_xb(),
                                                  sizeof(float) * size_t(n) * d,
                                                  cudaMemcpyHostToDevice, stream));
@@ -642,12 +641,7 @@ size_t GpuKnnGraphGNND::remove_ids(const faiss::IDSelector& sel) {
     // everything goes into new buffers; the index changes only at the end
     std::unique_ptr<gnnd::GraphState> nextState(new gnnd::GraphState());
     gnnd::GraphState& next = *nextState;
-    next.n = m;
-    next.x.allocate(res, config_.device, size_t(m) * d, "GpuKnnGraphGNND", "vectors");
-    next.norms.allocate(res, config_.device, size_t(m), "GpuKnnGraphGNND", "norms");
-    next.ids.allocate(res, config_.device, size_t(m) * buildK_, "GpuKnnGraphGNND", "graph ids");
-    next.dists.allocate(res, config_.device, size_t(m) * buildK_, "GpuKnnGraphGNND",
-                        "graph distances");
+    next.allocate(res, config_.device, m, d, buildK_);
     TempBuffer<uint32_t> dKept(res, config_.device, kept.size(), stream);
     TempBuffer<int> dNewId(res, config_.device, newId.size(), stream);
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dKept.data(), kept.data(), sizeof(uint32_t) * kept.size(),
