@@ -15,7 +15,13 @@ it has one, its CPU twin otherwise), and ``replicas`` copies of each shard:
 - ``save(directory)`` writes each shard with faiss_ext's ``write_index``;
   ``ShardedIndex.load(directory)`` brings a cluster back to the same answers;
 - a replica that dies is dropped: its shard's other replicas answer, and when
-  none is left the call fails with an error naming the shard.
+  none is left the call fails with an error naming the shard;
+- with ``log_dir``, every add, removal and reset is written ahead to the
+  shard's log (fsync'ed) before any replica gets it: ``heal()`` rebuilds a
+  shard that lost every replica from its last snapshot (``save``) and its log,
+  and ``load(directory, log_dir=...)`` replays what came after the snapshot,
+  so no acknowledged add is lost;
+- ``add(x, progress=f)`` adds in batches and calls ``f(done, total)``.
 
 Ray is an optional dependency: ``pip install .[distributed]`` or
 ``pip install ray``. docs/distributed.md says how to run a cluster.
@@ -23,6 +29,8 @@ Ray is an optional dependency: ``pip install .[distributed]`` or
 
 import json
 import os
+import pickle
+import struct
 
 import faiss
 import numpy as np
@@ -141,16 +149,56 @@ class _Shard:
         return int(self.index.ntotal)
 
 
+class _ShardLog:
+    """One shard's write-ahead log: records (seq, method, args) appended and
+    fsync'ed before the shard's replicas are called; a torn last record (a
+    crash while writing) is ignored on reading."""
+
+    _HEADER = struct.Struct("<Q")
+
+    def __init__(self, path):
+        self.path = path
+        self.seq = max((seq for seq, _, _ in self.records()), default=0)
+
+    def append(self, method, *args):
+        self.seq += 1
+        blob = pickle.dumps((self.seq, method, args), protocol=pickle.HIGHEST_PROTOCOL)
+        with open(self.path, "ab") as f:
+            f.write(self._HEADER.pack(len(blob)) + blob)
+            f.flush()
+            os.fsync(f.fileno())
+        return self.seq
+
+    def records(self, after=0):
+        """(seq, method, args) of every whole record with seq > after."""
+        if not os.path.exists(self.path):
+            return []
+        out = []
+        with open(self.path, "rb") as f:
+            data = f.read()
+        at, h = 0, self._HEADER.size
+        while at + h <= len(data):
+            (n,) = self._HEADER.unpack_from(data, at)
+            if at + h + n > len(data):
+                break  # torn tail: the call it belongs to was never acknowledged
+            seq, method, args = pickle.loads(data[at + h:at + h + n])
+            if seq > after:
+                out.append((seq, method, args))
+            at += h + n
+        return out
+
+
 class ShardedIndex:
     """A faiss_ext index split over Ray actors (see the module's docstring).
 
     ``description``: a faiss_ext factory string for every shard ("QSFlat",
     "SGraph32", ...); ``actor_options``: passed to Ray for each replica (for
-    example ``{"num_gpus": 0.25}`` to share one GPU between four shards).
+    example ``{"num_gpus": 0.25}`` to share one GPU between four shards);
+    ``log_dir``: a folder for the shards' write-ahead logs (None: no log).
     ``ray.init`` must have been called."""
 
     def __init__(self, d, description, n_shards, metric=faiss.METRIC_L2, replicas=1,
-                 use_gpu=True, actor_options=None):
+                 use_gpu=True, actor_options=None, log_dir=None):
         if int(n_shards) < 1 or int(replicas) < 1:
             raise ValueError("n_shards = %r and replicas = %r must be >= 1" % (n_shards, replicas))
         if not ray.is_initialized():
@@ -163,18 +211,31 @@ class ShardedIndex:
         self.shards = [[self._new_actor() for _ in range(self.n_replicas)]
                        for _ in range(self.n_shards)]
         self._turn = 0
+        self._logs = None
+        self._snapshot, self._snapshot_seq = None, [0] * self.n_shards
+        if log_dir is not None:
+            os.makedirs(log_dir, exist_ok=True)
+            self._logs = [_ShardLog(os.path.join(log_dir, "shard%d.log" % s))
+                          for s in range(self.n_shards)]
 
     def _new_actor(self):
         return self._actor_class.remote(self.d, self.description, self.metric, self._use_gpu)
 
     def heal(self):
         """Brings every shard back to its number of replicas: new actors
-        restored from a live replica of their shard (its index and ids).
-        Returns how many replicas were started; a shard with no live replica
-        left raises ShardUnavailableError."""
+        restored from a live replica of their shard (its index and ids). A
+        shard with no live replica left is rebuilt from its last snapshot and
+        its write-ahead log when the index has one (``log_dir``), else raises
+        ShardUnavailableError. Returns how many replicas were started."""
         started = 0
         for s in range(self.n_shards):
-            self._call_all(s, "ntotal")  # drops dead replicas, raises if none is left
+            try:
+                self._call_all(s, "ntotal")  # drops dead replicas, raises if none is left
+            except ShardUnavailableError:
+                if self._logs is None:
+                    raise
+                self.shards[s] = [self._rebuilt_from_log(s)]
+                started += 1
             missing = self.n_replicas - len(self.shards[s])
             if missing <= 0:
                 continue
@@ -184,6 +245,23 @@ class ShardedIndex:
             self.shards[s] += fresh
             started += missing
         return started
+
+    def _rebuilt_from_log(self, shard):
+        """A new actor holding `shard` as its log says: the snapshot's state
+        (if a snapshot was saved or loaded), then every later record."""
+        actor = self._new_actor()
+        if self._snapshot is not None:
+            data, ids = _read_shard(self._snapshot, shard)
+            ray.get(actor.restore.remote(data, ids))
+        for _, method, args in self._logs[shard].records(after=self._snapshot_seq[shard]):
+            ray.get(getattr(actor, method).remote(*args))
+        return actor
+
+    def _logged_call(self, shard, method, *args):
+        """method(*args) on every live replica, written ahead to the shard's log."""
+        if self._logs is not None:
+            self._logs[shard].append(method, *args)
+        return self._call_all(shard, method, *args)
 
     # -- failures ------------------------------------------------------------
     def _call_all(self, shard, method, *args):
@@ -234,25 +312,36 @@ class ShardedIndex:
         for s in range(self.n_shards):
             self._call_all(s, "train", x)
 
-    def add(self, x):
-        """Adds x with the next global ids (0, 1, ... across calls)."""
+    def add(self, x, progress=None, batch_size=1 << 20):
+        """Adds x with the next global ids (0, 1, ... across calls); see
+        add_with_ids for ``progress`` and ``batch_size``."""
         n = len(x)
         ids = np.arange(self.next_id, self.next_id + n, dtype=np.int64)
-        self.add_with_ids(x, ids)
+        self.add_with_ids(x, ids, progress, batch_size)
 
-    def add_with_ids(self, x, ids):
+    def add_with_ids(self, x, ids, progress=None, batch_size=1 << 20):
+        """Adds x (n, d) with the int64 ids (n,), in batches of batch_size
+        rows; ``progress(done, n)`` (optional) is called after each batch."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         if x.ndim != 2 or x.shape[1] != self.d or ids.shape != (len(x),):
             raise ValueError("add_with_ids: x must be (n, %d) and ids (n,), got %s and %s"
                              % (self.d, x.shape, ids.shape))
-        route = ids % self.n_shards
-        for s in range(self.n_shards):
-            mine = route == s
-            if mine.any():
-                self._call_all(s, "add", x[mine], ids[mine])
-        if len(ids):
-            self.next_id = max(self.next_id, int(ids.max()) + 1)
+        if int(batch_size) < 1:
+            raise ValueError("add_with_ids: batch_size = %r must be >= 1" % (batch_size,))
+        if progress is not None and not callable(progress):
+            raise TypeError("add_with_ids: progress must be callable (done, total), got %r"
+                            % (progress,))
+        for b0 in range(0, len(ids), int(batch_size)):
+            bx, bids = x[b0:b0 + int(batch_size)], ids[b0:b0 + int(batch_size)]
+            route = bids % self.n_shards
+            for s in range(self.n_shards):
+                mine = route == s
+                if mine.any():
+                    self._logged_call(s, "add", bx[mine], bids[mine])
+            self.next_id = max(self.next_id, int(bids.max()) + 1)
+            if progress is not None:
+                progress(b0 + len(bids), len(ids))
 
     def _queries(self, x, what):
         x = np.ascontiguousarray(x, dtype=np.float32)
@@ -317,11 +406,11 @@ class ShardedIndex:
         spec = _selector_spec(sel)
         if spec is None:
             raise ValueError("remove_ids: sel must not be None")
-        return sum(self._call_all(s, "remove", spec) for s in range(self.n_shards))
+        return sum(self._logged_call(s, "remove", spec) for s in range(self.n_shards))
 
     def reset(self):
         for s in range(self.n_shards):
-            self._call_all(s, "reset")
+            self._logged_call(s, "reset")
         self.next_id = 0
 
     # -- save and restore ----------------------------------------------------
@@ -333,21 +422,50 @@ class ShardedIndex:
             with open(os.path.join(directory, "shard%d.index" % s), "wb") as f:
                 f.write(np.asarray(data, dtype=np.uint8).tobytes())
             np.save(os.path.join(directory, "shard%d.ids.npy" % s), ids)
+        seqs = [log.seq for log in self._logs] if self._logs is not None else [0] * self.n_shards
         with open(os.path.join(directory, "layout.json"), "w") as f:
             json.dump({"d": self.d, "description": self.description, "metric": self.metric,
-                       "n_shards": self.n_shards, "next_id": self.next_id}, f)
+                       "n_shards": self.n_shards, "next_id": self.next_id, "log_seq": seqs}, f)
+        # the log's records up to seqs are in this snapshot now
+        self._snapshot, self._snapshot_seq = directory, seqs
 
     @classmethod
-    def load(cls, directory, replicas=1, use_gpu=True, actor_options=None):
-        """A ShardedIndex with the shards `save` wrote (new actors)."""
+    def load(cls, directory, replicas=1, use_gpu=True, actor_options=None, log_dir=None):
+        """A ShardedIndex with the shards `save` wrote (new actors); with
+        ``log_dir``, the write-ahead log's records after the snapshot are
+        replayed (and logging goes on there)."""
         with open(os.path.join(directory, "layout.json")) as f:
             layout = json.load(f)
         index = cls(layout["d"], layout["description"], layout["n_shards"], layout["metric"],
-                    replicas, use_gpu, actor_options)
+                    replicas, use_gpu, actor_options, log_dir)
+        index._snapshot = directory
+        index._snapshot_seq = list(layout.get("log_seq", [0] * index.n_shards))
         for s in range(index.n_shards):
-            with open(os.path.join(directory, "shard%d.index" % s), "rb") as f:
-                data = np.frombuffer(f.read(), dtype=np.uint8)
-            ids = np.load(os.path.join(directory, "shard%d.ids.npy" % s))
-            index._call_all(s, "restore", data, ids)
+            index._call_all(s, "restore", *_read_shard(directory, s))
         index.next_id = layout["next_id"]
+        if index._logs is not None:
+            index._replay_logs()
         return index
+
+    def _replay_logs(self):
+        """Replays the logs' records after the snapshot on every shard; the
+        next id follows the adds after the last reset (resets reach every shard)."""
+        base, top = self.next_id, 0
+        for s in range(self.n_shards):
+            records = self._logs[s].records(after=self._snapshot_seq[s])
+            for _, method, args in records:
+                self._call_all(s, method, *args)
+            resets = [i for i, (_, m, _) in enumerate(records) if m == "reset"]
+            if resets:
+                base = 0
+            for _, method, args in records[(resets[-1] + 1) if resets else 0:]:
+                if method == "add" and len(args[1]):
+                    top = max(top, int(np.max(args[1])) + 1)
+        self.next_id = max(base, top)
+
+
+def _read_shard(directory, shard):
+    """(index bytes, ids) of one shard of a snapshot written by save()."""
+    with open(os.path.join(directory, "shard%d.index" % shard), "rb") as f:
+        data = np.frombuffer(f.read(), dtype=np.uint8)
+    return data, np.load(os.path.join(directory, "shard%d.ids.npy" % shard))

@@ -193,3 +193,59 @@ def test_bad_arguments_are_refused(cluster, data):
     with pytest.raises(TypeError):
         index.search(xq, 5, sel=np.array([0.5, 1.5]))
     assert index.ntotal == 0
+
+
+def test_write_ahead_log_rebuilds_a_shard_with_no_replica_left(cluster, data, tmp_path):
+    """Every replica of a shard killed: heal() rebuilds it from the snapshot
+    and the log (adds and a removal after the snapshot included), and the
+    answers equal one index over the surviving data."""
+    xb, xq = data
+    logs, snap = str(tmp_path / "logs"), str(tmp_path / "snap")
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=3, use_gpu=False, log_dir=logs)
+    index.add(xb[:1500])
+    index.save(snap)
+    index.add(xb[1500:])                    # after the snapshot: only in the log
+    index.remove_ids((100, 200))
+    for actor in list(index.shards[1]):
+        kill_and_wait(actor)
+    with pytest.raises(distributed.ShardUnavailableError, match="shard 1"):
+        index.search(xq, 10)
+    assert index.heal() == 1
+    ids = np.setdiff1d(np.arange(3000), np.arange(100, 200))
+    refD, refI = reference(xb[ids], ids, xq, 10)
+    D, I = index.search(xq, 10)
+    assert index.ntotal == len(ids)
+    assert_knn_equal(D, I, refD, refI)
+
+
+def test_load_replays_the_log_after_the_snapshot(cluster, data, tmp_path):
+    """A restarted cluster (new actors from load) with the log: the adds
+    acknowledged after the last save are back, and new ids continue after them."""
+    xb, xq = data
+    logs, snap = str(tmp_path / "logs"), str(tmp_path / "snap")
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=2, use_gpu=False, log_dir=logs)
+    index.add(xb[:1000])
+    index.save(snap)
+    index.add(xb[1000:2000])
+    del index
+    back = distributed.ShardedIndex.load(snap, use_gpu=False, log_dir=logs)
+    assert back.ntotal == 2000 and back.next_id == 2000
+    back.add(xb[2000:])
+    refD, refI = reference(xb, np.arange(3000), xq, 10)
+    D, I = back.search(xq, 10)
+    assert_knn_equal(D, I, refD, refI)
+    without_log = distributed.ShardedIndex.load(snap, use_gpu=False)
+    assert without_log.ntotal == 1000   # what the snapshot alone holds
+
+
+def test_progress_of_a_long_add(cluster, data):
+    xb, _ = data
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=2, use_gpu=False)
+    seen = []
+    index.add(xb, progress=lambda done, total: seen.append((done, total)), batch_size=700)
+    assert seen == [(700, 3000), (1400, 3000), (2100, 3000), (2800, 3000), (3000, 3000)]
+    assert index.ntotal == 3000
+    with pytest.raises(TypeError, match="progress"):
+        index.add(xb[:10], progress="yes")
+    with pytest.raises(ValueError, match="batch_size"):
+        index.add(xb[:10], batch_size=0)
