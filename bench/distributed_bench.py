@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""distributed_bench.py: what faiss_ext.distributed's Ray layer costs, on a
+local Ray cluster: search latency and q/s for batches of 1, 100 and 10,000
+queries over 1, 2 and 4 shards, against one in-process index and FAISS's
+in-process IndexShards over the same shard indexes; add throughput; the time
+a search takes when a replica has just been killed (failover) and heal().
+
+Shards are CPU twins unless --gpu (actors then ask for 1 / shards of a GPU).
+One JSON line per figure (suite "distributed", DESIGN.md's schema); medians
+of --reps runs after a warm-up.
+  python3 bench/distributed_bench.py --n 200000 --d 64 --git SHA [--gpu]
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+import faiss
+import ray
+from ray.cluster_utils import Cluster
+
+import faiss_ext
+from faiss_ext import distributed
+
+
+def timed(f, reps):
+    f()
+    t = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        t.append(time.perf_counter() - t0)
+    return float(np.median(t))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--d", type=int, default=64)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--git", default="unknown")
+    ap.add_argument("--device", default="CPU (%d cores, CPU twins)" % os.cpu_count())
+    a = ap.parse_args()
+    rng = np.random.default_rng(5150)
+    xb = rng.standard_normal((a.n, a.d), dtype=np.float32)
+    xq = rng.standard_normal((10_000, a.d), dtype=np.float32)
+    base = dict(suite="distributed", device=a.device, dataset="gaussian-%dx%d-seed5150" % (a.n, a.d),
+                nb=a.n, d=a.d, k=a.k, git=a.git)
+
+    def emit(**r):
+        out = dict(base)
+        out.update(r)
+        print(json.dumps(out), flush=True)
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "num_gpus": 1 if a.gpu else 0})
+    ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
+    one = faiss.IndexFlatL2(a.d)
+    one.add(xb)
+    for shards in (1, 2, 4):
+        opts = {"num_cpus": 0.5, "num_gpus": 1.0 / shards} if a.gpu else {"num_cpus": 0.5}
+        index = distributed.ShardedIndex(a.d, "QSFlat", shards, use_gpu=a.gpu, actor_options=opts)
+        t0 = time.perf_counter()
+        index.add(xb)
+        add_s = time.perf_counter() - t0
+        emit(method="ours:ray-add", nq=0, params={"shards": shards}, seconds=add_s, qps=a.n / add_s)
+        # FAISS's in-process IndexShards over flat shards holding the same split
+        local = faiss.IndexShards(a.d, True, True)
+        parts = []
+        for s in range(shards):
+            part = faiss.IndexIDMap(faiss.IndexFlatL2(a.d))
+            ids = np.arange(s, a.n, shards, dtype=np.int64)
+            part.add_with_ids(xb[ids], ids)
+            parts.append(part)
+            local.add_shard(part)
+        for nq in (1, 100, 10_000):
+            q = xq[:nq]
+            s_ray = timed(lambda: index.search(q, a.k), a.reps)
+            s_loc = timed(lambda: local.search(q, a.k), a.reps)
+            s_one = timed(lambda: one.search(q, a.k), a.reps)
+            prm = {"shards": shards, "batch": nq}
+            emit(method="ours:ray-search", nq=nq, params=prm, seconds=s_ray, qps=nq / s_ray)
+            emit(method="faiss:IndexShards-in-process", nq=nq, params=prm, seconds=s_loc, qps=nq / s_loc)
+            emit(method="faiss:IndexFlatL2-one-index", nq=nq, params=prm, seconds=s_one, qps=nq / s_one)
+        del index, local, parts
+    # failover: two replicas of one shard, one killed, the next search
+    index = distributed.ShardedIndex(a.d, "QSFlat", 1, replicas=2, use_gpu=a.gpu,
+                                     actor_options={"num_cpus": 0.5})
+    index.add(xb)
+    q = xq[:100]
+    steady = timed(lambda: index.search(q, a.k), a.reps)
+    victim = index.shards[0][0]
+    ray.kill(victim, no_restart=True)
+    time.sleep(1.0)  # the kill lands
+    t0 = time.perf_counter()
+    for _ in range(4):  # a turn reaches the dead replica within two calls
+        index.search(q, a.k)
+    failover = (time.perf_counter() - t0) / 4
+    t0 = time.perf_counter()
+    started = index.heal()
+    heal_s = time.perf_counter() - t0
+    emit(method="ours:ray-failover-search", nq=100, params={"replicas": 2, "steady_seconds": steady},
+         seconds=failover, qps=100 / failover)
+    emit(method="ours:ray-heal", nq=0, params={"replicas_started": started}, seconds=heal_s)
+    ray.shutdown()
+    c.shutdown()
+
+
+if __name__ == "__main__":
+    main()
