@@ -221,15 +221,10 @@ void GpuIndexBiLevelLSH::searchImpl_(idx_t n, const float* x, int64_t k, float* 
     }
     auto chooser = [this, k](double meanCandidates) { return autoShortList(k, meanCandidates); };
     // a selector drops candidates before scoring (the CPU twin's rule)
-    std::unique_ptr<IdSelection> selection;
-    if (params && params->sel) selection.reset(new IdSelection(params->sel, ntotal));
+    const std::unique_ptr<IdSelection> selection = IdSelection::fromParams(params, ntotal);
     TempBuffer<uint32_t> keep(resources_.get(), config_.device,
                               selection ? selection->words().size() : 0, stream);
-    if (selection) {
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(keep.data(), selection->words().data(),
-                                             sizeof(uint32_t) * selection->words().size(),
-                                             cudaMemcpyHostToDevice, stream));
-    }
+    if (selection) selection->copyWordsTo(keep.data(), stream);
     // queries in batches whose candidate intervals fit in ~256 MiB
     const int64_t perQuery = int64_t(s.groupProbes) * s.tables * (s.nprobe + 1) *
                              int64_t(sizeof(lsh::Interval) + sizeof(int32_t));

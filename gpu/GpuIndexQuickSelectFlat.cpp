@@ -318,8 +318,7 @@ void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, fl
     checkOwnParams(params, "search");
     // The selector, evaluated once over the stored positions (host side:
     // FAISS's IDSelector is a virtual class; IdSelection.h gives the cost).
-    std::unique_ptr<IdSelection> selection;
-    if (params && params->sel) selection.reset(new IdSelection(params->sel, ntotal));
+    const std::unique_ptr<IdSelection> selection = IdSelection::fromParams(params, ntotal);
     FlatSearchRequest request;
     request.algo = requestedSelectAlgo(params);
     request.precision = requestedDistancePrecision_(params);
@@ -352,8 +351,7 @@ void GpuIndexQuickSelectFlat::checkRangeSearchParams_(const faiss::SearchParamet
 void GpuIndexQuickSelectFlat::rangeSearchImpl_(idx_t n, const float* x, float radius,
                                                const faiss::SearchParameters* params,
                                                RangeHits* hits, idx_t row0) const {
-    std::unique_ptr<IdSelection> selection;
-    if (params && params->sel) selection.reset(new IdSelection(params->sel, ntotal));
+    const std::unique_ptr<IdSelection> selection = IdSelection::fromParams(params, ntotal);
     storage_->rangeSearch(x, n, /*prepared=*/false, radius, selection.get(), hits, row0);
 }
 

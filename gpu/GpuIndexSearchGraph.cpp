@@ -538,9 +538,7 @@ void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
     beamSearch_(n, q, kWide, &wide, candD.data(), candI.data());
     TempBuffer<uint32_t> bits(resources_.get(), config_.device, selection.words().size(), stream);
     TempBuffer<uint8_t> shortRows(resources_.get(), config_.device, size_t(n), stream);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(bits.data(), selection.words().data(),
-                                         sizeof(uint32_t) * selection.words().size(),
-                                         cudaMemcpyHostToDevice, stream));
+    selection.copyWordsTo(bits.data(), stream);
     graph::keepSelectedCandidates(candD.data(), candI.data(), n, int(kWide), bits.data(), int(k),
                                   metric_type == faiss::METRIC_INNER_PRODUCT, distances, labels,
                                   shortRows.data(), stream);

@@ -35,8 +35,7 @@ void GpuIndexSearchGraph::rangeSearchImpl_(idx_t n, const float* x, float radius
                                            const faiss::SearchParameters* params,
                                            RangeHits* hits, idx_t row0) const {
     if (ntotal == 0) return;
-    std::unique_ptr<IdSelection> selection;
-    if (params && params->sel) selection.reset(new IdSelection(params->sel, ntotal));
+    const std::unique_ptr<IdSelection> selection = IdSelection::fromParams(params, ntotal);
     RangeCorpus c;
     c.vectors = knn_->getVectorsDevice();
     c.nb = ntotal;

@@ -1,11 +1,25 @@
 #include "faiss_ext/gpu/utils/IdSelection.h"
 
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
 
 namespace faiss_ext {
 namespace gpu {
+
+std::unique_ptr<IdSelection> IdSelection::fromParams(const faiss::SearchParameters* params,
+                                                     int64_t ntotal) {
+    if (!params || !params->sel) return nullptr;
+    return std::unique_ptr<IdSelection>(new IdSelection(params->sel, ntotal));
+}
+
+void IdSelection::copyWordsTo(uint32_t* dst, cudaStream_t stream) const {
+    if (words_.empty()) return;
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dst, words_.data(), sizeof(uint32_t) * words_.size(),
+                                         cudaMemcpyHostToDevice, stream));
+}
 
 IdSelection::IdSelection(const faiss::IDSelector* sel, int64_t ntotal) : ntotal_(ntotal) {
     FAISS_THROW_IF_NOT_MSG(sel, "IdSelection: null IDSelector");

@@ -11,9 +11,13 @@
 // docs/filters.md gives the measured costs.
 #pragma once
 
+#include <faiss/Index.h>
 #include <faiss/impl/IDSelector.h>
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace faiss_ext {
@@ -42,6 +46,15 @@ public:
     bool contains(int64_t i) const { return (words_[size_t(i >> 5)] >> (i & 31)) & 1u; }
     /// The selected positions, ascending.
     std::vector<uint32_t> positions() const;
+
+    /// The selection of params->sel over positions 0 .. ntotal - 1, or null
+    /// when params (may be null) carries no selector.
+    static std::unique_ptr<IdSelection> fromParams(const faiss::SearchParameters* params,
+                                                   int64_t ntotal);
+
+    /// Queues a copy of the words() to dst (words().size() device words) on
+    /// `stream`; the caller keeps this selection alive until it has run.
+    void copyWordsTo(uint32_t* dst, cudaStream_t stream) const;
 
 private:
     void setRange_(int64_t lo, int64_t hi);

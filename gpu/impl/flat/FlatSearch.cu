@@ -431,9 +431,7 @@ void FlatStorage::searchFiltered_(const IdSelection& s, const float* queries, in
         return;
     }
     TempBuffer<uint32_t> bits(res_, device_, s.words().size(), stream);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(bits.data(), s.words().data(),
-                                         sizeof(uint32_t) * s.words().size(),
-                                         cudaMemcpyHostToDevice, stream));
+    s.copyWordsTo(bits.data(), stream);
     const CorpusView masked{vectors_, norms_, ntotal_, onHost_, maxSqNorm_, bits.data()};
     searchView_(masked, queries, nq, k, distances, labels, o);
 }

@@ -220,9 +220,7 @@ void flatRangeSearchQueries(GpuResources* res, int device, RangeCorpus c,
     const bool masked = partial && !filter->contiguous();
     TempBuffer<uint32_t> bits(res, device, masked ? filter->words().size() : 0, stream);
     if (masked) {
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(bits.data(), filter->words().data(),
-                                             sizeof(uint32_t) * filter->words().size(),
-                                             cudaMemcpyHostToDevice, stream));
+        filter->copyWordsTo(bits.data(), stream);
         c.keepBits = bits.data();
     } else if (partial) {
         c.vectors += size_t(filter->first()) * c.d;
