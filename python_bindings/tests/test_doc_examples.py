@@ -10,33 +10,19 @@ installed; a block preceded by
 
 import ast
 import builtins
-import glob
-import os
 import re
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+from doc_blocks import ROOT, fenced_blocks
+
 SKIP = re.compile(r"<!--\s*doc-test:\s*skip\s*\((.*)\)\s*-->\s*$")
 
 
 def _blocks():
-    pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
-    for page in pages:
-        lines = open(page).read().split("\n")
-        i = 0
-        while i < len(lines):
-            if lines[i].strip() == "```python":
-                start = i + 1
-                j = start
-                while lines[j].strip() != "```":
-                    j += 1
-                prev = next((l for l in reversed(lines[:i]) if l.strip()), "")
-                skip = SKIP.match(prev.strip())
-                yield (os.path.relpath(page, ROOT), start + 1, "\n".join(lines[start:j]) + "\n",
-                       skip.group(1) if skip else None)
-                i = j
-            i += 1
+    for page, line, body, before in fenced_blocks(("```python",)):
+        skip = SKIP.match(before.strip())
+        yield page, line, "\n".join(body) + "\n", skip.group(1) if skip else None
 
 
 BLOCKS = list(_blocks())

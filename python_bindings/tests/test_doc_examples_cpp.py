@@ -11,14 +11,14 @@ example. Compile-only (g++ -fsyntax-only): running them needs a GPU and
 files the examples name; skipped, visibly, without g++ or the build's
 include folder (build/include, made by cmake)."""
 
-import glob
 import os
 import shutil
 import subprocess
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+from doc_blocks import ROOT, fenced_blocks
+
 BUILD_INCLUDE = os.path.join(os.environ.get("FX_BUILD_DIR_ABS", os.path.join(ROOT, "build")), "include")
 
 PRELUDE = r"""
@@ -62,22 +62,7 @@ LOCALS = r"""
 """
 
 
-def _blocks():
-    pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
-    for page in pages:
-        lines = open(page).read().split("\n")
-        i = 0
-        while i < len(lines):
-            if lines[i].strip() in ("```cpp", "```c++"):
-                j = i + 1
-                while lines[j].strip() != "```":
-                    j += 1
-                yield os.path.relpath(page, ROOT), i + 2, lines[i + 1:j]
-                i = j
-            i += 1
-
-
-BLOCKS = list(_blocks())
+BLOCKS = [(page, line, body) for page, line, body, _ in fenced_blocks(("```cpp", "```c++"))]
 
 
 def _program(page, first_line, body):
