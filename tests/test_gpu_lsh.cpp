@@ -425,6 +425,14 @@ TEST(GpuLshTwin, SearchMatchesTheTwinForEveryShortListAndK) {
             }
         }
     }
+    // getCandidates lists every candidate: a selector there is refused
+    {
+        SearchParametersBiLevelLSH withSel;
+        withSel.sel = &run;
+        std::vector<idx_t> lims, cand;
+        EXPECT_THROW(t.gpu->getCandidates(nq, q.data(), 10, &lims, &cand, &withSel),
+                     faiss::FaissException);
+    }
     // reconstruct / reconstruct_n give the stored vectors; bad keys throw
     std::vector<float> r(size_t(3) * d);
     t.gpu->reconstruct_n(n - 3, 3, r.data());

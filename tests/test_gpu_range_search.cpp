@@ -283,6 +283,26 @@ TEST(GpuRangeSearch, BadInputIsRefusedWithTheResultUntouched) {
     std::vector<float> D(3), Dk(3);
     std::vector<int64_t> I(3);
     EXPECT_THROW(l2.search(3, q.data(), 1, D.data(), I.data(), &ivf), faiss::FaissException);
+    // the search graph's range search is an exact scan: beam-search knobs and
+    // other indexes' parameters are refused, FAISS's base class and a default
+    // SearchParametersSearchGraph (for its selector) are taken
+    GpuIndexSearchGraph graph(&res, d);
+    graph.add(500, xb.data());
+    faiss_ext::gpu::SearchParametersSearchGraph knobs;
+    knobs.itopk = 32;
+    faiss::RangeSearchResult g0(3), g1(3), g2(3);
+    EXPECT_THROW(graph.range_search(3, q.data(), 1.f, &g0, &knobs), faiss::FaissException);
+    EXPECT_THROW(graph.range_search(3, q.data(), 1.f, &g0, &ivf), faiss::FaissException);
+    EXPECT_EQ(g0.labels, nullptr);
+    faiss::IDSelectorRange half(0, 250);
+    faiss_ext::gpu::SearchParametersSearchGraph plainGraph;
+    plainGraph.sel = &half;
+    graph.range_search(3, q.data(), 1e30f, &g1, &plainGraph);
+    EXPECT_EQ(g1.lims[3], size_t(3 * 250));
+    faiss::SearchParameters base;
+    base.sel = &half;
+    graph.range_search(3, q.data(), 1e30f, &g2, &base);
+    EXPECT_EQ(g2.lims[3], size_t(3 * 250));
     faiss_ext::gpu::GpuKnnGraphGNND gnnd(&res, d, 8);
     faiss::RangeSearchResult g(3);
     EXPECT_THROW(gnnd.range_search(3, q.data(), 1.f, &g), faiss::FaissException);
