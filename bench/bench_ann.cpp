@@ -61,6 +61,9 @@ const char* kUsage =
     "  --latency N       single-query searches for the latency (default 200)\n"
     "  --latency-blocks LIST  blocks per query of extra single-query runs, each\n"
     "                    reported with its recall (0: automatic; default none)\n"
+    "  --hard-d D, --hard-clusters C  hard: dimension and mixture components (default 100, 500)\n"
+    "  --add-build B     graph: how the k-NN lists are built: auto (default), one-shot,\n"
+    "                    partitioned, one-shot-where-it-fits\n"
     "  --knn-samples N, --knn-iterations N, --knn-threshold F\n"
     "                    GNND build of the k-NN graph (default 32, 6, 0.001)\n"
     "  --device-queries  also time each setting with queries and results in device\n"
@@ -98,8 +101,12 @@ Data loadData(const Args& a, const std::string& kind, int64_t tuneQueries) {
         out.queries = generateClustered(s, nq, 1);
     } else if (kind == "hard") {
         HardSpec s;
+        s.d = int(a.getInt("hard-d", s.d));
+        s.clusters = int(a.getInt("hard-clusters", s.clusters));
         out.base = generateHard(s, nb, 0);
         out.queries = generateHard(s, nq, 1);
+        out.name = s.clusters == HardSpec().clusters ? kind
+                                                     : kind + "-c" + std::to_string(s.clusters);
     } else if (kind == "fmnist" || kind == "fmnist-aug" || kind == "fmnist-aug-pca") {
         Matrix train = readVectors(dir + "/train-images-idx3-ubyte.gz");
         Matrix test = readVectors(dir + "/t10k-images-idx3-ubyte.gz", nq);
@@ -116,7 +123,7 @@ Data loadData(const Args& a, const std::string& kind, int64_t tuneQueries) {
             "--data must be clustered, hard, fmnist, fmnist-aug or "
             "fmnist-aug-pca");
     }
-    out.name = kind;
+    if (out.name.empty()) out.name = kind;
     if (tuneQueries > 0) {
         if (out.queries.n <= tuneQueries)
             throw std::invalid_argument("--tune-queries must be below the number of queries");
@@ -264,6 +271,15 @@ void runExact(Context& c, gpu::StandardGpuResources& res) {
     std::fflush(stdout);
 }
 
+gpu::GnndAddBuild parseAddBuild(const std::string& s) {
+    for (gpu::GnndAddBuild b : {gpu::GnndAddBuild::Auto, gpu::GnndAddBuild::OneShot,
+                                gpu::GnndAddBuild::Partitioned,
+                                gpu::GnndAddBuild::OneShotWhereItFits})
+        if (s == gpu::addBuildName(b)) return b;
+    throw std::invalid_argument("--add-build: auto, one-shot, partitioned or "
+                                "one-shot-where-it-fits (got " + s + ")");
+}
+
 void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int degree,
               int knnDegree) {
     const Matrix& b = c.data.base;
@@ -275,6 +291,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     if (a.has("knn-iterations")) cfg.knnBuild.maxIterations = int(a.getInt("knn-iterations", 20));
     if (a.has("knn-threshold"))
         cfg.knnBuild.terminationThreshold = std::stof(a.get("knn-threshold", "0.001"));
+    cfg.knnBuild.addBuild = parseAddBuild(a.get("add-build", "auto"));
     gpu::GpuIndexSearchGraph index(&res, b.d, FlatMetric::L2, cfg);
     double t0 = nowSeconds();
     index.add(b.n, b.x.data());
@@ -286,7 +303,8 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
         .integer("knn_iterations", cfg.knnBuild.maxIterations)
         .num("knn_threshold", cfg.knnBuild.terminationThreshold)
         .num("knn_seconds", index.getKnnBuildSeconds())
-        .num("optimize_seconds", index.getOptimizeSeconds());
+        .num("optimize_seconds", index.getOptimizeSeconds())
+        .str("add_build", addBuildName(index.getLastKnnAddBuild()));
     std::printf("%s\n", line(c, "ours:graph-build")
                             .raw("params", bp.text())
                             .num("seconds", build)
@@ -542,6 +560,9 @@ int main(int argc, char** argv) {
                       "knn-samples",
                       "knn-iterations",
                       "knn-threshold",
+                      "hard-d",
+                      "hard-clusters",
+                      "add-build",
                       "device-queries",
                       "help",
                       "git"});

@@ -28,6 +28,14 @@ enum class GnndAddBuild {
     /// assignment, exact lists inside each; slower, recall about 1 on the
     /// same data (docs/gnnd.md, "Exact clusters").
     Partitioned,
+    /// OneShot where the one GNND build fits in the device's free memory
+    /// (GpuKnnGraphGNND::estimateMemory), Partitioned otherwise. What
+    /// GpuIndexSearchGraph's Auto means: a search graph pruned from
+    /// partitioned lists lacks the edges between partitions, and its recall
+    /// stops short whatever the search effort (0.87 on a hard 10M x 96 set
+    /// at itopk 512, issue 38), while the one-shot lists, though of lower
+    /// k-NN recall, give a navigable graph.
+    OneShotWhereItFits,
 };
 
 /// Auto's crossover: adds of more vectors than this build partitioned.
@@ -59,7 +67,7 @@ struct GpuKnnGraphGNNDConfig : GpuIndexConfig {
     GnndAddBuild addBuild = GnndAddBuild::Auto;
 };
 
-/// "auto", "one-shot", "partitioned".
+/// "auto", "one-shot", "partitioned", "one-shot-where-it-fits".
 const char* addBuildName(GnndAddBuild b);
 
 /// Statistics of one GNND / GGM iteration (see getBuildLog()).

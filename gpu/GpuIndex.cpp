@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <limits>
 #include <vector>
-#include <cstring>
-#include <mutex>
 
 namespace faiss_ext {
 namespace gpu {
@@ -88,9 +86,9 @@ void GpuIndex::checkFiniteAt_(idx_t n, const float* x, bool xOnDevice, const cha
                            what, (long long)bad);
 }
 
-void GpuIndex::checkQueries_(idx_t n, const float* x, bool onDeviceInput) const {
-    if (!onDeviceInput || !defersFiniteCheck_()) {
-        checkFiniteAt_(n, x, onDeviceInput, "search: query");
+void GpuIndex::checkDeviceQueries_(idx_t n, const float* x) const {
+    if (!defersFiniteCheck_()) {
+        checkFiniteAt_(n, x, true, "search: query");
         return;
     }
     DeviceScope scope(config_.device);
@@ -167,7 +165,8 @@ void GpuIndex::search(idx_t n, const float* x, idx_t k, float* distances, idx_t*
                            "search: n x k = %lld x %lld results overflow the address space",
                            (long long)n, (long long)k);
     const bool deviceInput = onDevice(x, config_.device, "search: x");
-    checkQueries_(n, x, deviceInput);
+    // host queries are checked as they are staged (GpuIndexHostSearch.cpp)
+    if (deviceInput) checkDeviceQueries_(n, x);
     // A deferred check left pending by a search that threw is dropped.
     struct DropPending {
         idx_t& rows;
@@ -206,56 +205,6 @@ void GpuIndex::searchDeviceInput_(idx_t n, const float* x, idx_t k, float* dista
                                              sizeof(idx_t) * m * k, cudaMemcpyDefault, stream));
     }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-void GpuIndex::searchPagedHostInput_(idx_t n, const float* x, idx_t k, float* distances,
-                                     idx_t* labels, const faiss::SearchParameters* params) const {
-    bool dOnDev = onDevice(distances, config_.device, "search: distances");
-    bool lOnDev = onDevice(labels, config_.device, "search: labels");
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    const size_t rowBytes = sizeof(float) * size_t(d) + (sizeof(float) + sizeof(idx_t)) * size_t(k);
-    idx_t chunk = std::max<idx_t>(1, idx_t(minPagingSize_ / rowBytes));
-    // Pinned staging: host rows go through the resources' pinned buffer, so
-    // that the copies run at full PCIe speed (pageable copies otherwise).
-    std::unique_lock<std::mutex> pinnedLock(resources_->getPinnedMemoryMutex());
-    std::pair<void*, size_t> pinned = resources_->getPinnedMemory();
-    if (!pinned.first || pinned.second < rowBytes) pinnedLock.unlock();
-    const bool staged = pinned.first && pinned.second >= rowBytes;
-    if (staged) chunk = std::min<idx_t>(chunk, idx_t(pinned.second / rowBytes));
-    const idx_t m0 = std::min(n, chunk);
-    float* pinX = staged ? static_cast<float*>(pinned.first) : nullptr;
-    float* pinD = staged ? pinX + size_t(m0) * d : nullptr;
-    idx_t* pinL = staged ? reinterpret_cast<idx_t*>(pinD + size_t(m0) * k) : nullptr;
-    TempBuffer<float> xBuf(resources_.get(), config_.device, size_t(m0) * d, stream);
-    TempBuffer<float> dBuf(resources_.get(), config_.device, dOnDev ? 0 : size_t(m0) * k, stream);
-    TempBuffer<idx_t> lBuf(resources_.get(), config_.device, lOnDev ? 0 : size_t(m0) * k, stream);
-    for (idx_t i = 0; i < n; i += chunk) {
-        idx_t m = std::min(chunk, n - i);
-        const float* src = x + size_t(i) * d;
-        if (staged) {
-            std::memcpy(pinX, src, sizeof(float) * size_t(m) * d);
-            src = pinX;
-        }
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(xBuf.data(), src, sizeof(float) * size_t(m) * d,
-                                             cudaMemcpyHostToDevice, stream));
-        float* dOut = dOnDev ? distances + size_t(i) * k : dBuf.data();
-        idx_t* lOut = lOnDev ? labels + size_t(i) * k : lBuf.data();
-        searchImpl_(m, xBuf.data(), k, dOut, lOut, params);
-        float* dHost = staged ? pinD : distances + size_t(i) * k;
-        idx_t* lHost = staged ? pinL : labels + size_t(i) * k;
-        if (!dOnDev) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dHost, dOut, sizeof(float) * m * k,
-                                                 cudaMemcpyDeviceToHost, stream));
-        }
-        if (!lOnDev) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(lHost, lOut, sizeof(idx_t) * m * k,
-                                                 cudaMemcpyDeviceToHost, stream));
-        }
-        // The staging buffer is reused by the next chunk.
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-        if (staged && !dOnDev) std::memcpy(distances + size_t(i) * k, pinD, sizeof(float) * m * k);
-        if (staged && !lOnDev) std::memcpy(labels + size_t(i) * k, pinL, sizeof(idx_t) * m * k);
-    }
 }
 
 }  // namespace gpu

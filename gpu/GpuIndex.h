@@ -186,14 +186,19 @@ private:
     /// checkFinite_ for x whose place the caller has asked CUDA already.
     void checkFiniteAt_(idx_t n, const float* x, bool xOnDevice, const char* what) const;
 
-    /// checkFinite_ for a search's queries, queued only where the subclass
-    /// defers it and the queries are on the device.
-    void checkQueries_(idx_t n, const float* x, bool onDeviceInput) const;
+    /// checkFinite_ for a search's device queries, queued only where the
+    /// subclass defers it.
+    void checkDeviceQueries_(idx_t n, const float* x) const;
 
     void searchDeviceInput_(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
                             const faiss::SearchParameters* params) const;
+    /// Host queries through pinned staging, pipelined with the search
+    /// (GpuIndexHostSearch.cpp); checks them for NaN / Inf as it stages.
     void searchPagedHostInput_(idx_t n, const float* x, idx_t k, float* distances,
                                idx_t* labels, const faiss::SearchParameters* params) const;
+    /// The same through pageable copies, where no pinned memory holds a row.
+    void searchPageableHostInput_(idx_t n, const float* x, idx_t k, float* distances,
+                                  idx_t* labels, const faiss::SearchParameters* params) const;
 };
 
 }  // namespace gpu

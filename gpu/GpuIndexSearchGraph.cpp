@@ -172,6 +172,8 @@ std::vector<int> levelZeroGraph(const faiss::HNSW& h, int64_t n, int R) {
 GpuKnnGraphGNNDConfig knnConfigOf(const GpuIndexSearchGraphConfig& c) {
     GpuKnnGraphGNNDConfig g = c.knnBuild;
     g.device = c.device;
+    // a search graph needs the edges between partitions (GnndOptions.h)
+    if (g.addBuild == GnndAddBuild::Auto) g.addBuild = GnndAddBuild::OneShotWhereItFits;
     return g;
 }
 
@@ -339,6 +341,11 @@ void GpuIndexSearchGraph::checkAddCount_(idx_t n) const {
     FAISS_THROW_IF_NOT_FMT(ntotal + n <= int64_t(std::numeric_limits<int>::max()) - 1,
                            "%s: at most 2^31 - 2 vectors (the index would hold %lld)", kWho,
                            (long long)(ntotal + n));
+}
+
+GnndAddBuild GpuIndexSearchGraph::getLastKnnAddBuild() const {
+    auto lock = lockOps_();
+    return knn_->getLastAddBuild();
 }
 
 void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {

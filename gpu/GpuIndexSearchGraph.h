@@ -157,6 +157,10 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// search-graph optimisation.
     double getKnnBuildSeconds() const { return knnSeconds_; }
     double getOptimizeSeconds() const { return optimizeSeconds_; }
+    /// How the last add() built the k-NN lists: OneShot or Partitioned
+    /// (Auto before any add). knnBuild.addBuild's Auto means one-shot where
+    /// it fits in device memory (GnndAddBuild::OneShotWhereItFits).
+    GnndAddBuild getLastKnnAddBuild() const;
 
     /// Replaces the contents with a faiss::IndexHNSWFlat's vectors and its
     /// level-0 graph, whose degree must be graphDegree (the k-NN graph is

@@ -194,12 +194,23 @@ void GpuKnnGraphGNND::checkAddCount_(idx_t n) const {
 }
 
 GnndAddBuild GpuKnnGraphGNND::resolveAddBuild_(idx_t n) const {
+    if (gConfig_.addBuild == GnndAddBuild::OneShotWhereItFits)
+        return oneShotFits_(n) ? GnndAddBuild::OneShot : GnndAddBuild::Partitioned;
     if (gConfig_.addBuild != GnndAddBuild::Auto) return gConfig_.addBuild;
     if (n <= kAutoPartitionedAddAbove) return GnndAddBuild::OneShot;
     // the partitioned build keeps its lists on the host: one-shot when they
     // do not fit half of the free host memory
     const size_t host = gnnd::partitionedAddHostBytes(n, d, buildK_, 1 + int(buildDevices_.size()));
     return host <= gnnd::hostBudget(-1) ? GnndAddBuild::Partitioned : GnndAddBuild::OneShot;
+}
+
+bool GpuKnnGraphGNND::oneShotFits_(idx_t n) const {
+    const GnndMemoryEstimate after = estimateMemory(ntotal + n, d, k_, gConfig_);
+    // the old state stays allocated until the add succeeds: what is free
+    // now must hold the new one and the temporaries
+    const size_t need = after.vectors + after.graph + after.buildTemp;
+    return after.buildTemp <= resources_->getTempMemoryAvailable(config_.device) &&
+           need <= deviceFreeBytes(config_.device);
 }
 
 void GpuKnnGraphGNND::buildListsPartitioned_(idx_t n, const float* x,

@@ -188,8 +188,11 @@ protected:
 private:
     void checkConfig_(const GpuKnnGraphGNNDConfig& c, int k) const;
     /// OneShot or Partitioned for an add of n vectors (config.addBuild; Auto
-    /// by size and host memory).
+    /// by size and host memory, OneShotWhereItFits by device memory).
     GnndAddBuild resolveAddBuild_(idx_t n) const;
+    /// Whether a one-shot add of n vectors (new lists, GNND temporaries,
+    /// GGM with the old graph) fits in free device and temporary memory.
+    bool oneShotFits_(idx_t n) const;
     /// The K-wide lists of the n new vectors by the partitioned build (ids 0..n-1).
     void buildListsPartitioned_(idx_t n, const float* x, gnnd::PartitionedLists* lists) const;
     /// lists (ids shifted by offset) into the device lists ids / dists.

@@ -188,7 +188,10 @@ gpu::GnndAddBuild parseAddBuild(const std::string& v) {
     if (v == "auto") return gpu::GnndAddBuild::Auto;
     if (v == "one-shot") return gpu::GnndAddBuild::OneShot;
     if (v == "partitioned") return gpu::GnndAddBuild::Partitioned;
-    throw py::value_error("add_build must be 'auto', 'one-shot' or 'partitioned', got '" + v + "'");
+    if (v == "one-shot-where-it-fits") return gpu::GnndAddBuild::OneShotWhereItFits;
+    throw py::value_error(
+            "add_build must be 'auto', 'one-shot', 'partitioned' or 'one-shot-where-it-fits', "
+            "got '" + v + "'");
 }
 
 void bindConfig(py::module_& m) {
@@ -207,8 +210,10 @@ the degree rounded up to a multiple of 32; else a multiple of 32 >= the
 degree); seed: of the random initial graph (default 1234); search_l:
 candidate pool of search() (0: max(k, 2 x degree)); add_build: how add
 builds, 'auto' (partitioned past 2M vectors added at once), 'one-shot' (one
-GNND build) or 'partitioned' (exact lists in k-means clusters: slower, recall
-near 1 on large sets, docs/gnnd.md); device: the GPU. The C++
+GNND build), 'partitioned' (exact lists in k-means clusters: slower, recall
+near 1 on large sets, docs/gnnd.md) or 'one-shot-where-it-fits' (one-shot
+where it fits in device memory: what GpuIndexSearchGraph's 'auto' means, for
+a navigable search graph); device: the GPU. The C++
 spellings (maxIterations, terminationThreshold, buildDegree, searchL) are
 aliases.
 )doc");
@@ -255,7 +260,8 @@ aliases.
                 "add_build",
                 [](const GpuKnnGraphGNNDConfig& c) { return std::string(gpu::addBuildName(c.addBuild)); },
                 [](GpuKnnGraphGNNDConfig& c, const std::string& v) { c.addBuild = parseAddBuild(v); },
-                "How add builds: 'auto', 'one-shot' or 'partitioned' (docs/gnnd.md).")
+                "How add builds: 'auto', 'one-shot', 'partitioned' or 'one-shot-where-it-fits' "
+                "(docs/gnnd.md).")
         .def("__repr__", [](const GpuKnnGraphGNNDConfig& c) {
             return "GpuKnnGraphGNNDConfig(device=" + std::to_string(c.device) +
                    ", samples=" + std::to_string(c.samples) +

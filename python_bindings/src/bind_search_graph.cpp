@@ -124,7 +124,8 @@ graph_degree: out-degree of the search graph (1..128, default 64);
 knn_degree: degree of the GNND k-NN graph it is pruned from (graph_degree..256,
 default 128); knn_build: a GpuKnnGraphGNNDConfig for that build (its device is
 ignored; default: GNND's with max_iterations 6, which the search graph needs
-no more than); itopk: default candidate buffer of search (a power of two in
+no more than; its add_build 'auto' means one GNND build where it fits in
+device memory, which keeps the search graph navigable at 10M vectors); itopk: default candidate buffer of search (a power of two in
 [16, 512], default 64); search_width: parents expanded per iteration (1..31,
 search_width x graph_degree <= 1024); max_iterations: iteration limit (0:
 itopk / search_width + 16); seed_rounds: rounds of random entry points (>= 1);
@@ -371,6 +372,14 @@ out-neighbours of node i (-1: an empty slot, only when ntotal <= graph_degree).
                                "Seconds the last add spent building the k-NN graph.")
         .def_property_readonly("optimize_seconds", &GpuIndexSearchGraph::getOptimizeSeconds,
                                "Seconds the last add spent turning it into the search graph.")
+        .def_property_readonly(
+                "last_knn_add_build",
+                [](const GpuIndexSearchGraph& g) {
+                    return std::string(gpu::addBuildName(g.getLastKnnAddBuild()));
+                },
+                "How the last add built the k-NN lists: 'one-shot' or 'partitioned' ('auto' "
+                "before any add); 'auto' in knn_build means one-shot where it fits in device "
+                "memory.")
         .def("getKnnBuildSeconds", &GpuIndexSearchGraph::getKnnBuildSeconds,
              "C++ spelling of knn_build_seconds.")
         .def("getOptimizeSeconds", &GpuIndexSearchGraph::getOptimizeSeconds,

@@ -124,7 +124,8 @@ void checkBuildConfig(const GpuKnnGraphGNNDConfig& c, int k, const char* who) {
                            "%s: buildDegree = %d must be 0 or a multiple of 32 in [k = %d, %d]", who,
                            c.buildDegree, k, kMaxBuildDegree);
     FAISS_THROW_IF_NOT_FMT(c.addBuild == GnndAddBuild::Auto || c.addBuild == GnndAddBuild::OneShot ||
-                                   c.addBuild == GnndAddBuild::Partitioned,
+                                   c.addBuild == GnndAddBuild::Partitioned ||
+                                   c.addBuild == GnndAddBuild::OneShotWhereItFits,
                            "%s: unknown addBuild %d", who, int(c.addBuild));
 }
 
@@ -520,6 +521,7 @@ const char* addBuildName(GnndAddBuild b) {
         case GnndAddBuild::Auto: return "auto";
         case GnndAddBuild::OneShot: return "one-shot";
         case GnndAddBuild::Partitioned: return "partitioned";
+        case GnndAddBuild::OneShotWhereItFits: return "one-shot-where-it-fits";
     }
     return "unknown";
 }

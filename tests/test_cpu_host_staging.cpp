@@ -1,0 +1,91 @@
+// The host side of the pipelined search of host queries
+// (gpu/utils/HostStaging.h): the staging copy that checks for NaN / Inf in
+// the same pass, and the chunk sizes the queries are paged through.
+#include "faiss_ext/gpu/utils/HostStaging.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+using faiss_ext::gpu::copyRowsCheckingFinite;
+using faiss_ext::gpu::hostQueryChunks;
+
+namespace {
+
+std::vector<float> randomRows(int64_t n, int d, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> g;
+    std::vector<float> x(size_t(n) * d);
+    for (float& v : x) v = g(rng);
+    return x;
+}
+
+TEST(CpuHostStaging, CopyIsExactAndFindsNoBadRowInFiniteData) {
+    // small (one thread) and large (several threads) copies
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(20000)}) {
+        const int d = 33;
+        std::vector<float> src = randomRows(n, d, 5), dst(src.size(), -1.f);
+        EXPECT_EQ(copyRowsCheckingFinite(src.data(), dst.data(), n, d), -1) << n;
+        EXPECT_EQ(dst, src) << n;
+    }
+}
+
+TEST(CpuHostStaging, FindsTheFirstRowHoldingANanOrAnInfinity) {
+    const int d = 50;
+    const int64_t n = 30000;  // copied on several threads
+    const float bad[] = {std::numeric_limits<float>::quiet_NaN(),
+                         std::numeric_limits<float>::infinity(),
+                         -std::numeric_limits<float>::infinity()};
+    for (float v : bad) {
+        for (int64_t row : {int64_t(0), int64_t(1), int64_t(12345), n - 1}) {
+            std::vector<float> src = randomRows(n, d, 9), dst(src.size());
+            src[size_t(row) * d + d - 1] = v;
+            if (row + 7 < n) src[size_t(row + 7) * d] = v;  // a later bad row is not reported
+            EXPECT_EQ(copyRowsCheckingFinite(src.data(), dst.data(), n, d), row)
+                    << "value " << v << " row " << row;
+        }
+    }
+    // the largest finite values and subnormals are finite
+    std::vector<float> edge = {std::numeric_limits<float>::max(),
+                               -std::numeric_limits<float>::max(),
+                               std::numeric_limits<float>::denorm_min(), -0.0f};
+    std::vector<float> out(edge.size());
+    EXPECT_EQ(copyRowsCheckingFinite(edge.data(), out.data(), 1, int(edge.size())), -1);
+}
+
+TEST(CpuHostStaging, ChunksCoverTheBatchFirstSmallThenDoubling) {
+    EXPECT_EQ(hostQueryChunks(10000, 2048, 1 << 20), (std::vector<int64_t>{2048, 4096, 3856}));
+    EXPECT_EQ(hostQueryChunks(2500, 2048, 1 << 20), (std::vector<int64_t>{2500}));
+    EXPECT_EQ(hostQueryChunks(1, 2048, 1 << 20), (std::vector<int64_t>{1}));
+    EXPECT_TRUE(hostQueryChunks(0, 2048, 100).empty());
+    for (int64_t n : {int64_t(1), int64_t(999), int64_t(1024), int64_t(1025), int64_t(100000),
+                      int64_t(1234567), int64_t(115012)}) {
+        for (int64_t maxRows : {int64_t(3), int64_t(1000), int64_t(50000), int64_t(1) << 30}) {
+            const int64_t first = 1024;
+            std::vector<int64_t> c = hostQueryChunks(n, first, maxRows);
+            EXPECT_EQ(std::accumulate(c.begin(), c.end(), int64_t(0)), n) << n << " " << maxRows;
+            for (size_t i = 0; i < c.size(); ++i) {
+                EXPECT_LE(c[i], maxRows);
+                if (i > 0) EXPECT_LE(c[i], 2 * c[i - 1] + first);
+                // no short tail unless the chunks are capped below it
+                if (c.size() > 1 && maxRows >= 2 * first) EXPECT_GE(c[i], first);
+            }
+            EXPECT_EQ(c[0], c.size() == 1 ? n : std::min(first, maxRows));
+        }
+    }
+}
+
+TEST(CpuHostStaging, BadArgumentsAreRefused) {
+    float x = 0;
+    EXPECT_ANY_THROW(copyRowsCheckingFinite(&x, &x, -1, 1));
+    EXPECT_ANY_THROW(copyRowsCheckingFinite(&x, &x, 1, 0));
+    EXPECT_ANY_THROW(hostQueryChunks(-1, 1, 1));
+    EXPECT_ANY_THROW(hostQueryChunks(1, 0, 1));
+    EXPECT_ANY_THROW(hostQueryChunks(1, 1, 0));
+}
+
+}  // namespace
