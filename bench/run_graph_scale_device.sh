@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Graph search at 1M and 10M with the anchors, in one device call (issue 38):
+# bench_ann (ours with numpy and with device queries, our exact index) on the
+# bench's clustered 1M x 128, the hard 1M x 100 and a hard 10M x 96 of 3,000
+# clusters; then, in their own processes on the same files, cuVS CAGRA
+# (bench/anchor_cagra.py: NN-Descent and IVF-PQ builds) and FAISS GPU
+# IVF-Flat (bench/anchor_ann.py).
+# Stage first: bench/stage_ann.sh BUILD FAISS_KIT (then move .device to
+# STAGE); the cuVS kit unpacked into /tmp/cuvs-site and /tmp/njl by the two
+# calls ../shared/tools/cuvs-anchor/make-kit describes, just before.
+#   STAGE=build-devb CUVS_ENV=build-kit2/cuvs-anchor-env.sh GITSHA=$(git rev-parse --short HEAD) \
+#     bash bench/run_graph_scale_device.sh
+# Output: $OUT/ann.jsonl, $OUT/cagra.jsonl, $OUT/ivf.jsonl (+ .err files).
+set -u
+S=${STAGE:-.device}
+source "$S/env.sh"
+mkdir -p "$OUT" /tmp/ann
+G=${GITSHA:-unknown}
+export FAISS_EXT_GIT=$G
+ours() {
+  local name=$1 limit=$2; shift 2
+  mkdir -p /tmp/ann/$name
+  timeout "$limit" "$S/bin/bench/bench_ann" "$@" --write-dir /tmp/ann/$name --device-queries \
+    --latency 100 >> "$OUT/ann.jsonl" 2>> "$OUT/ann.err"
+  echo "$name rc=$? $(date +%T)"
+}
+ours clustered 120 --data clustered --degrees 32:64,64:128 --itopk 16,32,64,128,256
+ours hard 120 --data hard --degrees 32:64,64:128 --itopk 16,32,64,128,256,512
+ours hard-c3000 180 --data hard --hard-d 96 --hard-clusters 3000 --nb 10000000 --degrees 64:128 \
+  --itopk 32,64,128,256,512 --runs 5
+sets=/tmp/ann/clustered,/tmp/ann/hard,/tmp/ann/hard-c3000
+(source "${CUVS_ENV:?}" && timeout 300 python3 bench/anchor_cagra.py --git "$G" --dirs $sets \
+   >> "$OUT/cagra.jsonl" 2>> "$OUT/cagra.err"; echo "cagra rc=$? $(date +%T)")
+# the wheel names the kit's libfaiss.so links against, served by Debian's libraries
+mkdir -p /tmp/fcl
+for pair in libopenblaso-r0-d77a1985.3.15.so:libopenblas.so.0 libgfortran-83c28eba.so.5.0.0:libgfortran.so.5 \
+            libgomp-e985bcbb.so.1.0.0:libgomp.so.1 libquadmath-2284e583.so.0.0.0:libquadmath.so.0; do
+  ln -sf /tmp/devlib/${pair#*:} /tmp/fcl/${pair%%:*}
+done
+(source "$S/anchor/faiss-gpu-anchor-env.sh" "$S/anchor/faiss-gpu-anchor.tgz" /tmp/fcl &&
+ timeout 150 python3 bench/anchor_ann.py --git "$G" --anchors ivf --dirs $sets \
+   >> "$OUT/ivf.jsonl" 2>> "$OUT/ivf.err"; echo "ivf rc=$? $(date +%T)")
+tail -3 "$OUT"/*.err
