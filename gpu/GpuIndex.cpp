@@ -3,6 +3,7 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/HostQueryPipeline.h"
 
 #include <faiss/impl/FaissAssert.h>
 

@@ -21,6 +21,7 @@ namespace faiss_ext {
 namespace gpu {
 
 class DeferredFiniteCheck;  // impl/flat/VectorPrep.h
+class HostQueryPipeline;    // utils/HostQueryPipeline.h
 struct RangeHits;           // impl/flat/RangeSearch.h
 
 /// A recursive mutex that serves waiting threads in arrival order, so that
@@ -179,6 +180,9 @@ private:
     /// result; deferredRows_ counts the rows of a pending one (0: none).
     mutable std::unique_ptr<DeferredFiniteCheck> deferredCheck_;
     mutable idx_t deferredRows_ = 0;
+    /// The pipeline of host queries (made on first use; used under the
+    /// operation lock).
+    mutable std::unique_ptr<HostQueryPipeline> hostQueries_;
 
     /// deferredCheck_, made on first use (on the index's device).
     DeferredFiniteCheck& deferredCheck() const;

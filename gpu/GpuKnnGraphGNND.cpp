@@ -206,11 +206,16 @@ GnndAddBuild GpuKnnGraphGNND::resolveAddBuild_(idx_t n) const {
 
 bool GpuKnnGraphGNND::oneShotFits_(idx_t n) const {
     const GnndMemoryEstimate after = estimateMemory(ntotal + n, d, k_, gConfig_);
+    // what the one GNND build of the new vectors (raw lists and iteration
+    // buffers) and the GGM with the old graph take from temporary memory,
+    // one after the other
+    const gnnd::Params p = gnnd::makeParams(gConfig_, buildK_, false, false);
+    size_t temp = gnnd::buildTempBytes(n, p);
+    if (ntotal > 0) temp = std::max(temp, gnnd::mergeTempBytes(ntotal + n, p));
     // the old state stays allocated until the add succeeds: what is free
     // now must hold the new one and the temporaries
-    const size_t need = after.vectors + after.graph + after.buildTemp;
-    return after.buildTemp <= resources_->getTempMemoryAvailable(config_.device) &&
-           need <= deviceFreeBytes(config_.device);
+    return temp <= resources_->getTempMemoryAvailable(config_.device) &&
+           after.vectors + after.graph + temp <= deviceFreeBytes(config_.device);
 }
 
 void GpuKnnGraphGNND::buildListsPartitioned_(idx_t n, const float* x,

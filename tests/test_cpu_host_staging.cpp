@@ -60,6 +60,9 @@ TEST(CpuHostStaging, FindsTheFirstRowHoldingANanOrAnInfinity) {
 TEST(CpuHostStaging, ChunksCoverTheBatchFirstSmallThenDoubling) {
     EXPECT_EQ(hostQueryChunks(10000, 2048, 1 << 20), (std::vector<int64_t>{2048, 4096, 3856}));
     EXPECT_EQ(hostQueryChunks(2500, 2048, 1 << 20), (std::vector<int64_t>{2500}));
+    EXPECT_EQ(hostQueryChunks(10000, 1024, 1 << 20, 4), (std::vector<int64_t>{1024, 4096, 4880}));
+    EXPECT_EQ(hostQueryChunks(10000, 1024, 1 << 20, 1),
+              (std::vector<int64_t>{1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1808}));
     EXPECT_EQ(hostQueryChunks(1, 2048, 1 << 20), (std::vector<int64_t>{1}));
     EXPECT_TRUE(hostQueryChunks(0, 2048, 100).empty());
     for (int64_t n : {int64_t(1), int64_t(999), int64_t(1024), int64_t(1025), int64_t(100000),
@@ -86,6 +89,7 @@ TEST(CpuHostStaging, BadArgumentsAreRefused) {
     EXPECT_ANY_THROW(hostQueryChunks(-1, 1, 1));
     EXPECT_ANY_THROW(hostQueryChunks(1, 0, 1));
     EXPECT_ANY_THROW(hostQueryChunks(1, 1, 0));
+    EXPECT_ANY_THROW(hostQueryChunks(1, 1, 1, 0));
 }
 
 }  // namespace

@@ -46,10 +46,11 @@ int64_t copyRowsCheckingFinite(const float* src, float* dst, int64_t n, int d) {
     return first < n ? first : -1;
 }
 
-std::vector<int64_t> hostQueryChunks(int64_t n, int64_t firstRows, int64_t maxRows) {
-    FAISS_THROW_IF_NOT_FMT(n >= 0 && firstRows >= 1 && maxRows >= 1,
-                           "hostQueryChunks: n = %lld, firstRows = %lld, maxRows = %lld",
-                           (long long)n, (long long)firstRows, (long long)maxRows);
+std::vector<int64_t> hostQueryChunks(int64_t n, int64_t firstRows, int64_t maxRows, int growth) {
+    FAISS_THROW_IF_NOT_FMT(n >= 0 && firstRows >= 1 && maxRows >= 1 && growth >= 1,
+                           "hostQueryChunks: n = %lld, firstRows = %lld, maxRows = %lld, "
+                           "growth = %d",
+                           (long long)n, (long long)firstRows, (long long)maxRows, growth);
     firstRows = std::min(firstRows, maxRows);
     std::vector<int64_t> chunks;
     int64_t done = 0, next = firstRows;
@@ -66,9 +67,49 @@ std::vector<int64_t> hostQueryChunks(int64_t n, int64_t firstRows, int64_t maxRo
         }
         chunks.push_back(m);
         done += m;
-        next = std::min(2 * m, maxRows);
+        next = std::min(growth * m, maxRows);
     }
     return chunks;
+}
+
+StagingThread::StagingThread() : thread_([this] { loop_(); }) {}
+
+StagingThread::~StagingThread() {
+    {
+        std::lock_guard<std::mutex> l(m_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+void StagingThread::post(std::function<void()> task) {
+    {
+        std::lock_guard<std::mutex> l(m_);
+        tasks_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+}
+
+void StagingThread::wait() {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [&] { return tasks_.empty() && !busy_; });
+}
+
+void StagingThread::loop_() {
+    std::unique_lock<std::mutex> l(m_);
+    for (;;) {
+        cv_.wait(l, [&] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;  // stopping, nothing left
+        std::function<void()> task = std::move(tasks_.front());
+        tasks_.pop_front();
+        busy_ = true;
+        l.unlock();
+        task();  // tasks catch their own exceptions
+        l.lock();
+        busy_ = false;
+        cv_.notify_all();
+    }
 }
 
 }  // namespace gpu

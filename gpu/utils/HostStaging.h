@@ -5,7 +5,12 @@
 // paged through. Plain CPU code: cpu_tests cover it.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 namespace faiss_ext {
@@ -19,12 +24,37 @@ int64_t copyRowsCheckingFinite(const float* src, float* dst, int64_t n, int d);
 
 /// Sizes of the chunks that n host queries are paged through, in order:
 /// the first has min(n, firstRows) rows (the GPU starts on it while the
-/// next is staged), each later one at most twice its predecessor and at
-/// most maxRows; a remainder smaller than firstRows joins the chunk
+/// next is staged), each later one at most `growth` (>= 1) times its
+/// predecessor and at most maxRows; a remainder smaller than firstRows joins the chunk
 /// before it (or, past maxRows, takes firstRows from it), so that no chunk
 /// but a lone one is smaller than firstRows where maxRows >= 2 x firstRows.
 /// firstRows and maxRows >= 1; firstRows is clamped to maxRows.
-std::vector<int64_t> hostQueryChunks(int64_t n, int64_t firstRows, int64_t maxRows);
+std::vector<int64_t> hostQueryChunks(int64_t n, int64_t firstRows, int64_t maxRows,
+                                     int growth = 2);
+
+/// A thread that runs posted tasks one at a time, kept for the life of its
+/// owner, so that neither it nor the OpenMP threads its tasks start are
+/// made again for every search.
+class StagingThread {
+public:
+    StagingThread();
+    ~StagingThread();
+    StagingThread(const StagingThread&) = delete;
+    StagingThread& operator=(const StagingThread&) = delete;
+
+    /// Runs task on the thread (after the one posted before, if any).
+    void post(std::function<void()> task);
+    /// Waits until every posted task has returned.
+    void wait();
+
+private:
+    void loop_();
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> tasks_;
+    bool busy_ = false, stop_ = false;
+    std::thread thread_;
+};
 
 }  // namespace gpu
 }  // namespace faiss_ext

@@ -7,6 +7,7 @@
 // A small per-warp hash set remembers scored nodes.
 #include "faiss_ext/gpu/impl/gnnd/GnndCommon.cuh"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/QueryHash.cuh"
 
 #include <faiss/impl/FaissAssert.h>
 
@@ -120,11 +121,13 @@ __global__ void greedySearchKernel(const float* x, int64_t n, int d, const int* 
     __syncwarp();
     const float* q = queries + qi * d;
     // seeds: L random nodes (as faiss's gen_random; repeats are dropped by
-    // the pool, so a few fewer seeds than L can remain)
+    // the pool, so a few fewer seeds than L can remain), drawn from the
+    // query's hash: the same whatever its row in the batch
+    const uint64_t qh = warpQueryHash(q, d);
     {
         int seeds = int(std::min<int64_t>(L, n));
         for (int i = 0; i < seeds; ++i) {
-            int id = int(mix64(seed ^ (uint64_t(qi) << 20) ^ uint64_t(i) * 0x9E3779B97F4A7C15ull) %
+            int id = int(mix64(seed ^ mix64(qh) ^ uint64_t(i) * 0x9E3779B97F4A7C15ull) %
                          uint64_t(n));
             if (!hashInsert(table, id, lane)) continue;
             float dv = warpQueryDistance(x, d, id, q, ip, lane);

@@ -27,6 +27,7 @@
 #include "faiss_ext/gpu/impl/graph/BlockBitonic.cuh"
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/QueryHash.cuh"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
 
 namespace faiss_ext {
@@ -254,8 +255,9 @@ __device__ __forceinline__ int entryFor(int c, int b, int blocks, int perQuery) 
 /// Entry points into the candidate buffer: in round 0 this block's share
 /// of the query's own (nearest sampled nodes) first, then random nodes
 /// (a stream of its own per block).
-__device__ void gatherSeeds(Shared& s, int n, int64_t qi, int b, int blocks, int round,
-                            uint64_t seed, int64_t nb, int slots, const EntrySeeds& es) {
+__device__ void gatherSeeds(Shared& s, int n, int64_t qi, uint64_t qh, int b, int blocks,
+                            int round, uint64_t seed, int64_t nb, int slots,
+                            const EntrySeeds& es) {
     for (int c = threadIdx.x; c < n; c += blockDim.x) {
         uint32_t id;
         int j = round == 0 ? entryFor(c, b, blocks, es.perQuery) : -1;
@@ -266,7 +268,7 @@ __device__ void gatherSeeds(Shared& s, int n, int64_t qi, int b, int blocks, int
             // the seed and the query mixed first: seeds that differ only in
             // the bits the candidate index c reaches would otherwise draw the
             // same nodes, permuted
-            uint64_t stream = mix64(mix64(seed) ^ (uint64_t(qi) * 0xD1B54A32D192ED03ull));
+            uint64_t stream = mix64(mix64(seed) ^ (qh * 0xD1B54A32D192ED03ull));
             uint64_t r =
                 mix64(stream ^ (uint64_t(b) << 52) ^ (uint64_t(round) << 40) ^ uint64_t(c));
             id = uint32_t(r % uint64_t(nb));
@@ -362,8 +364,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     int64_t qi = blockIdx.x / blocks;
     int b = int(blockIdx.x % blocks);
     initQuery(s, l, queries + qi * d, d, scale);
+    const uint64_t qh = warpQueryHash(s.q, d);  // the same in every warp
     for (int round = 0; round < p.seedRounds; ++round) {
-        gatherSeeds(s, l.cand, qi, b, blocks, round, p.seed, nb, l.slots, es);
+        gatherSeeds(s, l.cand, qi, qh, b, blocks, round, p.seed, nb, l.slots, es);
         __syncthreads();
         scoreAndMerge<kHalf>(s, l, v, d, ip, team);
     }

@@ -1,0 +1,70 @@
+// The pipelined search of host queries (GpuIndex::searchPagedHostInput_):
+// the queries go through pinned staging memory in chunks, and while the GPU
+// searches chunk i, a staging thread copies chunk i + 1 into pinned memory
+// (checking it for NaN and infinity in the same pass) and queues its upload
+// on a copy stream of its own, and the results of chunk i - 1 are copied
+// out. The first chunk is small, so that the GPU starts early; later ones
+// grow. Only the first chunk's staging and the last chunk's results are not
+// hidden behind a search (issue 38: host queries at the q/s of device
+// queries). One per index, kept across searches: its stream, events and
+// thread (with the thread's OpenMP pool) are made once.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace faiss_ext {
+namespace gpu {
+
+class GpuResources;
+class StagingThread;
+
+/// One search of host queries: where its queries and results are, the
+/// chunks, and how one chunk is searched.
+struct HostSearchJob {
+    int64_t d = 0, k = 0;
+    const float* x = nullptr;  ///< host queries, n x d
+    float* distances = nullptr;
+    int64_t* labels = nullptr;
+    bool distancesOnDevice = false, labelsOnDevice = false;
+    std::vector<int64_t> chunks;  ///< rows of each chunk, in order (hostQueryChunks)
+    /// Searches m device queries into device outD / outL on the compute
+    /// stream (it may block until they are done).
+    std::function<void(int64_t m, const float* devX, float* outD, int64_t* outL)> searchChunk;
+};
+
+class HostQueryPipeline {
+public:
+    /// Chunks in flight: one staged, one searched, one whose results are
+    /// copied out; so the staging runs ahead even of a search that blocks.
+    static constexpr int kSlots = 3;
+
+    explicit HostQueryPipeline(int device);
+    ~HostQueryPipeline();
+    HostQueryPipeline(const HostQueryPipeline&) = delete;
+    HostQueryPipeline& operator=(const HostQueryPipeline&) = delete;
+
+    /// Runs job with pinnedBytes of pinned memory at pinned (the caller
+    /// holds its mutex) and device buffers from res, searching on
+    /// `compute`. Throws for a query holding a NaN or an infinity, naming
+    /// it (results of earlier chunks may have been written), or a CUDA
+    /// error; nothing is left in flight either way.
+    void run(const HostSearchJob& job, GpuResources* res, cudaStream_t compute, void* pinned,
+             size_t pinnedBytes);
+
+private:
+    const int device_;
+    cudaStream_t copy_ = nullptr;
+    cudaEvent_t uploaded_[kSlots] = {};
+    cudaEvent_t downloaded_[kSlots] = {};
+    std::unique_ptr<StagingThread> stager_;
+
+    friend class HostQueryRun;
+};
+
+}  // namespace gpu
+}  // namespace faiss_ext
