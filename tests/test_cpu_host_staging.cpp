@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -57,6 +59,45 @@ TEST(CpuHostStaging, FindsTheFirstRowHoldingANanOrAnInfinity) {
     EXPECT_EQ(copyRowsCheckingFinite(edge.data(), out.data(), 1, int(edge.size())), -1);
 }
 
+TEST(CpuHostStaging, PiecesCoverEveryRowOnceAndStopAtABadRow) {
+    const int d = 24;
+    for (int64_t n : {int64_t(1), int64_t(500), int64_t(50000)}) {
+        for (int64_t piece : {int64_t(1), int64_t(37), int64_t(100000)}) {
+            std::vector<float> src = randomRows(n, d, 3), dst(src.size(), -1.f);
+            std::mutex m;
+            std::vector<int> seen(size_t(n), 0);
+            auto onPiece = [&](int64_t r0, int64_t rows) {
+                std::lock_guard<std::mutex> l(m);
+                EXPECT_LE(rows, piece);
+                for (int64_t i = r0; i < r0 + rows; ++i) ++seen[size_t(i)];
+            };
+            EXPECT_EQ(faiss_ext::gpu::copyRowsCheckingFiniteInPieces(src.data(), dst.data(), n, d,
+                                                                     piece, onPiece),
+                      -1);
+            EXPECT_EQ(dst, src) << n << " " << piece;
+            EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), n) << n << " " << piece;
+            if (n < 500) continue;
+            // a bad row: found, and no reported piece holds it
+            const int64_t bad = n / 3 + 1;
+            src[size_t(bad) * d + 5] = std::numeric_limits<float>::quiet_NaN();
+            std::fill(seen.begin(), seen.end(), 0);
+            EXPECT_EQ(faiss_ext::gpu::copyRowsCheckingFiniteInPieces(src.data(), dst.data(), n, d,
+                                                                     piece, onPiece),
+                      bad);
+            EXPECT_EQ(seen[size_t(bad)], 0) << n << " " << piece;
+        }
+    }
+}
+
+TEST(CpuHostStaging, ParallelByteCopyIsExact) {
+    for (size_t bytes : {size_t(0), size_t(3), size_t(1) << 20, (size_t(9) << 20) + 7}) {
+        std::vector<unsigned char> src(bytes), dst(bytes, 0);
+        for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+        faiss_ext::gpu::copyBytesInParallel(dst.data(), src.data(), bytes);
+        EXPECT_EQ(dst, src) << bytes;
+    }
+}
+
 TEST(CpuHostStaging, ChunksCoverTheBatchFirstSmallThenDoubling) {
     EXPECT_EQ(hostQueryChunks(10000, 2048, 1 << 20), (std::vector<int64_t>{2048, 4096, 3856}));
     EXPECT_EQ(hostQueryChunks(2500, 2048, 1 << 20), (std::vector<int64_t>{2500}));
@@ -86,6 +127,8 @@ TEST(CpuHostStaging, BadArgumentsAreRefused) {
     float x = 0;
     EXPECT_ANY_THROW(copyRowsCheckingFinite(&x, &x, -1, 1));
     EXPECT_ANY_THROW(copyRowsCheckingFinite(&x, &x, 1, 0));
+    EXPECT_ANY_THROW(faiss_ext::gpu::copyRowsCheckingFiniteInPieces(&x, &x, 1, 1, 0,
+                                                                    [](int64_t, int64_t) {}));
     EXPECT_ANY_THROW(hostQueryChunks(-1, 1, 1));
     EXPECT_ANY_THROW(hostQueryChunks(1, 0, 1));
     EXPECT_ANY_THROW(hostQueryChunks(1, 1, 0));

@@ -81,7 +81,7 @@ TEST(GpuHostQueries, SearchGraphGivesTheResultsOfDeviceQueriesInEveryChunking) {
     GpuIndexSearchGraph index(&res, kD, FlatMetric::L2, oneBlockPerQuery());
     index.add(nb, xb.data());
     const Results ref = deviceSearch(index, xq, nq);
-    // default paging: a first chunk of 4,096 queries of 128 bytes, then the rest
+    // default paging: one search (the batch fits one staging slot)
     expectSame(hostSearch(index, xq, nq), ref, "default chunks");
     expectSame(hostQueriesDeviceResults(index, xq, nq), ref, "results on the device");
     // chunks of about 300 queries: every staging slot used several times

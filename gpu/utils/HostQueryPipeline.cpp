@@ -7,6 +7,7 @@
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -17,6 +18,8 @@ namespace gpu {
 
 namespace {
 constexpr int kSlots = HostQueryPipeline::kSlots;
+/// Rows are staged and uploaded in pieces of about this many bytes.
+constexpr size_t kStagingPieceBytes = size_t(1) << 20;
 
 /// The buffers of one chunk in flight: pinned host memory and device memory
 /// for its queries and results.
@@ -122,16 +125,25 @@ void HostQueryRun::stopStager_() {
 
 void HostQueryRun::stage_(size_t j, cudaStream_t stream) {
     const Slot& s = slots_[j % kSlots];
-    const int64_t m = job_.chunks[j];
-    const int64_t bad = copyRowsCheckingFinite(job_.x + size_t(row0_[j]) * job_.d, s.pinX, m,
-                                               int(job_.d));
+    const int64_t m = job_.chunks[j], d = job_.d;
+    // several threads copy their shares piece by piece, each piece's upload
+    // queued as soon as it is copied: the copies overlap the DMA
+    const int64_t pieceRows = std::max<int64_t>(1, int64_t(kStagingPieceBytes / (4 * d)));
+    std::atomic<int> uploadError{int(cudaSuccess)};
+    const int64_t bad = copyRowsCheckingFiniteInPieces(
+            job_.x + size_t(row0_[j]) * d, s.pinX, m, int(d), pieceRows,
+            [&](int64_t r0, int64_t rows) {
+                cudaError_t e = cudaMemcpyAsync(s.devX + size_t(r0) * d, s.pinX + size_t(r0) * d,
+                                                sizeof(float) * size_t(rows) * d,
+                                                cudaMemcpyHostToDevice, stream);
+                if (e != cudaSuccess) uploadError = int(e);
+            });
+    FAISS_EXT_CUDA_CHECK(cudaError_t(uploadError.load()));
     if (bad >= 0) {
         std::lock_guard<std::mutex> l(m_);
         badRow_ = row0_[j] + bad;
         return;
     }
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.devX, s.pinX, sizeof(float) * size_t(m) * job_.d,
-                                         cudaMemcpyHostToDevice, stream));
     FAISS_EXT_CUDA_CHECK(cudaEventRecord(p_.uploaded_[j % kSlots], stream));
     std::lock_guard<std::mutex> l(m_);
     staged_ = j + 1;
@@ -182,8 +194,9 @@ void HostQueryRun::finishChunk_(size_t i) {
     const size_t out = size_t(row0_[i]) * job_.k;
     FAISS_EXT_CUDA_CHECK(cudaEventSynchronize(p_.downloaded_[i % kSlots]));
     if (!job_.distancesOnDevice)
-        std::memcpy(job_.distances + out, s.pinD, sizeof(float) * count);
-    if (!job_.labelsOnDevice) std::memcpy(job_.labels + out, s.pinL, sizeof(int64_t) * count);
+        copyBytesInParallel(job_.distances + out, s.pinD, sizeof(float) * count);
+    if (!job_.labelsOnDevice)
+        copyBytesInParallel(job_.labels + out, s.pinL, sizeof(int64_t) * count);
     {
         std::lock_guard<std::mutex> l(m_);
         finished_ = i + 1;

@@ -1,11 +1,11 @@
-// The pipelined search of host queries (GpuIndex::searchPagedHostInput_):
-// the queries go through pinned staging memory in chunks, and while the GPU
-// searches chunk i, a staging thread copies chunk i + 1 into pinned memory
-// (checking it for NaN and infinity in the same pass) and queues its upload
-// on a copy stream of its own, and the results of chunk i - 1 are copied
-// out. The first chunk is small, so that the GPU starts early; later ones
-// grow. Only the first chunk's staging and the last chunk's results are not
-// hidden behind a search (issue 38: host queries at the q/s of device
+// The search of host queries (GpuIndex::searchPagedHostInput_) through
+// pinned staging memory. Rows are copied into pinned memory by several
+// threads (checked for NaN and infinity in the same pass) in pieces whose
+// uploads start as soon as each is copied, so that the copies overlap the
+// DMA. A batch that fits one staging slot is one search; a larger one goes
+// in chunks, pipelined: while the GPU searches chunk i, a staging thread
+// stages chunk i + 1 on a copy stream of its own, and the results of chunk
+// i - 1 are copied out (issue 38: host queries at the q/s of device
 // queries). One per index, kept across searches: its stream, events and
 // thread (with the thread's OpenMP pool) are made once.
 #pragma once

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 namespace faiss_ext {
 namespace gpu {
@@ -27,23 +28,58 @@ bool rowHasNonFinite(const float* r, int d) {
     }
     return bad != 0;
 }
+
+/// Threads for a copy of `floats` values.
+int copyThreads(int64_t floats) {
+    return int(std::min<int64_t>(std::min(kMaxCopyThreads, omp_get_max_threads()),
+                                 std::max<int64_t>(1, floats / kParallelCopyFloats)));
+}
 }  // namespace
 
 int64_t copyRowsCheckingFinite(const float* src, float* dst, int64_t n, int d) {
-    FAISS_THROW_IF_NOT_FMT(n >= 0 && d >= 1, "copyRowsCheckingFinite: n = %lld, d = %d",
-                           (long long)n, d);
-    const int threads = int(std::min<int64_t>(
-            std::min(kMaxCopyThreads, omp_get_max_threads()),
-            std::max<int64_t>(1, n * d / kParallelCopyFloats)));
+    return copyRowsCheckingFiniteInPieces(src, dst, n, d, std::max<int64_t>(n, 1),
+                                          [](int64_t, int64_t) {});
+}
+
+int64_t copyRowsCheckingFiniteInPieces(
+        const float* src, float* dst, int64_t n, int d, int64_t pieceRows,
+        const std::function<void(int64_t row0, int64_t rows)>& onPiece) {
+    FAISS_THROW_IF_NOT_FMT(n >= 0 && d >= 1 && pieceRows >= 1,
+                           "copyRowsCheckingFinite: n = %lld, d = %d, pieceRows = %lld",
+                           (long long)n, d, (long long)pieceRows);
+    const int threads = copyThreads(n * d);
     int64_t first = n;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(min : first)
-    for (int64_t i = 0; i < n; ++i) {
-        if (first < n) continue;  // this thread has found one: the rest is unused
-        float* out = dst + size_t(i) * d;
-        std::memcpy(out, src + size_t(i) * d, sizeof(float) * size_t(d));
-        if (rowHasNonFinite(out, d)) first = i;
+#pragma omp parallel num_threads(threads) reduction(min : first)
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        const int64_t lo = n * t / T, hi = n * (t + 1) / T;
+        for (int64_t p0 = lo; p0 < hi && first == std::numeric_limits<int64_t>::max(); p0 += pieceRows) {
+            const int64_t p1 = std::min(hi, p0 + pieceRows);
+            std::memcpy(dst + size_t(p0) * d, src + size_t(p0) * d,
+                        sizeof(float) * size_t(p1 - p0) * d);
+            for (int64_t i = p0; i < p1; ++i)
+                if (rowHasNonFinite(dst + size_t(i) * d, d)) {
+                    first = i;
+                    break;
+                }
+            if (first == std::numeric_limits<int64_t>::max()) onPiece(p0, p1 - p0);
+        }
     }
     return first < n ? first : -1;
+}
+
+void copyBytesInParallel(void* dst, const void* src, size_t bytes) {
+    const int threads = copyThreads(int64_t(bytes / sizeof(float)));
+    if (threads == 1) {
+        std::memcpy(dst, src, bytes);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        const size_t lo = bytes * t / T, hi = bytes * (t + 1) / T;
+        std::memcpy(static_cast<char*>(dst) + lo, static_cast<const char*>(src) + lo, hi - lo);
+    }
 }
 
 std::vector<int64_t> hostQueryChunks(int64_t n, int64_t firstRows, int64_t maxRows, int growth) {

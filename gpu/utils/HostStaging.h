@@ -22,6 +22,20 @@ namespace gpu {
 /// of host queries has to keep pace with the GPU's search of them.
 int64_t copyRowsCheckingFinite(const float* src, float* dst, int64_t n, int d);
 
+/// copyRowsCheckingFinite in pieces of at most pieceRows rows, each thread
+/// copying a contiguous share of the rows and calling onPiece(row0, rows)
+/// after each piece it has copied and found finite (from that thread; the
+/// pieces come in no fixed order), so that the caller can start the upload
+/// of a piece while the next ones are copied. No piece holding or following
+/// a bad row in its thread's share is reported. pieceRows >= 1; onPiece
+/// must not throw (it runs inside an OpenMP region).
+int64_t copyRowsCheckingFiniteInPieces(
+        const float* src, float* dst, int64_t n, int d, int64_t pieceRows,
+        const std::function<void(int64_t row0, int64_t rows)>& onPiece);
+
+/// memcpy of `bytes` on several threads where they are many.
+void copyBytesInParallel(void* dst, const void* src, size_t bytes);
+
 /// Sizes of the chunks that n host queries are paged through, in order:
 /// the first has min(n, firstRows) rows (the GPU starts on it while the
 /// next is staged), each later one at most `growth` (>= 1) times its
