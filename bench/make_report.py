@@ -48,7 +48,7 @@ SETTING_KEYS = ["sweep", "note", "depth", "tree_depth", "L", "n_tables", "M", "n
 def setting_identity(r):
     """The setting of a line (lsh suite: its `setting` field or its setting parameters; ann suite: all
     its parameters but timings); None elsewhere."""
-    if r.get("suite") in ("ann", "ann-device-queries", "ann-lsh", "flat-tf32"):
+    if r.get("suite") in ("ann", "ann-device-queries", "ann-lsh", "flat-tf32", "ann-cagra", "host-queries"):
         p = r.get("params") or {}
         return tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted(p.items()) if not k.endswith("seconds"))
     if r.get("suite") == "gnnd-schedules":
@@ -1082,6 +1082,74 @@ def ann_device_query_table(rows):
     return out
 
 
+def fastest_by(rows, target, keep, qps_key):
+    """fastest_reaching, ranked by another q/s field (e.g. qps_device_queries)."""
+    ok = [r for r in rows if keep(r) and r.get(qps_key) and r.get("recall") is not None and r["recall"] >= target]
+    return max(ok, key=lambda r: r[qps_key]) if ok else None
+
+
+def ann_cagra_tables(rows):
+    """Suite `ann-cagra`: per data set, the fastest setting reaching each recall for ours (device and host
+    queries, per k-NN build), cuVS CAGRA (NN-Descent and IVF-PQ builds) and FAISS GPU IVF-Flat, one device
+    call; builds."""
+    out = []
+    for ds in sorted({r.get("dataset", "") for r in rows}):
+        d = [r for r in rows if r.get("dataset") == ds]
+        f = d[0]
+        commits = ", ".join(sorted({r.get("git", "?") for r in d}))
+        out.append(f"### `{ds}` ({human(f.get('nb'))} x {f.get('d')}, {f.get('device')}, commits {commits})\n")
+        out.append("| target | ours, device queries | ours, host queries | CAGRA NN-Descent | CAGRA IVF-PQ | "
+                   "FAISS GPU IVF-Flat (host) | ours / CAGRA NN-Descent (device) |")
+        out.append("|---|---|---|---|---|---|---|")
+        builds = sorted({(r.get("params") or {}).get("add_build") for r in d if r["method"] == "ours:graph"} - {None})
+        for t in (0.95, 0.99):
+            for b in builds:
+                ours = lambda r: r["method"] == "ours:graph" and r["params"].get("add_build") == b
+                od = fastest_by(d, t, ours, "qps_device_queries")
+                oh = fastest_by(d, t, ours, "qps")
+                cn = fastest_by(d, t, lambda r: r["method"] == "cuvs:cagra"
+                                and r["params"].get("build_algo") == "nn_descent", "qps")
+                cp = fastest_by(d, t, lambda r: r["method"] == "cuvs:cagra"
+                                and r["params"].get("build_algo") == "ivf_pq", "qps")
+                iv = fastest_by(d, t, lambda r: r["method"] == "faiss-gpu:IVFFlat", "qps")
+                def cell(r, key, label):
+                    return f"{label(r)}: {r['recall']:.4f}, {fmt_qps(r[key])}" if r else "not reached"
+                og = lambda r: f"SGraph{r['params'].get('graph_degree')} itopk {r['params'].get('itopk')}"
+                cg = lambda r: f"itopk {r['params'].get('itopk')}"
+                ig = lambda r: f"nprobe {r['params'].get('nprobe')}"
+                ratio = (f"{od['qps_device_queries'] / cn['qps']:.2f}x" if od and cn else "–")
+                name = f"{t:.2f}" + (f" ({b} k-NN lists)" if len(builds) > 1 else "")
+                out.append(f"| {name} | {cell(od, 'qps_device_queries', og)} | {cell(oh, 'qps', og)} | "
+                           f"{cell(cn, 'qps', cg)} | {cell(cp, 'qps', cg)} | {cell(iv, 'qps', ig)} | {ratio} |")
+        out.append("")
+        parts = []
+        for r in d:
+            if r["method"] == "ours:graph-build":
+                p = r["params"]
+                parts.append(f"ours SGraph{p.get('graph_degree')} ({p.get('add_build')} k-NN lists) "
+                             f"{r['seconds']:.2f} s")
+            elif r["method"] == "cuvs:cagra-build":
+                parts.append(f"CAGRA {r['params'].get('build_algo')} {r['seconds']:.2f} s")
+            elif r["method"] == "faiss-gpu:IVFFlat-build":
+                parts.append(f"IVF-Flat {r['seconds']:.2f} s")
+        exact = [r for r in d if r["method"] == "ours:exact"]
+        out.append("Builds: " + "; ".join(parts) + "." + (
+            f" Our exact index: {fmt_qps(exact[-1]['qps'])} q/s." if exact else "") + "\n")
+    return out
+
+
+def host_queries_table(rows):
+    """Suite `host-queries`: numpy against torch CUDA queries through the Python module."""
+    out = ["| data | index | batch | q/s, host queries | q/s, device queries | host / device | commit |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r.get('dataset')} | {r['method']} | {r.get('nq')} | {fmt_qps(r['qps'])} | "
+                   f"{fmt_qps(r['qps_device_queries'])} | {r['qps'] / r['qps_device_queries']:.2f} | "
+                   f"{r.get('git')} |")
+    out.append("")
+    return out
+
+
 def ann_tables(rows, plots_dir, rel_plots, make_plots):
     """Per data set: fastest setting reaching each recall target for our graph
     search, FAISS GPU IVF-Flat and FAISS CPU HNSW, our exact index, build times,
@@ -1283,6 +1351,18 @@ def main():
                        "loses random vectors in steps to 1%, 10% and 50% of the data; recall@10 against exact "
                        "search over the survivors.\n")
             gen += delete_tables(srows)
+        elif s == "ann-cagra":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. `bench/run_graph_scale_device.sh`: "
+                       "ours (`bench_ann`, host and device queries), cuVS CAGRA (graph degree 64, intermediate "
+                       "128; `bench/anchor_cagra.py`, device queries) and FAISS GPU IVF-Flat (numpy) in one "
+                       "device call on the same files; nq 10,000, k 10, recall@10 against our exact index.\n")
+            gen += ann_cagra_tables(srows)
+        elif s == "host-queries":
+            gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}. `bench/host_queries.py`: "
+                       "the Python module, numpy queries and results against torch CUDA tensors in and out, "
+                       "medians of 7 runs (35 below 1,000 queries); `bench_ann --device-queries` lines: the "
+                       "same in C++ (std::vector against device arrays), medians of 7 runs.\n")
+            gen += host_queries_table(srows)
         elif s == "ann-device-queries":
             gen.append(f"{len(srows)} measurements; commits: {', '.join(commits)}.\n")
             gen += ann_device_query_table(srows)
