@@ -124,7 +124,7 @@ def run_set(folder, a, cagra, Resources, device_ndarray, device):
                                   qps=len(xq) / s, qps_host_arrays=len(xq) / sh, recall=recall(ids, gt, k),
                                   latency_ms_nq1=float(np.median(single)) * 1e3 if single else None)),
                   flush=True)
-        del index
+        index = None  # its device memory goes before the next build
 
 
 def main():

@@ -25,15 +25,7 @@ import numpy as np
 import faiss
 import faiss_ext
 
-
-def mixture(seed, n, d, point_seed, clusters=1000):
-    """n points of a mixture of `clusters` Gaussians whose centres come from
-    `seed` (data and queries share them; point_seed draws the points)."""
-    centres = np.random.default_rng(seed).standard_normal((clusters, d), dtype=np.float32) * 3.0
-    rng = np.random.default_rng(point_seed)
-    x = rng.standard_normal((n, d), dtype=np.float32)
-    x += centres[rng.integers(0, clusters, n)]
-    return x
+from vdb_data import mixture, selectors
 
 
 def timed(f, reps):
@@ -161,19 +153,6 @@ def delete_part(a, res, xb, xq, out):
                      params={"removed_total_fraction": target, "build_seconds": build},
                      seconds=len(xq) / fq, qps=fq, recall=fr)
             del fresh
-
-
-def selectors(xb, rng):
-    """(name, selectivity, mask) of random and attribute-like filters."""
-    n = len(xb)
-    out = []
-    u = rng.random(n)
-    for s in (0.001, 0.01, 0.1, 0.5, 0.9):
-        out.append(("random", s, u < s))
-    first = xb[:, 0]
-    for s in (0.01, 0.1, 0.5):
-        out.append(("attribute", s, first > np.quantile(first, 1 - s)))
-    return out
 
 
 def filter_part(a, res, xb, xq, out):

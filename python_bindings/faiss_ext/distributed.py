@@ -84,6 +84,10 @@ class _Shard:
             self.res = faiss_ext.StandardGpuResources()
             self.index = faiss_ext.index_cpu_to_gpu(self.res, 0, self.index)
 
+    def placement(self):
+        """Where this replica runs: its index on a GPU or not, the GPUs Ray gave it."""
+        return {"on_gpu": self.on_gpu, "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
     def train(self, x):
         if not self.index.is_trained:
             self.index.train(x)
@@ -220,6 +224,10 @@ class ShardedIndex:
 
     def _new_actor(self):
         return self._actor_class.remote(self.d, self.description, self.metric, self._use_gpu)
+
+    def placements(self):
+        """Per shard, per live replica: {"on_gpu": bool, "gpu_ids": [...]}, where it runs."""
+        return [[ray.get(a.placement.remote()) for a in replicas] for replicas in self.shards]
 
     def heal(self):
         """Brings every shard back to its number of replicas: new actors

@@ -80,6 +80,8 @@ def test_exact_shards_equal_one_index(cluster, data, metric):
     D, I = index.search(xq, 10)
     refD, refI = reference(xb, np.arange(3000), xq, 10, metric)
     assert_knn_equal(D, I, refD, refI, larger_is_better=metric == faiss.METRIC_INNER_PRODUCT)
+    # use_gpu=False: every replica holds the CPU twin
+    assert [[p["on_gpu"] for p in s] for s in index.placements()] == [[False]] * 3
 
 
 def test_filters_and_deletes_across_shards(cluster, data):
