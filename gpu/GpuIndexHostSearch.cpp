@@ -43,7 +43,7 @@ void GpuIndex::searchPagedHostInput_(idx_t n, const float* x, idx_t k, float* di
     std::unique_lock<std::mutex> pinnedLock(resources_->getPinnedMemoryMutex());
     const std::pair<void*, size_t> pinned = resources_->getPinnedMemory();
     const int64_t slotRows =
-            pinned.first ? int64_t(pinned.second / HostQueryPipeline::kSlots / rowBytes) : 0;
+            pinned.first ? stagingSlotRows(pinned.second, HostQueryPipeline::kSlots, d, k) : 0;
     if (slotRows < 1) {  // no pinned memory (or rows too large for it)
         pinnedLock.unlock();
         searchPageableHostInput_(n, x, k, distances, labels, params);

@@ -98,6 +98,32 @@ TEST(CpuHostStaging, ParallelByteCopyIsExact) {
     }
 }
 
+TEST(CpuHostStaging, SlotLayoutIsAlignedAndRowsFitTheSlot) {
+    using faiss_ext::gpu::stagingSlotBytes;
+    using faiss_ext::gpu::stagingSlotLayout;
+    using faiss_ext::gpu::stagingSlotRows;
+    for (size_t pinned : {size_t(4096), size_t(1) << 20, size_t(256) << 20, size_t(1000003)}) {
+        const size_t slot = stagingSlotBytes(pinned, 3);
+        EXPECT_EQ(slot % 256, 0u);
+        EXPECT_LE(3 * slot, pinned);
+        for (int64_t d : {int64_t(3), int64_t(40), int64_t(784)}) {
+            for (int64_t k : {int64_t(1), int64_t(17), int64_t(100)}) {
+                const int64_t rows = stagingSlotRows(pinned, 3, d, k);
+                const auto l = stagingSlotLayout(rows, d, k);
+                EXPECT_LE(l.bytes, slot) << pinned << " " << d << " " << k;
+                EXPECT_EQ(l.distances % 256, 0u);
+                EXPECT_EQ(l.labels % 256, 0u);
+                EXPECT_GE(l.distances, size_t(4 * rows * d));
+                EXPECT_GE(l.labels - l.distances, size_t(4 * rows * k));
+                EXPECT_GE(l.bytes - l.labels, size_t(8 * rows * k));
+                // one row more would not fit
+                EXPECT_GT(stagingSlotLayout(rows + 1, d, k).bytes, slot) << pinned << " " << d;
+            }
+        }
+    }
+    EXPECT_EQ(stagingSlotRows(300, 3, 16, 10), 0);  // not one row: the pageable path
+}
+
 TEST(CpuHostStaging, ChunksCoverTheBatchFirstSmallThenDoubling) {
     EXPECT_EQ(hostQueryChunks(10000, 2048, 1 << 20), (std::vector<int64_t>{2048, 4096, 3856}));
     EXPECT_EQ(hostQueryChunks(2500, 2048, 1 << 20), (std::vector<int64_t>{2500}));

@@ -83,15 +83,17 @@ HostQueryRun::HostQueryRun(HostQueryPipeline& p, const HostSearchJob& job, GpuRe
     }
     const int used = int(std::min<size_t>(kSlots, job.chunks.size()));
     char* base = static_cast<char*>(pinned);
-    const size_t slotBytes = pinnedBytes / kSlots;
-    const size_t xCount = size_t(maxRows) * job.d, outCount = size_t(maxRows) * job.k;
-    FAISS_THROW_IF_NOT_MSG((sizeof(float) * xCount + 12 * outCount) <= slotBytes,
+    const size_t slotBytes = stagingSlotBytes(pinnedBytes, kSlots);
+    const StagingSlotLayout layout = stagingSlotLayout(maxRows, job.d, job.k);
+    FAISS_THROW_IF_NOT_MSG(layout.bytes <= slotBytes,
                            "HostQueryPipeline: a chunk does not fit its pinned slot");
+    const size_t xCount = size_t(maxRows) * job.d, outCount = size_t(maxRows) * job.k;
     for (int s = 0; s < used; ++s) {
         Slot& slot = slots_[s];
-        slot.pinX = reinterpret_cast<float*>(base + s * slotBytes);
-        slot.pinD = slot.pinX + xCount;
-        slot.pinL = reinterpret_cast<int64_t*>(slot.pinD + outCount);
+        char* at = base + s * slotBytes;
+        slot.pinX = reinterpret_cast<float*>(at + layout.queries);
+        slot.pinD = reinterpret_cast<float*>(at + layout.distances);
+        slot.pinL = reinterpret_cast<int64_t*>(at + layout.labels);
         floatBufs_.emplace_back(new TempBuffer<float>(res, p.device_, xCount, compute));
         slot.devX = floatBufs_.back()->data();
         if (!job.distancesOnDevice) {

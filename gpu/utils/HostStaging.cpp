@@ -108,6 +108,38 @@ std::vector<int64_t> hostQueryChunks(int64_t n, int64_t firstRows, int64_t maxRo
     return chunks;
 }
 
+namespace {
+size_t align256(size_t b) {
+    return (b + 255) & ~size_t(255);
+}
+}  // namespace
+
+StagingSlotLayout stagingSlotLayout(int64_t rows, int64_t d, int64_t k) {
+    FAISS_THROW_IF_NOT_FMT(rows >= 0 && d >= 1 && k >= 1,
+                           "stagingSlotLayout: rows = %lld, d = %lld, k = %lld", (long long)rows,
+                           (long long)d, (long long)k);
+    StagingSlotLayout l;
+    l.distances = align256(sizeof(float) * size_t(rows) * size_t(d));
+    l.labels = l.distances + align256(sizeof(float) * size_t(rows) * size_t(k));
+    l.bytes = l.labels + align256(sizeof(int64_t) * size_t(rows) * size_t(k));
+    return l;
+}
+
+size_t stagingSlotBytes(size_t pinnedBytes, int slots) {
+    FAISS_THROW_IF_NOT_FMT(slots >= 1, "stagingSlotBytes: slots = %d", slots);
+    return (pinnedBytes / size_t(slots)) & ~size_t(255);
+}
+
+int64_t stagingSlotRows(size_t pinnedBytes, int slots, int64_t d, int64_t k) {
+    const size_t slot = stagingSlotBytes(pinnedBytes, slots);
+    const size_t rowBytes = sizeof(float) * size_t(d + k) + sizeof(int64_t) * size_t(k);
+    // at most 255 bytes of padding after each of the three parts
+    int64_t rows = slot > 3 * 255 ? int64_t((slot - 3 * 255) / rowBytes) : 0;
+    while (rows > 0 && stagingSlotLayout(rows, d, k).bytes > slot) --rows;
+    while (stagingSlotLayout(rows + 1, d, k).bytes <= slot) ++rows;  // the padding left room
+    return rows;
+}
+
 StagingThread::StagingThread() : thread_([this] { loop_(); }) {}
 
 StagingThread::~StagingThread() {

@@ -36,6 +36,23 @@ int64_t copyRowsCheckingFiniteInPieces(
 /// memcpy of `bytes` on several threads where they are many.
 void copyBytesInParallel(void* dst, const void* src, size_t bytes);
 
+/// Where one staging slot keeps a chunk of `rows` queries of d floats and
+/// their k results: byte offsets from the slot's start, each a multiple of
+/// 256 (the results' int64 labels and the DMA want aligned addresses).
+struct StagingSlotLayout {
+    size_t queries = 0;    ///< offset of the rows x d floats
+    size_t distances = 0;  ///< offset of the rows x k floats
+    size_t labels = 0;     ///< offset of the rows x k int64
+    size_t bytes = 0;      ///< bytes the slot needs
+};
+StagingSlotLayout stagingSlotLayout(int64_t rows, int64_t d, int64_t k);
+
+/// The bytes of each of `slots` slots of a pinned buffer of pinnedBytes
+/// (a multiple of 256), and the most rows of d floats with k results one
+/// slot holds (0: not one row).
+size_t stagingSlotBytes(size_t pinnedBytes, int slots);
+int64_t stagingSlotRows(size_t pinnedBytes, int slots, int64_t d, int64_t k);
+
 /// Sizes of the chunks that n host queries are paged through, in order:
 /// the first has min(n, firstRows) rows (the GPU starts on it while the
 /// next is staged), each later one at most `growth` (>= 1) times its
