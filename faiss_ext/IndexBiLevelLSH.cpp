@@ -358,6 +358,30 @@ void IndexBiLevelLSH::reset() {
     ntotal = 0;
 }
 
+size_t IndexBiLevelLSH::remove_ids(const faiss::IDSelector& sel) {
+    auto lock = writeLock_();
+    std::vector<float> kept;
+    kept.reserve(vectors_.size());
+    int64_t n = 0;
+    for (int64_t i = 0; i < ntotal; ++i) {
+        if (sel.is_member(i)) continue;
+        const float* row = vectors_.data() + size_t(i) * d;
+        kept.insert(kept.end(), row, row + d);
+        ++n;
+    }
+    const size_t removed = size_t(ntotal - n);
+    if (removed == 0) return 0;
+    // the new tables first: on error the index stays as it was
+    BiLevelLSHTables tables;
+    CuckooHashTable cuckoo;
+    if (n > 0) lsh::buildTablesCpu(model_, config_, n, kept.data(), &tables, &cuckoo, verbose);
+    vectors_.swap(kept);
+    tables_ = std::move(tables);
+    cuckoo_ = std::move(cuckoo);
+    ntotal = n;
+    return removed;
+}
+
 void IndexBiLevelLSH::reconstruct(int64_t key, float* recons) const {
     auto lock = readLock_();
     FAISS_THROW_IF_NOT_FMT(key >= 0 && key < ntotal,

@@ -98,6 +98,12 @@ public:
     /// Removes the vectors, keeps the training.
     void reset() override;
 
+    /// Removes the vectors whose ids `sel` selects and rebuilds the tables
+    /// over the rest; the later ids move down to close the gaps (as
+    /// faiss::IndexFlat::remove_ids does). Returns how many were removed.
+    /// On error nothing changes.
+    size_t remove_ids(const faiss::IDSelector& sel) override;
+
     /// Copies vector `key` into recons.
     void reconstruct(int64_t key, float* recons) const override;
 

@@ -195,6 +195,42 @@ void GpuIndexBiLevelLSH::reset() {
     ntotal = 0;
 }
 
+size_t GpuIndexBiLevelLSH::remove_ids(const faiss::IDSelector& sel) {
+    auto lock = lockOps_();
+    const char* who = "GpuIndexBiLevelLSH::remove_ids";
+    checkUsable_();
+    const IdSelection removed(&sel, ntotal);
+    const int64_t gone = removed.count(), n = ntotal - gone;
+    if (gone == 0) return 0;
+    if (n == 0) {
+        reset();
+        return size_t(gone);
+    }
+    DeviceScope scope(config_.device);
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    // the kept rows, compacted on the host (the tables are rebuilt from all
+    // of them anyway), then a new state built beside the old one
+    std::vector<float> all(size_t(ntotal) * d), kept;
+    kept.reserve(size_t(n) * d);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(all.data(), state_->vectors.data(), sizeof(float) * all.size(),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int64_t i = 0; i < ntotal; ++i)
+        if (!removed.contains(i))
+            kept.insert(kept.end(), all.begin() + size_t(i) * d, all.begin() + size_t(i + 1) * d);
+    auto st = std::make_unique<DeviceState>();
+    st->n = n;
+    st->vectors.allocate(resources_.get(), config_.device, kept.size(), who, "vectors");
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(st->vectors.data(), kept.data(), sizeof(float) * kept.size(),
+                                         cudaMemcpyHostToDevice, stream));
+    st->model.upload(model_, stream);
+    lsh_impl::buildTablesGpu(model_, lshConfig_, st.get(), stream, verbose);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));  // before `kept` goes
+    state_ = std::move(st);
+    ntotal = n;
+    return size_t(gone);
+}
+
 BiLevelShortList GpuIndexBiLevelLSH::autoShortList(int64_t k, double meanCandidates) const {
     return k <= gpuConfig_.heapMaxK &&
                            (d <= gpuConfig_.heapMaxDim || meanCandidates <= gpuConfig_.heapMaxCandidates)

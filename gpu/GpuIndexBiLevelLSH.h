@@ -89,6 +89,12 @@ public:
     /// Removes the vectors, keeps the training.
     void reset() override;
 
+    /// Removes the vectors whose ids `sel` selects and rebuilds the tables
+    /// on the GPU over the rest; later ids move down to close the gaps, as
+    /// on the CPU twin (IndexBiLevelLSH::remove_ids). Returns how many were
+    /// removed; on error nothing changes.
+    size_t remove_ids(const faiss::IDSelector& sel) override;
+
     /// Replaces everything with the CPU twin's configuration, model and
     /// vectors (tables rebuilt on the GPU). Throws with this index unchanged
     /// when the dimension differs.

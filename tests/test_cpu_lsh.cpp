@@ -890,5 +890,59 @@ TEST(CpuLshFilter, SelectedCandidatesRankedExactly) {
     }
 }
 
+// remove_ids drops the selected vectors, moves the later ids down and
+// rebuilds the tables: the index then answers as one built from the kept
+// vectors with the same model.
+TEST(CpuLshRemove, RemovedIndexAnswersAsOneBuiltFromTheKeptVectors) {
+    const int d = 12;
+    const int64_t n = 3000, nq = 40, k = 8;
+    const auto x = test::clusteredVectors(n, d, 10, kSeed);
+    const auto q = test::clusteredVectors(nq, d, 10, kSeed + 1);
+    BiLevelLSHConfig cfg;
+    cfg.treeDepth = 3;
+    cfg.nTables = 6;
+    cfg.nProjections = 6;
+    IndexBiLevelLSH idx(d, cfg);
+    idx.train(n, x.data());
+    idx.add(n, x.data());
+    // a range and a scattered batch, removed one after the other
+    std::vector<idx_t> batch;
+    for (idx_t i = 1500; i < n - 100; i += 7) batch.push_back(i);
+    faiss::IDSelectorRange range(100, 600);
+    EXPECT_EQ(idx.remove_ids(range), 500u);
+    faiss::IDSelectorBatch scattered(batch.size(), batch.data());
+    const int64_t inBatch = int64_t(std::count_if(batch.begin(), batch.end(),
+                                                  [&](idx_t i) { return i < n - 500; }));
+    EXPECT_EQ(int64_t(idx.remove_ids(scattered)), inBatch);  // ids past ntotal now select nothing
+    std::vector<float> kept;
+    for (int64_t i = 0; i < n; ++i) {
+        if (range.is_member(i)) continue;
+        const int64_t after = i < 100 ? i : i - 500;
+        if (scattered.is_member(after)) continue;
+        kept.insert(kept.end(), x.begin() + i * d, x.begin() + (i + 1) * d);
+    }
+    const int64_t m = int64_t(kept.size()) / d;
+    ASSERT_EQ(idx.ntotal, m);
+    EXPECT_EQ(idx.getVectors(), kept);
+    IndexBiLevelLSH fresh(d, cfg);
+    fresh.setContents(idx.getConfig(), idx.getModel(), kept);
+    std::vector<float> D(nq * k), fD(nq * k);
+    std::vector<idx_t> I(nq * k), fI(nq * k);
+    idx.search(nq, q.data(), k, D.data(), I.data());
+    fresh.search(nq, q.data(), k, fD.data(), fI.data());
+    EXPECT_EQ(I, fI);
+    EXPECT_EQ(D, fD);
+    // nothing selected: nothing changes; everything: an empty trained index
+    faiss::IDSelectorRange none(m, m + 10);
+    EXPECT_EQ(idx.remove_ids(none), 0u);
+    EXPECT_EQ(idx.ntotal, m);
+    faiss::IDSelectorAll all;
+    EXPECT_EQ(int64_t(idx.remove_ids(all)), m);
+    EXPECT_EQ(idx.ntotal, 0);
+    EXPECT_TRUE(idx.is_trained);
+    idx.add(n, x.data());
+    EXPECT_EQ(idx.ntotal, n);
+}
+
 }  // namespace
 }  // namespace faiss_ext

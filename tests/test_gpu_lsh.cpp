@@ -453,6 +453,50 @@ TEST(GpuLshTwin, SearchMatchesTheTwinForEveryShortListAndK) {
     }
 }
 
+// remove_ids on both twins: the same vectors stay, in the same order, and
+// the GPU index keeps matching its twin; removing everything leaves a
+// trained, empty index that takes new vectors.
+TEST(GpuLshTwin, RemoveIdsKeepsMatchingTheTwin) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 24;
+    const int64_t n = 20000, nq = 200;
+    const std::vector<float> x = clustered(n, d, kSeed + 31);
+    const std::vector<float> q = clustered(nq, d, kSeed + 32);
+    BiLevelLSHConfig cfg;
+    cfg.treeDepth = 3;
+    cfg.nTables = 6;
+    cfg.nProjections = 6;
+    cfg.bucketWidth = 1.f;
+    const Twins t = buildTwins(&res, d, cfg, n, x.data());
+    faiss::IDSelectorRange run(1000, 6000);
+    std::vector<uint8_t> bits(size_t((n + 7) / 8));
+    for (size_t i = 0; i < bits.size(); ++i) bits[i] = uint8_t(0x9E3779B9u * (i + 3) >> 24);
+    faiss::IDSelectorBitmap some(bits.size(), bits.data());
+    for (const faiss::IDSelector* sel : {static_cast<const faiss::IDSelector*>(&run),
+                                         static_cast<const faiss::IDSelector*>(&some)}) {
+        const size_t cpuGone = t.cpu->remove_ids(*sel);
+        EXPECT_EQ(t.gpu->remove_ids(*sel), cpuGone);
+        ASSERT_EQ(t.gpu->ntotal, t.cpu->ntotal);
+        std::vector<float> back(size_t(t.gpu->ntotal) * d);
+        t.gpu->reconstruct_n(0, t.gpu->ntotal, back.data());
+        EXPECT_EQ(back, t.cpu->getVectors());
+        for (BiLevelShortList sl : {BiLevelShortList::Heap, BiLevelShortList::WorkQueue}) {
+            SearchParametersBiLevelLSH p;
+            p.shortList = sl;
+            p.nprobe = 8;
+            expectSameResults(t, q.data(), nq, 10, p, "clustered 20k x 24 after remove_ids");
+        }
+    }
+    faiss::IDSelectorAll all;
+    const int64_t left = t.gpu->ntotal;
+    EXPECT_EQ(int64_t(t.gpu->remove_ids(all)), left);
+    EXPECT_EQ(t.gpu->ntotal, 0);
+    EXPECT_TRUE(t.gpu->is_trained);
+    t.gpu->add(n, x.data());
+    EXPECT_EQ(t.gpu->ntotal, n);
+}
+
 TEST(GpuLshTwin, CopyFromAndCopyToRoundTrip) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;

@@ -212,6 +212,21 @@ def test_deterministic_for_a_seed(data):
         np.testing.assert_array_equal(value, b.get_model()[key])
 
 
+def test_remove_ids_answers_as_an_index_of_the_kept_vectors(data):
+    xb, xq, _ = data
+    index = faiss_ext.index_factory(D_DIM, "BiLSH6x6_t2")
+    index.train(xb[:3000])
+    index.add(xb[:3000])
+    assert index.remove_ids(faiss.IDSelectorRange(500, 1500)) == 1000
+    assert index.ntotal == 2000
+    kept = np.concatenate([xb[:500], xb[1500:3000]])
+    np.testing.assert_array_equal(index.reconstruct_n(0, 2000), kept)
+    fresh = faiss_ext.index_factory(D_DIM, "BiLSH6x6_t2")
+    fresh.train(xb[:3000])        # the same seed and data: the same model
+    fresh.add(kept)
+    np.testing.assert_array_equal(index.search(xq, 5)[1], fresh.search(xq, 5)[1])
+
+
 def test_reset_keeps_training(data):
     xb, xq, _ = data
     index = faiss_ext.index_factory(D_DIM, "BiLSH4x4_t2")
