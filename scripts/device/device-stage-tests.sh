@@ -8,6 +8,7 @@
 # carry [".device"]:
 #   source .device/env.sh; export FAISS_EXT_DATA_DIR=$PWD/.device/extra
 #   .device/bin/tests/gpu_tests --gtest_brief=1
+#   .device/bin/tests/doc_examples --gtest_brief=1    # the C++ doc examples
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 build=${1:-build-gpu}
