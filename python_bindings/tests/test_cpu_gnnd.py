@@ -197,6 +197,8 @@ def test_gnnd_config_add_build():
     c.add_build = "partitioned"
     assert c.add_build == "partitioned" and "add_build='partitioned'" in repr(c)
     assert faiss_ext.GpuKnnGraphGNNDConfig(add_build="one-shot").add_build == "one-shot"
+    fits = faiss_ext.GpuKnnGraphGNNDConfig(add_build="one-shot-where-it-fits")
+    assert fits.add_build == "one-shot-where-it-fits"
     with pytest.raises(ValueError, match="add_build"):
         c.add_build = "exact"
     assert c.add_build == "partitioned"
