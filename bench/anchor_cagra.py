@@ -24,21 +24,7 @@ import time
 
 import numpy as np
 
-
-def read_fbin(path):
-    with open(path, "rb") as f:
-        n, d = np.fromfile(f, dtype=np.int32, count=2)
-        return np.fromfile(f, dtype=np.float32, count=int(n) * int(d)).reshape(int(n), int(d))
-
-
-def read_ivecs(path):
-    a = np.fromfile(path, dtype=np.int32)
-    return a.reshape(-1, a[0] + 1)[:, 1:]
-
-
-def recall(ids, gt, k):
-    hits = sum(len(set(ids[i, :k].tolist()) & set(gt[i, :k].tolist())) for i in range(len(gt)))
-    return hits / float(len(gt) * k)
+from anchor_ann import read_fbin, read_ivecs, recall
 
 
 def neighbours_of(result):

@@ -12,11 +12,10 @@ tensors in and out, ratio = qps / qps_device_queries.
 """
 import argparse
 import json
-import statistics
-import subprocess
-import time
 
 import numpy as np
+
+from anchor_cagra import gpu_name, median_seconds
 
 
 def clustered(n, d, clusters, seed):
@@ -26,24 +25,6 @@ def clustered(n, d, clusters, seed):
     x = centres[rng.integers(0, clusters, n)]
     x += rng.standard_normal((n, d), dtype=np.float32)
     return x
-
-
-def median_seconds(f, runs):
-    f()
-    f()
-    t = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        f()
-        t.append(time.perf_counter() - t0)
-    return statistics.median(t)
-
-
-def gpu_name():
-    try:
-        return subprocess.check_output(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).decode().split("\n")[0]
-    except Exception:
-        return "GPU"
 
 
 def measure(index, name, params, xq, k, a, base, torch):

@@ -28,8 +28,9 @@ enum class GnndAddBuild {
     /// assignment, exact lists inside each; slower, recall about 1 on the
     /// same data (docs/gnnd.md, "Exact clusters").
     Partitioned,
-    /// OneShot where the one GNND build fits in the device's free memory
-    /// (GpuKnnGraphGNND::estimateMemory), Partitioned otherwise. What
+    /// OneShot where the one GNND build (its lists, iteration buffers and
+    /// the GGM with earlier vectors) fits in the free device and temporary
+    /// memory, Partitioned otherwise. What
     /// GpuIndexSearchGraph's Auto means: a search graph pruned from
     /// partitioned lists lacks the edges between partitions, and its recall
     /// stops short whatever the search effort (0.87 on a hard 10M x 96 set

@@ -7,6 +7,7 @@
 #include "faiss_ext/BiLevelLSHWidths.h"
 #include "faiss_ext/gpu/GpuBiLevelLSHTuneEvaluator.h"
 
+#include "faiss_ext/gpu/impl/flat/FilterKernels.h"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/lsh/LshEngine.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -208,21 +209,17 @@ size_t GpuIndexBiLevelLSH::remove_ids(const faiss::IDSelector& sel) {
     }
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    // the kept rows, compacted on the host (the tables are rebuilt from all
-    // of them anyway), then a new state built beside the old one
-    std::vector<float> all(size_t(ntotal) * d), kept;
-    kept.reserve(size_t(n) * d);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(all.data(), state_->vectors.data(), sizeof(float) * all.size(),
-                                         cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (int64_t i = 0; i < ntotal; ++i)
-        if (!removed.contains(i))
-            kept.insert(kept.end(), all.begin() + size_t(i) * d, all.begin() + size_t(i + 1) * d);
+    // the kept rows gathered on the device into a new state built beside
+    // the old one (as GpuKnnGraphGNND::remove_ids), then its tables
+    const std::vector<uint32_t> kept = removed.unselectedPositions();
+    TempBuffer<uint32_t> dKept(resources_.get(), config_.device, kept.size(), stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dKept.data(), kept.data(), sizeof(uint32_t) * kept.size(),
+                                         cudaMemcpyHostToDevice, stream));
     auto st = std::make_unique<DeviceState>();
     st->n = n;
-    st->vectors.allocate(resources_.get(), config_.device, kept.size(), who, "vectors");
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(st->vectors.data(), kept.data(), sizeof(float) * kept.size(),
-                                         cudaMemcpyHostToDevice, stream));
+    st->vectors.allocate(resources_.get(), config_.device, size_t(n) * d, who, "vectors");
+    gatherSelectedRows(state_->vectors.data(), nullptr, dKept.data(), n, d, st->vectors.data(),
+                       nullptr, stream);
     st->model.upload(model_, stream);
     lsh_impl::buildTablesGpu(model_, lshConfig_, st.get(), stream, verbose);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));  // before `kept` goes

@@ -642,15 +642,9 @@ size_t GpuKnnGraphGNND::remove_ids(const faiss::IDSelector& sel) {
                            "of degree k = %d needs more than k (nothing was removed)",
                            (long long)m, k_);
     // the survivors' positions, and each old position's new one (-1: removed)
-    std::vector<uint32_t> kept;
-    kept.reserve(size_t(m));
+    const std::vector<uint32_t> kept = removed.unselectedPositions();
     std::vector<int> newId(size_t(ntotal), -1);
-    for (int64_t i = 0; i < ntotal; ++i) {
-        if (!removed.contains(i)) {
-            newId[size_t(i)] = int(kept.size());
-            kept.push_back(uint32_t(i));
-        }
-    }
+    for (size_t j = 0; j < kept.size(); ++j) newId[kept[j]] = int(j);
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     GpuResources* res = resources_.get();

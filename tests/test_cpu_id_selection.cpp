@@ -43,6 +43,10 @@ void expectMatches(const faiss::IDSelector* sel, int64_t n, const std::string& w
     EXPECT_EQ(s.first(), first) << what << " n=" << n;
     EXPECT_EQ(s.contiguous(), count > 0 && last - first + 1 == count) << what << " n=" << n;
     EXPECT_EQ(s.positions(), expected) << what << " n=" << n;
+    std::vector<uint32_t> others;
+    for (int64_t i = 0; i < n; ++i)
+        if (!sel->is_member(i)) others.push_back(uint32_t(i));
+    EXPECT_EQ(s.unselectedPositions(), others) << what << " n=" << n;
     EXPECT_EQ(s.words().size(), size_t((n + 31) / 32)) << what;
 }
 

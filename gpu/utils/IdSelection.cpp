@@ -119,5 +119,13 @@ std::vector<uint32_t> IdSelection::positions() const {
     return out;
 }
 
+std::vector<uint32_t> IdSelection::unselectedPositions() const {
+    std::vector<uint32_t> out;
+    out.reserve(size_t(ntotal_ - count_));
+    for (int64_t i = 0; i < ntotal_; ++i)
+        if (!contains(i)) out.push_back(uint32_t(i));
+    return out;
+}
+
 }  // namespace gpu
 }  // namespace faiss_ext

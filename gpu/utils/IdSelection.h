@@ -46,6 +46,8 @@ public:
     bool contains(int64_t i) const { return (words_[size_t(i >> 5)] >> (i & 31)) & 1u; }
     /// The selected positions, ascending.
     std::vector<uint32_t> positions() const;
+    /// The positions not selected, ascending (the survivors of a remove_ids).
+    std::vector<uint32_t> unselectedPositions() const;
 
     /// The selection of params->sel over positions 0 .. ntotal - 1, or null
     /// when params (may be null) carries no selector.
