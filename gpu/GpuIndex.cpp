@@ -153,8 +153,7 @@ void GpuIndex::search(idx_t n, const float* x, idx_t k, float* distances, idx_t*
     FAISS_THROW_IF_NOT_MSG(!params || !params->sel || honoursSelector_(),
                            "search: this GPU index cannot apply an IDSelector "
                            "(SearchParameters::sel); it is refused rather than ignored "
-                           "(the flat, search-graph and Bi-level LSH indexes apply selectors: "
-                           "docs/filters.md)");
+                           "(docs/filters.md)");
     if (n == 0) return;
     FAISS_THROW_IF_NOT_MSG(x, "search: x is a null pointer");
     FAISS_THROW_IF_NOT_MSG(distances, "search: distances is a null pointer");

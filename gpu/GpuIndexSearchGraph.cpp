@@ -13,11 +13,10 @@
 
 #include "faiss_ext/CpuTwin.h"
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
-#include "faiss_ext/gpu/impl/flat/FilterKernels.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
-#include "faiss_ext/gpu/impl/graph/FilteredResults.h"
+#include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
@@ -94,15 +93,6 @@ constexpr int64_t kFilterOverfetch = 2;
 /// cheaper than the beam search's scattered reads (bench_filter --graph
 /// measures both sides of the switch).
 constexpr int64_t kExactCostRatio = 16;
-
-/// Candidates for k results when `kept` of `total` vectors are selected:
-/// a power of two >= k (may exceed kMaxItopk: then exact search runs).
-int64_t filteredCandidates(int64_t k, int64_t kept, int64_t total) {
-    const double wanted = double(kFilterOverfetch) * double(k) * double(total) / double(kept);
-    int64_t c = 32;
-    while (double(c) < wanted && c <= graph::kMaxItopk) c <<= 1;
-    return std::max<int64_t>(c, nextPow2(int(std::max<int64_t>(k, 32))));
-}
 
 /// Out-degree of level 0 of an HNSW graph.
 int levelZeroDegree(const faiss::HNSW& h) {
@@ -513,6 +503,17 @@ void GpuIndexSearchGraph::beamSearch_(idx_t n, const float* q, int64_t k,
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+graph::SelectionCorpus GpuIndexSearchGraph::selectionCorpus_() const {
+    graph::SelectionCorpus c;
+    c.res = resources_.get();
+    c.device = config_.device;
+    c.vectors = knn_->getVectorsDevice();
+    c.ntotal = ntotal;
+    c.d = d;
+    c.metric = storedMetric(metric_type);
+    return c;
+}
+
 void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
                                           const faiss::SearchParameters* params, float* distances,
                                           idx_t* labels) const {
@@ -530,70 +531,23 @@ void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
         beamSearch_(n, q, k, &wide, distances, labels);
         return;
     }
-    const int64_t kWide = filteredCandidates(k, kept, ntotal);
+    const graph::SelectionCorpus corpus = selectionCorpus_();
+    const int64_t kWide =
+            graph::filteredCandidates(k, kept, ntotal, kFilterOverfetch, graph::kMaxItopk);
     if (kWide > graph::kMaxItopk ||
         kept <= kExactCostRatio * kWide * int64_t(sConfig_.graphDegree)) {
-        searchSelectedExactly_(selection, n, q, k, distances, labels);
+        graph::searchSelectionExactly(corpus, selection, n, q, k, distances, labels);
         return;
     }
     wide.itopk = std::max<int>(wide.itopk > 0 ? wide.itopk : sConfig_.itopk, int(kWide));
     const int mergeWidth = nextPow2(std::max<int>(int(kWide), 32));
     if (wide.blocksPerQuery * mergeWidth > graph::kMaxMergedResults) wide.blocksPerQuery = 0;
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    TempBuffer<float> candD(resources_.get(), config_.device, size_t(n) * kWide, stream);
-    TempBuffer<int64_t> candI(resources_.get(), config_.device, size_t(n) * kWide, stream);
-    beamSearch_(n, q, kWide, &wide, candD.data(), candI.data());
-    TempBuffer<uint32_t> bits(resources_.get(), config_.device, selection.words().size(), stream);
-    TempBuffer<uint8_t> shortRows(resources_.get(), config_.device, size_t(n), stream);
-    selection.copyWordsTo(bits.data(), stream);
-    graph::keepSelectedCandidates(candD.data(), candI.data(), n, int(kWide), bits.data(), int(k),
-                                  metric_type == faiss::METRIC_INNER_PRODUCT, distances, labels,
-                                  shortRows.data(), stream);
-    std::vector<uint8_t> isShort(static_cast<size_t>(n));
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(isShort.data(), shortRows.data(), size_t(n),
-                                         cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<uint32_t> rows;
-    for (idx_t i = 0; i < n; ++i) {
-        if (isShort[size_t(i)]) rows.push_back(uint32_t(i));
-    }
-    if (rows.empty()) return;
-    // Queries whose widened candidates held fewer than k selected vectors
-    // (a filter correlated with their region): exact over the selection.
-    const int64_t m = int64_t(rows.size());
-    TempBuffer<uint32_t> dRows(resources_.get(), config_.device, size_t(m), stream);
-    TempBuffer<float> shortQ(resources_.get(), config_.device, size_t(m) * d, stream);
-    TempBuffer<float> shortD(resources_.get(), config_.device, size_t(m) * k, stream);
-    TempBuffer<int64_t> shortI(resources_.get(), config_.device, size_t(m) * k, stream);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dRows.data(), rows.data(), sizeof(uint32_t) * size_t(m),
-                                         cudaMemcpyHostToDevice, stream));
-    gatherSelectedRows(q, nullptr, dRows.data(), m, d, shortQ.data(), nullptr, stream);
-    searchSelectedExactly_(selection, m, shortQ.data(), k, shortD.data(), shortI.data());
-    graph::scatterResultRows(shortD.data(), shortI.data(), dRows.data(), m, int(k), distances,
-                             labels, stream);
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-void GpuIndexSearchGraph::searchSelectedExactly_(const IdSelection& selection, idx_t n,
-                                                 const float* q, int64_t k, float* distances,
-                                                 idx_t* labels) const {
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    const int64_t kept = selection.count();
-    const std::vector<uint32_t> ids = selection.positions();
-    TempBuffer<uint32_t> dIds(resources_.get(), config_.device, size_t(kept), stream);
-    TempBuffer<float> rows(resources_.get(), config_.device, size_t(kept) * d, stream);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dIds.data(), ids.data(), sizeof(uint32_t) * size_t(kept),
-                                         cudaMemcpyHostToDevice, stream));
-    gatherSelectedRows(knn_->getVectorsDevice(), nullptr, dIds.data(), kept, d, rows.data(),
-                       nullptr, stream);
-    const FlatMetric m = storedMetric(metric_type);
-    FlatStorage selected(resources_.get(), config_.device, d, m, VectorStorage::Device);
-    selected.append(rows.data(), kept, /*prepared=*/true);
-    FlatSearchOptions o = planFlatSearch(kept, true, m, d, n, k, FlatSearchRequest());
-    o.queriesPrepared = true;
-    selected.search(q, n, k, distances, labels, o);
-    mapSelectedLabels(labels, n * k, dIds.data(), stream);
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    graph::searchSelectedCandidates(
+            corpus, selection, n, q, k, kWide,
+            [&](int64_t m, const float* mq, int64_t kw, float* D, int64_t* I) {
+                beamSearch_(m, mq, kw, &wide, D, I);
+            },
+            distances, labels);
 }
 
 std::vector<int> GpuIndexSearchGraph::getSearchGraph() const {

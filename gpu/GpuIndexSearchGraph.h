@@ -40,6 +40,9 @@ namespace gpu {
 class GpuKnnGraphGNND;
 class FlatStorage;
 class IdSelection;
+namespace graph {
+struct SelectionCorpus;
+}
 
 /// Build options and search defaults of GpuIndexSearchGraph.
 struct GpuIndexSearchGraphConfig : GpuIndexConfig {
@@ -226,8 +229,7 @@ class GpuIndexSearchGraph : public GpuIndex {
     void searchFiltered_(idx_t n, const float* q, int64_t k, const faiss::SearchParameters* params,
                          float* distances, idx_t* labels) const;
     /// Exact k-NN of n prepared device queries among the selected vectors.
-    void searchSelectedExactly_(const IdSelection& selection, idx_t n, const float* q, int64_t k,
-                                float* distances, idx_t* labels) const;
+    graph::SelectionCorpus selectionCorpus_() const;
 
     FlatMetric flatMetric_;
     GpuIndexSearchGraphConfig sConfig_;

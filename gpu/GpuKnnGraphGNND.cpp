@@ -9,6 +9,7 @@
 #include "faiss_ext/gpu/impl/gnnd/Gnnd.h"
 #include "faiss_ext/gpu/impl/gnnd/GnndRemove.h"
 #include "faiss_ext/gpu/impl/gnnd/PartitionedAdd.h"
+#include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 #include "faiss_ext/gpu/utils/IdSelection.h"
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <typeinfo>
 #include <utility>
 
 namespace faiss_ext {
@@ -60,6 +62,18 @@ const faiss::IndexNNDescentFlat* checkedTwin(const faiss::IndexNNDescentFlat* in
 
 /// The pool of search() when searchL is 0 (at least k at search time).
 int defaultSearchL(int degree) { return std::max(128, 2 * degree); }
+
+/// A filtered search asks the greedy search for this many candidates per
+/// result it needs (k / selectivity hold k selected ones on average; twice
+/// that leaves room for filters correlated with the query), ...
+constexpr int64_t kFilterOverfetch = 2;
+/// ... with a pool of at most this many (wider costs more than exact
+/// search over the selection) ...
+constexpr int64_t kMaxFilteredPool = 1024;
+/// ... and searches exactly over the selection when it holds at most this
+/// many vectors per candidate distance the greedy search computes (pool x
+/// degree), as GpuIndexSearchGraph does.
+constexpr int64_t kExactCostRatio = 16;
 
 size_t deviceFreeBytes(int device) {
     DeviceScope scope(device);
@@ -419,31 +433,52 @@ std::vector<int> GpuKnnGraphGNND::getGraphInt() const {
     return std::vector<int>(I.begin(), I.end());
 }
 
-void GpuKnnGraphGNND::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
-                                  idx_t* labels, const faiss::SearchParameters* params) const {
+int GpuKnnGraphGNND::resolveSearchL_(int64_t k, const faiss::SearchParameters* params) const {
     int L = gConfig_.searchL;
     if (params) {
         auto gp = dynamic_cast<const SearchParametersGNND*>(params);
-        FAISS_THROW_IF_NOT_MSG(gp, "GpuKnnGraphGNND::search: params must be SearchParametersGNND");
-        FAISS_THROW_IF_NOT_FMT(gp->searchL >= 0, "search: searchL = %d must be >= 0", gp->searchL);
-        if (gp->searchL > 0) {
-            FAISS_THROW_IF_NOT_FMT(gp->searchL >= k, "search: searchL = %d must be >= k = %lld",
-                                   gp->searchL, (long long)k);
-            L = gp->searchL;
+        // FAISS's own SearchParameters carries a selector only
+        FAISS_THROW_IF_NOT_MSG(gp || typeid(*params) == typeid(faiss::SearchParameters),
+                               "GpuKnnGraphGNND::search: params must be SearchParametersGNND "
+                               "or faiss::SearchParameters");
+        if (gp) {
+            FAISS_THROW_IF_NOT_FMT(gp->searchL >= 0, "search: searchL = %d must be >= 0",
+                                   gp->searchL);
+            if (gp->searchL > 0) {
+                FAISS_THROW_IF_NOT_FMT(gp->searchL >= k,
+                                       "search: searchL = %d must be >= k = %lld", gp->searchL,
+                                       (long long)k);
+                L = gp->searchL;
+            }
         }
     }
     FAISS_THROW_IF_NOT_FMT(k <= 4096, "GpuKnnGraphGNND::search: k = %lld must be <= 4096",
                            (long long)k);
     if (L == 0) L = defaultSearchL(k_);
-    L = std::max<int>(L, int(k));
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    return std::max<int>(L, int(k));
+}
+
+void GpuKnnGraphGNND::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
+                                  idx_t* labels, const faiss::SearchParameters* params) const {
+    const int L = resolveSearchL_(k, params);
     if (ntotal == 0) {
         fillEmptyResults_(n, k, distances, labels);
         return;
     }
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
     std::unique_ptr<TempBuffer<float>> prepared;
     const float* q = preparedQueries(resources_.get(), config_.device, stream, flatMetric_, x, n,
                                      d, prepared);
+    if (params && params->sel) {
+        searchFiltered_(n, q, k, L, *params->sel, distances, labels);
+    } else {
+        greedySearch_(n, q, k, L, distances, labels);
+    }
+}
+
+void GpuKnnGraphGNND::greedySearch_(idx_t n, const float* q, int64_t k, int L, float* distances,
+                                    idx_t* labels) const {
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
     bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
     gnnd::search(resources_.get(), config_.device, stream, state_->x.data(), state_->norms.data(),
                  ntotal, d, state_->ids.data(), buildK_, k_, ip, q, n, int(k), L,
@@ -459,6 +494,40 @@ void GpuKnnGraphGNND::searchImpl_(idx_t n, const float* x, int64_t k, float* dis
                                              cudaMemcpyHostToDevice, stream));
     }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void GpuKnnGraphGNND::searchFiltered_(idx_t n, const float* q, int64_t k, int L,
+                                      const faiss::IDSelector& sel, float* distances,
+                                      idx_t* labels) const {
+    const IdSelection selection(&sel, ntotal);
+    const int64_t kept = selection.count();
+    if (kept == 0) {
+        fillEmptyResults_(n, k, distances, labels);
+        return;
+    }
+    if (kept == ntotal) {
+        greedySearch_(n, q, k, L, distances, labels);
+        return;
+    }
+    graph::SelectionCorpus corpus;
+    corpus.res = resources_.get();
+    corpus.device = config_.device;
+    corpus.vectors = state_->x.data();
+    corpus.ntotal = ntotal;
+    corpus.d = d;
+    corpus.metric = metric_type == faiss::METRIC_L2 ? FlatMetric::L2 : FlatMetric::InnerProduct;
+    const int64_t kWide =
+            graph::filteredCandidates(k, kept, ntotal, kFilterOverfetch, kMaxFilteredPool);
+    if (kWide > kMaxFilteredPool || kept <= kExactCostRatio * kWide * int64_t(k_)) {
+        graph::searchSelectionExactly(corpus, selection, n, q, k, distances, labels);
+        return;
+    }
+    graph::searchSelectedCandidates(
+            corpus, selection, n, q, k, kWide,
+            [&](int64_t m, const float* mq, int64_t kw, float* D, int64_t* I) {
+                greedySearch_(m, mq, kw, std::max<int>(L, int(kw)), D, I);
+            },
+            distances, labels);
 }
 
 void GpuKnnGraphGNND::copyFrom(const faiss::IndexNNDescentFlat* index) {

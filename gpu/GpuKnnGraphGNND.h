@@ -185,8 +185,18 @@ protected:
     void searchImpl_(idx_t n, const float* x, int64_t k, float* distances, idx_t* labels,
                      const faiss::SearchParameters* params) const override;
 
+    bool honoursSelector_() const override { return true; }
+
 private:
     void checkConfig_(const GpuKnnGraphGNNDConfig& c, int k) const;
+    /// The candidate pool of a search of k (params checked first).
+    int resolveSearchL_(int64_t k, const faiss::SearchParameters* params) const;
+    /// The greedy search over the k-NN graph of n prepared device queries.
+    void greedySearch_(idx_t n, const float* q, int64_t k, int L, float* distances,
+                       idx_t* labels) const;
+    /// Only vectors `sel` keeps returned (impl/graph/FilteredGraphSearch.h).
+    void searchFiltered_(idx_t n, const float* q, int64_t k, int L, const faiss::IDSelector& sel,
+                         float* distances, idx_t* labels) const;
     /// OneShot or Partitioned for an add of n vectors (config.addBuild; Auto
     /// by size and host memory, OneShotWhereItFits by device memory).
     GnndAddBuild resolveAddBuild_(idx_t n) const;

@@ -216,6 +216,28 @@ def test_search_recall(built, xb):
     assert I0.shape == (0, 10)
 
 
+def test_filtered_search_returns_selected_vectors_only(built, xb):
+    """A FAISS IDSelector is applied (docs/filters.md), through FAISS's base
+    SearchParameters and through SearchParametersGNND."""
+    index, _ = built
+    xq = clustered(98, n=200)
+    half = len(xb) // 2
+    ref = faiss.IndexFlatL2(D_DIM)
+    ref.add(xb[:half])
+    _, I_ref = ref.search(xq, 10)
+    lower = faiss.IDSelectorRange(0, half)  # held: SearchParameters does not own it
+    p = faiss.SearchParameters()
+    p.sel = lower
+    _, I = index.search(xq, 10, params=p)
+    assert ((I >= 0) & (I < half)).all()
+    assert recall_at(I, I_ref, 10) >= 0.9
+    sevens = faiss.IDSelectorBatch(np.arange(0, len(xb), 7, dtype=np.int64))
+    g = faiss_ext.SearchParametersGNND(search_l=256)
+    g.sel = sevens
+    _, I7 = index.search(xq, 10, params=g)
+    assert ((I7 % 7) == 0).all()
+
+
 # ---- faiss.IndexNNDescentFlat ----
 
 def test_copy_to_gives_a_faiss_index_faiss_can_search_and_save(built, xb, tmp_path):

@@ -1,0 +1,105 @@
+#include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/impl/flat/FilterKernels.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
+#include "faiss_ext/gpu/impl/graph/FilteredResults.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/DeviceVector.h"
+#include "faiss_ext/gpu/utils/IdSelection.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
+
+namespace faiss_ext {
+namespace gpu {
+namespace graph {
+
+int64_t filteredCandidates(int64_t k, int64_t kept, int64_t total, int64_t overfetch,
+                           int64_t cap) {
+    const double wanted = double(overfetch) * double(k) * double(total) / double(kept);
+    int64_t c = 32;
+    while (double(c) < wanted && c <= cap) c <<= 1;
+    return std::max<int64_t>(c, nextPow2(int(std::max<int64_t>(k, 32))));
+}
+
+void searchSelectionExactly(const SelectionCorpus& corpus, const IdSelection& selection, int64_t n,
+                            const float* q, int64_t k, float* distances, int64_t* labels) {
+    cudaStream_t stream = corpus.res->getDefaultStream(corpus.device);
+    const int64_t kept = selection.count();
+    const std::vector<uint32_t> ids = selection.positions();
+    TempBuffer<uint32_t> dIds(corpus.res, corpus.device, size_t(kept), stream);
+    TempBuffer<float> rows(corpus.res, corpus.device, size_t(kept) * corpus.d, stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dIds.data(), ids.data(), sizeof(uint32_t) * size_t(kept),
+                                         cudaMemcpyHostToDevice, stream));
+    gatherSelectedRows(corpus.vectors, nullptr, dIds.data(), kept, corpus.d, rows.data(), nullptr,
+                       stream);
+    FlatStorage selected(corpus.res, corpus.device, corpus.d, corpus.metric,
+                         VectorStorage::Device);
+    selected.append(rows.data(), kept, /*prepared=*/true);
+    FlatSearchOptions o = planFlatSearch(kept, true, corpus.metric, corpus.d, n, k,
+                                         FlatSearchRequest());
+    o.queriesPrepared = true;
+    selected.search(q, n, k, distances, labels, o);
+    mapSelectedLabels(labels, n * k, dIds.data(), stream);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+namespace {
+
+/// The rows whose shortRows flag is set, on the host.
+std::vector<uint32_t> shortRowList(const uint8_t* shortRows, int64_t n, cudaStream_t stream) {
+    std::vector<uint8_t> isShort(static_cast<size_t>(n));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(isShort.data(), shortRows, size_t(n),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<uint32_t> rows;
+    for (int64_t i = 0; i < n; ++i) {
+        if (isShort[size_t(i)]) rows.push_back(uint32_t(i));
+    }
+    return rows;
+}
+
+/// Rows `rows` of the results answered again exactly over the selection.
+void answerRowsExactly(const SelectionCorpus& corpus, const IdSelection& selection,
+                       const std::vector<uint32_t>& rows, const float* q, int64_t k,
+                       float* distances, int64_t* labels) {
+    cudaStream_t stream = corpus.res->getDefaultStream(corpus.device);
+    const int64_t m = int64_t(rows.size());
+    TempBuffer<uint32_t> dRows(corpus.res, corpus.device, size_t(m), stream);
+    TempBuffer<float> shortQ(corpus.res, corpus.device, size_t(m) * corpus.d, stream);
+    TempBuffer<float> shortD(corpus.res, corpus.device, size_t(m) * k, stream);
+    TempBuffer<int64_t> shortI(corpus.res, corpus.device, size_t(m) * k, stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dRows.data(), rows.data(), sizeof(uint32_t) * size_t(m),
+                                         cudaMemcpyHostToDevice, stream));
+    gatherSelectedRows(q, nullptr, dRows.data(), m, corpus.d, shortQ.data(), nullptr, stream);
+    searchSelectionExactly(corpus, selection, m, shortQ.data(), k, shortD.data(), shortI.data());
+    scatterResultRows(shortD.data(), shortI.data(), dRows.data(), m, int(k), distances, labels,
+                      stream);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace
+
+void searchSelectedCandidates(const SelectionCorpus& corpus, const IdSelection& selection,
+                              int64_t n, const float* q, int64_t k, int64_t kWide,
+                              const CandidateSearch& candidates, float* distances,
+                              int64_t* labels) {
+    cudaStream_t stream = corpus.res->getDefaultStream(corpus.device);
+    TempBuffer<float> candD(corpus.res, corpus.device, size_t(n) * kWide, stream);
+    TempBuffer<int64_t> candI(corpus.res, corpus.device, size_t(n) * kWide, stream);
+    candidates(n, q, kWide, candD.data(), candI.data());
+    TempBuffer<uint32_t> bits(corpus.res, corpus.device, selection.words().size(), stream);
+    TempBuffer<uint8_t> shortRows(corpus.res, corpus.device, size_t(n), stream);
+    selection.copyWordsTo(bits.data(), stream);
+    keepSelectedCandidates(candD.data(), candI.data(), n, int(kWide), bits.data(), int(k),
+                           corpus.metric == FlatMetric::InnerProduct, distances, labels,
+                           shortRows.data(), stream);
+    const std::vector<uint32_t> rows = shortRowList(shortRows.data(), n, stream);
+    if (!rows.empty()) answerRowsExactly(corpus, selection, rows, q, k, distances, labels);
+}
+
+}  // namespace graph
+}  // namespace gpu
+}  // namespace faiss_ext
