@@ -51,7 +51,7 @@ g++ -shared $T/obj/module.cpp.o "${binds[@]}" "${common[@]}" \
 g++ -shared $T/obj/testing_module.cpp.o "${common[@]}" -o "$T/pkg/faiss_ext/_faiss_ext_testing$ext" "${link[@]}"
 # the wheel's OpenBLAS needs the libgfortran beside it
 export LD_LIBRARY_PATH=$T/lib:$T/site/faiss_cpu.libs:/usr/local/cuda/lib64
-export PYTHONPATH=$PWD/.pyfaiss:$T/pkg:$T/site
+export PYTHONPATH=$PWD/.pyfaiss:$T/pkg:$T/site${FX_EXTRA_PYTHONPATH:+:$FX_EXTRA_PYTHONPATH}  # FX_EXTRA_PYTHONPATH: e.g. /tmp/ray-site (make-ray-kit.sh)
 python3 -c "import faiss, faiss_ext; print('faiss', faiss.__version__, faiss.__file__, 'GPUs', faiss_ext.get_num_gpus())"
 set +e
 python3 -m pytest -q -rs -p no:cacheprovider "${@:-python_bindings/tests}" 2>&1 | tee "${OUT:-$T}/pytest_full.log" | tail -5

@@ -10,7 +10,7 @@
 # machine keeps /tmp about 30 s between calls):
 #   call 1 (carry OUT_DIR):  source OUT_DIR/ray-env.sh   (unpacks into /tmp/ray-site)
 #   call 2 (carry .pyd .whl .pyfaiss): FX_SKIP_CONVERSION=1 bash scripts/device/device-python-tests.sh \
-#           -q python_bindings/tests/test_gpu_distributed.py  with PYTHONPATH ending in /tmp/ray-site
+#           -q python_bindings/tests/test_gpu_distributed.py  with FX_EXTRA_PYTHONPATH=/tmp/ray-site
 # ray-env.sh puts /tmp/ray-site on PYTHONPATH (ahead of site-packages).
 # filelock and typing-extensions are left out: torch, which the GPU
 # machine's python has, brings them, and a second copy would shadow torch's.
