@@ -82,18 +82,6 @@ FlatMetric storedMetric(faiss::MetricType metric) {
     return metric == faiss::METRIC_L2 ? FlatMetric::L2 : FlatMetric::InnerProduct;
 }
 
-/// A filtered graph search asks the beam search for this many candidates
-/// per result it needs: k / selectivity of them hold k selected ones on
-/// average, twice that leaves room for filters correlated with the query.
-constexpr int64_t kFilterOverfetch = 2;
-
-/// Filtered search runs exactly over the selection when it holds at most
-/// this many vectors per candidate distance a beam search computes
-/// (itopk x degree): the GEMM computes a distance an order of magnitude
-/// cheaper than the beam search's scattered reads (bench_filter --graph
-/// measures both sides of the switch).
-constexpr int64_t kExactCostRatio = 16;
-
 /// Out-degree of level 0 of an HNSW graph.
 int levelZeroDegree(const faiss::HNSW& h) {
     return h.cum_nneighbor_per_level[1] - h.cum_nneighbor_per_level[0];
@@ -532,10 +520,8 @@ void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
         return;
     }
     const graph::SelectionCorpus corpus = selectionCorpus_();
-    const int64_t kWide =
-            graph::filteredCandidates(k, kept, ntotal, kFilterOverfetch, graph::kMaxItopk);
-    if (kWide > graph::kMaxItopk ||
-        kept <= kExactCostRatio * kWide * int64_t(sConfig_.graphDegree)) {
+    const int64_t kWide = graph::filteredCandidates(k, kept, ntotal, graph::kMaxItopk);
+    if (graph::searchSelectionInstead(kept, kWide, graph::kMaxItopk, sConfig_.graphDegree)) {
         graph::searchSelectionExactly(corpus, selection, n, q, k, distances, labels);
         return;
     }

@@ -63,17 +63,9 @@ const faiss::IndexNNDescentFlat* checkedTwin(const faiss::IndexNNDescentFlat* in
 /// The pool of search() when searchL is 0 (at least k at search time).
 int defaultSearchL(int degree) { return std::max(128, 2 * degree); }
 
-/// A filtered search asks the greedy search for this many candidates per
-/// result it needs (k / selectivity hold k selected ones on average; twice
-/// that leaves room for filters correlated with the query), ...
-constexpr int64_t kFilterOverfetch = 2;
-/// ... with a pool of at most this many (wider costs more than exact
-/// search over the selection) ...
+/// A filtered search widens the greedy search's pool to at most this many
+/// candidates (wider costs more than exact search over the selection).
 constexpr int64_t kMaxFilteredPool = 1024;
-/// ... and searches exactly over the selection when it holds at most this
-/// many vectors per candidate distance the greedy search computes (pool x
-/// degree), as GpuIndexSearchGraph does.
-constexpr int64_t kExactCostRatio = 16;
 
 size_t deviceFreeBytes(int device) {
     DeviceScope scope(device);
@@ -516,9 +508,8 @@ void GpuKnnGraphGNND::searchFiltered_(idx_t n, const float* q, int64_t k, int L,
     corpus.ntotal = ntotal;
     corpus.d = d;
     corpus.metric = metric_type == faiss::METRIC_L2 ? FlatMetric::L2 : FlatMetric::InnerProduct;
-    const int64_t kWide =
-            graph::filteredCandidates(k, kept, ntotal, kFilterOverfetch, kMaxFilteredPool);
-    if (kWide > kMaxFilteredPool || kept <= kExactCostRatio * kWide * int64_t(k_)) {
+    const int64_t kWide = graph::filteredCandidates(k, kept, ntotal, kMaxFilteredPool);
+    if (graph::searchSelectionInstead(kept, kWide, kMaxFilteredPool, k_)) {
         graph::searchSelectionExactly(corpus, selection, n, q, k, distances, labels);
         return;
     }

@@ -388,6 +388,20 @@ void expectFilteredRecallAtEverySelectivity(const faiss::Index& index, FlatMetri
     }
 }
 
+/// A selection of no stored vector (ids past ntotal) through the index's own
+/// parameters `p` pads every row with -1.
+void expectEmptySelectionPads(const faiss::Index& index, const std::vector<float>& xq, int d,
+                              faiss::SearchParameters* p) {
+    const int64_t nq = int64_t(xq.size()) / d, k = 10;
+    faiss::IDSelectorRange none(index.ntotal, index.ntotal + 5);
+    p->sel = &none;
+    std::vector<float> D(nq * k);
+    std::vector<int64_t> I(nq * k);
+    index.search(nq, xq.data(), k, D.data(), I.data(), p);
+    p->sel = nullptr;
+    for (int64_t id : I) EXPECT_EQ(id, -1);
+}
+
 }  // namespace
 
 TEST(GpuFilteredGraphSearch, RecallAgainstFilteredExactAtEverySelectivity) {
@@ -402,13 +416,8 @@ TEST(GpuFilteredGraphSearch, RecallAgainstFilteredExactAtEverySelectivity) {
     expectFilteredRecallAtEverySelectivity(graph, FlatMetric::L2, d, xb, xq, "search graph");
     // ours with our parameters and a selector; an empty selection pads
     faiss_ext::gpu::SearchParametersSearchGraph gp;
-    faiss::IDSelectorRange none(nb, nb + 5);
-    gp.sel = &none;
     gp.itopk = 128;
-    std::vector<float> D(nq * k);
-    std::vector<int64_t> I(nq * k);
-    graph.search(nq, xq.data(), k, D.data(), I.data(), &gp);
-    for (int64_t id : I) EXPECT_EQ(id, -1);
+    expectEmptySelectionPads(graph, xq, d, &gp);
 }
 
 TEST(GpuFilteredGraphSearch, GnndSearchKeepsItsRecallAtEverySelectivity) {
@@ -441,17 +450,16 @@ TEST(GpuFilteredGraphSearch, GnndSearchKeepsItsRecallAtEverySelectivity) {
         expectFilteredRecallAtEverySelectivity(gnnd, metric, d, xb, xq,
                                                metric == FlatMetric::L2 ? "GNND L2" : "GNND IP",
                                                &wide, std::min(0.95, unfiltered - 0.02));
-        // our parameters carry the selector too; an empty selection pads
+        // our parameters carry the selector too, and FAISS's base ones; an
+        // empty selection pads
         faiss_ext::gpu::SearchParametersGNND gp;
-        faiss::IDSelectorRange none(nb, nb + 5);
-        gp.sel = &none;
         gp.searchL = 64;
-        std::vector<float> D(nq * k);
-        std::vector<int64_t> I(nq * k);
-        gnnd.search(nq, xq.data(), k, D.data(), I.data(), &gp);
-        for (int64_t id : I) EXPECT_EQ(id, -1);
+        expectEmptySelectionPads(gnnd, xq, d, &gp);
+        faiss::SearchParameters base;
+        expectEmptySelectionPads(gnnd, xq, d, &base);
         // another index's parameters are refused, nothing written
         faiss_ext::gpu::SearchParametersSearchGraph other;
+        std::vector<float> D(nq * k);
         std::vector<int64_t> untouched(nq * k, 7);
         EXPECT_THROW(gnnd.search(nq, xq.data(), k, D.data(), untouched.data(), &other),
                      faiss::FaissException);

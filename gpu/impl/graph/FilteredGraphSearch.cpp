@@ -16,12 +16,15 @@ namespace faiss_ext {
 namespace gpu {
 namespace graph {
 
-int64_t filteredCandidates(int64_t k, int64_t kept, int64_t total, int64_t overfetch,
-                           int64_t cap) {
-    const double wanted = double(overfetch) * double(k) * double(total) / double(kept);
+int64_t filteredCandidates(int64_t k, int64_t kept, int64_t total, int64_t cap) {
+    const double wanted = double(kFilterOverfetch) * double(k) * double(total) / double(kept);
     int64_t c = 32;
     while (double(c) < wanted && c <= cap) c <<= 1;
     return std::max<int64_t>(c, nextPow2(int(std::max<int64_t>(k, 32))));
+}
+
+bool searchSelectionInstead(int64_t kept, int64_t kWide, int64_t cap, int64_t degree) {
+    return kWide > cap || kept <= kExactCostRatio * kWide * degree;
 }
 
 void searchSelectionExactly(const SelectionCorpus& corpus, const IdSelection& selection, int64_t n,

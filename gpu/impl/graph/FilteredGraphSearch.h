@@ -36,10 +36,26 @@ struct SelectionCorpus {
 using CandidateSearch =
         std::function<void(int64_t n, const float* q, int64_t kWide, float* D, int64_t* I)>;
 
+/// A filtered graph search asks the graph search for this many candidates
+/// per result it needs: k / selectivity of them hold k selected ones on
+/// average, twice that leaves room for filters correlated with the query.
+constexpr int64_t kFilterOverfetch = 2;
+
+/// Exact search over the selection runs when it holds at most this many
+/// vectors per candidate distance a graph search computes (width x degree):
+/// the GEMM computes a distance an order of magnitude cheaper than the graph
+/// search's scattered reads (bench_filter --graph measures both sides).
+constexpr int64_t kExactCostRatio = 16;
+
 /// Candidates for k results when `kept` of `total` vectors are selected: a
-/// power of two >= max(k, 32) near overfetch x k / selectivity, capped just
-/// past `cap` (a width past cap tells the caller to search exactly).
-int64_t filteredCandidates(int64_t k, int64_t kept, int64_t total, int64_t overfetch, int64_t cap);
+/// power of two >= max(k, 32) near kFilterOverfetch x k / selectivity,
+/// capped just past `cap` (a width past cap means exact search).
+int64_t filteredCandidates(int64_t k, int64_t kept, int64_t total, int64_t cap);
+
+/// Whether `kept` selected vectors are searched exactly rather than through
+/// kWide graph candidates of a graph of out-degree `degree` (kWide past the
+/// graph search's `cap`, or the selection cheaper by kExactCostRatio).
+bool searchSelectionInstead(int64_t kept, int64_t kWide, int64_t cap, int64_t degree);
 
 /// Exact k-NN of n device queries (prepared) among the selected vectors;
 /// labels are stored positions.
