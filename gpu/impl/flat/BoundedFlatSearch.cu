@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/RowSelector.h"
 #include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
@@ -226,16 +227,16 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
     const Tf32BoundTerms terms = tf32BoundTerms(d, l2);
     const double xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
 
+    FAISS_THROW_IF_NOT_MSG(l2 || !corpus.centre, "boundedFlatSearch: a centred corpus is L2 only");
+    const bool centred = corpus.centre != nullptr;
+
     std::vector<int64_t> fallbackRows;
     {
-        // Query norms (the bound's |q|; for L2 also the decode's |q|^2, the
-        // same kernel on the same prepared queries as the FP32 path).
-        TempBuffer<float> querySqNorms(res, device, size_t(nq), stream);
-        rowSquaredNorms(queries, nq, d, querySqNorms.data(), stream);
-
         // Per row beyond the selection: m re-scored keys, their sort's
-        // temporary memory and the lower bound of the keys left out.
-        const size_t extraPerRow = sizeof(uint64_t) * m + select::sortKeyRowsTempBytes(1, m) + 64;
+        // temporary memory, the lower bound of the keys left out, the
+        // query's norm and (centred) the centred query.
+        const size_t extraPerRow = sizeof(uint64_t) * m + select::sortKeyRowsTempBytes(1, m) + 64 +
+                                   sizeof(float) * (1 + (centred ? size_t(d) : 0));
         // One flag per query, read back once after the last block (a read
         // per block would stall the stream between blocks).
         TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
@@ -265,6 +266,11 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         const size_t sortBytes = select::sortKeyRowsTempBytes(p.rows, m);
         TempBuffer<char> sortTemp(res, device, sortBytes, stream);
         TempBuffer<double> leftOutLower(res, device, size_t(p.rows), stream);
+        // Query norms per block (the bound's |q|; for L2 also the decode's
+        // |q|^2, the same kernel as the FP32 path's, on the queries this
+        // pass multiplies: centred ones when the corpus is).
+        TempBuffer<float> querySqNorms(res, device, size_t(p.rows), stream);
+        TempBuffer<float> centredQueries(res, device, centred ? size_t(p.rows) * d : 0, stream);
         const float alpha = l2 ? -2.f : -1.f;
         cublasHandle_t blas = res->getBlasHandle(device);
 
@@ -284,6 +290,11 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
             const int64_t rows = std::min(p.rows, nq - q0);
             const float* q = queries + size_t(q0) * d;
+            if (centred) {
+                subtractCentre(q, rows, d, corpus.centre, centredQueries.data(), stream);
+                q = centredQueries.data();
+            }
+            rowSquaredNorms(q, rows, d, querySqNorms.data(), stream);
             if (p.sampled) {
                 gemmDotProductsTf32(blas, q, rows, corpus.vectors, nb, d, alpha, dist.data(),
                                     ldMax);
@@ -304,7 +315,7 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                 a.approxKeys = sel->finish();
             }
             a.queries = q;
-            a.querySqNorms = querySqNorms.data() + q0;
+            a.querySqNorms = querySqNorms.data();
             rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, stream>>>(a);
             FAISS_EXT_CUDA_CHECK_LAUNCH();
             select::sortKeyRows(rescored.data(), rows, m, sortTemp.data(), sortBytes, stream);
@@ -314,7 +325,7 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
             FAISS_EXT_CUDA_CHECK_LAUNCH();
             // Every row is decoded; the uncertified ones are written over below.
             select::decodeKeys(rescored.data(), rows, kk, k, decode,
-                               l2 ? querySqNorms.data() + q0 : nullptr, distances + size_t(q0) * k,
+                               l2 ? querySqNorms.data() : nullptr, distances + size_t(q0) * k,
                                labels + size_t(q0) * k, stream, m);
         }
         std::vector<uint8_t> hostCertified(static_cast<size_t>(nq));

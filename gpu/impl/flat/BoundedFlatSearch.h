@@ -80,6 +80,11 @@ struct BoundedCorpus {
     int d = 0;
     FlatMetric metric = FlatMetric::L2;
     double maxSqNorm = 0.0;  ///< the largest stored FP32 |x|^2 over the corpus
+    /// L2 only, may be null: the translation c of a centred copy
+    /// (CentredCorpus.h). Then vectors, sqNorms and maxSqNorm describe
+    /// fl(x - c), each block of queries is centred by c before its TF32
+    /// pass, and the FP32 fallback gets the queries as passed.
+    const float* centre = nullptr;
 };
 
 /// Searches `n` prepared queries by the FP32 path, writing n x k results

@@ -212,6 +212,7 @@ void FlatStorage::reserve(int64_t n) {
     FAISS_THROW_IF_NOT_FMT(n <= kMaxVectors, "GpuIndexQuickSelectFlat holds at most %lld vectors "
                            "(asked for %lld)", (long long)kMaxVectors, (long long)n);
     DeviceScope scope(device_);
+    centred_.invalidate();  // its memory first: the move below may need it
     cudaStream_t stream = res_->getDefaultStream(device_);
     bool host = wantHost_(n);
     float* nv = nullptr;
@@ -254,6 +255,7 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
                            "%lld vectors (has %lld, adding %lld)", (long long)kMaxVectors,
                            (long long)ntotal_, (long long)n);
     DeviceScope scope(device_);
+    centred_.invalidate();
     if (ntotal_ + n > capacity_) reserve(std::max(ntotal_ + n, capacity_ + capacity_ / 2));
     cudaStream_t stream = res_->getDefaultStream(device_);
     float addedMax = 0.f;  // the largest |x|^2 added (maxSquaredNorm synchronises)
@@ -300,6 +302,7 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
 
 void FlatStorage::reset() {
     DeviceScope scope(device_);
+    centred_.invalidate();
     if (onHost_) freeHost_(vectors_, norms_);
     dVectors_.release();
     dNorms_.release();
@@ -316,6 +319,7 @@ int64_t FlatStorage::removeSelected(const IdSelection& removed) {
                            "index has %lld", (long long)removed.size(), (long long)ntotal_);
     const int64_t gone = removed.count();
     if (gone == 0) return 0;
+    centred_.invalidate();
     const int64_t kept = ntotal_ - gone;
     std::vector<uint32_t> keep;
     keep.reserve(size_t(kept));
@@ -368,7 +372,7 @@ void FlatStorage::copyVectors(int64_t i0, int64_t n, float* out) const {
 
 void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* distances,
                          int64_t* labels, const FlatSearchOptions& opt) const {
-    const CorpusView all{vectors_, norms_, ntotal_, onHost_, maxSqNorm_, nullptr};
+    const CorpusView all{vectors_, norms_, ntotal_, onHost_, maxSqNorm_, nullptr, 0};
     if (opt.filter && opt.filter->count() < ntotal_) {
         searchFiltered_(*opt.filter, queries, nq, k, distances, labels, opt);
     } else {
@@ -407,7 +411,7 @@ void FlatStorage::searchFiltered_(const IdSelection& s, const float* queries, in
     if (n == 0 || s.contiguous()) {
         const int64_t first = n == 0 ? 0 : s.first();
         const CorpusView slice{vectors_ + size_t(first) * d_, l2 ? norms_ + first : nullptr, n,
-                               onHost_, maxSqNorm_, nullptr};
+                               onHost_, maxSqNorm_, nullptr, first};
         searchView_(slice, queries, nq, k, distances, labels, o);
         offsetLabels(labels, nq * k, first, stream);
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -465,6 +469,14 @@ void FlatStorage::searchView_(const CorpusView& c, const float* queries, int64_t
             corpus.d = d_;
             corpus.metric = metric_;
             corpus.maxSqNorm = c.maxSqNorm;
+            CentredView centred;
+            if (l2 && c.storageRow0 >= 0 &&
+                centred_.view(res_, device_, stream, vectors_, ntotal_, d_, maxSqNorm_, &centred)) {
+                corpus.vectors = centred.vectors + size_t(c.storageRow0) * d_;
+                corpus.sqNorms = centred.sqNorms + c.storageRow0;
+                corpus.maxSqNorm = centred.maxSqNorm;
+                corpus.centre = centred.centre;
+            }
             FlatSearchOptions fp32 = opt;
             fp32.precision = DistancePrecision::FP32;
             fp32.queriesPrepared = true;

@@ -7,6 +7,7 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 #include "faiss_ext/gpu/utils/IdSelection.h"
@@ -90,6 +91,9 @@ public:
     /// Copies vectors i0 .. i0 + n - 1 to out (host or device pointer).
     void copyVectors(int64_t i0, int64_t n, float* out) const;
 
+    /// Device bytes of the centred copy the bounded TF32 search keeps (L2).
+    size_t centredCopyBytes() const { return centred_.bytes(); }
+
     /// Device pointer to the vectors (null when they are on the host).
     const float* vectors() const { return onHost_ ? nullptr : vectors_; }
 
@@ -119,6 +123,10 @@ private:
         bool onHost;
         double maxSqNorm;  ///< an upper bound of the vectors' |x|^2 (TF32 bound)
         const uint32_t* keepBits;
+        /// Row of the storage that is the view's row 0 (the whole storage
+        /// or a run of it), or -1 for a gathered subset: where the
+        /// storage's centred copy (centred_) lines up with the view.
+        int64_t storageRow0 = -1;
     };
 
     void searchView_(const CorpusView& c, const float* queries, int64_t nq, int64_t k,
@@ -147,6 +155,9 @@ private:
     float* norms_ = nullptr;    // |x|^2, L2 only; same memory space (dNorms_)
     double maxSqNorm_ = 0.0;    // the largest FP32 |x|^2 stored (the TF32 bound's x_max)
     DeviceVector<float> dVectors_, dNorms_;  // own vectors_ / norms_ on the device
+    /// L2: the vectors translated by their mean for the bounded TF32 search
+    /// (built by the first such search, dropped whenever the vectors change).
+    mutable CentredCorpus centred_;
     mutable cudaStream_t copyStream_ = nullptr;
 };
 

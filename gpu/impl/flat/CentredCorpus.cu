@@ -1,0 +1,120 @@
+// The centred copy of an L2 corpus (see CentredCorpus.h).
+#include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
+
+#include <algorithm>
+
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+/// sums[j] += the column sums of rows [r0, r1) of x (n x d), one row range
+/// per block, threads over the columns (coalesced reads of each row).
+__global__ void columnSumsKernel(const float* x, int64_t n, int d, int64_t rowsPerBlock,
+                                 double* sums) {
+    const int64_t r0 = int64_t(blockIdx.x) * rowsPerBlock;
+    const int64_t r1 = std::min(n, r0 + rowsPerBlock);
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        double s = 0.0;
+        for (int64_t r = r0; r < r1; ++r) s += double(x[r * d + j]);
+        atomicAdd(&sums[j], s);
+    }
+}
+
+__global__ void meanKernel(const double* sums, int d, int64_t n, float* centre) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < d) centre[j] = float(sums[j] / double(n));
+}
+
+__global__ void subtractCentreKernel(const float* x, int64_t total, int d, const float* centre,
+                                     float* out) {
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        out[t] = x[t] - centre[t % d];
+    }
+}
+
+}  // namespace
+
+void subtractCentre(const float* x, int64_t n, int d, const float* centre, float* out,
+                    cudaStream_t stream) {
+    const int64_t total = n * d;
+    if (total == 0) return;
+    const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
+    subtractCentreKernel<<<grid, 256, 0, stream>>>(x, total, d, centre, out);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+bool CentredCorpus::view(GpuResources* res, int device, cudaStream_t stream, const float* vectors,
+                         int64_t nb, int d, double maxSqNorm, CentredView* out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!decided_) {
+        useful_ = build_(res, device, stream, vectors, nb, d, maxSqNorm);
+        decided_ = true;
+    }
+    if (!useful_) return false;
+    out->centre = centre_.data();
+    out->vectors = vectors_.data();
+    out->sqNorms = sqNorms_.data();
+    out->maxSqNorm = maxSqNorm_;
+    return true;
+}
+
+bool CentredCorpus::build_(GpuResources* res, int device, cudaStream_t stream,
+                           const float* vectors, int64_t nb, int d, double maxSqNorm) {
+    if (nb < 2 || !(maxSqNorm > 0.0)) return false;
+    const size_t bytes = sizeof(float) * (size_t(nb) * d + size_t(nb) + size_t(d));
+    size_t freeBytes = 0, totalBytes = 0;
+    FAISS_EXT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
+    if (double(bytes) > kCentringMemoryShare * double(freeBytes)) return false;
+    DeviceVector<float> centre, copy, norms;
+    if (centre.tryAllocate(res, device, size_t(d)) != cudaSuccess ||
+        copy.tryAllocate(res, device, size_t(nb) * d) != cudaSuccess ||
+        norms.tryAllocate(res, device, size_t(nb)) != cudaSuccess) {
+        return false;  // the search runs on the stored vectors: slower, as exact
+    }
+    {
+        TempBuffer<double> sums(res, device, size_t(d), stream);
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(double) * d, stream));
+        const int64_t blocks = std::min<int64_t>(1024, (nb + 255) / 256);
+        const int64_t rowsPerBlock = (nb + blocks - 1) / blocks;
+        columnSumsKernel<<<unsigned(blocks), 128, 0, stream>>>(vectors, nb, d, rowsPerBlock,
+                                                              sums.data());
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        meanKernel<<<unsigned((d + 127) / 128), 128, 0, stream>>>(sums.data(), d, nb,
+                                                                 centre.data());
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    }
+    subtractCentre(vectors, nb, d, centre.data(), copy.data(), stream);
+    rowSquaredNorms(copy.data(), nb, d, norms.data(), stream);
+    TempBuffer<unsigned> scratch(res, device, 1, stream);
+    const double centredMax = maxSquaredNorm(copy.data(), nb, d, norms.data(), scratch.data(),
+                                             stream);
+    if (!(centredMax <= kCentringGain * maxSqNorm)) return false;  // NaN: not useful either
+    centre_ = std::move(centre);
+    vectors_ = std::move(copy);
+    sqNorms_ = std::move(norms);
+    maxSqNorm_ = centredMax;
+    return true;
+}
+
+void CentredCorpus::invalidate() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    decided_ = false;
+    useful_ = false;
+    centre_.release();
+    vectors_.release();
+    sqNorms_.release();
+    maxSqNorm_ = 0.0;
+}
+
+size_t CentredCorpus::bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sizeof(float) * (centre_.size() + vectors_.size() + sqNorms_.size());
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext
