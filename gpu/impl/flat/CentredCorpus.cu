@@ -2,6 +2,7 @@
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -27,6 +28,24 @@ __global__ void columnSumsKernel(const float* x, int64_t n, int d, int64_t rowsP
 __global__ void meanKernel(const double* sums, int d, int64_t n, float* centre) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j < d) centre[j] = float(sums[j] / double(n));
+}
+
+/// *maxBits = the largest |x_i - c|^2 over the rows (one warp per row), as
+/// the bits of a non-negative float (ordered as unsigned).
+__global__ void centredMaxSqNormKernel(const float* x, int64_t n, int d, const float* centre,
+                                       unsigned* maxBits) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+    for (int64_t r = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); r < n;
+         r += warps) {
+        float s = 0.f;
+        for (int j = lane; j < d; j += 32) {
+            const float t = x[r * d + j] - centre[j];
+            s = fmaf(t, t, s);
+        }
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xFFFFFFFFu, s, o);
+        if (lane == 0) atomicMax(maxBits, __float_as_uint(s));  // NaN's bits exceed +inf's
+    }
 }
 
 __global__ void subtractCentreKernel(const float* x, int64_t total, int d, const float* centre,
@@ -70,12 +89,9 @@ bool CentredCorpus::build_(GpuResources* res, int device, cudaStream_t stream,
     size_t freeBytes = 0, totalBytes = 0;
     FAISS_EXT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
     if (double(bytes) > kCentringMemoryShare * double(freeBytes)) return false;
-    DeviceVector<float> centre, copy, norms;
-    if (centre.tryAllocate(res, device, size_t(d)) != cudaSuccess ||
-        copy.tryAllocate(res, device, size_t(nb) * d) != cudaSuccess ||
-        norms.tryAllocate(res, device, size_t(nb)) != cudaSuccess) {
-        return false;  // the search runs on the stored vectors: slower, as exact
-    }
+    // The mean and the gain first, in temporary memory: nothing resident is
+    // allocated where centring would not pay.
+    TempBuffer<float> centre(res, device, size_t(d), stream);
     {
         TempBuffer<double> sums(res, device, size_t(d), stream);
         FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(double) * d, stream));
@@ -88,13 +104,34 @@ bool CentredCorpus::build_(GpuResources* res, int device, cudaStream_t stream,
                                                                  centre.data());
         FAISS_EXT_CUDA_CHECK_LAUNCH();
     }
-    subtractCentre(vectors, nb, d, centre.data(), copy.data(), stream);
+    TempBuffer<unsigned> maxBits(res, device, 1, stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(maxBits.data(), 0, sizeof(unsigned), stream));
+    const unsigned grid = unsigned(std::min<int64_t>((nb + 7) / 8, 8192));
+    centredMaxSqNormKernel<<<grid, 256, 0, stream>>>(vectors, nb, d, centre.data(),
+                                                     maxBits.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    unsigned hostBits = 0;
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(&hostBits, maxBits.data(), sizeof(unsigned),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    float estimate = 0.f;
+    std::memcpy(&estimate, &hostBits, sizeof(float));
+    if (!(double(estimate) <= kCentringGain * maxSqNorm)) return false;  // NaN: not useful either
+
+    // Worth it: resident memory (a failure throws, as every allocation does).
+    DeviceVector<float> c, copy, norms;
+    c.allocate(res, device, size_t(d), "bounded TF32 search", "the corpus mean");
+    copy.allocate(res, device, size_t(nb) * d, "bounded TF32 search", "the centred corpus");
+    norms.allocate(res, device, size_t(nb), "bounded TF32 search", "the centred norms");
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(c.data(), centre.data(), sizeof(float) * d,
+                                         cudaMemcpyDeviceToDevice, stream));
+    subtractCentre(vectors, nb, d, c.data(), copy.data(), stream);
     rowSquaredNorms(copy.data(), nb, d, norms.data(), stream);
-    TempBuffer<unsigned> scratch(res, device, 1, stream);
-    const double centredMax = maxSquaredNorm(copy.data(), nb, d, norms.data(), scratch.data(),
+    // The bound's maximum from the norms the search reads (the estimate
+    // above summed in another order).
+    const double centredMax = maxSquaredNorm(copy.data(), nb, d, norms.data(), maxBits.data(),
                                              stream);
-    if (!(centredMax <= kCentringGain * maxSqNorm)) return false;  // NaN: not useful either
-    centre_ = std::move(centre);
+    centre_ = std::move(c);
     vectors_ = std::move(copy);
     sqNorms_ = std::move(norms);
     maxSqNorm_ = centredMax;

@@ -51,9 +51,11 @@ public:
     /// The centred view of vectors (nb x d, device; the storage's current
     /// contents, of stored largest |x|^2 maxSqNorm), built on first use.
     /// Returns false (and remembers it until invalidate()) when centring
-    /// would not shrink the norms by kCentringGain or the copy does not fit
+    /// would not shrink the norms by kCentringGain (decided in temporary
+    /// memory, before any resident allocation) or the copy does not fit
     /// within kCentringMemoryShare of free memory; the search then runs on
-    /// the stored vectors. Synchronises `stream` when it builds.
+    /// the stored vectors. A failed allocation of the copy throws (and the
+    /// next search tries again). Synchronises `stream` when it builds.
     bool view(GpuResources* res, int device, cudaStream_t stream, const float* vectors, int64_t nb,
               int d, double maxSqNorm, CentredView* out);
 
