@@ -148,10 +148,5 @@ void CentredCorpus::invalidate() {
     maxSqNorm_ = 0.0;
 }
 
-size_t CentredCorpus::bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return sizeof(float) * (centre_.size() + vectors_.size() + sqNorms_.size());
-}
-
 }  // namespace gpu
 }  // namespace faiss_ext

@@ -62,14 +62,11 @@ public:
     /// Drops the copy (the stored vectors changed).
     void invalidate();
 
-    /// Device bytes the copy holds now.
-    size_t bytes() const;
-
 private:
     bool build_(GpuResources* res, int device, cudaStream_t stream, const float* vectors,
                 int64_t nb, int d, double maxSqNorm);
 
-    mutable std::mutex mutex_;
+    std::mutex mutex_;
     bool decided_ = false;  // view() has built the copy or decided against it
     bool useful_ = false;
     DeviceVector<float> centre_, vectors_, sqNorms_;

@@ -91,9 +91,6 @@ public:
     /// Copies vectors i0 .. i0 + n - 1 to out (host or device pointer).
     void copyVectors(int64_t i0, int64_t n, float* out) const;
 
-    /// Device bytes of the centred copy the bounded TF32 search keeps (L2).
-    size_t centredCopyBytes() const { return centred_.bytes(); }
-
     /// Device pointer to the vectors (null when they are on the host).
     const float* vectors() const { return onHost_ ? nullptr : vectors_; }
 
