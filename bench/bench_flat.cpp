@@ -72,7 +72,8 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
                        is timed and qps extrapolated (default 3)
   --recall-nq N        queries scored for recall (default 256)
   --ref-out PREFIX     write the exact reference ids to PREFIX.ivecs (recall-nq x max k)
-  --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4)
+  --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4; the floor is the
+                       fastest of full-row and 1,024 / 4,096-query tiles in it)
   --precision LIST     distance precisions of ours: fp32, tf32-bounded (default fp32)
   --single-query N     also time N one-query searches per k (median latency; ours)
                        and split it: fused kernel, merge, the rest (k <= 1024)
@@ -106,6 +107,57 @@ bool setBlasThreads(int n) {
     if (!set) return false;
     set(n);
     return true;
+}
+
+/// One tile shape of the GEMM floor: rows queries x cols vectors.
+struct FloorTile {
+    int64_t rows = 1;
+    int64_t cols = 1;
+};
+
+/// The floor's tile shapes within `gib` GiB of distances: full rows, then
+/// 1,024 and 4,096 queries a tile with the columns that fit (where full
+/// rows hold fewer queries than that).
+std::vector<FloorTile> floorTileShapes(int64_t nq, int64_t nb, double gib) {
+    const double floats = gib * double(1ull << 30) / 4.0;
+    std::vector<FloorTile> shapes;
+    const int64_t fullRows = std::max<int64_t>(1, std::min<int64_t>(nq, int64_t(floats / double(nb))));
+    shapes.push_back({fullRows, nb});
+    for (int64_t rows : {int64_t(1024), int64_t(4096)}) {
+        rows = std::min(rows, nq);
+        if (rows <= fullRows) continue;
+        const int64_t cols = std::max<int64_t>(1024, int64_t(floats / double(rows)) / 4 * 4);
+        shapes.push_back({rows, std::min(nb, cols)});
+    }
+    return shapes;
+}
+
+/// Median seconds of `reps` GEMMs of all queries against all vectors in
+/// tiles of shape t (after one warm-up), column major as cuBLAS wants:
+/// C (cols x rows) = B^T (cols x d) * Q (d x rows).
+double medianFloorSeconds(cublasHandle_t h, const float* dB, const float* dQ, float* dC, int64_t nq,
+                          int64_t nb, int d, const FloorTile& t, int reps) {
+    auto run = [&]() {
+        const float alpha = 1.f, beta = 0.f;
+        for (int64_t q0 = 0; q0 < nq; q0 += t.rows) {
+            const int tq = int(std::min(t.rows, nq - q0));
+            for (int64_t c0 = 0; c0 < nb; c0 += t.cols) {
+                const int tc = int(std::min(t.cols, nb - c0));
+                FAISS_EXT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, tc, tq, d, &alpha,
+                                                   dB + size_t(c0) * d, d, dQ + size_t(q0) * d, d,
+                                                   &beta, dC, tc));
+            }
+        }
+        FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+    };
+    run();  // warm-up
+    std::vector<double> times;
+    for (int r = 0; r < std::max(1, reps); ++r) {
+        const double t0 = nowSeconds();
+        run();
+        times.push_back(nowSeconds() - t0);
+    }
+    return median(times);
 }
 
 /// Median seconds of `calls` one-query searches (query i % nq of the device
@@ -329,9 +381,10 @@ int main(int argc, char** argv) {
         if (wants("floor")) {
             try {
                 const double gib = args.getDouble("floor-mem-gib", 4.0);
-                const int64_t tile = std::max<int64_t>(
-                        1, std::min<int64_t>(c.nq, int64_t(gib * (1ull << 30) / (4.0 * c.nb))));
-                DeviceArray<float> dB(size_t(c.nb) * d), dQ(size_t(c.nq) * d), dC(size_t(tile) * c.nb);
+                const std::vector<FloorTile> shapes = floorTileShapes(c.nq, c.nb, gib);
+                size_t tileFloats = 0;
+                for (const FloorTile& t : shapes) tileFloats = std::max(tileFloats, size_t(t.rows) * t.cols);
+                DeviceArray<float> dB(size_t(c.nb) * d), dQ(size_t(c.nq) * d), dC(tileFloats);
                 FAISS_EXT_CUDA_CHECK(cudaMemcpy(dB.p, base.x.data(), base.x.size() * 4, cudaMemcpyHostToDevice));
                 FAISS_EXT_CUDA_CHECK(cudaMemcpy(dQ.p, query.x.data(), query.x.size() * 4, cudaMemcpyHostToDevice));
                 // FP32, and TF32 (the bounded precision's GEMM) when it is benchmarked.
@@ -344,28 +397,24 @@ int main(int argc, char** argv) {
                     FAISS_EXT_CUBLAS_CHECK(cublasCreate(&h));
                     FAISS_EXT_CUBLAS_CHECK(
                             cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-                    auto run = [&]() {
-                        const float alpha = 1.f, beta = 0.f;
-                        for (int64_t q0 = 0; q0 < c.nq; q0 += tile) {
-                            const int tq = int(std::min(tile, c.nq - q0));
-                            // Column major: C (nb x tq) = B^T (nb x d) * Q (d x tq).
-                            FAISS_EXT_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(c.nb), tq,
-                                                               d, &alpha, dB.p, d, dQ.p + q0 * d, d,
-                                                               &beta, dC.p, int(c.nb)));
+                    // The floor is the fastest of the tile shapes (full rows,
+                    // and 2-D tiles of 1,024 / 4,096 queries where full rows
+                    // leave few queries a tile).
+                    FloorTile best;
+                    double sec = 0;
+                    for (const FloorTile& t : shapes) {
+                        const double s = medianFloorSeconds(h, dB.p, dQ.p, dC.p, c.nq, c.nb, d, t, reps);
+                        std::fprintf(stderr, "[bench_flat] floor%s tile %lld x %lld: %.4f s\n",
+                                     tf32 ? " (tf32)" : "", (long long)t.rows, (long long)t.cols, s);
+                        if (sec == 0 || s < sec) {
+                            sec = s;
+                            best = t;
                         }
-                        FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
-                    };
-                    run();  // warm-up
-                    std::vector<double> times;
-                    for (int r = 0; r < reps; ++r) {
-                        t0 = nowSeconds();
-                        run();
-                        times.push_back(nowSeconds() - t0);
                     }
                     cublasDestroy(h);
-                    const double sec = median(times);
                     JsonLine p;
-                    p.integer("tile_nq", tile).integer("reps", reps);
+                    p.integer("tile_nq", best.rows).integer("tile_nb", best.cols).integer("reps", reps);
+                    p.integer("tile_shapes_tried", int64_t(shapes.size()));
                     p.str("math", tf32 ? "tf32 (CUBLAS_TF32_TENSOR_OP_MATH)" : "fp32 (CUBLAS_DEFAULT_MATH)");
                     p.num("tflops", 2.0 * c.nb * c.nq * d / sec / 1e12).str("io", "device");
                     JsonLine j = head(c, tf32 ? "floor:cublas-sgemm-tf32" : "floor:cublas-sgemm",

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Exact search at scale (issue 39) on the GPU machine, one device call, after
+# scripts/device/device-stage-tests.sh with bench_flat staged and the faiss-gpu
+# anchor kit in .device/anchor (bench/stage_ann.sh's layout); carry [".device"].
+#   FX_SCALE_NB=10000000 FX_SCALE_NQ=10000 GITSHA=$(git rev-parse --short HEAD) \
+#       bash bench/run_flat_scale_device.sh
+# 1. a hard set far from the origin (bench/gen_far_clusters.py, on the GPU):
+#    FX_SCALE_NB x 96, 3,000 Zipf-sized clusters, centre norms about 50;
+# 2. bench_flat: ours at fp32 and tf32-bounded (certified / fallback counts),
+#    the FP32 and TF32 GEMM floors (best tile shape), k 10 and 100;
+# 3. torch mm + topk and FAISS GPU GpuIndexFlatL2 on the same files, each in
+#    its own process, in the same call.
+# Output: $OUT/flat_scale.jsonl (+ .err).
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+py_ld_path=${LD_LIBRARY_PATH:-}
+source .device/env.sh
+nb=${FX_SCALE_NB:-10000000}
+nq=${FX_SCALE_NQ:-10000}
+reps=${FX_SCALE_REPS:-3}
+G=${GITSHA:-unknown}
+export FAISS_EXT_GIT=$G
+tmp=${FX_BENCH_TMP:-/tmp/fx_scale}
+mkdir -p "$tmp" "$OUT"
+name=far-hard-$((nb / 1000000))M-96-c3000
+out=$OUT/flat_scale.jsonl
+err=$OUT/flat_scale.err
+env LD_LIBRARY_PATH="$py_ld_path" timeout 300 python3 bench/gen_far_clusters.py --nb "$nb" --nq "$nq" \
+  --d 96 --clusters 3000 --out "$tmp/far" 2>> "$err"
+echo "gen rc=$? $(date +%T)"
+timeout "${FX_SCALE_OURS_TIMEOUT:-400}" .device/bin/bench/bench_flat --base "$tmp/far_base.fbin" \
+  --query "$tmp/far_query.fbin" --dataset "$name" --k 10,100 --methods ours,floor \
+  --precision fp32,tf32-bounded --reps "$reps" --recall-nq 256 --ref-out "$tmp/ref" \
+  --floor-mem-gib 8 >> "$out" 2>> "$err"
+echo "ours rc=$? $(date +%T)"
+env LD_LIBRARY_PATH="$py_ld_path" timeout 300 python3 bench/torch_flat.py --base "$tmp/far_base.fbin" \
+  --query "$tmp/far_query.fbin" --dataset "$name" --k 10,100 --reps "$reps" --ref "$tmp/ref.ivecs" \
+  >> "$out" 2>> "$err"
+echo "torch rc=$? $(date +%T)"
+# the wheel names the kit's libfaiss.so links against, served by Debian's libraries
+mkdir -p /tmp/fcl
+for pair in libopenblaso-r0-d77a1985.3.15.so:libopenblas.so.0 libgfortran-83c28eba.so.5.0.0:libgfortran.so.5 \
+            libgomp-e985bcbb.so.1.0.0:libgomp.so.1 libquadmath-2284e583.so.0.0.0:libquadmath.so.0; do
+  [ -e /tmp/devlib/${pair#*:} ] && ln -sf /tmp/devlib/${pair#*:} /tmp/fcl/${pair%%:*}
+done
+(source .device/anchor/faiss-gpu-anchor-env.sh .device/anchor/faiss-gpu-anchor.tgz /tmp/fcl &&
+ timeout 300 python3 bench/anchor_flat.py --base "$tmp/far_base.fbin" --query "$tmp/far_query.fbin" \
+   --dataset "$name" --k 10,100 --reps "$reps" >> "$out" 2>> "$err"; echo "faiss-gpu rc=$? $(date +%T)")
+grep -h "fallback\|floor\|qps" "$err" | tail -20
+rm -rf "$tmp"
