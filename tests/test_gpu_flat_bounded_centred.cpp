@@ -1,9 +1,10 @@
-// The bounded TF32 search on L2 data far from the origin, through the copy
+// The bounded TF32 search on data far from the origin, through the copy
 // centred on the corpus mean (impl/flat/CentredCorpus.h, issue 39): offset
-// clustered data and SIFT-like bytes are certified (at most 1% of the
-// queries fall back) with the FP32 path's results; adds and removals after
-// a search are seen (the copy is rebuilt); a filter that selects a run of
-// the storage searches its slice of the copy.
+// clustered data and SIFT-like bytes under L2, offset data under inner
+// product and embeddings filling a cone under cosine are certified (at
+// most 1% of the queries fall back) with the FP32 path's results; adds and
+// removals after a search are seen (the copy is rebuilt); a filter that
+// selects a run of the storage searches its slice of the copy.
 #include <faiss/impl/IDSelector.h>
 
 #include <algorithm>
@@ -46,7 +47,8 @@ std::vector<float> byteDescriptors(int64_t n, uint64_t seed) {
 /// results agree and returns this search's bounded counters.
 BoundedSearchStats boundedAgainstFp32(GpuIndexQuickSelectFlat& index, const std::vector<float>& xq,
                                       int64_t k, const std::string& what,
-                                      const faiss::IDSelector* sel = nullptr) {
+                                      const faiss::IDSelector* sel = nullptr,
+                                      FlatMetric metric = FlatMetric::L2) {
     std::vector<float> stored(size_t(index.ntotal) * kDim);
     index.reconstruct_n(0, index.ntotal, stored.data());
     const Results ref = searchWith(index, xq, k, DistancePrecision::FP32, sel);
@@ -54,7 +56,7 @@ BoundedSearchStats boundedAgainstFp32(GpuIndexQuickSelectFlat& index, const std:
     const Results got = searchWith(index, xq, k, DistancePrecision::TF32Bounded, sel);
     const BoundedSearchStats s = index.getBoundedStats();
     EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, int64_t(xq.size()) / kDim) << what;
-    EXPECT_EQ(checkSameAsFp32(FlatMetric::L2, kDim, stored, xq, k, got, ref), "") << what;
+    EXPECT_EQ(checkSameAsFp32(metric, kDim, stored, xq, k, got, ref), "") << what;
     if (sel) {
         for (int64_t id : got.I) {
             EXPECT_TRUE(id < 0 || sel->is_member(id)) << what << ": id " << id << " not selected";
@@ -83,6 +85,37 @@ TEST(GpuFlatBoundedCentred, OffsetAndByteDataAreCertified) {
         for (int64_t k : {1, 10, 100}) {
             const std::string what = describe(FlatMetric::L2, kDim, k, set.name);
             const BoundedSearchStats s = boundedAgainstFp32(index, set.xq, k, what);
+            EXPECT_LE(s.fallbackQueries, nq / 100) << what;
+        }
+    }
+}
+
+TEST(GpuFlatBoundedCentred, InnerProductMetricsSearchTheCopy) {
+    // Inner product on clustered data moved by +50, and cosine on
+    // embedding-like rows that fill a cone (clustered data moved by +2,
+    // normalised by the index): the corpus mean takes most of every norm,
+    // so the search runs on q.(x - c) and adds q.c back.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int64_t nb = sized<int64_t>(30000, 10000), nq = 200;
+    struct Set {
+        const char* name;
+        FlatMetric metric;
+        std::vector<float> xb, xq;
+    };
+    const Set sets[] = {
+        {"offset 50", FlatMetric::InnerProduct, offsetClustered(nb, kSeed + 8, 50.f),
+         offsetClustered(nq, kSeed + 9, 50.f)},
+        {"cone", FlatMetric::Cosine, offsetClustered(nb, kSeed + 10, 2.f),
+         offsetClustered(nq, kSeed + 11, 2.f)},
+    };
+    for (const Set& set : sets) {
+        GpuIndexQuickSelectFlat index(&res, kDim, set.metric);
+        index.add(nb, set.xb.data());
+        for (int64_t k : {1, 10, 100}) {
+            const std::string what = describe(set.metric, kDim, k, set.name);
+            const BoundedSearchStats s =
+                boundedAgainstFp32(index, set.xq, k, what, nullptr, set.metric);
             EXPECT_LE(s.fallbackQueries, nq / 100) << what;
         }
     }

@@ -227,14 +227,13 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
     const Tf32BoundTerms terms = tf32BoundTerms(d, l2);
     const double xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
 
-    FAISS_THROW_IF_NOT_MSG(l2 || !corpus.centre, "boundedFlatSearch: a centred corpus is L2 only");
     const bool centred = corpus.centre != nullptr;
 
     std::vector<int64_t> fallbackRows;
     {
         // Per row beyond the selection: m re-scored keys, their sort's
         // temporary memory, the lower bound of the keys left out, the
-        // query's norm and (centred) the centred query.
+        // query's norm and (centred) the centred query (L2) or its q.c (inner products).
         const size_t extraPerRow = sizeof(uint64_t) * m + select::sortKeyRowsTempBytes(1, m) + 64 +
                                    sizeof(float) * (1 + (centred ? size_t(d) : 0));
         // One flag per query, read back once after the last block (a read
@@ -270,7 +269,9 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         // |q|^2, the same kernel as the FP32 path's, on the queries this
         // pass multiplies: centred ones when the corpus is).
         TempBuffer<float> querySqNorms(res, device, size_t(p.rows), stream);
-        TempBuffer<float> centredQueries(res, device, centred ? size_t(p.rows) * d : 0, stream);
+        TempBuffer<float> centredQueries(res, device, centred && l2 ? size_t(p.rows) * d : 0,
+                                         stream);
+        TempBuffer<float> centreOffsets(res, device, centred && !l2 ? size_t(p.rows) : 0, stream);
         const float alpha = l2 ? -2.f : -1.f;
         cublasHandle_t blas = res->getBlasHandle(device);
 
@@ -290,9 +291,11 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
             const int64_t rows = std::min(p.rows, nq - q0);
             const float* q = queries + size_t(q0) * d;
-            if (centred) {
+            if (centred && l2) {
                 subtractCentre(q, rows, d, corpus.centre, centredQueries.data(), stream);
                 q = centredQueries.data();
+            } else if (centred) {
+                centreDots(q, rows, d, corpus.centre, centreOffsets.data(), stream);
             }
             rowSquaredNorms(q, rows, d, querySqNorms.data(), stream);
             if (p.sampled) {
@@ -327,6 +330,10 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
             select::decodeKeys(rescored.data(), rows, kk, k, decode,
                                l2 ? querySqNorms.data() : nullptr, distances + size_t(q0) * k,
                                labels + size_t(q0) * k, stream, m);
+            if (centred && !l2) {  // back from q.(x - c) to q.x
+                addRowOffsets(distances ? distances + size_t(q0) * k : nullptr, rows, k,
+                              centreOffsets.data(), stream);
+            }
         }
         std::vector<uint8_t> hostCertified(static_cast<size_t>(nq));
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCertified.data(), certified.data(), size_t(nq),

@@ -80,10 +80,13 @@ struct BoundedCorpus {
     int d = 0;
     FlatMetric metric = FlatMetric::L2;
     double maxSqNorm = 0.0;  ///< the largest stored FP32 |x|^2 over the corpus
-    /// L2 only, may be null: the translation c of a centred copy
-    /// (CentredCorpus.h). Then vectors, sqNorms and maxSqNorm describe
-    /// fl(x - c), each block of queries is centred by c before its TF32
-    /// pass, and the FP32 fallback gets the queries as passed.
+    /// May be null: the translation c of a centred copy (CentredCorpus.h).
+    /// Then vectors, sqNorms and maxSqNorm describe fl(x - c) and the FP32
+    /// fallback gets the queries as passed. L2: each block of queries is
+    /// centred by c before its TF32 pass (|q - x| = |(q - c) - (x - c)|).
+    /// Inner products: the queries are not moved; q.(x - c) = q.x - q.c
+    /// ranks the corpus as q.x does (q.c is one number per query), so the
+    /// search runs on q.(x - c) and adds q.c to each returned similarity.
     const float* centre = nullptr;
 };
 

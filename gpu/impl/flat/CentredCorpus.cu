@@ -1,4 +1,4 @@
-// The centred copy of an L2 corpus (see CentredCorpus.h).
+// The centred copy of a corpus (see CentredCorpus.h).
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 
 #include <algorithm>
@@ -56,14 +56,54 @@ __global__ void subtractCentreKernel(const float* x, int64_t total, int d, const
     }
 }
 
+/// One warp per row: out[r] = q_r . centre.
+__global__ void centreDotsKernel(const float* q, int64_t n, int d, const float* centre,
+                                 float* out) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+    for (int64_t r = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); r < n;
+         r += warps) {
+        float s = 0.f;
+        for (int j = lane; j < d; j += 32) s = fmaf(q[r * d + j], centre[j], s);
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xFFFFFFFFu, s, o);
+        if (lane == 0) out[r] = s;
+    }
+}
+
+__global__ void addRowOffsetsKernel(float* distances, int64_t total, int64_t k,
+                                    const float* offsets) {
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        distances[t] += offsets[t / k];
+    }
+}
+
+unsigned gridOf(int64_t total, int64_t perBlock) {
+    return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + perBlock - 1) / perBlock, 65535)));
+}
+
 }  // namespace
+
+void centreDots(const float* q, int64_t n, int d, const float* centre, float* out,
+                cudaStream_t stream) {
+    if (n == 0) return;
+    centreDotsKernel<<<gridOf(n, 8), 256, 0, stream>>>(q, n, d, centre, out);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+void addRowOffsets(float* distances, int64_t rows, int64_t k, const float* offsets,
+                   cudaStream_t stream) {
+    if (rows * k == 0 || !distances) return;
+    addRowOffsetsKernel<<<gridOf(rows * k, 256), 256, 0, stream>>>(distances, rows * k, k,
+                                                                  offsets);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
 
 void subtractCentre(const float* x, int64_t n, int d, const float* centre, float* out,
                     cudaStream_t stream) {
     const int64_t total = n * d;
     if (total == 0) return;
-    const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
-    subtractCentreKernel<<<grid, 256, 0, stream>>>(x, total, d, centre, out);
+    subtractCentreKernel<<<gridOf(total, 256), 256, 0, stream>>>(x, total, d, centre, out);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 

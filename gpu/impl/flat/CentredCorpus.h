@@ -1,4 +1,4 @@
-// A translated copy of an L2 corpus for the bounded TF32 search.
+// A translated copy of a corpus for the bounded TF32 search.
 //
 // The bound on a TF32 key's error grows with |q| |x| (Tf32ErrorBound.h),
 // not with the distances, so on data far from the origin (SIFT-like bytes,
@@ -8,7 +8,11 @@
 // (x - c)| for any c. With c the corpus mean, the bound scales with the
 // spread of the data instead of its offset. This holds a copy x - c of the
 // stored vectors and its norms, built on the first bounded search that
-// gains from it and dropped when the vectors change.
+// gains from it and dropped when the vectors change. Inner products
+// (cosine and Pearson rows too) use the same copy with the queries left
+// as they are: q.(x - c) = q.x - q.c differs from q.x by one number per
+// query, so it ranks the corpus the same way, while its bound scales with
+// |x - c| (embeddings that fill a cone rather than the sphere gain).
 //
 // Exactness: the bounded search certifies the exact neighbours of the
 // FP32-rounded translated points fl(x - c), fl(q - c), each within
@@ -45,7 +49,7 @@ struct CentredView {
     double maxSqNorm = 0.0;          ///< the largest of sqNorms
 };
 
-/// The centred copy of one storage's vectors (L2 only).
+/// The centred copy of one storage's vectors (every metric).
 class CentredCorpus {
 public:
     /// The centred view of vectors (nb x d, device; the storage's current
@@ -74,9 +78,20 @@ private:
 };
 
 /// out (n x d) = rows of x minus centre (d floats); device pointers, on
-/// `stream`. The bounded search centres its queries with it.
+/// `stream`. The bounded search centres its L2 queries with it.
 void subtractCentre(const float* x, int64_t n, int d, const float* centre, float* out,
                     cudaStream_t stream);
+
+/// out[i] = q_i . centre for the n rows of q (n x d); device pointers, on
+/// `stream`: what an inner-product search on the centred copy adds back.
+void centreDots(const float* q, int64_t n, int d, const float* centre, float* out,
+                cudaStream_t stream);
+
+/// distances[r * k + j] += offsets[r] for rows x k results (the -inf
+/// padding of rows with fewer than k results stays -inf); device
+/// pointers, on `stream`.
+void addRowOffsets(float* distances, int64_t rows, int64_t k, const float* offsets,
+                   cudaStream_t stream);
 
 }  // namespace gpu
 }  // namespace faiss_ext

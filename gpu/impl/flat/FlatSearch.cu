@@ -470,10 +470,10 @@ void FlatStorage::searchView_(const CorpusView& c, const float* queries, int64_t
             corpus.metric = metric_;
             corpus.maxSqNorm = c.maxSqNorm;
             CentredView centred;
-            if (l2 && c.storageRow0 >= 0 &&
+            if (c.storageRow0 >= 0 &&
                 centred_.view(res_, device_, stream, vectors_, ntotal_, d_, maxSqNorm_, &centred)) {
                 corpus.vectors = centred.vectors + size_t(c.storageRow0) * d_;
-                corpus.sqNorms = centred.sqNorms + c.storageRow0;
+                corpus.sqNorms = l2 ? centred.sqNorms + c.storageRow0 : nullptr;
                 corpus.maxSqNorm = centred.maxSqNorm;
                 corpus.centre = centred.centre;
             }
