@@ -185,10 +185,19 @@ TEST(GpuFlatBounded, TiledSearchEqualsFp32) {
     for (FlatMetric m : {FlatMetric::L2, FlatMetric::Cosine}) {
         compareOn(res, m, d, xb, xq, 100, describe(m, d, 100, "tiled"));
     }
-    // And with the fallback: far from the origin under the inner product
-    // (L2 would certify them through the centred copy).
-    const auto farB = randomVectors(30000, d, kSeed + 2, 500.f, 500.01f);
-    const auto farQ = randomVectors(300, d, kSeed + 3, 500.f, 500.01f);
+    // And with the fallback (and, past the first row block, the bail-out
+    // to FP32): two tiny boxes at +500 and -500 in every coordinate, so
+    // that the corpus mean is near the origin and no centring helps; the
+    // inner products within a box are ties at the bound's scale.
+    auto twoBoxes = [&](int64_t n, uint64_t seed) {
+        auto x = randomVectors(n, d, seed, 500.f, 500.01f);
+        for (int64_t i = 0; i < n; i += 2) {
+            for (int j = 0; j < d; ++j) x[size_t(i) * d + j] = -x[size_t(i) * d + j];
+        }
+        return x;
+    };
+    const auto farB = twoBoxes(30000, kSeed + 2);
+    const auto farQ = twoBoxes(300, kSeed + 3);
     const BoundedSearchStats s =
         compareOn(res, FlatMetric::InnerProduct, d, farB, farQ, 50,
                   describe(FlatMetric::InnerProduct, d, 50, "tiled far"));

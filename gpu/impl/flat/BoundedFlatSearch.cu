@@ -165,6 +165,17 @@ void searchRowsByFp32(GpuResources* res, int device, cudaStream_t stream, const 
     }
 }
 
+/// Whether the first block's flags (rows of them, on the device) certify
+/// at least kBoundedBailOutShare of its queries; synchronises `stream`.
+bool firstBlockWorthIt(const uint8_t* certified, int64_t rows, cudaStream_t stream) {
+    std::vector<uint8_t> flags(static_cast<size_t>(rows));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(flags.data(), certified, size_t(rows),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const int64_t ok = std::count(flags.begin(), flags.end(), uint8_t(1));
+    return double(ok) >= kBoundedBailOutShare * double(rows);
+}
+
 }  // namespace
 
 int64_t boundedCandidateCount(int64_t kk, int64_t nb) {
@@ -288,8 +299,11 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         a.rescoredKeys = rescored.data();
         a.leftOutLower = leftOutLower.data();
 
+        int64_t passed = 0;  // queries the TF32 pass has seen (the rest fall back)
         for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
+            if (q0 == p.rows && !firstBlockWorthIt(certified.data(), p.rows, stream)) break;
             const int64_t rows = std::min(p.rows, nq - q0);
+            passed = q0 + rows;
             const float* q = queries + size_t(q0) * d;
             if (centred && l2) {
                 subtractCentre(q, rows, d, corpus.centre, centredQueries.data(), stream);
@@ -335,8 +349,8 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                               centreOffsets.data(), stream);
             }
         }
-        std::vector<uint8_t> hostCertified(static_cast<size_t>(nq));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCertified.data(), certified.data(), size_t(nq),
+        std::vector<uint8_t> hostCertified(static_cast<size_t>(nq), 0);
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCertified.data(), certified.data(), size_t(passed),
                                              cudaMemcpyDeviceToHost, stream));
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
         for (int64_t r = 0; r < nq; ++r) {

@@ -24,7 +24,9 @@
 //      differ only in the order of summation: ties aside). Certified rows
 //      are decoded as the FP32 path decodes its keys; the others are
 //      searched again by the FP32 path (the caller's fallback) after the
-//      last block, and their rows written over.
+//      last block, and their rows written over. Where the first block
+//      certifies less than kBoundedBailOutShare of its queries, the later
+//      blocks skip the TF32 pass and go to the fallback directly.
 //
 // Compared with a threshold made of approximate keys plus their bounds
 // (max over the kk best of key_j + e(q, x_j)), the re-scored kk-th key is
@@ -69,6 +71,14 @@ int64_t boundedCandidateCount(int64_t kk, int64_t nb);
 
 /// The floor of the slack above (see boundedCandidateCount).
 constexpr int64_t kBoundedMinSlack = 32;
+
+/// When fewer than this share of the first row block's queries are
+/// certified (and more blocks follow), the rest of the search goes straight
+/// to the FP32 path: on data the bound cannot serve (clusters far apart and
+/// far from the origin, which one centre cannot bring close; issue 39) the
+/// TF32 pass would only add its cost to the FP32 search of almost every
+/// query. The results are the FP32 path's either way.
+constexpr double kBoundedBailOutShare = 0.5;
 
 // boundedSearchSupported(d): Tf32ErrorBound.h.
 
