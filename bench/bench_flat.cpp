@@ -7,8 +7,9 @@
 //                          floor:cublas-sgemm-tf32 the same in TF32 when
 //                          --precision includes tf32-bounded
 //   ours:quickselect       faiss_ext::gpu::GpuIndexQuickSelectFlat (FP32 distances)
-//   ours:quickselect-tf32-bounded
+//   ours:quickselect-tf32-bounded, ours:quickselect-bf16x3-bounded
 //                          the same index with DistancePrecision::TF32Bounded
+//                          or BF16x3Bounded
 //                          (--precision): params carry the certified / fallback
 //                          query counts and, when fp32 ran too, the share of
 //                          queries whose ids equal FP32's exactly
@@ -74,7 +75,8 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
   --ref-out PREFIX     write the exact reference ids to PREFIX.ivecs (recall-nq x max k)
   --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4; the floor is the
                        fastest of full-row and 1,024 / 4,096-query tiles in it)
-  --precision LIST     distance precisions of ours: fp32, tf32-bounded (default fp32)
+  --precision LIST     distance precisions of ours: fp32, tf32-bounded, bf16x3-bounded
+                       (default fp32)
   --single-query N     also time N one-query searches per k (median latency; ours)
                        and split it: fused kernel, merge, the rest (k <= 1024)
   --git                print the commit compiled in and exit
@@ -265,7 +267,8 @@ int main(int argc, char** argv) {
         for (const std::string& name : parseList(args.get("precision", "fp32"))) {
             const gpu::DistancePrecision p = gpu::distancePrecisionFromName(name.c_str());
             if (p == gpu::DistancePrecision::Auto)
-                throw std::invalid_argument("--precision: name fp32 or tf32-bounded, not auto");
+                throw std::invalid_argument(
+                        "--precision: name fp32, tf32-bounded or bf16x3-bounded, not auto");
             precisions.push_back(p);
         }
 
@@ -387,10 +390,10 @@ int main(int argc, char** argv) {
                 DeviceArray<float> dB(size_t(c.nb) * d), dQ(size_t(c.nq) * d), dC(tileFloats);
                 FAISS_EXT_CUDA_CHECK(cudaMemcpy(dB.p, base.x.data(), base.x.size() * 4, cudaMemcpyHostToDevice));
                 FAISS_EXT_CUDA_CHECK(cudaMemcpy(dQ.p, query.x.data(), query.x.size() * 4, cudaMemcpyHostToDevice));
-                // FP32, and TF32 (the bounded precision's GEMM) when it is benchmarked.
-                const bool tf32Too = std::find(precisions.begin(), precisions.end(),
-                                               gpu::DistancePrecision::TF32Bounded) !=
-                                     precisions.end();
+                // FP32, and TF32 (the bounded precisions' reference GEMM) when
+                // one of them is benchmarked.
+                const bool tf32Too =
+                        std::any_of(precisions.begin(), precisions.end(), gpu::isBoundedPrecision);
                 for (bool tf32 : {false, true}) {
                     if (tf32 && !tf32Too) continue;
                     cublasHandle_t h;
@@ -460,9 +463,11 @@ int main(int argc, char** argv) {
                     }
                     std::vector<int64_t> fp32Ids;  // FP32's ids at this k, when it ran
                     for (gpu::DistancePrecision precision : precisions) {
-                        const bool bounded = precision == gpu::DistancePrecision::TF32Bounded;
+                        const bool bounded = gpu::isBoundedPrecision(precision);
                         const std::string method =
-                                bounded ? "ours:quickselect-tf32-bounded" : "ours:quickselect";
+                                bounded ? std::string("ours:quickselect-") +
+                                                  gpu::distancePrecisionName(precision)
+                                        : std::string("ours:quickselect");
                         try {
                             gpu::SearchParametersQuickSelectFlat sp;
                             sp.distancePrecision = precision;

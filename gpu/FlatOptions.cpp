@@ -30,18 +30,20 @@ const char* distancePrecisionName(DistancePrecision p) {
             return "fp32";
         case DistancePrecision::TF32Bounded:
             return "tf32-bounded";
+        case DistancePrecision::BF16x3Bounded:
+            return "bf16x3-bounded";
     }
     return "unknown";
 }
 
 DistancePrecision distancePrecisionFromName(const char* name) {
     FAISS_THROW_IF_NOT_MSG(name, "distancePrecisionFromName: null name");
-    for (DistancePrecision p :
-         {DistancePrecision::Auto, DistancePrecision::FP32, DistancePrecision::TF32Bounded}) {
+    for (DistancePrecision p : {DistancePrecision::Auto, DistancePrecision::FP32,
+                                DistancePrecision::TF32Bounded, DistancePrecision::BF16x3Bounded}) {
         if (strcasecmp(name, distancePrecisionName(p)) == 0) return p;
     }
-    FAISS_THROW_FMT("unknown distance precision '%s' (expected 'auto', 'fp32' or 'tf32-bounded')",
-                    name);
+    FAISS_THROW_FMT("unknown distance precision '%s' (expected 'auto', 'fp32', 'tf32-bounded' or "
+                    "'bf16x3-bounded')", name);
 }
 
 DistancePrecision chooseDistancePrecision(int64_t nq, int64_t nb, int64_t k, int d,

@@ -38,9 +38,25 @@ enum class DistancePrecision : int {
     /// re-scored in FP32. A query whose candidate set is not certified is
     /// searched again in FP32 (counted in BoundedSearchStats).
     TF32Bounded = 2,
+    /// The same certificate over split-precision tensor-core products: each
+    /// FP32 coordinate split into two BF16 parts (hi + lo, round to
+    /// nearest) and q.x taken as hi.hi + hi.lo + lo.hi, three BF16 GEMMs
+    /// with FP32 accumulation. Its error bound is 26 times tighter than
+    /// TF32's at d = 96 and 9 times at d = 784 (Tf32ErrorBound.h,
+    /// bf16x3BoundTerms), so data whose
+    /// norms dwarf the gaps between neighbours (clusters far from each
+    /// other and from the origin) is certified where TF32 falls back, at
+    /// three BF16 GEMMs (about 1.5 TF32 GEMMs) per tile. Costs a split copy
+    /// of the vectors (4 bytes per coordinate) on the device.
+    BF16x3Bounded = 3,
 };
 
-/// "auto", "fp32", "tf32-bounded".
+/// Whether p certifies tensor-core candidates (TF32Bounded, BF16x3Bounded).
+inline bool isBoundedPrecision(DistancePrecision p) {
+    return p == DistancePrecision::TF32Bounded || p == DistancePrecision::BF16x3Bounded;
+}
+
+/// "auto", "fp32", "tf32-bounded", "bf16x3-bounded".
 const char* distancePrecisionName(DistancePrecision p);
 
 /// Parses distancePrecisionName's names; throws on others.
@@ -67,7 +83,7 @@ constexpr int64_t kAutoBoundedMaxK = 1024;
 DistancePrecision chooseDistancePrecision(int64_t nq, int64_t nb, int64_t k, int d,
                                           FlatMetric metric, bool vectorsOnDevice);
 
-/// Queries answered by each route of the TF32Bounded precision.
+/// Queries answered by each route of the bounded precisions.
 struct BoundedSearchStats {
     /// Queries whose candidate set the bound certified: answered from the
     /// TF32 candidates re-scored in FP32.

@@ -33,9 +33,9 @@ void checkOwnParams(const faiss::SearchParameters* params, const char* call) {
 
 /// Throws unless p is a DistancePrecision member.
 void checkDistancePrecision(DistancePrecision p, const char* where) {
-    FAISS_THROW_IF_NOT_FMT(int(p) >= 0 && int(p) <= 2,
+    FAISS_THROW_IF_NOT_FMT(int(p) >= 0 && int(p) <= 3,
                            "GpuIndexQuickSelectFlat: unknown distancePrecision %d in %s (Auto 0, "
-                           "FP32 1, TF32Bounded 2)", int(p), where);
+                           "FP32 1, TF32Bounded 2, BF16x3Bounded 3)", int(p), where);
 }
 
 /// The flat metric of a CPU twin, and its IndexFlat; throws for other indexes.
@@ -332,7 +332,7 @@ void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, fl
     o.beforeResults = [this] { finishDeferredFiniteCheck_(); };
     o.filter = selection.get();
     BoundedSearchStats stats;
-    if (o.precision == DistancePrecision::TF32Bounded) o.boundedStats = &stats;
+    if (isBoundedPrecision(o.precision)) o.boundedStats = &stats;
     storage_->search(x, n, k, distances, labels, o);  // counts only once it succeeds
     boundedCertified_ += stats.certifiedQueries;
     boundedFallback_ += stats.fallbackQueries;

@@ -140,13 +140,13 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
     SelectAlgo resolveSelectAlgo(int64_t nq, int64_t k,
                                  const faiss::SearchParameters* params = nullptr) const;
 
-    /// The distance precision a search of nq queries at k runs: FP32 or
-    /// TF32Bounded (Auto resolved by chooseDistancePrecision). Throws on an
+    /// The distance precision a search of nq queries at k runs: FP32,
+    /// TF32Bounded or BF16x3Bounded (Auto resolved by chooseDistancePrecision). Throws on an
     /// unknown value in the config or params.
     DistancePrecision resolveDistancePrecision(int64_t nq, int64_t k,
                                                const faiss::SearchParameters* params = nullptr) const;
 
-    /// Queries searched with TF32Bounded since construction or the last
+    /// Queries searched with a bounded precision since construction or the last
     /// resetBoundedStats(): certified from the TF32 candidates, or searched
     /// again in FP32 (the bound could not certify them, or the vectors are
     /// on the host). Safe to call while other threads search.

@@ -115,7 +115,8 @@ std::string checkSameAsFp32(FlatMetric metric, int d, const std::vector<float>& 
 
 BoundedSearchStats compareOn(StandardGpuResources& res, FlatMetric metric, int d,
                              const std::vector<float>& xb, const std::vector<float>& xq, int64_t k,
-                             const std::string& what, GpuIndexQuickSelectFlatConfig config) {
+                             const std::string& what, GpuIndexQuickSelectFlatConfig config,
+                             DistancePrecision bounded) {
     GpuIndexQuickSelectFlat index(&res, d, metric, config);
     index.add(int64_t(xb.size()) / d, xb.data());
     std::vector<float> stored(xb.size());
@@ -123,7 +124,7 @@ BoundedSearchStats compareOn(StandardGpuResources& res, FlatMetric metric, int d
     const Results ref = searchWith(index, xq, k, DistancePrecision::FP32);
     EXPECT_EQ(index.getBoundedStats().certifiedQueries + index.getBoundedStats().fallbackQueries, 0)
         << "an FP32 search counted as bounded: " << what;
-    const Results got = searchWith(index, xq, k, DistancePrecision::TF32Bounded);
+    const Results got = searchWith(index, xq, k, bounded);
     const BoundedSearchStats s = index.getBoundedStats();
     EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, int64_t(xq.size()) / d) << what;
     EXPECT_EQ(checkSameAsFp32(metric, d, stored, xq, k, got, ref), "") << what;

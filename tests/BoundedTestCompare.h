@@ -45,12 +45,14 @@ std::string checkSameAsFp32(FlatMetric metric, int d, const std::vector<float>& 
                             std::vector<float> queries, int64_t k, const Results& got,
                             const Results& ref);
 
-/// Adds xb to an index of `metric`, searches xq with both precisions and
-/// compares; returns the bounded search's counters.
-gpu::BoundedSearchStats compareOn(gpu::StandardGpuResources& res, FlatMetric metric, int d,
-                                  const std::vector<float>& xb, const std::vector<float>& xq,
-                                  int64_t k, const std::string& what,
-                                  gpu::GpuIndexQuickSelectFlatConfig config = {});
+/// Adds xb to an index of `metric`, searches xq at FP32 and at `bounded`
+/// (TF32Bounded or BF16x3Bounded) and compares; returns the bounded
+/// search's counters.
+gpu::BoundedSearchStats compareOn(
+        gpu::StandardGpuResources& res, FlatMetric metric, int d, const std::vector<float>& xb,
+        const std::vector<float>& xq, int64_t k, const std::string& what,
+        gpu::GpuIndexQuickSelectFlatConfig config = {},
+        gpu::DistancePrecision bounded = gpu::DistancePrecision::TF32Bounded);
 
 /// "<data> metric=.. d=.. k=.. seed=..".
 std::string describe(FlatMetric m, int d, int64_t k, const char* data);

@@ -1,9 +1,9 @@
 // The TF32 error bound (gpu/impl/flat/Tf32ErrorBound.h) against a CPU emulation
-// of the two arithmetics it relates: the tensor cores as modelled in the
-// bound's derivation (inputs truncated to TF32, exact products, block FMAs
-// that align their addends to the largest with truncation and truncate the
-// result; Fasi et al., PeerJ CS 2021) and the FP32 path (FP32 fused
-// multiply-adds, sequential or pairwise). The bound must hold on every pair,
+// of the two arithmetics it relates (TensorCoreEmulation.h): the tensor
+// cores as modelled in the bound's derivation (inputs truncated to TF32,
+// exact products, block FMAs that align their addends to the largest with
+// truncation and truncate the result; Fasi et al., PeerJ CS 2021) and the
+// FP32 path (FP32 fused multiply-adds, sequential or pairwise). The bound must hold on every pair,
 // including data far from the origin, cancellations and tiny numbers, and
 // must not be vacuous: on non-negative data, where truncation errors all
 // point the same way, the observed error reaches a fair share of it. Also
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "TensorCoreEmulation.h"
 #include "TestUtils.h"
 #include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
@@ -27,73 +28,15 @@ using faiss_ext::gpu::normUpperBound;
 using faiss_ext::gpu::Tf32BoundTerms;
 using faiss_ext::gpu::tf32BoundTerms;
 using faiss_ext::gpu::tf32KeyErrorBound;
+using faiss_ext::test::pairwiseDot;
+using faiss_ext::test::sequentialDot;
+using faiss_ext::test::sumOfSquares;
 
 namespace {
 
-/// FP32 -> TF32 by truncation (10 mantissa bits kept), subnormals flushed.
-float toTf32Truncated(float v) {
-    uint32_t b;
-    std::memcpy(&b, &v, 4);
-    if ((b & 0x7F800000u) == 0) b &= 0x80000000u;  // subnormal: flushed to a signed zero
-    b &= 0xFFFFE000u;
-    float r;
-    std::memcpy(&r, &b, 4);
-    return r;
-}
-
-/// Truncates a double toward zero to a multiple of 2^exponent.
-double truncateToMultiple(double v, int exponent) {
-    const double unit = std::ldexp(1.0, exponent);
-    return std::trunc(v / unit) * unit;
-}
-
-/// The tensor-core dot product of the bound's model: blocks of `t` exact
-/// products added to the accumulator by aligning all t + 1 addends to the
-/// largest exponent with truncation (24 significant bits), summing exactly
-/// and truncating the result to FP32.
+/// The TF32 tensor-core dot product of the bound's model.
 float tensorCoreDot(const float* q, const float* x, int d, int t) {
-    float acc = 0.f;
-    for (int i0 = 0; i0 < d; i0 += t) {
-        std::vector<double> addends{double(acc)};
-        for (int i = i0; i < std::min(d, i0 + t); ++i) {
-            addends.push_back(double(toTf32Truncated(q[i])) * double(toTf32Truncated(x[i])));
-        }
-        double largest = 0.0;
-        for (double a : addends) largest = std::max(largest, std::fabs(a));
-        if (largest == 0.0) continue;
-        const int e = std::ilogb(largest);  // 2^e <= largest < 2^(e+1)
-        double sum = 0.0;
-        for (double a : addends) sum += truncateToMultiple(a, e - 23);  // exact: few bits
-        // Normalise by truncation to 24 significant bits.
-        if (sum != 0.0) sum = truncateToMultiple(sum, std::ilogb(std::fabs(sum)) - 23);
-        acc = float(sum);
-        if (std::fabs(acc) < 1.1754943508222875e-38f) acc = 0.f;  // flushed partial sum
-    }
-    return acc;
-}
-
-/// The FP32 path's dot product: sequential fused multiply-adds.
-float sequentialDot(const float* q, const float* x, int d) {
-    float s = 0.f;
-    for (int i = 0; i < d; ++i) s = std::fmaf(q[i], x[i], s);
-    return s;
-}
-
-/// Another FP32 order: products rounded, then a pairwise tree.
-float pairwiseDot(const float* q, const float* x, int d) {
-    std::vector<float> v(static_cast<size_t>(d));
-    for (int i = 0; i < d; ++i) v[size_t(i)] = q[i] * x[i];
-    for (size_t w = v.size(); w > 1; w = (w + 1) / 2) {
-        for (size_t i = 0; i < w / 2; ++i) v[i] = v[2 * i] + v[2 * i + 1];
-        if (w % 2) v[w / 2] = v[w - 1];
-    }
-    return v.empty() ? 0.f : v[0];
-}
-
-float sumOfSquares(const float* x, int d) {
-    float s = 0.f;
-    for (int i = 0; i < d; ++i) s += x[i] * x[i];
-    return s;
+    return faiss_ext::test::tensorCoreDot(q, x, d, t, faiss_ext::test::toTf32Truncated);
 }
 
 struct Worst {

@@ -292,10 +292,13 @@ parameter `distancePrecision`); exact either way (docs/flat.md).
 AUTO: chosen per search (FP32 until the crossover is measured). FP32: cuBLAS
 FP32 GEMM. TF32_BOUNDED: TF32 tensor cores, a proven error bound, FP32
 re-scoring of the candidates and FP32 for queries it cannot certify.
+BF16X3_BOUNDED: the same with three BF16 products of a two-part split of each
+coordinate (a bound 9-26 times tighter: data far from the origin).
 )doc")
         .value("AUTO", gpu::DistancePrecision::Auto)
         .value("FP32", gpu::DistancePrecision::FP32)
-        .value("TF32_BOUNDED", gpu::DistancePrecision::TF32Bounded);
+        .value("TF32_BOUNDED", gpu::DistancePrecision::TF32Bounded)
+        .value("BF16X3_BOUNDED", gpu::DistancePrecision::BF16x3Bounded);
 
     m.def(
         "select_algo_name", [](SelectAlgo a) { return std::string(gpu::selectAlgoName(a)); },

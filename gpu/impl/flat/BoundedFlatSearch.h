@@ -2,7 +2,9 @@
 // whose distance products run on the tensor cores.
 //
 // Per row block of queries:
-//   1. TF32 GEMM tiles (gemmDotProductsTf32), and the RowSelector keeps the
+//   1. TF32 GEMM tiles (gemmDotProductsTf32; for BF16x3Bounded the three
+//      BF16 products of split operands, gemmDotProductsBf16x3, with the
+//      tighter bf16x3BoundTerms), and the RowSelector keeps the
 //      m = boundedCandidateCount(k, nb) smallest approximate keys per query;
 //      when Auto chose the selection and the shape allows, the tiles span
 //      whole rows and the sampled-threshold filter
@@ -42,6 +44,7 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/FlatTilePlan.h"
 #include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
 
@@ -98,6 +101,14 @@ struct BoundedCorpus {
     /// ranks the corpus as q.x does (q.c is one number per query), so the
     /// search runs on q.(x - c) and adds q.c to each returned similarity.
     const float* centre = nullptr;
+    /// BF16x3Bounded, may be null (TF32 products then): the two-part BF16
+    /// split of `vectors` (SplitBf16.h; the same rows, splitDim BF16 each),
+    /// whose three products replace the TF32 GEMM with a bound 9-26 times
+    /// tighter (Tf32ErrorBound.h, bf16x3BoundTerms); each block of
+    /// queries is split the same way after any centring.
+    const Bf16Bits* splitHi = nullptr;
+    const Bf16Bits* splitLo = nullptr;
+    int splitDim = 0;
 };
 
 /// Searches `n` prepared queries by the FP32 path, writing n x k results

@@ -25,15 +25,19 @@ public:
         return t;
     }
 
-    /// Runs out (col-major m x n, ld ldc) = alpha * A^T B with A k x m (ld k),
-    /// B k x n (ld k). Returns false when cuBLASLt cannot (caller falls back).
-    /// compute: CUBLAS_COMPUTE_32F_PEDANTIC or CUBLAS_COMPUTE_32F_FAST_TF32;
-    /// algorithms are tuned per compute type (the fastest differ).
+    /// Runs out (col-major m x n, ld ldc) = alpha * A^T B + beta * out with A
+    /// k x m (ld k), B k x n (ld k), both of type ab (CUDA_R_32F or
+    /// CUDA_R_16BF). Returns false when cuBLASLt cannot (caller falls back).
+    /// compute: CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_COMPUTE_32F_FAST_TF32
+    /// (FP32 operands) or CUBLAS_COMPUTE_32F (BF16 operands); algorithms are
+    /// tuned per compute type and operand type (the fastest differ). Tuning
+    /// overwrites out, so a shape not tuned yet is refused when beta != 0.
     bool run(int device, cudaStream_t stream, cublasComputeType_t compute, int64_t m, int64_t n,
-             int64_t k, float alpha, const float* A, const float* B, float* C, int64_t ldc) {
+             int64_t k, float alpha, const void* A, const void* B, float* C, int64_t ldc,
+             cudaDataType_t ab = CUDA_R_32F, float beta = 0.f) {
         cublasLtHandle_t lt;
         const Tuned* tuned = nullptr;
-        Key key{device, int(compute), m, n, k, ldc};
+        Key key{device, int(compute), int(ab), m, n, k, ldc};
         {
             std::lock_guard<std::mutex> lock(mutex_);
             auto h = handles_.find(device);
@@ -47,7 +51,8 @@ public:
             if (it != tuned_.end()) tuned = it->second.get();
         }
         if (!tuned) {
-            std::unique_ptr<Tuned> t(new Tuned(compute, m, n, k, ldc));
+            if (beta != 0.f) return false;
+            std::unique_ptr<Tuned> t(new Tuned(compute, ab, m, n, k, ldc));
             if (!t->desc.ok || !tune(lt, t->desc, stream, alpha, A, B, C, &t->algo)) return false;
             std::lock_guard<std::mutex> lock(mutex_);
             // (a thread that tuned the same shape first keeps its entry)
@@ -55,13 +60,12 @@ public:
         }
         // Entries are never removed or changed once in the map: read unlocked.
         const Desc& d = tuned->desc;
-        const float beta = 0.f;
         return cublasLtMatmul(lt, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c,
                               &tuned->algo, nullptr, 0, stream) == CUBLAS_STATUS_SUCCESS;
     }
 
 private:
-    using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>;
+    using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int64_t>;
 
     struct Desc {
         cublasLtMatmulDesc_t op = nullptr;
@@ -69,13 +73,14 @@ private:
         bool ok = false;
         Desc(const Desc&) = delete;
         Desc& operator=(const Desc&) = delete;
-        Desc(cublasComputeType_t compute, int64_t m, int64_t n, int64_t k, int64_t ldc) {
+        Desc(cublasComputeType_t compute, cudaDataType_t ab, int64_t m, int64_t n, int64_t k,
+             int64_t ldc) {
             cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
             ok = cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F) == 0 &&
                  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)) == 0 &&
                  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)) == 0 &&
-                 cublasLtMatrixLayoutCreate(&a, CUDA_R_32F, k, m, k) == 0 &&
-                 cublasLtMatrixLayoutCreate(&b, CUDA_R_32F, k, n, k) == 0 &&
+                 cublasLtMatrixLayoutCreate(&a, ab, k, m, k) == 0 &&
+                 cublasLtMatrixLayoutCreate(&b, ab, k, n, k) == 0 &&
                  cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, m, n, ldc) == 0;
         }
         ~Desc() {
@@ -91,7 +96,7 @@ private:
     /// candidate ran cold and the choice followed the order (H200, 200 x
     /// 100k x 960: 128x128 tiles 961 us, the 256x64 chosen 985 us).
     static bool tune(cublasLtHandle_t lt, const Desc& d, cudaStream_t stream, float alpha,
-                     const float* A, const float* B, float* C, cublasLtMatmulAlgo_t* best) {
+                     const void* A, const void* B, float* C, cublasLtMatmulAlgo_t* best) {
         cublasLtMatmulPreference_t pref;
         if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return false;
         size_t ws = 0;
@@ -147,8 +152,9 @@ private:
     struct Tuned {
         Desc desc;
         cublasLtMatmulAlgo_t algo;
-        Tuned(cublasComputeType_t compute, int64_t m, int64_t n, int64_t k, int64_t ldc)
-                : desc(compute, m, n, k, ldc) {}
+        Tuned(cublasComputeType_t compute, cudaDataType_t ab, int64_t m, int64_t n, int64_t k,
+              int64_t ldc)
+                : desc(compute, ab, m, n, k, ldc) {}
     };
 
     std::mutex mutex_;
@@ -197,6 +203,34 @@ void gemmDotProductsTf32(cublasHandle_t handle, const float* q, int64_t nq, cons
                                         &alpha, x, CUDA_R_32F, d, q, CUDA_R_32F, d, &beta, out,
                                         CUDA_R_32F, int(ldOut), CUBLAS_COMPUTE_32F_FAST_TF32,
                                         CUBLAS_GEMM_DEFAULT));
+}
+
+void gemmDotProductsBf16x3(cublasHandle_t handle, const Bf16Bits* qHi, const Bf16Bits* qLo,
+                           int64_t nq, const Bf16Bits* xHi, const Bf16Bits* xLo, int64_t nx,
+                           int dPad, float alpha, float* out, int64_t ldOut) {
+    if (nq == 0 || nx == 0) return;
+    checkTile("gemmDotProductsBf16x3", nq, nx, ldOut);
+    FAISS_THROW_IF_NOT_FMT(dPad >= 8 && dPad % 8 == 0,
+                           "gemmDotProductsBf16x3: padded dimension %d not a multiple of 8", dPad);
+    cudaStream_t stream = nullptr;
+    FAISS_EXT_CUBLAS_CHECK(cublasGetStream(handle, &stream));
+    // hi.hi first (beta 0: it tunes the shape), then hi.lo and lo.hi added
+    // in (the same shape, already tuned). The lo.lo product is left out:
+    // Tf32ErrorBound.h, bf16x3BoundTerms.
+    const Bf16Bits* xs[3] = {xHi, xHi, xLo};
+    const Bf16Bits* qs[3] = {qHi, qLo, qHi};
+    const int device = getCurrentDevice();
+    for (int i = 0; i < 3; ++i) {
+        const float beta = i == 0 ? 0.f : 1.f;
+        if (GemmTuner::get().run(device, stream, CUBLAS_COMPUTE_32F, nx, nq, dPad, alpha, xs[i],
+                                 qs[i], out, ldOut, CUDA_R_16BF, beta)) {
+            continue;
+        }
+        FAISS_EXT_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(nx), int(nq),
+                                            dPad, &alpha, xs[i], CUDA_R_16BF, dPad, qs[i],
+                                            CUDA_R_16BF, dPad, &beta, out, CUDA_R_32F, int(ldOut),
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
 }
 
 }  // namespace gpu

@@ -23,5 +23,18 @@ void gemmDotProducts(cublasHandle_t handle, const float* q, int64_t nq, const fl
 void gemmDotProductsTf32(cublasHandle_t handle, const float* q, int64_t nq, const float* x,
                          int64_t nx, int d, float alpha, float* out, int64_t ldOut);
 
+/// The bits of one BF16 number (cuda_bf16.h's __nv_bfloat16, kept out of
+/// this header).
+using Bf16Bits = uint16_t;
+
+/// As gemmDotProducts from split operands (SplitBf16.h): rows of dPad BF16
+/// (a multiple of 8, zero-padded), q ~ qHi + qLo and x ~ xHi + xLo, and
+/// <q, x> taken as xHi.qHi + xHi.qLo + xLo.qHi: three BF16 tensor-core GEMMs
+/// accumulated in FP32. Approximate, within bf16x3BoundTerms
+/// (Tf32ErrorBound.h) of the FP32 product.
+void gemmDotProductsBf16x3(cublasHandle_t handle, const Bf16Bits* qHi, const Bf16Bits* qLo,
+                           int64_t nq, const Bf16Bits* xHi, const Bf16Bits* xLo, int64_t nx,
+                           int dPad, float alpha, float* out, int64_t ldOut);
+
 }  // namespace gpu
 }  // namespace faiss_ext

@@ -213,6 +213,7 @@ void FlatStorage::reserve(int64_t n) {
                            "(asked for %lld)", (long long)kMaxVectors, (long long)n);
     DeviceScope scope(device_);
     centred_.invalidate();  // its memory first: the move below may need it
+    split_.invalidate();
     cudaStream_t stream = res_->getDefaultStream(device_);
     bool host = wantHost_(n);
     float* nv = nullptr;
@@ -256,6 +257,7 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
                            (long long)ntotal_, (long long)n);
     DeviceScope scope(device_);
     centred_.invalidate();
+    split_.invalidate();
     if (ntotal_ + n > capacity_) reserve(std::max(ntotal_ + n, capacity_ + capacity_ / 2));
     cudaStream_t stream = res_->getDefaultStream(device_);
     float addedMax = 0.f;  // the largest |x|^2 added (maxSquaredNorm synchronises)
@@ -303,6 +305,7 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
 void FlatStorage::reset() {
     DeviceScope scope(device_);
     centred_.invalidate();
+    split_.invalidate();
     if (onHost_) freeHost_(vectors_, norms_);
     dVectors_.release();
     dNorms_.release();
@@ -320,6 +323,7 @@ int64_t FlatStorage::removeSelected(const IdSelection& removed) {
     const int64_t gone = removed.count();
     if (gone == 0) return 0;
     centred_.invalidate();
+    split_.invalidate();
     const int64_t kept = ntotal_ - gone;
     std::vector<uint32_t> keep;
     keep.reserve(size_t(kept));
@@ -440,6 +444,46 @@ void FlatStorage::searchFiltered_(const IdSelection& s, const float* queries, in
     searchView_(masked, queries, nq, k, distances, labels, o);
 }
 
+bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precision,
+                                 cudaStream_t stream, BoundedCorpus* corpus,
+                                 SplitScratch* scratch) const {
+    const bool l2 = metric_ == FlatMetric::L2;
+    corpus->vectors = c.vectors;
+    corpus->sqNorms = l2 ? c.norms : nullptr;
+    corpus->nb = c.nb;
+    corpus->d = d_;
+    corpus->metric = metric_;
+    corpus->maxSqNorm = c.maxSqNorm;
+    CentredView centred;
+    const float* whole = vectors_;  // the array corpus->vectors is a slice of
+    if (c.storageRow0 >= 0 &&
+        centred_.view(res_, device_, stream, vectors_, ntotal_, d_, maxSqNorm_, &centred)) {
+        corpus->vectors = centred.vectors + size_t(c.storageRow0) * d_;
+        corpus->sqNorms = l2 ? centred.sqNorms + c.storageRow0 : nullptr;
+        corpus->maxSqNorm = centred.maxSqNorm;
+        corpus->centre = centred.centre;
+        whole = centred.vectors;
+    }
+    if (precision != DistancePrecision::BF16x3Bounded) return true;
+    // BF16x3: the split of what the search multiplies, kept for the storage
+    // (or its centred copy), or made for a gathered subset.
+    const int dPad = bf16PaddedDim(d_);
+    corpus->splitDim = dPad;
+    if (c.storageRow0 >= 0) {
+        SplitView split;
+        if (!split_.view(res_, device_, stream, whole, ntotal_, d_, &split)) return false;
+        corpus->splitHi = split.hi + size_t(c.storageRow0) * dPad;
+        corpus->splitLo = split.lo + size_t(c.storageRow0) * dPad;
+        return true;
+    }
+    scratch->hi.reset(new TempBuffer<Bf16Bits>(res_, device_, size_t(c.nb) * dPad, stream));
+    scratch->lo.reset(new TempBuffer<Bf16Bits>(res_, device_, size_t(c.nb) * dPad, stream));
+    splitRowsBf16(corpus->vectors, c.nb, d_, scratch->hi->data(), scratch->lo->data(), stream);
+    corpus->splitHi = scratch->hi->data();
+    corpus->splitLo = scratch->lo->data();
+    return true;
+}
+
 void FlatStorage::searchView_(const CorpusView& c, const float* queries, int64_t nq, int64_t k,
                               float* distances, int64_t* labels,
                               const FlatSearchOptions& opt) const {
@@ -460,23 +504,11 @@ void FlatStorage::searchView_(const CorpusView& c, const float* queries, int64_t
     const PreparedQueries pq(res_, device_, metric_, d_, queries, nq, opt.queriesPrepared, stream);
     const float* q = pq.q;
 
-    if (opt.precision == DistancePrecision::TF32Bounded) {
-        if (!c.onHost && !c.keepBits && opt.selfBase < 0 && boundedSearchSupported(d_)) {
-            BoundedCorpus corpus;
-            corpus.vectors = c.vectors;
-            corpus.sqNorms = l2 ? c.norms : nullptr;
-            corpus.nb = nb;
-            corpus.d = d_;
-            corpus.metric = metric_;
-            corpus.maxSqNorm = c.maxSqNorm;
-            CentredView centred;
-            if (c.storageRow0 >= 0 &&
-                centred_.view(res_, device_, stream, vectors_, ntotal_, d_, maxSqNorm_, &centred)) {
-                corpus.vectors = centred.vectors + size_t(c.storageRow0) * d_;
-                corpus.sqNorms = l2 ? centred.sqNorms + c.storageRow0 : nullptr;
-                corpus.maxSqNorm = centred.maxSqNorm;
-                corpus.centre = centred.centre;
-            }
+    if (isBoundedPrecision(opt.precision)) {
+        BoundedCorpus corpus;
+        SplitScratch scratch;
+        if (!c.onHost && !c.keepBits && opt.selfBase < 0 && boundedSearchSupported(d_) &&
+            boundedCorpus_(c, opt.precision, stream, &corpus, &scratch)) {
             FlatSearchOptions fp32 = opt;
             fp32.precision = DistancePrecision::FP32;
             fp32.queriesPrepared = true;

@@ -7,8 +7,11 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/SplitBf16.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 #include "faiss_ext/gpu/utils/IdSelection.h"
 
@@ -23,9 +26,9 @@ struct RangeHits;
 /// How FlatStorage::search runs.
 struct FlatSearchOptions {
     SelectAlgo algo = SelectAlgo::QuickMultiSelect;  ///< resolved (not Auto)
-    /// FP32 or TF32Bounded (resolved, not Auto). TF32Bounded runs only for
-    /// vectors on the device and searches without selfBase; otherwise FP32
-    /// runs and the queries count as fallbacks.
+    /// FP32, TF32Bounded or BF16x3Bounded (resolved, not Auto). The bounded
+    /// precisions run only for vectors on the device and searches without
+    /// selfBase; otherwise FP32 runs and the queries count as fallbacks.
     DistancePrecision precision = DistancePrecision::FP32;
     /// TF32Bounded: the algorithm (resolved) that selects the
     /// boundedCandidateCount(k, nb) candidates per query.
@@ -126,8 +129,19 @@ private:
         int64_t storageRow0 = -1;
     };
 
+    /// A gathered subset's BF16 split, for one search.
+    struct SplitScratch {
+        std::unique_ptr<TempBuffer<Bf16Bits>> hi, lo;
+    };
+
     void searchView_(const CorpusView& c, const float* queries, int64_t nq, int64_t k,
                      float* distances, int64_t* labels, const FlatSearchOptions& opt) const;
+    /// What a bounded search of view c reads: the centred copy where it
+    /// helps, and for BF16x3 the split (kept, or made in scratch for a
+    /// gathered subset). False when the split does not fit (the search
+    /// then runs FP32).
+    bool boundedCorpus_(const CorpusView& c, DistancePrecision precision, cudaStream_t stream,
+                        BoundedCorpus* corpus, SplitScratch* scratch) const;
     void searchFiltered_(const IdSelection& s, const float* queries, int64_t nq, int64_t k,
                          float* distances, int64_t* labels, const FlatSearchOptions& opt) const;
     void allocate_(int64_t n, bool onHost, float** nv, float** nn, DeviceVector<float>* dv,
@@ -152,9 +166,12 @@ private:
     float* norms_ = nullptr;    // |x|^2, L2 only; same memory space (dNorms_)
     double maxSqNorm_ = 0.0;    // the largest FP32 |x|^2 stored (the TF32 bound's x_max)
     DeviceVector<float> dVectors_, dNorms_;  // own vectors_ / norms_ on the device
-    /// L2: the vectors translated by their mean for the bounded TF32 search
+    /// The vectors translated by their mean for the bounded searches
     /// (built by the first such search, dropped whenever the vectors change).
     mutable CentredCorpus centred_;
+    /// The BF16 split of the vectors the BF16x3 search multiplies (the
+    /// centred copy or the stored vectors); dropped with centred_.
+    mutable SplitCorpus split_;
     mutable cudaStream_t copyStream_ = nullptr;
 };
 

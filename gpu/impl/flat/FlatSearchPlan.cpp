@@ -27,9 +27,9 @@ SelectAlgo planSelectAlgo(SelectAlgo requested, int64_t nq, int64_t nb, int64_t 
 DistancePrecision planDistancePrecision(DistancePrecision requested, int64_t nq, int64_t nb,
                                         int64_t k, int d, FlatMetric metric,
                                         bool vectorsOnDevice) {
-    FAISS_THROW_IF_NOT_FMT(int(requested) >= 0 && int(requested) <= 2,
+    FAISS_THROW_IF_NOT_FMT(int(requested) >= 0 && int(requested) <= 3,
                            "GpuIndexQuickSelectFlat: unknown distancePrecision %d (Auto 0, "
-                           "FP32 1, TF32Bounded 2)", int(requested));
+                           "FP32 1, TF32Bounded 2, BF16x3Bounded 3)", int(requested));
     if (requested != DistancePrecision::Auto) return requested;
     return chooseDistancePrecision(nq, nb, k, d, metric, vectorsOnDevice);
 }
@@ -41,7 +41,7 @@ FlatSearchOptions planFlatSearch(int64_t nb, bool vectorsOnDevice, FlatMetric me
     o.group = request.group;
     o.thFactor = request.thFactor;
     o.precision = planDistancePrecision(request.precision, nq, nb, k, d, metric, vectorsOnDevice);
-    if (o.precision == DistancePrecision::TF32Bounded && nb > 0) {
+    if (isBoundedPrecision(o.precision) && nb > 0) {
         // The candidates are selected at m = boundedCandidateCount(k, nb)
         // per query: the algorithm is planned for m. A merge queue forced by
         // the caller but unable to hold m gives way to quick multi-select for

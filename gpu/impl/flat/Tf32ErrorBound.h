@@ -66,7 +66,8 @@
 namespace faiss_ext {
 namespace gpu {
 
-/// The constants of the bound for one dimension and metric (host side).
+/// The constants of the bound for one dimension and metric (host side):
+/// tf32BoundTerms for TF32 products, bf16x3BoundTerms for BF16x3 ones.
 struct Tf32BoundTerms {
     double absAlpha = 2.0;    ///< |alpha|: 2 for L2, 1 for the inner product metrics
     bool l2 = true;           ///< whether keys add the stored |x|^2
@@ -101,6 +102,52 @@ inline Tf32BoundTerms tf32BoundTerms(int d, bool l2) {
     t.tinyDim = double(d);
     t.fp32Gamma = gFp32;
     t.valid = d >= 1 && std::isfinite(gFp32) && std::isfinite(gTf32) && gFp32 < 0.5;
+    return t;
+}
+
+/// The bound's constants for BF16x3 products (DistancePrecision::
+/// BF16x3Bounded), for dimension d (>= 1); l2 selects the L2 keys. The
+/// same e(q, x) and leftOutKeyLowerBound apply with these constants.
+///
+/// Each FP32 coordinate v is split by our own kernel (SplitBf16.cu) into
+/// h = bf16_rn(v) and l = bf16_rn(v - h) (v - h is exact in FP32; BF16
+/// keeps 8 significant bits, unit roundoff 2^-8): |v - h| <= 2^-8 |v| and
+/// r = v - h - l has |r| <= 2^-16 |v|. The GEMMs take q.x as
+/// hq.hx + hq.lx + lq.hx; per coordinate the part left out,
+/// lq lx + (hq + lq) rx + rq x, is at most
+///   c_split |q_i x_i|, c_split = 2^-16 ((1 + 2^-8)^2 + (1 + 2^-16) + 1),
+/// so the exact sum s~ of the 3d products is within c_split P of q.x.
+/// Products of two 8-bit significands are exact in FP32. Each GEMM sums
+/// its d products on the tensor cores (truncating block FMAs, item 3 of the
+/// header: unit 2^-22 over d + 2 terms) and the second and third add the
+/// running result through beta = 1 (one more FP32 rounding each, covered
+/// by two more terms at that unit), so with P'' the sum of the magnitudes
+/// of the 3d products, at most g_split P, g_split = (1 + 2^-8)^2 (1 + 2^-7):
+///   |s_A - s~| <= gamma(d + 4, 2^-22) g_split P.
+/// Hence c_dot = c_split + g_split gamma(d + 4, 2^-22) + gamma(d + 1, u)
+/// (the last for the FP32 side, as for TF32) and
+/// c_mag = max(g_split (1 + gamma(d + 4, 2^-22)), 1 + gamma(d + 1, u)).
+/// Flushed subnormal parts: three GEMMs' worth of the TF32 term (tinyDim
+/// 3 d). Against TF32's c_dot of about 2^-9 + d 2^-22 this is about
+/// 3 2^-16 + d 2^-22: 26 times smaller at d = 96, 9 times at d = 784 (the
+/// accumulation term, the same in both, takes over as d grows).
+inline Tf32BoundTerms bf16x3BoundTerms(int d, bool l2) {
+    const double u = std::ldexp(1.0, -24);
+    const double accUnit = std::ldexp(1.0, -22);
+    const double b = std::ldexp(1.0, -8);
+    Tf32BoundTerms t;
+    t.absAlpha = l2 ? 2.0 : 1.0;
+    t.l2 = l2;
+    const double gFp32 = errorGamma(double(d) + 1.0, u);
+    const double gAcc = errorGamma(double(d) + 4.0, accUnit);
+    const double split = std::ldexp(1.0, -16) * ((1.0 + b) * (1.0 + b) + (1.0 + b * b) + 1.0);
+    const double growth = (1.0 + b) * (1.0 + b) * (1.0 + 2.0 * b);
+    t.dotCoef = split + growth * gAcc + gFp32;
+    t.magCoef = std::fmax(growth * (1.0 + gAcc), 1.0 + gFp32);
+    t.normGrowth = 1.0 / (1.0 - gFp32);
+    t.tinyDim = 3.0 * double(d);
+    t.fp32Gamma = gFp32;
+    t.valid = d >= 1 && std::isfinite(gFp32) && std::isfinite(gAcc) && gFp32 < 0.5;
     return t;
 }
 

@@ -131,7 +131,7 @@ void FlatEngineIndex::searchChunk_(idx_t m, const float* x, idx_t k, float* dist
     FlatSearchOptions o = planFlatSearch(ntotal, storage_->where() == VectorStorage::Device,
                                          FlatMetric::L2, d, m, k, FlatSearchRequest());
     BoundedSearchStats stats;
-    if (o.precision == DistancePrecision::TF32Bounded) o.boundedStats = &stats;
+    if (isBoundedPrecision(o.precision)) o.boundedStats = &stats;
     storage_->search(x, m, k, distances, labels, o);
 }
 

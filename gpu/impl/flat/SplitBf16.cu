@@ -1,0 +1,86 @@
+// Two-part BF16 splits (see SplitBf16.h).
+#include "faiss_ext/gpu/impl/flat/SplitBf16.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+/// The copy may take at most this share of the free device memory (the
+/// search's tiles need the rest), as the centred copy.
+constexpr double kSplitMemoryShare = 0.5;
+
+__global__ void splitRowsKernel(const float* x, int64_t n, int d, int dPad, __nv_bfloat16* hi,
+                                __nv_bfloat16* lo) {
+    const int64_t total = n * dPad;
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = t / dPad;
+        const int j = int(t % dPad);
+        const float v = j < d ? x[r * d + j] : 0.f;
+        const __nv_bfloat16 h = __float2bfloat16_rn(v);
+        // v - h is exact in FP32 (h keeps v's leading 8 bits).
+        hi[t] = h;
+        lo[t] = __float2bfloat16_rn(v - __bfloat162float(h));
+    }
+}
+
+}  // namespace
+
+void splitRowsBf16(const float* x, int64_t n, int d, Bf16Bits* hi, Bf16Bits* lo,
+                   cudaStream_t stream) {
+    const int dPad = bf16PaddedDim(d);
+    const int64_t total = n * dPad;
+    if (total == 0) return;
+    const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, 65535)));
+    splitRowsKernel<<<grid, 256, 0, stream>>>(x, n, d, dPad, reinterpret_cast<__nv_bfloat16*>(hi),
+                                              reinterpret_cast<__nv_bfloat16*>(lo));
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+bool SplitCorpus::view(GpuResources* res, int device, cudaStream_t stream, const float* vectors,
+                       int64_t nb, int d, SplitView* out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int dPad = bf16PaddedDim(d);
+    if (source_ != vectors || nb_ != nb || dPad_ != dPad || !hi_.data()) {
+        hi_.release();
+        lo_.release();
+        source_ = nullptr;
+        const size_t bytes = 2 * sizeof(Bf16Bits) * size_t(nb) * size_t(dPad);
+        size_t freeBytes = 0, totalBytes = 0;
+        FAISS_EXT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
+        if (nb < 1 || double(bytes) > kSplitMemoryShare * double(freeBytes)) return false;
+        DeviceVector<Bf16Bits> hi, lo;
+        hi.allocate(res, device, size_t(nb) * dPad, "BF16x3 bounded search", "the BF16 high parts");
+        lo.allocate(res, device, size_t(nb) * dPad, "BF16x3 bounded search", "the BF16 low parts");
+        splitRowsBf16(vectors, nb, d, hi.data(), lo.data(), stream);
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        hi_ = std::move(hi);
+        lo_ = std::move(lo);
+        source_ = vectors;
+        nb_ = nb;
+        dPad_ = dPad;
+    }
+    out->hi = hi_.data();
+    out->lo = lo_.data();
+    out->dPad = dPad_;
+    return true;
+}
+
+void SplitCorpus::invalidate() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hi_.release();
+    lo_.release();
+    source_ = nullptr;
+    nb_ = 0;
+    dPad_ = 0;
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext

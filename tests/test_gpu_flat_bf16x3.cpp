@@ -1,0 +1,146 @@
+// The BF16x3 bounded search (DistancePrecision::BF16x3Bounded: two-part BF16
+// splits, three tensor-core products, the certificate of the TF32 path with
+// bf16x3BoundTerms): results equal the FP32 path's on every metric, padded
+// and unpadded dimensions, filtered subsets and after adds; and clusters far
+// from each other and from the origin, where one mean cannot centre the
+// data and TF32 falls back, are certified.
+#include <faiss/impl/IDSelector.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "BoundedTestCompare.h"
+#include "TestUtils.h"
+#include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+
+using faiss_ext::FlatMetric;
+using faiss_ext::gpu::BoundedSearchStats;
+using faiss_ext::gpu::DistancePrecision;
+using faiss_ext::gpu::GpuIndexQuickSelectFlat;
+using faiss_ext::gpu::StandardGpuResources;
+using namespace faiss_ext::test;
+
+namespace {
+
+constexpr DistancePrecision kBf16x3 = DistancePrecision::BF16x3Bounded;
+
+/// n points of `clusters` tight clusters (spread `spread` per coordinate)
+/// whose centres lie on a sphere of radius 35 around an offset of norm 35
+/// (norms about 50, as bench/gen_far_clusters.py): stream 0 base, 1 queries.
+std::vector<float> farClusters(int64_t n, int d, int clusters, float spread, int stream) {
+    std::mt19937_64 rng(kSeed);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> offset(static_cast<size_t>(d));
+    std::vector<float> centres(static_cast<size_t>(clusters) * d);
+    auto onSphere = [&](float* v, float radius) {
+        double s = 0;
+        for (int j = 0; j < d; ++j) s += double(v[j] = normal(rng)) * v[j];
+        for (int j = 0; j < d; ++j) v[j] = float(v[j] * radius / std::sqrt(s));
+    };
+    onSphere(offset.data(), 35.f);
+    for (int c = 0; c < clusters; ++c) {
+        onSphere(&centres[size_t(c) * d], 35.f);
+        for (int j = 0; j < d; ++j) centres[size_t(c) * d + j] += offset[size_t(j)];
+    }
+    std::mt19937_64 rows(kSeed + 1 + uint64_t(stream));
+    std::uniform_int_distribution<int> pick(0, clusters - 1);
+    std::vector<float> x(size_t(n) * d);
+    for (int64_t i = 0; i < n; ++i) {
+        const int c = pick(rows);
+        for (int j = 0; j < d; ++j) {
+            x[size_t(i) * d + j] = centres[size_t(c) * d + j] + spread * normal(rows);
+        }
+    }
+    return x;
+}
+
+/// FP32 and BF16x3 searches of xq over `sel` (may be null), compared;
+/// returns the BF16x3 search's counters.
+BoundedSearchStats againstFp32(GpuIndexQuickSelectFlat& index, FlatMetric metric, int d,
+                               const std::vector<float>& xq, int64_t k, const std::string& what,
+                               const faiss::IDSelector* sel = nullptr) {
+    std::vector<float> stored(size_t(index.ntotal) * d);
+    index.reconstruct_n(0, index.ntotal, stored.data());
+    const Results ref = searchWith(index, xq, k, DistancePrecision::FP32, sel);
+    index.resetBoundedStats();
+    const Results got = searchWith(index, xq, k, kBf16x3, sel);
+    const BoundedSearchStats s = index.getBoundedStats();
+    EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, int64_t(xq.size()) / d) << what;
+    EXPECT_EQ(checkSameAsFp32(metric, d, stored, xq, k, got, ref), "") << what;
+    if (sel) {
+        for (int64_t id : got.I) {
+            EXPECT_TRUE(id < 0 || sel->is_member(id)) << what << ": id " << id << " not selected";
+        }
+    }
+    return s;
+}
+
+}  // namespace
+
+TEST(GpuFlatBf16x3, EqualsFp32OnEveryMetric) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int64_t nb = sized<int64_t>(20000, 6000), nq = 100;
+    for (int d : {3, 64, 100}) {  // 3 and 100 are padded to 8 and 104 BF16
+        const auto xb = clusteredVectors(nb, d, 30, kSeed + uint64_t(d));
+        const auto xq = clusteredVectors(nq, d, 30, kSeed + 9 + uint64_t(d));
+        for (FlatMetric m : {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine,
+                             FlatMetric::Pearson}) {
+            for (int64_t k : {1, 10, 100}) {
+                const std::string what = describe(m, d, k, "clustered bf16x3");
+                const BoundedSearchStats s = compareOn(res, m, d, xb, xq, k, what, {}, kBf16x3);
+                if (d >= 64) EXPECT_GE(s.certifiedQueries, nq * 9 / 10) << what;
+            }
+        }
+    }
+}
+
+TEST(GpuFlatBf16x3, CertifiesFarClustersWhereTf32FallsBack) {
+    // 200 clusters of spread 0.3 whose centres are 50 units apart and 50
+    // from the origin: the TF32 bound (about 2^-9 |q| |x| ~ 10) dwarfs the
+    // gaps between neighbours (about 1), and no single mean brings the
+    // data close, so TF32 falls back; BF16x3's bound (about 0.3) does not.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 32;
+    const int64_t nb = sized<int64_t>(20000, 6000), nq = 100;
+    const auto xb = farClusters(nb, d, 200, 0.3f, 0);
+    const auto xq = farClusters(nq, d, 200, 0.3f, 1);
+    for (int64_t k : {10, 100}) {
+        const std::string what = describe(FlatMetric::L2, d, k, "far clusters");
+        const BoundedSearchStats tf32 = compareOn(res, FlatMetric::L2, d, xb, xq, k, what);
+        EXPECT_GE(tf32.fallbackQueries, nq * 9 / 10) << what << " (TF32)";
+        const BoundedSearchStats bf16 =
+            compareOn(res, FlatMetric::L2, d, xb, xq, k, what, {}, kBf16x3);
+        EXPECT_LE(bf16.fallbackQueries, nq / 50) << what << " (BF16x3)";
+    }
+}
+
+TEST(GpuFlatBf16x3, FiltersAndAddsAreSeen) {
+    // A gathered subset is split for its search; a run of ids reads its
+    // slice of the kept split; an add drops the split (a stale one would
+    // miss the new vectors).
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 48;
+    GpuIndexQuickSelectFlat index(&res, d, FlatMetric::L2);
+    const auto first = farClusters(12000, d, 100, 0.3f, 0);
+    const auto more = farClusters(5000, d, 100, 0.3f, 2);
+    const auto xq = farClusters(100, d, 100, 0.3f, 1);
+    index.add(12000, first.data());
+    EXPECT_GE(againstFp32(index, FlatMetric::L2, d, xq, 10, "whole").certifiedQueries, 98);
+    const faiss::IDSelectorRange run(2000, 9000);
+    EXPECT_GE(againstFp32(index, FlatMetric::L2, d, xq, 10, "range", &run).certifiedQueries, 98);
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < 12000; i += 3) ids.push_back(i);
+    const faiss::IDSelectorBatch batch(ids.size(), ids.data());
+    EXPECT_GE(againstFp32(index, FlatMetric::L2, d, xq, 10, "batch", &batch).certifiedQueries, 98);
+    index.add(5000, more.data());
+    EXPECT_GE(againstFp32(index, FlatMetric::L2, d, xq, 10, "after adds").certifiedQueries, 98);
+    const faiss::IDSelectorRange removed(0, 4000);
+    EXPECT_EQ(index.remove_ids(removed), 4000);
+    EXPECT_GE(againstFp32(index, FlatMetric::L2, d, xq, 10, "after removals").certifiedQueries, 98);
+}
