@@ -33,6 +33,14 @@ FAISS_EXT_HOST_DEVICE uint64_t mix64(uint64_t z) {
 /// Blocks of `threads` threads covering n items (a kernel's grid size).
 inline unsigned blocksFor(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
+/// The grid of a grid-stride loop over n items with `perBlock` items a
+/// block per pass: enough blocks for one pass, at least 1, at most 65,535
+/// (the loop covers the rest).
+inline unsigned gridStrideBlocks(int64_t n, int64_t perBlock = 256) {
+    const int64_t blocks = (n + perBlock - 1) / perBlock;
+    return unsigned(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks);
+}
+
 #ifdef __CUDACC__
 /// +infinity as a float, in device code.
 __device__ __forceinline__ float infinity() { return __int_as_float(0x7f800000); }

@@ -17,6 +17,7 @@
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -129,10 +130,6 @@ __global__ void scatterResultsKernel(const float* dIn, const int64_t* lIn, int64
     }
 }
 
-unsigned gridFor(int64_t total) {
-    return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, 65535)));
-}
-
 /// Searches the queries of `rows` (global indices) by the FP32 path and
 /// writes their results over the rows of (distances, labels), in chunks
 /// within a quarter of the temporary memory left.
@@ -153,11 +150,11 @@ void searchRowsByFp32(GpuResources* res, int device, cudaStream_t stream, const 
         const int64_t c = std::min(chunk, n - i0);
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(rowIds.data(), rows.data() + i0, sizeof(int64_t) * c,
                                              cudaMemcpyHostToDevice, stream));
-        gatherRowsKernel<<<gridFor(c * d), 256, 0, stream>>>(queries, d, rowIds.data(), c,
+        gatherRowsKernel<<<gridStrideBlocks(c * d), 256, 0, stream>>>(queries, d, rowIds.data(), c,
                                                              q.data());
         FAISS_EXT_CUDA_CHECK_LAUNCH();
         fp32Search(q.data(), c, dOut.data(), lOut.data());
-        scatterResultsKernel<<<gridFor(c * k), 256, 0, stream>>>(
+        scatterResultsKernel<<<gridStrideBlocks(c * k), 256, 0, stream>>>(
             dOut.data(), lOut.data(), k, rowIds.data(), c, distances, labels);
         FAISS_EXT_CUDA_CHECK_LAUNCH();
         // rows.data() is host memory read by the copy above; the next chunk

@@ -6,6 +6,7 @@
 
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -78,23 +79,19 @@ __global__ void addRowOffsetsKernel(float* distances, int64_t total, int64_t k,
     }
 }
 
-unsigned gridOf(int64_t total, int64_t perBlock) {
-    return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + perBlock - 1) / perBlock, 65535)));
-}
-
 }  // namespace
 
 void centreDots(const float* q, int64_t n, int d, const float* centre, float* out,
                 cudaStream_t stream) {
     if (n == 0) return;
-    centreDotsKernel<<<gridOf(n, 8), 256, 0, stream>>>(q, n, d, centre, out);
+    centreDotsKernel<<<gridStrideBlocks(n, 8), 256, 0, stream>>>(q, n, d, centre, out);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
 void addRowOffsets(float* distances, int64_t rows, int64_t k, const float* offsets,
                    cudaStream_t stream) {
     if (rows * k == 0 || !distances) return;
-    addRowOffsetsKernel<<<gridOf(rows * k, 256), 256, 0, stream>>>(distances, rows * k, k,
+    addRowOffsetsKernel<<<gridStrideBlocks(rows * k, 256), 256, 0, stream>>>(distances, rows * k, k,
                                                                   offsets);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
@@ -103,7 +100,7 @@ void subtractCentre(const float* x, int64_t n, int d, const float* centre, float
                     cudaStream_t stream) {
     const int64_t total = n * d;
     if (total == 0) return;
-    subtractCentreKernel<<<gridOf(total, 256), 256, 0, stream>>>(x, total, d, centre, out);
+    subtractCentreKernel<<<gridStrideBlocks(total, 256), 256, 0, stream>>>(x, total, d, centre, out);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 

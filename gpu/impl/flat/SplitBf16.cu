@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -38,8 +39,7 @@ void splitRowsBf16(const float* x, int64_t n, int d, Bf16Bits* hi, Bf16Bits* lo,
     const int dPad = bf16PaddedDim(d);
     const int64_t total = n * dPad;
     if (total == 0) return;
-    const unsigned grid = unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, 65535)));
-    splitRowsKernel<<<grid, 256, 0, stream>>>(x, n, d, dPad, reinterpret_cast<__nv_bfloat16*>(hi),
+    splitRowsKernel<<<gridStrideBlocks(total), 256, 0, stream>>>(x, n, d, dPad, reinterpret_cast<__nv_bfloat16*>(hi),
                                               reinterpret_cast<__nv_bfloat16*>(lo));
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
