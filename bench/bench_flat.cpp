@@ -5,7 +5,9 @@
 //                          within a time budget, extrapolated (params.nq_timed)
 //   floor:cublas-sgemm     cuBLAS SGEMM of the same shapes alone (the floor);
 //                          floor:cublas-sgemm-tf32 the same in TF32 when
-//                          --precision includes tf32-bounded
+//                          --precision includes a bounded precision;
+//                          floor:cublas-bf16x3 the three BF16 GEMMs of the
+//                          BF16x3 path when it includes bf16x3-bounded
 //   ours:quickselect       faiss_ext::gpu::GpuIndexQuickSelectFlat (FP32 distances)
 //   ours:quickselect-tf32-bounded, ours:quickselect-bf16x3-bounded
 //                          the same index with DistancePrecision::TF32Bounded
@@ -35,7 +37,9 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <faiss/IndexFlat.h>
@@ -160,6 +164,62 @@ double medianFloorSeconds(cublasHandle_t h, const float* dB, const float* dQ, fl
         times.push_back(nowSeconds() - t0);
     }
     return median(times);
+}
+
+/// The BF16x3 floor: the three split-precision GEMMs of the BF16x3 bounded
+/// path (gpu::gemmDotProductsBf16x3, what the search calls) over the same
+/// tile shapes, the operands split once beforehand; one JSON line with the
+/// fastest shape ("tflops" counts the FP32-equivalent 2 nb nq d).
+void emitBf16x3Floor(const Common& c, const std::string& gpuDevice, const float* dB,
+                     const float* dQ, float* dC, const std::vector<FloorTile>& shapes, int reps) {
+    const int dPad = gpu::bf16PaddedDim(c.d);
+    DeviceArray<gpu::Bf16Bits> bHi(size_t(c.nb) * dPad), bLo(size_t(c.nb) * dPad);
+    DeviceArray<gpu::Bf16Bits> qHi(size_t(c.nq) * dPad), qLo(size_t(c.nq) * dPad);
+    gpu::splitRowsBf16(dB, c.nb, c.d, bHi.p, bLo.p, nullptr);
+    gpu::splitRowsBf16(dQ, c.nq, c.d, qHi.p, qLo.p, nullptr);
+    cublasHandle_t h;
+    FAISS_EXT_CUBLAS_CHECK(cublasCreate(&h));
+    FloorTile best;
+    double sec = 0;
+    for (const FloorTile& t : shapes) {
+        auto run = [&]() {
+            for (int64_t q0 = 0; q0 < c.nq; q0 += t.rows) {
+                const int64_t tq = std::min(t.rows, c.nq - q0);
+                for (int64_t c0 = 0; c0 < c.nb; c0 += t.cols) {
+                    const int64_t tc = std::min(t.cols, c.nb - c0);
+                    gpu::gemmDotProductsBf16x3(h, qHi.p + size_t(q0) * dPad, qLo.p + size_t(q0) * dPad,
+                                               tq, bHi.p + size_t(c0) * dPad,
+                                               bLo.p + size_t(c0) * dPad, tc, dPad, 1.f, dC, tc);
+                }
+            }
+            FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+        };
+        run();  // warm-up (and cuBLASLt's tuning of the shapes)
+        std::vector<double> times;
+        for (int r = 0; r < std::max(1, reps); ++r) {
+            const double t0 = nowSeconds();
+            run();
+            times.push_back(nowSeconds() - t0);
+        }
+        const double s = median(times);
+        std::fprintf(stderr, "[bench_flat] floor (bf16x3) tile %lld x %lld: %.4f s\n",
+                     (long long)t.rows, (long long)t.cols, s);
+        if (sec == 0 || s < sec) {
+            sec = s;
+            best = t;
+        }
+    }
+    cublasDestroy(h);
+    JsonLine p;
+    p.integer("tile_nq", best.rows).integer("tile_nb", best.cols).integer("reps", reps);
+    p.integer("tile_shapes_tried", int64_t(shapes.size()));
+    p.str("math", "bf16x3 (three CUBLAS_COMPUTE_32F GEMMs of BF16 splits)");
+    p.num("tflops", 2.0 * c.nb * c.nq * c.d / sec / 1e12).str("io", "device");
+    JsonLine j = head(c, "floor:cublas-bf16x3", gpuDevice, 0);
+    j.raw("params", p.text()).num("seconds", sec).num("qps", c.nq / sec).null("recall");
+    j.str("git", c.git);
+    emit(j);
+    std::fprintf(stderr, "[bench_flat] floor (bf16x3): %.4f s\n", sec);
 }
 
 /// Median seconds of `calls` one-query searches (query i % nq of the device
@@ -427,6 +487,10 @@ int main(int argc, char** argv) {
                     emit(j);
                     std::fprintf(stderr, "[bench_flat] floor%s: %.4f s (%.1f TFLOP/s)\n",
                                  tf32 ? " (tf32)" : "", sec, 2.0 * c.nb * c.nq * d / sec / 1e12);
+                }
+                if (std::find(precisions.begin(), precisions.end(),
+                              gpu::DistancePrecision::BF16x3Bounded) != precisions.end()) {
+                    emitBf16x3Floor(c, gpuDevice, dB.p, dQ.p, dC.p, shapes, reps);
                 }
             } catch (const std::exception& e) {
                 ++failures;

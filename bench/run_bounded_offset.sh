@@ -2,9 +2,9 @@
 # The bounded TF32 path on data far from the origin (issue 39), on the GPU
 # machine after scripts/device/device-stage-tests.sh: a clustered 1M x 128
 # set (gen_clustered, seed 777) as generated and moved by +10 and +100 in
-# every coordinate, and siftsmall's byte descriptors; bench_flat at fp32 and
-# tf32-bounded (certified / fallback counts in each line's params) with the
-# TF32 GEMM floor. JSON lines to $OUT/bounded_offset.jsonl.
+# every coordinate, and siftsmall's byte descriptors; bench_flat at fp32,
+# tf32-bounded and bf16x3-bounded (FX_OFFSET_PRECISION; certified / fallback
+# counts in each line's params) with the TF32 and BF16x3 GEMM floors. JSON lines to $OUT/bounded_offset.jsonl.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source .device/env.sh
@@ -27,7 +27,7 @@ PY
 done
 run() {  # name base query
   $bin/bench_flat --base "$2" --query "$3" --dataset "$1" --k 10,100 --methods ours,floor \
-    --precision fp32,tf32-bounded --reps 5 >> "$out" 2> "$tmp/err.log" || tail -5 "$tmp/err.log"
+    --precision "${FX_OFFSET_PRECISION:-fp32,tf32-bounded,bf16x3-bounded}" --reps 5 >> "$out" 2> "$tmp/err.log" || tail -5 "$tmp/err.log"
 }
 run clustered-1M-128-seed777 "$tmp/c_base.fbin" "$tmp/c_query.fbin"
 run clustered-1M-128-seed777-plus10 "$tmp/c10_base.fbin" "$tmp/c10_query.fbin"

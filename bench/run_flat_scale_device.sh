@@ -6,8 +6,9 @@
 #       bash bench/run_flat_scale_device.sh
 # 1. a hard set far from the origin (bench/gen_far_clusters.py, on the GPU):
 #    FX_SCALE_NB x 96, 3,000 Zipf-sized clusters, centre norms about 50;
-# 2. bench_flat: ours at fp32 and tf32-bounded (certified / fallback counts),
-#    the FP32 and TF32 GEMM floors (best tile shape), k 10 and 100;
+# 2. bench_flat: ours at fp32, tf32-bounded and bf16x3-bounded
+#    (FX_SCALE_PRECISION; certified / fallback counts), the FP32, TF32 and
+#    BF16x3 GEMM floors (best tile shape), k 10 and 100;
 # 3. torch mm + topk and FAISS GPU GpuIndexFlatL2 on the same files, each in
 #    its own process, in the same call.
 # Output: $OUT/flat_scale.jsonl (+ .err).
@@ -36,7 +37,7 @@ env LD_LIBRARY_PATH="$py_ld_path" timeout 300 python3 bench/gen_far_clusters.py 
 echo "gen rc=$? $(date +%T)"
 timeout "${FX_SCALE_OURS_TIMEOUT:-400}" .device/bin/bench/bench_flat --base "$tmp/far_base.fbin" \
   --query "$tmp/far_query.fbin" --dataset "$name" --k 10,100 --methods ours,floor \
-  --precision fp32,tf32-bounded --reps "$reps" --recall-nq "$recall_nq" --ref-out "$tmp/ref" \
+  --precision "${FX_SCALE_PRECISION:-fp32,tf32-bounded,bf16x3-bounded}" --reps "$reps" --recall-nq "$recall_nq" --ref-out "$tmp/ref" \
   --floor-mem-gib 8 >> "$out" 2>> "$err"
 echo "ours rc=$? $(date +%T)"
 ref=(); [ -f "$tmp/ref.ivecs" ] && ref=(--ref "$tmp/ref.ivecs")  # none if bench_flat failed
