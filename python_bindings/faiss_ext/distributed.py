@@ -23,6 +23,10 @@ it has one, its CPU twin otherwise), and ``replicas`` copies of each shard:
   so no acknowledged add is lost;
 - ``add(x, progress=f)`` adds in batches and calls ``f(done, total)``.
 
+``build_knn_graph(parts, k)`` (faiss_ext/distributed_graph.py) builds the
+k-NN graph of data spread over actors: GNND per part, then GGM merges of
+every pair of parts scheduled on Ray in rounds of disjoint pairs.
+
 Ray is an optional dependency: ``pip install .[distributed]`` or
 ``pip install ray``. docs/distributed.md says how to run a cluster.
 """
@@ -40,11 +44,14 @@ try:
 except ImportError as e:  # pragma: no cover - exercised where Ray is absent
     raise ImportError("faiss_ext.distributed needs Ray: pip install 'ray>=2' (or .[distributed])") from e
 
-__all__ = ["ShardedIndex", "ShardUnavailableError"]
+__all__ = ["ShardedIndex", "ShardUnavailableError", "build_knn_graph", "ShardedKnnGraph"]
 
 
 class ShardUnavailableError(RuntimeError):
     """Every replica of a shard has failed."""
+
+
+from faiss_ext.distributed_graph import ShardedKnnGraph, build_knn_graph  # noqa: E402
 
 
 def _selector_spec(sel):

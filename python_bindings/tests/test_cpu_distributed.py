@@ -5,6 +5,7 @@ with no replica left. Skipped, visibly, where Ray is not installed
 (scripts/test.sh installs it in a venv for its `distributed` step)."""
 
 import os
+import time
 
 import faiss
 import numpy as np
@@ -251,3 +252,88 @@ def test_progress_of_a_long_add(cluster, data):
         index.add(xb[:10], progress="yes")
     with pytest.raises(ValueError, match="batch_size"):
         index.add(xb[:10], batch_size=0)
+
+
+# ---- k-NN graphs over actors (faiss_ext.distributed.build_knn_graph) ----
+
+def exact_graph(x, k, metric):
+    """The exact k-NN graph of x, each row's own entry left out."""
+    flat = faiss.IndexFlat(x.shape[1], metric)
+    flat.add(x)
+    D, I = flat.search(x, k + 1)
+    keep = I != np.arange(len(x))[:, None]
+    order = np.argsort(~keep, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(D, order, 1), np.take_along_axis(I, order, 1)
+
+
+def test_pair_rounds_meet_every_pair_once_in_disjoint_rounds():
+    from faiss_ext.distributed_graph import pair_rounds
+    for n in range(1, 9):
+        rounds = pair_rounds(n)
+        seen = [p for r in rounds for p in r]
+        assert sorted(seen) == [(i, j) for i in range(n) for j in range(i + 1, n)], n
+        for r in rounds:
+            members = [s for p in r for s in p]
+            assert len(members) == len(set(members)), (n, r)
+        assert len(rounds) == (0 if n < 2 else n - 1 if n % 2 == 0 else n), n
+
+
+def test_merge_neighbour_lists_keeps_the_best_distinct_ids():
+    from faiss_ext.distributed_graph import merge_neighbour_lists
+    I = np.array([[5, 7, -1]], dtype=np.int64)
+    D = np.array([[1.0, 3.0, np.inf]], dtype=np.float32)
+    cI = np.array([[7, 2, 9]], dtype=np.int64)
+    cD = np.array([[3.0, 2.0, 0.5]], dtype=np.float32)
+    mI, mD = merge_neighbour_lists(I, D, cI, cD, 3, larger_is_better=False)
+    assert mI.tolist() == [[9, 5, 2]] and mD.tolist() == [[0.5, 1.0, 2.0]]
+    D[0, 2] = -np.inf  # padding of a similarity list
+    mI, mD = merge_neighbour_lists(I, D, cI, cD, 4, larger_is_better=True)
+    assert mI.tolist() == [[7, 2, 5, 9]] and mD.tolist() == [[3.0, 2.0, 1.0, 0.5]]
+
+
+@pytest.mark.parametrize("metric", [faiss.METRIC_L2, faiss.METRIC_INNER_PRODUCT])
+def test_knn_graph_of_exact_shards_is_the_exact_graph(cluster, metric):
+    rng = np.random.default_rng(31)
+    x = rng.random((1700, D_DIM), dtype=np.float32)
+    parts = [x[:400], x[400:700], x[700:1300], x[1300:1550], x[1550:]]  # 5 shards: odd rounds
+    steps = []
+    g = distributed.build_knn_graph(parts, 10, metric=metric, use_gpu=False,
+                                    progress=lambda done, total: steps.append((done, total)))
+    D, I = g.gather()
+    refD, refI = exact_graph(x, 10, metric)
+    assert_knn_equal(D, I, refD, refI, larger_is_better=metric == faiss.METRIC_INNER_PRODUCT)
+    assert steps[-1][0] == steps[-1][1] == 1 + 5 and [s[0] for s in steps] == list(range(1, 7))
+    D2, I2 = g.shard(2)
+    np.testing.assert_array_equal(I2, I[700:1300])
+    assert [p["on_gpu"] for p in g.placements()] == [False] * 5
+
+
+def test_knn_graph_refuses_bad_parts_before_starting_actors(cluster):
+    rng = np.random.default_rng(5)
+    a = rng.random((50, D_DIM), dtype=np.float32)
+    with pytest.raises(ValueError, match="more than k"):
+        distributed.build_knn_graph([a, a[:10]], 10, use_gpu=False)
+    with pytest.raises(ValueError, match="d = 8"):
+        distributed.build_knn_graph([a, a[:, :8]], 5, use_gpu=False)
+    bad = a.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        distributed.build_knn_graph([a, bad], 5, use_gpu=False)
+    with pytest.raises(ValueError, match="non-empty"):
+        distributed.build_knn_graph([], 5, use_gpu=False)
+    with pytest.raises(ValueError, match="k must be"):
+        distributed.build_knn_graph([a], 0, use_gpu=False)
+    with pytest.raises(ValueError, match="metric"):
+        distributed.build_knn_graph([a], 5, metric=23, use_gpu=False)
+
+
+def test_knn_graph_names_the_shard_whose_actor_died(cluster):
+    rng = np.random.default_rng(6)
+    parts = [rng.random((300, D_DIM), dtype=np.float32) for _ in range(3)]
+    g = distributed.build_knn_graph(parts, 5, use_gpu=False)
+    kill = g.actors[1]
+    ray.kill(kill, no_restart=True)
+    with pytest.raises(distributed.ShardUnavailableError, match="graph shard 1"):
+        for _ in range(50):  # ray.kill is asynchronous
+            g.shard(1)
+            time.sleep(0.1)

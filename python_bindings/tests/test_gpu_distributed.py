@@ -2,7 +2,8 @@
 whose one node declares the machine's GPU, shards sharing it by fractional
 GPUs ({"num_gpus": 0.25}). Exact GPU shards equal one index; graph shards
 reach the recall of one graph index; a GPU replica killed during searches is
-replaced by its twin. Skipped, visibly, without Ray or a GPU (on the GPU
+replaced by its twin; a GNND k-NN graph built over four GPU actors (pair
+merges scheduled on Ray) reaches the exact graph's neighbours. Skipped, visibly, without Ray or a GPU (on the GPU
 machine Ray comes from scripts/device/make-ray-kit.sh)."""
 
 import faiss
@@ -73,3 +74,19 @@ def test_a_killed_gpu_replica_is_replaced_by_its_twin(cluster, data):
     np.testing.assert_array_equal(after[1], before[1])
     assert index.heal() == 1
     assert [[p["on_gpu"] for p in s] for s in index.placements()] == [[True, True]] * 2
+
+
+def test_gnnd_graph_over_gpu_shards_reaches_the_exact_graph(cluster, data):
+    # Four parts on four quarter-GPU actors: GNND per part, then a GGM merge
+    # of every pair in three rounds; recall@16 against the exact graph.
+    from test_cpu_distributed import exact_graph
+    x = data[0]
+    parts = [x[i * 5000:(i + 1) * 5000] for i in range(4)]
+    g = distributed.build_knn_graph(parts, 16, use_gpu=True, actor_options=QUARTER)
+    assert all(p["on_gpu"] for p in g.placements())
+    D, I = g.gather()
+    _, refI = exact_graph(x, 16, faiss.METRIC_L2)
+    recall = np.mean([len(set(a) & set(b)) / 16.0 for a, b in zip(I, refI)])
+    assert recall >= 0.95, recall
+    assert (I != np.arange(len(x))[:, None]).all(), "a row lists itself"
+    assert (np.diff(D, axis=1) >= 0).all(), "lists not sorted closest first"
