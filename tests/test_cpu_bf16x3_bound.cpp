@@ -87,8 +87,8 @@ double checkPairs(const std::vector<float>& xq, const std::vector<float>& xb, in
                             const float keyF = l2 ? f + nx : f;
                             const double diff = std::fabs(double(keyA) - double(keyF));
                             if (!(diff <= e)) {
-                                ADD_FAILURE() << data << " d=" << d << (l2 ? " L2" : " IP")
-                                              << " q" << i << " x" << j << " t=" << blockTerms
+                                ADD_FAILURE() << data << " d=" << d << (l2 ? " L2" : " IP") << " q"
+                                              << i << " x" << j << " t=" << blockTerms
                                               << (chained ? " chained" : "") << ": |" << keyA
                                               << " - " << keyF << "| > " << e;
                                 return worst;
@@ -141,7 +141,8 @@ TEST(Bf16x3ErrorBound, IsFarTighterThanTf32) {
         // term, the same in both, takes over as d grows.
         EXPECT_LT(b.dotCoef, t.dotCoef / 6) << d;
         EXPECT_GT(b.dotCoef, 3 * std::ldexp(1.0, -16)) << d;
-        EXPECT_LT(tf32KeyErrorBound(b, 50.0, 50.0, 2500.0), tf32KeyErrorBound(t, 50.0, 50.0, 2500.0) / 6)
+        EXPECT_LT(tf32KeyErrorBound(b, 50.0, 50.0, 2500.0),
+                  tf32KeyErrorBound(t, 50.0, 50.0, 2500.0) / 6)
             << d;
     }
     EXPECT_LT(bf16x3BoundTerms(96, true).dotCoef, tf32BoundTerms(96, true).dotCoef / 25);
@@ -154,8 +155,8 @@ TEST(Bf16x3ErrorBound, PrecisionNamesRoundTrip) {
     using faiss_ext::gpu::DistancePrecision;
     for (DistancePrecision p : {DistancePrecision::Auto, DistancePrecision::FP32,
                                 DistancePrecision::TF32Bounded, DistancePrecision::BF16x3Bounded}) {
-        EXPECT_EQ(faiss_ext::gpu::distancePrecisionFromName(faiss_ext::gpu::distancePrecisionName(p)),
-                  p);
+        EXPECT_EQ(
+            faiss_ext::gpu::distancePrecisionFromName(faiss_ext::gpu::distancePrecisionName(p)), p);
     }
     EXPECT_EQ(faiss_ext::gpu::distancePrecisionFromName("BF16x3-Bounded"),
               DistancePrecision::BF16x3Bounded);

@@ -87,8 +87,8 @@ TEST(GpuFlatBf16x3, EqualsFp32OnEveryMetric) {
     for (int d : {3, 64, 100}) {  // 3 and 100 are padded to 8 and 104 BF16
         const auto xb = clusteredVectors(nb, d, 30, kSeed + uint64_t(d));
         const auto xq = clusteredVectors(nq, d, 30, kSeed + 9 + uint64_t(d));
-        for (FlatMetric m : {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine,
-                             FlatMetric::Pearson}) {
+        for (FlatMetric m :
+             {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine, FlatMetric::Pearson}) {
             for (int64_t k : {1, 10, 100}) {
                 const std::string what = describe(m, d, k, "clustered bf16x3");
                 const BoundedSearchStats s = compareOn(res, m, d, xb, xq, k, what, {}, kBf16x3);

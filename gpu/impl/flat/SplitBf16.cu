@@ -1,10 +1,9 @@
 // Two-part BF16 splits (see SplitBf16.h).
-#include "faiss_ext/gpu/impl/flat/SplitBf16.h"
-
 #include <cuda_bf16.h>
 
 #include <algorithm>
 
+#include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
 
@@ -39,8 +38,8 @@ void splitRowsBf16(const float* x, int64_t n, int d, Bf16Bits* hi, Bf16Bits* lo,
     const int dPad = bf16PaddedDim(d);
     const int64_t total = n * dPad;
     if (total == 0) return;
-    splitRowsKernel<<<gridStrideBlocks(total), 256, 0, stream>>>(x, n, d, dPad, reinterpret_cast<__nv_bfloat16*>(hi),
-                                              reinterpret_cast<__nv_bfloat16*>(lo));
+    splitRowsKernel<<<gridStrideBlocks(total), 256, 0, stream>>>(
+        x, n, d, dPad, reinterpret_cast<__nv_bfloat16*>(hi), reinterpret_cast<__nv_bfloat16*>(lo));
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 

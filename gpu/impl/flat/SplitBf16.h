@@ -37,7 +37,7 @@ struct SplitView {
 /// The split copy of one storage's vectors (or of their centred copy),
 /// built on the first BF16x3 search and dropped when the vectors change.
 class SplitCorpus {
-public:
+  public:
     /// The split of vectors (nb x d, device), built on first use or when
     /// `vectors` is not the array the copy was made from. Returns false
     /// (the search then runs FP32) when the copy would take more than half
@@ -49,7 +49,7 @@ public:
     /// Drops the copy (the stored vectors changed).
     void invalidate();
 
-private:
+  private:
     std::mutex mutex_;
     const float* source_ = nullptr;  // the array the copy was made from
     int64_t nb_ = 0;
