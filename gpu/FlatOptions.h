@@ -42,7 +42,7 @@ enum class DistancePrecision : int {
     /// FP32 coordinate split into two BF16 parts (hi + lo, round to
     /// nearest) and q.x taken as hi.hi + hi.lo + lo.hi, three BF16 GEMMs
     /// with FP32 accumulation. Its error bound is 26 times tighter than
-    /// TF32's at d = 96 and 9 times at d = 784 (Tf32ErrorBound.h,
+    /// TF32's at d = 96 and 8 times at d = 784 (Tf32ErrorBound.h,
     /// bf16x3BoundTerms), so data whose
     /// norms dwarf the gaps between neighbours (clusters far from each
     /// other and from the origin) is certified where TF32 falls back, at

@@ -44,17 +44,18 @@ Split splitOf(const float* v, int d) {
     return s;
 }
 
-/// hi.hi + hi.lo + lo.hi as three emulated GEMMs over blocks of t terms;
-/// chained: the later GEMMs start their accumulation from the result so
-/// far, else each result is added to it with one FP32 addition.
+/// hi.lo + lo.hi + hi.hi as three emulated GEMMs over blocks of t terms,
+/// in the order the search runs them (Distance.cu); chained: the later GEMMs
+/// start their accumulation from the result so far, else each result is
+/// added to it with one FP32 addition.
 float bf16x3Dot(const Split& q, const Split& x, int d, int t, bool chained) {
-    const float first = tensorCoreDot(q.hi.data(), x.hi.data(), d, t, flushSubnormal);
+    const float first = tensorCoreDot(q.hi.data(), x.lo.data(), d, t, flushSubnormal);
     if (chained) {
-        const float second = tensorCoreDot(q.hi.data(), x.lo.data(), d, t, flushSubnormal, first);
-        return tensorCoreDot(q.lo.data(), x.hi.data(), d, t, flushSubnormal, second);
+        const float second = tensorCoreDot(q.lo.data(), x.hi.data(), d, t, flushSubnormal, first);
+        return tensorCoreDot(q.hi.data(), x.hi.data(), d, t, flushSubnormal, second);
     }
-    const float second = first + tensorCoreDot(q.hi.data(), x.lo.data(), d, t, flushSubnormal);
-    return second + tensorCoreDot(q.lo.data(), x.hi.data(), d, t, flushSubnormal);
+    const float second = first + tensorCoreDot(q.lo.data(), x.hi.data(), d, t, flushSubnormal);
+    return second + tensorCoreDot(q.hi.data(), x.hi.data(), d, t, flushSubnormal);
 }
 
 /// Checks |key_A - key_F| <= e for every pair, L2 and inner-product keys;

@@ -293,7 +293,7 @@ AUTO: chosen per search (FP32 until the crossover is measured). FP32: cuBLAS
 FP32 GEMM. TF32_BOUNDED: TF32 tensor cores, a proven error bound, FP32
 re-scoring of the candidates and FP32 for queries it cannot certify.
 BF16X3_BOUNDED: the same with three BF16 products of a two-part split of each
-coordinate (a bound 9-26 times tighter: data far from the origin).
+coordinate (a bound 8-26 times tighter: data far from the origin).
 )doc")
         .value("AUTO", gpu::DistancePrecision::Auto)
         .value("FP32", gpu::DistancePrecision::FP32)

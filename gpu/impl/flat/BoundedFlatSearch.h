@@ -103,7 +103,7 @@ struct BoundedCorpus {
     const float* centre = nullptr;
     /// BF16x3Bounded, may be null (TF32 products then): the two-part BF16
     /// split of `vectors` (SplitBf16.h; the same rows, splitDim BF16 each),
-    /// whose three products replace the TF32 GEMM with a bound 9-26 times
+    /// whose three products replace the TF32 GEMM with a bound 8-26 times
     /// tighter (Tf32ErrorBound.h, bf16x3BoundTerms); each block of
     /// queries is split the same way after any centring.
     const Bf16Bits* splitHi = nullptr;

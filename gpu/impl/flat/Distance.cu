@@ -214,10 +214,12 @@ void gemmDotProductsBf16x3(cublasHandle_t handle, const Bf16Bits* qHi, const Bf1
                            "gemmDotProductsBf16x3: padded dimension %d not a multiple of 8", dPad);
     cudaStream_t stream = nullptr;
     FAISS_EXT_CUBLAS_CHECK(cublasGetStream(handle, &stream));
-    // hi.hi first (beta 0: it tunes the shape), then hi.lo and lo.hi added
-    // in (the same shape, already tuned). The lo.lo product is left out:
-    // Tf32ErrorBound.h, bf16x3BoundTerms.
-    const Bf16Bits* xs[3] = {xHi, xHi, xLo};
+    // The small products first, hi.lo (beta 0: it tunes the shape) then
+    // lo.hi, and hi.hi last (the same shape, already tuned), so that the
+    // tensor cores' truncations in the first two are relative to their own
+    // small magnitudes (Tf32ErrorBound.h, bf16x3BoundTerms, which also
+    // leaves out lo.lo).
+    const Bf16Bits* xs[3] = {xLo, xHi, xHi};
     const Bf16Bits* qs[3] = {qHi, qLo, qHi};
     const int device = getCurrentDevice();
     for (int i = 0; i < 3; ++i) {

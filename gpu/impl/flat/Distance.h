@@ -29,8 +29,8 @@ using Bf16Bits = uint16_t;
 
 /// As gemmDotProducts from split operands (SplitBf16.h): rows of dPad BF16
 /// (a multiple of 8, zero-padded), q ~ qHi + qLo and x ~ xHi + xLo, and
-/// <q, x> taken as xHi.qHi + xHi.qLo + xLo.qHi: three BF16 tensor-core GEMMs
-/// accumulated in FP32. Approximate, within bf16x3BoundTerms
+/// <q, x> taken as xLo.qHi + xHi.qLo + xHi.qHi (in that order): three BF16
+/// tensor-core GEMMs accumulated in FP32. Approximate, within bf16x3BoundTerms
 /// (Tf32ErrorBound.h) of the FP32 product.
 void gemmDotProductsBf16x3(cublasHandle_t handle, const Bf16Bits* qHi, const Bf16Bits* qLo,
                            int64_t nq, const Bf16Bits* xHi, const Bf16Bits* xLo, int64_t nx,
