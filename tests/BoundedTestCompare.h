@@ -14,15 +14,19 @@
 // corpus norm (Higham, Accuracy and Stability of Numerical Algorithms, 3.1).
 #pragma once
 
+#include <cuda_runtime_api.h>
+#include <faiss/impl/IDSelector.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <faiss/impl/IDSelector.h>
-
+#include "TestUtils.h"
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace test {
@@ -56,6 +60,21 @@ gpu::BoundedSearchStats compareOn(
 
 /// "<data> metric=.. d=.. k=.. seed=..".
 std::string describe(FlatMetric m, int d, int64_t k, const char* data);
+
+/// A device copy of a host vector, freed at the end of the scope.
+template <class T>
+struct DeviceCopy {
+    T* p = nullptr;
+    explicit DeviceCopy(const std::vector<T>& h) {
+        FAISS_EXT_CUDA_CHECK(
+            cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(h.size(), 1)));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpy(p, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice));
+        syncAfterHostCopy();
+    }
+    ~DeviceCopy() { cudaFree(p); }
+    DeviceCopy(const DeviceCopy&) = delete;
+    DeviceCopy& operator=(const DeviceCopy&) = delete;
+};
 
 }  // namespace test
 }  // namespace faiss_ext

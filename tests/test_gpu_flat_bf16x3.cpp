@@ -7,14 +7,20 @@
 #include <faiss/impl/IDSelector.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "BoundedTestCompare.h"
 #include "TestUtils.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/flat/Distance.h"
+#include "faiss_ext/gpu/impl/flat/SplitBf16.h"
+#include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 using faiss_ext::FlatMetric;
 using faiss_ext::gpu::BoundedSearchStats;
@@ -143,4 +149,69 @@ TEST(GpuFlatBf16x3, FiltersAndAddsAreSeen) {
     const faiss::IDSelectorRange removed(0, 4000);
     EXPECT_EQ(index.remove_ids(removed), 4000);
     EXPECT_GE(againstFp32(index, FlatMetric::L2, d, xq, 10, "after removals").certifiedQueries, 98);
+}
+
+TEST(GpuFlatBf16x3, GemmStaysWithinTheModelledError) {
+    // What bf16x3BoundTerms assumes of this GPU's BF16 tensor cores (exact
+    // products, FP32 accumulation losing at most 2^-23 of a block's largest
+    // addend per addend, beta applied in an epilogue or as the start of the
+    // accumulation): |BF16x3 product - exact q.x| <= (c_split + g gamma(d +
+    // 4 + ceil(d / 32), 2^-22)) sum |q_i x_i|, on non-negative data (errors
+    // add up) and mixed signs. The largest ratio observed is printed.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    cublasHandle_t blas = res.getResources()->getBlasHandle(0);
+    const int64_t nq = 64, nx = 2048;
+    for (int d : {1, 97, 128, 960}) {
+        const faiss_ext::gpu::Tf32BoundTerms t =
+            faiss_ext::gpu::bf16x3BoundTerms(faiss_ext::gpu::bf16PaddedDim(d), false);
+        const double productCoef = t.dotCoef - t.fp32Gamma;  // the GEMM side only
+        const int dPad = faiss_ext::gpu::bf16PaddedDim(d);
+        const uint64_t s = kSeed + uint64_t(d);
+        const std::pair<const char*, std::pair<std::vector<float>, std::vector<float>>> sets[] = {
+            {"non-negative",
+             {randomVectors(nq, d, s, 0.f, 1.f), randomVectors(nx, d, s + 1, 0.f, 1.f)}},
+            {"mixed-sign", {randomVectors(nq, d, s + 2), randomVectors(nx, d, s + 3)}},
+            {"far",
+             {randomVectors(nq, d, s + 4, 50.f, 51.f), randomVectors(nx, d, s + 5, 50.f, 51.f)}},
+        };
+        for (const auto& set : sets) {
+            const std::vector<float>& q = set.second.first;
+            const std::vector<float>& x = set.second.second;
+            DeviceCopy<float> dq(q), dx(x);
+            DeviceCopy<faiss_ext::gpu::Bf16Bits> qHi(
+                std::vector<faiss_ext::gpu::Bf16Bits>(size_t(nq) * dPad)),
+                qLo(std::vector<faiss_ext::gpu::Bf16Bits>(size_t(nq) * dPad)),
+                xHi(std::vector<faiss_ext::gpu::Bf16Bits>(size_t(nx) * dPad)),
+                xLo(std::vector<faiss_ext::gpu::Bf16Bits>(size_t(nx) * dPad));
+            DeviceCopy<float> dOut(std::vector<float>(size_t(nq * nx)));
+            faiss_ext::gpu::splitRowsBf16(dq.p, nq, d, qHi.p, qLo.p, nullptr);
+            faiss_ext::gpu::splitRowsBf16(dx.p, nx, d, xHi.p, xLo.p, nullptr);
+            faiss_ext::gpu::gemmDotProductsBf16x3(blas, qHi.p, qLo.p, nq, xHi.p, xLo.p, nx, dPad,
+                                                  -1.f, dOut.p, nx);
+            FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+            std::vector<float> out(size_t(nq * nx));
+            FAISS_EXT_CUDA_CHECK(
+                cudaMemcpy(out.data(), dOut.p, sizeof(float) * out.size(), cudaMemcpyDeviceToHost));
+            double worst = 0;
+            for (int64_t i = 0; i < nq; ++i) {
+                for (int64_t j = 0; j < nx; ++j) {
+                    double exact = 0, absSum = 0;
+                    for (int c = 0; c < d; ++c) {
+                        const double p =
+                            double(q[size_t(i * d + c)]) * double(x[size_t(j * d + c)]);
+                        exact += p;
+                        absSum += std::fabs(p);
+                    }
+                    const double err = std::fabs(double(out[size_t(i * nx + j)]) + exact);
+                    const double bound = productCoef * absSum + 1e-30;
+                    ASSERT_LE(err, bound) << set.first << " d=" << d << " query " << i << " vector "
+                                          << j << " seed " << kSeed;
+                    worst = std::max(worst, err / bound);
+                }
+            }
+            std::fprintf(stderr, "[bf16x3] GEMM, %s d=%d: largest error / modelled = %.3f\n",
+                         set.first, d, worst);
+        }
+    }
 }

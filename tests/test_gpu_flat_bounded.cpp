@@ -301,21 +301,6 @@ TEST(GpuFlatBounded, RealSets) {
 
 namespace {
 
-/// A device copy of a host vector, freed at the end of the scope.
-template <class T>
-struct DeviceCopy {
-    T* p = nullptr;
-    explicit DeviceCopy(const std::vector<T>& h) {
-        FAISS_EXT_CUDA_CHECK(
-            cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(h.size(), 1)));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpy(p, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice));
-        faiss_ext::test::syncAfterHostCopy();
-    }
-    ~DeviceCopy() { cudaFree(p); }
-    DeviceCopy(const DeviceCopy&) = delete;
-    DeviceCopy& operator=(const DeviceCopy&) = delete;
-};
-
 /// Floats whose mantissa bits below TF32's 10 are all ones: truncation to
 /// TF32 loses almost a full TF32 unit on each (round to nearest loses 2^-23).
 std::vector<float> worstForTruncation(int64_t n, int d, uint64_t seed) {
