@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Exact search at scale (issue 39) on the GPU machine, one device call, after
-# scripts/device/device-stage-tests.sh with bench_flat staged and the faiss-gpu
-# anchor kit in .device/anchor (bench/stage_ann.sh's layout); carry [".device"].
+# bench/stage_flat_scale.sh (bench_flat, the libraries and the faiss-gpu anchor
+# kit in .device); carry [".device"].
 #   FX_SCALE_NB=10000000 FX_SCALE_NQ=10000 GITSHA=$(git rev-parse --short HEAD) \
 #       bash bench/run_flat_scale_device.sh
 # 1. a hard set far from the origin (bench/gen_far_clusters.py, on the GPU):
