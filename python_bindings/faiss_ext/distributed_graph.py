@@ -73,16 +73,29 @@ def merge_neighbour_lists(I, D, candI, candD, k, larger_is_better):
 class _GraphShard:
     """One part of the data and the k-NN lists of its rows (global ids)."""
 
-    def __init__(self, x, base, k, metric, use_gpu):
+    def __init__(self, x, k, metric, use_gpu):
         import faiss_ext
-        self.x = np.ascontiguousarray(x, dtype=np.float32)
-        self.base, self.k, self.metric = int(base), int(k), int(metric)
+        self.x = np.asarray(x)
+        self.problem = _part_problem(self.x, k)
+        if self.problem is None:
+            self.x = np.ascontiguousarray(self.x, dtype=np.float32)
+        self.base, self.k, self.metric = 0, int(k), int(metric)
         self.larger_is_better = self.metric == faiss.METRIC_INNER_PRODUCT
         self.res = faiss_ext.StandardGpuResources() if use_gpu and faiss_ext.get_num_gpus() > 0 \
             else None
         self.I = np.full((len(self.x), self.k), -1, dtype=np.int64)
         self.D = np.full((len(self.x), self.k), -np.inf if self.larger_is_better else np.inf,
                          dtype=np.float32)
+
+    def describe(self):
+        """(rows, d, what is wrong with the part or None)."""
+        shape = self.x.shape if self.x.ndim == 2 else (0, 0)
+        return int(shape[0]), int(shape[1]), self.problem
+
+    def set_base(self, base):
+        """The global id of this part's first row."""
+        self.base = int(base)
+        return True
 
     def placement(self):
         return {"on_gpu": self.res is not None, "gpu_ids": [int(g) for g in ray.get_gpu_ids()]}
@@ -191,28 +204,61 @@ def _get(ref, actors, shards):
                                     % (", ".join(map(str, dead)), e)) from e
 
 
-def _checked_parts(parts, k):
-    if not isinstance(parts, (list, tuple)) or len(parts) == 0:
-        raise ValueError("build_knn_graph: parts must be a non-empty list of (n, d) arrays")
-    arrays = [np.asarray(p) for p in parts]
-    for s, a in enumerate(arrays):
-        if a.ndim != 2 or a.shape[1] < 1:
-            raise ValueError("build_knn_graph: part %d has shape %s, expected (n, d)" % (s, a.shape))
-        if a.shape[1] != arrays[0].shape[1]:
+def _part_problem(a, k):
+    """What makes array `a` unusable as a part at degree k, or None."""
+    if a.ndim != 2 or a.shape[1] < 1:
+        return "has shape %s, expected (n, d)" % (a.shape,)
+    if a.shape[0] <= k:
+        return "has %d rows; each part needs more than k = %d" % (a.shape[0], k)
+    if not np.issubdtype(a.dtype, np.number) or not np.isfinite(a).all():
+        return "holds NaN, infinite or non-numeric values"
+    return None
+
+
+def _check_parts(described, k):
+    """Raises ValueError naming the first bad part: described[s] is
+    (rows, d, problem) of part s."""
+    for s, (_, d, problem) in enumerate(described):
+        if problem is not None:
+            raise ValueError("build_knn_graph: part %d %s" % (s, problem))
+        if d != described[0][1]:
             raise ValueError("build_knn_graph: part %d has d = %d, part 0 d = %d"
-                             % (s, a.shape[1], arrays[0].shape[1]))
-        if a.shape[0] <= k:
-            raise ValueError("build_knn_graph: part %d has %d rows; each part needs more than "
-                             "k = %d" % (s, a.shape[0], k))
-        if not np.isfinite(a).all():
-            raise ValueError("build_knn_graph: part %d holds NaN or infinite values" % s)
-    return arrays
+                             % (s, d, described[0][1]))
+
+
+def _start_shards(parts, k, metric, use_gpu, actor_options):
+    """One actor per part (arrays, or ObjectRefs already in the cluster,
+    which never pass through this process), checked and numbered."""
+    if not isinstance(parts, (list, tuple)) or len(parts) == 0:
+        raise ValueError("build_knn_graph: parts must be a non-empty list of (n, d) arrays "
+                         "or ray.ObjectRefs of them")
+    # Arrays here are checked before any actor starts.
+    local = [None if isinstance(p, ray.ObjectRef) else np.asarray(p) for p in parts]
+    if all(a is not None for a in local):
+        _check_parts([(a.shape[0] if a.ndim == 2 else 0, a.shape[1] if a.ndim == 2 else 0,
+                       _part_problem(a, k)) for a in local], k)
+    cls = ray.remote(_GraphShard).options(**dict(actor_options or {"num_cpus": 0.1}))
+    actors = [cls.remote(p, k, int(metric), bool(use_gpu)) for p in parts]
+    described = [_get(a.describe.remote(), actors, [s]) for s, a in enumerate(actors)]
+    try:
+        _check_parts(described, k)
+    except ValueError:
+        for a in actors:
+            ray.kill(a, no_restart=True)
+        raise
+    sizes = [rows for rows, _, _ in described]
+    bases = [int(b) for b in np.cumsum([0] + sizes)[:-1]]
+    ray.get([a.set_base.remote(b) for a, b in zip(actors, bases)])
+    return actors, sizes, bases
 
 
 def build_knn_graph(parts, k, metric=faiss.METRIC_L2, use_gpu=True, actor_options=None,
                     progress=None):
     """The k-NN graph (k neighbours of every row, itself excluded) of the
     concatenated `parts`, one Ray actor per part (see the module docstring).
+    Each part is an (n, d) array or a ray.ObjectRef of one (data already in
+    the cluster, e.g. made by tasks that read files on other nodes: it then
+    goes to its actor without passing through this process).
 
     ``metric``: faiss.METRIC_L2 (squared distances, smallest first) or
     faiss.METRIC_INNER_PRODUCT (similarities, largest first); ``use_gpu``:
@@ -229,10 +275,7 @@ def build_knn_graph(parts, k, metric=faiss.METRIC_L2, use_gpu=True, actor_option
                          "faiss.METRIC_INNER_PRODUCT, got %r" % (metric,))
     if not ray.is_initialized():
         raise RuntimeError("build_knn_graph: call ray.init(...) first")
-    arrays = _checked_parts(parts, k)
-    cls = ray.remote(_GraphShard).options(**dict(actor_options or {"num_cpus": 0.1}))
-    bases = np.cumsum([0] + [len(a) for a in arrays])[:-1]
-    actors = [cls.remote(a, int(b), k, int(metric), bool(use_gpu)) for a, b in zip(arrays, bases)]
+    actors, sizes, bases = _start_shards(parts, k, metric, use_gpu, actor_options)
     rounds = pair_rounds(len(actors))
     total = 1 + len(rounds)
     for s, ref in enumerate([a.build.remote() for a in actors]):
@@ -243,10 +286,10 @@ def build_knn_graph(parts, k, metric=faiss.METRIC_L2, use_gpu=True, actor_option
         # shard j's vectors go to shard i through the object store; the
         # candidates of j's rows come back to j the same way
         merges = [(i, j, actors[j].merge.remote(
-                      actors[i].cross.remote(actors[j].vectors.remote(), int(bases[j]))))
+                      actors[i].cross.remote(actors[j].vectors.remote(), bases[j])))
                   for i, j in pairs]
         for i, j, ref in merges:
             _get(ref, actors, [i, j])
         if progress:
             progress(2 + r, total)
-    return ShardedKnnGraph(actors, [len(a) for a in arrays])
+    return ShardedKnnGraph(actors, sizes)

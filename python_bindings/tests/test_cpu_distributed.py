@@ -308,6 +308,23 @@ def test_knn_graph_of_exact_shards_is_the_exact_graph(cluster, metric):
     assert [p["on_gpu"] for p in g.placements()] == [False] * 5
 
 
+def test_knn_graph_of_parts_already_in_the_cluster(cluster):
+    # ObjectRefs (data that never passes through the caller) give the same
+    # graph; a bad one is refused by its actor, naming the part.
+    rng = np.random.default_rng(32)
+    x = rng.random((900, D_DIM), dtype=np.float32)
+    refs = [ray.put(x[:300]), ray.put(x[300:650]), ray.put(x[650:])]
+    D, I = distributed.build_knn_graph(refs, 8, use_gpu=False).gather()
+    refD, refI = exact_graph(x, 8, faiss.METRIC_L2)
+    assert_knn_equal(D, I, refD, refI)
+    bad = x[:300].copy()
+    bad[7, 1] = np.inf
+    with pytest.raises(ValueError, match="part 1 holds NaN"):
+        distributed.build_knn_graph([refs[0], ray.put(bad)], 8, use_gpu=False)
+    with pytest.raises(ValueError, match="part 1 has d = 8"):
+        distributed.build_knn_graph([refs[0], ray.put(x[:300, :8])], 8, use_gpu=False)
+
+
 def test_knn_graph_refuses_bad_parts_before_starting_actors(cluster):
     rng = np.random.default_rng(5)
     a = rng.random((50, D_DIM), dtype=np.float32)
