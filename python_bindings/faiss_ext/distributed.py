@@ -25,7 +25,8 @@ it has one, its CPU twin otherwise), and ``replicas`` copies of each shard:
 
 ``build_knn_graph(parts, k)`` (faiss_ext/distributed_graph.py) builds the
 k-NN graph of data spread over actors: GNND per part, then GGM merges of
-every pair of parts scheduled on Ray in rounds of disjoint pairs.
+every pair of parts scheduled on Ray in rounds of disjoint pairs;
+``ShardedIndex.knn_graph(k)`` does it for the vectors a sharded index holds.
 
 Ray is an optional dependency: ``pip install .[distributed]`` or
 ``pip install ray``. docs/distributed.md says how to run a cluster.
@@ -144,6 +145,16 @@ class _Shard:
     def reset(self):
         self.index.reset()
         self.ids = np.empty(0, dtype=np.int64)
+
+    def vectors(self):
+        """The shard's vectors, in position order (float32, (ntotal, d))."""
+        n = int(self.index.ntotal)
+        if n == 0:
+            return np.empty((0, self.index.d), dtype=np.float32)
+        return np.asarray(self.index.reconstruct_n(0, n), dtype=np.float32)
+
+    def id_array(self):
+        return self.ids
 
     def state(self):
         """The shard as bytes (faiss_ext's serialiser) and its ids."""
@@ -389,6 +400,29 @@ class ShardedIndex:
             heap.add_result(D[s], I[s])
         heap.finalize()
         return heap.D, heap.I
+
+    def knn_graph(self, k, use_gpu=None, actor_options=None, progress=None):
+        """The k-NN graph of every vector the index holds, built where the
+        vectors are: each shard's vectors go from one of its replicas to a
+        graph actor through Ray's object store (never through this process),
+        then build_knn_graph (GNND per shard, pair merges on Ray). Returns
+        (ids, D, I): ids sorted, and row r of D / I the k nearest other
+        vectors of vector ids[r] (their ids, best first). Each shard that holds
+        vectors needs more than k of them (empty shards are left out). use_gpu: as the index's (None) or forced; actor_options:
+        for the graph actors (e.g. {"num_gpus": 0.25})."""
+        use_gpu = self._use_gpu if use_gpu is None else bool(use_gpu)
+        ids = [np.asarray(self._call_all(s, "id_array"), dtype=np.int64)
+               for s in range(self.n_shards)]
+        held = [s for s in range(self.n_shards) if len(ids[s]) > 0]  # empty shards add nothing
+        ids = [ids[s] for s in held]
+        parts = [self._submit_one(s, "vectors")[1] for s in held]
+        graph = build_knn_graph(parts, k, metric=self.metric, use_gpu=use_gpu,
+                                actor_options=actor_options, progress=progress)
+        D, positions = graph.gather()
+        id_of = np.concatenate(ids)
+        I = np.where(positions >= 0, id_of[np.maximum(positions, 0)], -1)
+        order = np.argsort(id_of, kind="stable")
+        return id_of[order], D[order], I[order]
 
     def range_search(self, x, radius):
         """Every stored vector within `radius` of each query, over all shards:

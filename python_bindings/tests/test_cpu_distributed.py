@@ -354,3 +354,18 @@ def test_knn_graph_names_the_shard_whose_actor_died(cluster):
         for _ in range(50):  # ray.kill is asynchronous
             g.shard(1)
             time.sleep(0.1)
+
+
+def test_sharded_index_knn_graph_is_the_exact_graph_by_id(cluster):
+    # The graph of what a ShardedIndex holds, keyed by its ids (here not
+    # the rows' order: ids 1000 + 2 i, routed to shard id % 4, so shards 0
+    # and 2 hold interleaved rows and shards 1 and 3 stay empty).
+    rng = np.random.default_rng(33)
+    x = rng.random((1200, D_DIM), dtype=np.float32)
+    ids = 1000 + 2 * np.arange(1200, dtype=np.int64)
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=4, replicas=2, use_gpu=False)
+    index.add_with_ids(x, ids)
+    got_ids, D, I = index.knn_graph(6)
+    np.testing.assert_array_equal(got_ids, ids)
+    refD, refPos = exact_graph(x, 6, faiss.METRIC_L2)
+    assert_knn_equal(D, I, refD, ids[refPos])
