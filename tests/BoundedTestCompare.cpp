@@ -131,6 +131,26 @@ BoundedSearchStats compareOn(StandardGpuResources& res, FlatMetric metric, int d
     return s;
 }
 
+BoundedSearchStats boundedAgainstFp32(GpuIndexQuickSelectFlat& index, FlatMetric metric, int d,
+                                      const std::vector<float>& xq, int64_t k,
+                                      DistancePrecision bounded, const std::string& what,
+                                      const faiss::IDSelector* sel) {
+    std::vector<float> stored(size_t(index.ntotal) * d);
+    index.reconstruct_n(0, index.ntotal, stored.data());
+    const Results ref = searchWith(index, xq, k, DistancePrecision::FP32, sel);
+    index.resetBoundedStats();
+    const Results got = searchWith(index, xq, k, bounded, sel);
+    const BoundedSearchStats s = index.getBoundedStats();
+    EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, int64_t(xq.size()) / d) << what;
+    EXPECT_EQ(checkSameAsFp32(metric, d, stored, xq, k, got, ref), "") << what;
+    if (sel) {
+        for (int64_t id : got.I) {
+            EXPECT_TRUE(id < 0 || sel->is_member(id)) << what << ": id " << id << " not selected";
+        }
+    }
+    return s;
+}
+
 std::string describe(FlatMetric m, int d, int64_t k, const char* data) {
     return std::string(data) + " metric=" + faiss_ext::flatMetricName(m) +
            " d=" + std::to_string(d) + " k=" + std::to_string(k) + " seed=" + std::to_string(kSeed);

@@ -58,6 +58,15 @@ gpu::BoundedSearchStats compareOn(
         gpu::GpuIndexQuickSelectFlatConfig config = {},
         gpu::DistancePrecision bounded = gpu::DistancePrecision::TF32Bounded);
 
+/// Searches xq of an index holding data at FP32 and at `bounded` (over
+/// `sel` when set), checks that the results agree, every query is counted
+/// once and only selected ids come back; returns the bounded search's
+/// counters.
+gpu::BoundedSearchStats boundedAgainstFp32(gpu::GpuIndexQuickSelectFlat& index, FlatMetric metric,
+                                           int d, const std::vector<float>& xq, int64_t k,
+                                           gpu::DistancePrecision bounded, const std::string& what,
+                                           const faiss::IDSelector* sel = nullptr);
+
 /// "<data> metric=.. d=.. k=.. seed=..".
 std::string describe(FlatMetric m, int d, int64_t k, const char* data);
 

@@ -68,20 +68,7 @@ std::vector<float> farClusters(int64_t n, int d, int clusters, float spread, int
 BoundedSearchStats againstFp32(GpuIndexQuickSelectFlat& index, FlatMetric metric, int d,
                                const std::vector<float>& xq, int64_t k, const std::string& what,
                                const faiss::IDSelector* sel = nullptr) {
-    std::vector<float> stored(size_t(index.ntotal) * d);
-    index.reconstruct_n(0, index.ntotal, stored.data());
-    const Results ref = searchWith(index, xq, k, DistancePrecision::FP32, sel);
-    index.resetBoundedStats();
-    const Results got = searchWith(index, xq, k, kBf16x3, sel);
-    const BoundedSearchStats s = index.getBoundedStats();
-    EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, int64_t(xq.size()) / d) << what;
-    EXPECT_EQ(checkSameAsFp32(metric, d, stored, xq, k, got, ref), "") << what;
-    if (sel) {
-        for (int64_t id : got.I) {
-            EXPECT_TRUE(id < 0 || sel->is_member(id)) << what << ": id " << id << " not selected";
-        }
-    }
-    return s;
+    return boundedAgainstFp32(index, metric, d, xq, k, kBf16x3, what, sel);
 }
 
 }  // namespace

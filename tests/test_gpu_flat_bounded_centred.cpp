@@ -43,26 +43,14 @@ std::vector<float> byteDescriptors(int64_t n, uint64_t seed) {
     return x;
 }
 
-/// Searches xq at both precisions (over `sel` when set), checks that the
-/// results agree and returns this search's bounded counters.
+/// Searches xq at FP32 and TF32Bounded (over `sel` when set), checks that
+/// the results agree and returns this search's bounded counters.
 BoundedSearchStats boundedAgainstFp32(GpuIndexQuickSelectFlat& index, const std::vector<float>& xq,
                                       int64_t k, const std::string& what,
                                       const faiss::IDSelector* sel = nullptr,
                                       FlatMetric metric = FlatMetric::L2) {
-    std::vector<float> stored(size_t(index.ntotal) * kDim);
-    index.reconstruct_n(0, index.ntotal, stored.data());
-    const Results ref = searchWith(index, xq, k, DistancePrecision::FP32, sel);
-    index.resetBoundedStats();
-    const Results got = searchWith(index, xq, k, DistancePrecision::TF32Bounded, sel);
-    const BoundedSearchStats s = index.getBoundedStats();
-    EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, int64_t(xq.size()) / kDim) << what;
-    EXPECT_EQ(checkSameAsFp32(metric, kDim, stored, xq, k, got, ref), "") << what;
-    if (sel) {
-        for (int64_t id : got.I) {
-            EXPECT_TRUE(id < 0 || sel->is_member(id)) << what << ": id " << id << " not selected";
-        }
-    }
-    return s;
+    return faiss_ext::test::boundedAgainstFp32(index, metric, kDim, xq, k,
+                                               DistancePrecision::TF32Bounded, what, sel);
 }
 
 }  // namespace
