@@ -138,6 +138,20 @@ std::vector<FloorTile> floorTileShapes(int64_t nq, int64_t nb, double gib) {
     return shapes;
 }
 
+/// Median seconds of `reps` calls of run (which synchronises), after one
+/// untimed warm-up call.
+template <class Run>
+double medianRunSeconds(Run& run, int reps) {
+    run();
+    std::vector<double> times;
+    for (int r = 0; r < std::max(1, reps); ++r) {
+        const double t0 = nowSeconds();
+        run();
+        times.push_back(nowSeconds() - t0);
+    }
+    return median(times);
+}
+
 /// Median seconds of `reps` GEMMs of all queries against all vectors in
 /// tiles of shape t (after one warm-up), column major as cuBLAS wants:
 /// C (cols x rows) = B^T (cols x d) * Q (d x rows).
@@ -156,14 +170,7 @@ double medianFloorSeconds(cublasHandle_t h, const float* dB, const float* dQ, fl
         }
         FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
     };
-    run();  // warm-up
-    std::vector<double> times;
-    for (int r = 0; r < std::max(1, reps); ++r) {
-        const double t0 = nowSeconds();
-        run();
-        times.push_back(nowSeconds() - t0);
-    }
-    return median(times);
+    return medianRunSeconds(run, reps);
 }
 
 /// The BF16x3 floor: the three split-precision GEMMs of the BF16x3 bounded
@@ -194,14 +201,8 @@ void emitBf16x3Floor(const Common& c, const std::string& gpuDevice, const float*
             }
             FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
         };
-        run();  // warm-up (and cuBLASLt's tuning of the shapes)
-        std::vector<double> times;
-        for (int r = 0; r < std::max(1, reps); ++r) {
-            const double t0 = nowSeconds();
-            run();
-            times.push_back(nowSeconds() - t0);
-        }
-        const double s = median(times);
+        // (the warm-up call also runs cuBLASLt's tuning of the shapes)
+        const double s = medianRunSeconds(run, reps);
         std::fprintf(stderr, "[bench_flat] floor (bf16x3) tile %lld x %lld: %.4f s\n",
                      (long long)t.rows, (long long)t.cols, s);
         if (sec == 0 || s < sec) {
