@@ -36,7 +36,9 @@ const char* kUsage =
         "             [--sel 100,1000,10000,50000,90000,100000 (per 100k)] [--reps 5] [--check 100]\n"
         "             [--dataset NAME] [--graph] [--normalize]   (--graph: also GpuIndexSearchGraph at its\n"
         "             defaults; --normalize: unit vectors, for --metric ip;\n"
-        "             --remove: also the time of remove_ids of 1% and 10% of the vectors)\n";
+        "             --remove: also the time of remove_ids of 1% and 10% of the vectors)\n"
+        "             [--precision auto|fp32|tf32-bounded|bf16x3-bounded]   (the exact index's\n"
+        "             distance precision; bounded ones add certified / fallback counts)\n";
 
 /// A user subclass: only is_member can read it (the generic path's cost).
 struct BitmapBehindIsMember : faiss::IDSelector {
@@ -133,7 +135,8 @@ int main(int argc, char** argv) {
     try {
         Args a(argc, argv, {"graph", "normalize", "remove", "help", "git"});
         if (a.printedHelpOrGit(kUsage)) return 0;
-        a.checkKnown({"base", "query", "nq", "k", "metric", "sel", "reps", "check", "dataset", "graph", "normalize", "remove"});
+        a.checkKnown({"base", "query", "nq", "k", "metric", "sel", "reps", "check", "dataset", "graph", "normalize", "remove",
+                      "precision"});
         Matrix xb = readVectors(a.get("base"));
         Matrix xq = readVectors(a.get("query"), a.getInt("nq", 10000));
         if (a.has("normalize")) {
@@ -148,7 +151,9 @@ int main(int argc, char** argv) {
         const std::string dataset = a.get("dataset", a.get("base"));
 
         gpu::StandardGpuResources res;
-        gpu::GpuIndexQuickSelectFlat index(&res, xb.d, metric);
+        gpu::GpuIndexQuickSelectFlatConfig config;
+        config.distancePrecision = gpu::distancePrecisionFromName(a.get("precision", "auto").c_str());
+        gpu::GpuIndexQuickSelectFlat index(&res, xb.d, metric, config);
         index.add(xb.n, xb.x.data());
         DeviceArray<float> dq(size_t(xq.n) * xq.d);
         FAISS_EXT_CUDA_CHECK(cudaMemcpy(dq.p, xq.x.data(), sizeof(float) * xq.x.size(),
@@ -174,8 +179,15 @@ int main(int argc, char** argv) {
             return j;
         };
         std::vector<int64_t> I;
+        index.resetBoundedStats();
         const double base = timeSearch(index, dq.p, xq.n, k, nullptr, reps, &I);
-        std::cout << line("ours:unfiltered", base, JsonLine().str("metric", ip ? "ip" : "l2"))
+        const gpu::BoundedSearchStats baseRoutes = index.getBoundedStats();
+        std::cout << line("ours:unfiltered", base,
+                          JsonLine().str("metric", ip ? "ip" : "l2")
+                                  .str("precision", gpu::distancePrecisionName(
+                                                            index.resolveDistancePrecision(xq.n, k)))
+                                  .integer("certified_queries", baseRoutes.certifiedQueries)
+                                  .integer("fallback_queries", baseRoutes.fallbackQueries))
                              .num("qps", xq.n / base).num("recall", 1.0).str("git", gitCommit())
                              .text()
                   << std::endl;
@@ -197,7 +209,9 @@ int main(int argc, char** argv) {
                 BitmapBehindIsMember generic(&bitmap);
                 faiss::SearchParameters p;
                 p.sel = &bitmap;
+                index.resetBoundedStats();
                 const double s = timeSearch(index, dq.p, xq.n, k, &p, reps, &I);
+                const gpu::BoundedSearchStats routes = index.getBoundedStats();
                 const double recall = checkRecall(xb, xq, metric, k, &p, I, nCheck);
                 // The host cost of the selector's bitmap (once per search).
                 auto hostCost = [&](const faiss::IDSelector* sel) {
@@ -218,7 +232,11 @@ int main(int argc, char** argv) {
                         .num("selectivity", fraction).integer("selected", bitmapCost.second)
                         .num("selection_seconds_bitmap", bitmapCost.first)
                         .num("selection_seconds_is_member", genericCost.first)
-                        .num("unfiltered_qps", xq.n / base).integer("recall_checked_queries", nCheck);
+                        .num("unfiltered_qps", xq.n / base).integer("recall_checked_queries", nCheck)
+                        .str("precision", gpu::distancePrecisionName(
+                                                  index.resolveDistancePrecision(xq.n, k)))
+                        .integer("certified_queries", routes.certifiedQueries)
+                        .integer("fallback_queries", routes.fallbackQueries);
                 std::cout << line("ours:filtered", s, params).num("qps", xq.n / s)
                                      .num("recall", recall).str("git", gitCommit()).text()
                           << std::endl;

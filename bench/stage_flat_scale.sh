@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stages gpu_tests, bench_flat and gen_clustered for the GPU machine with the
+# Stages gpu_tests, bench_flat, bench_filter and gen_clustered for the GPU machine with the
 # faiss-gpu anchor kit, inside the device tool's 64 MiB, for
 # bench/run_flat_scale_device.sh and bench/run_bounded_offset.sh (issue 39):
 #   bash bench/stage_flat_scale.sh BUILD_DIR KIT_DIR   # KIT_DIR: ../shared/tools/faiss-gpu-anchor/make-kit's output
@@ -19,7 +19,7 @@ w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
 mkdir -p "$w/tests" "$w/bench"
 cp -L "$build/libfaiss_ext.so.0" "$w/"
 cp "$build/tests/gpu_tests" "$w/tests/"
-cp "$build/bench/bench_flat" "$build/bench/gen_clustered" "$w/bench/"
+cp "$build/bench/bench_flat" "$build/bench/bench_filter" "$build/bench/gen_clustered" "$w/bench/"
 strip "$w/tests/gpu_tests" "$w"/bench/* "$w/libfaiss_ext.so.0"
 ../shared/tools/device-stage "$w" >/dev/null
 x=.device/extra
