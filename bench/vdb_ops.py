@@ -141,9 +141,12 @@ def delete_part(a, res, xb, xq, out):
         gt = exact_gt(res, kept, xq)
         qps, r = graph_qps(index, xq, gt, a.reps)
         out.emit(suite="delete", method="ours:graph-remove_ids", nq=len(xq), k=10,
-                 params={"removed_now": int(gone), "removed_total_fraction": target},
+                 params={"removed_now": int(gone), "removed_total_fraction": target,
+                         # patched below 5% since the last pruning (docs/filters.md)
+                         "graph_update": "patched" if index.removed_since_prune else "pruned",
+                         "compact_and_graph_seconds": index.optimize_seconds},
                  seconds=secs, qps=qps, recall=r)
-        if target in (0.10, 0.50):
+        if target in (0.01, 0.10, 0.50):
             fresh = faiss_ext.GpuIndexSearchGraph(res, d, faiss_ext.FlatMetric.L2, graph_config(len(kept)))
             t0 = time.perf_counter()
             fresh.add(kept)

@@ -21,6 +21,7 @@
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 #include "faiss_ext/gpu/utils/IdSelection.h"
+#include "faiss_ext/gpu/utils/RemovalMapping.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
 
 namespace faiss_ext {
@@ -32,11 +33,20 @@ struct GpuIndexSearchGraph::SearchGraphState {
     DeviceVector<int> entryIds;  ///< the entry-point sample (node ids)
     DeviceVector<uint16_t> x16;  ///< FP16 copy of the vectors times scale16 (fp16Traversal)
     float scale16 = 1.f;
+    /// Nodes removed since the graph was last pruned from the k-NN lists
+    /// (removals below kPatchedRemovalShare of them patch it instead).
+    int64_t removedSincePrune = 0;
 };
 
 namespace {
 
 const char* kWho = "GpuIndexSearchGraph";
+
+/// remove_ids patches the search graph (GraphRepair.cu) while the nodes
+/// removed since the last pruning stay within this share of the nodes the
+/// graph then had; past it the graph is pruned again from the k-NN lists.
+/// docs/filters.md gives the recall of both against a fresh build.
+constexpr double kPatchedRemovalShare = 0.05;
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -321,6 +331,11 @@ void GpuIndexSearchGraph::checkAddCount_(idx_t n) const {
                            (long long)(ntotal + n));
 }
 
+int64_t GpuIndexSearchGraph::getRemovedSincePrune() const {
+    auto lock = lockOps_();
+    return graph_->removedSincePrune;
+}
+
 GnndAddBuild GpuIndexSearchGraph::getLastKnnAddBuild() const {
     auto lock = lockOps_();
     return knn_->getLastAddBuild();
@@ -351,6 +366,7 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
     optimizeSeconds_ = secondsSince(t1);
     std::swap(graph_->ids, next);
     std::swap(graph_->x16, x16);
+    graph_->removedSincePrune = 0;
     ntotal = total;
     fillHalfCopy_();
     rebuildEntryPoints_();
@@ -371,27 +387,51 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
                            "knnDegree = %d needs more (nothing was removed)",
                            kWho, (long long)total, sConfig_.knnDegree);
     const int degree = sConfig_.graphDegree;
+    DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    // As in add(): the optimisation's buffers first, so that running out of
+    // As in add(): the new graph's buffers first, so that running out of
     // memory leaves the index as it was.
     DeviceVector<int> next, scratch;
     next.allocate(resources_.get(), config_.device, size_t(total) * degree, kWho, "search graph");
     scratch.allocate(resources_.get(), config_.device, graph::optimizeScratchInts(total, degree),
                      kWho, "optimisation scratch");
-    // The k-NN lists lose the removed nodes; the search graph is pruned
-    // again from them (CAGRA's optimisation), so no edge leads to a removed
-    // node and the survivors' detours are re-ranked.
+    const RemovalMapping mapping(resources_.get(), config_.device, stream, removed);
+    // Nodes removed since the last pruning, against the nodes it saw.
+    const int64_t sincePrune = graph_->removedSincePrune + gone;
+    const bool patch = double(sincePrune) <=
+                       kPatchedRemovalShare * double(ntotal + graph_->removedSincePrune);
     auto t0 = std::chrono::steady_clock::now();
-    knn_->remove_ids(sel);
-    graph::optimizeGraph(stream, knn_->getGraphIdsDevice(), total, knn_->getBuildDegree(),
-                         sConfig_.knnDegree, degree, next.data(), scratch.data());
+    knn_->removeMapped(mapping);
+    const bool pruned = !(patch && patchGraph_(mapping, next.data()));
+    if (pruned) {
+        // The k-NN lists lost the removed nodes; the search graph is pruned
+        // again from them (CAGRA's optimisation), so no edge leads to a
+        // removed node and the survivors' detours are re-ranked.
+        graph::optimizeGraph(stream, knn_->getGraphIdsDevice(), total, knn_->getBuildDegree(),
+                             sConfig_.knnDegree, degree, next.data(), scratch.data());
+    }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     optimizeSeconds_ = secondsSince(t0);
     std::swap(graph_->ids, next);
+    graph_->removedSincePrune = pruned ? 0 : sincePrune;
     ntotal = total;
     fillHalfCopy_();
     rebuildEntryPoints_();
     return size_t(gone);
+}
+
+bool GpuIndexSearchGraph::patchGraph_(const RemovalMapping& mapping, int* next) const {
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    TempBuffer<unsigned long long> shortRows(resources_.get(), config_.device, 1, stream);
+    graph::repairGraphAfterRemoval(stream, graph_->ids.data(), sConfig_.graphDegree, mapping.kept(),
+                                   mapping.survivors(), mapping.newId(), knn_->getGraphIdsDevice(),
+                                   knn_->getBuildDegree(), sConfig_.knnDegree, next,
+                                   shortRows.data());
+    unsigned long long shortCount = 0;
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(&shortCount, shortRows.data(), sizeof(shortCount),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return shortCount == 0;
 }
 
 void GpuIndexSearchGraph::fillHalfCopy_() {
@@ -559,6 +599,7 @@ void GpuIndexSearchGraph::reset() {
     graph_->ids.release();
     graph_->entryIds.release();
     graph_->x16.release();
+    graph_->removedSincePrune = 0;
     entries_.reset();
     ntotal = 0;
 }
@@ -630,6 +671,7 @@ void GpuIndexSearchGraph::copyFrom(const faiss::IndexHNSWFlat* index) {
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::swap(knn_, knn);
     std::swap(graph_->ids, ids);
+    graph_->removedSincePrune = 0;
     ntotal = n;
     fillHalfCopy_();
     rebuildEntryPoints_();

@@ -40,6 +40,7 @@ namespace gpu {
 class GpuKnnGraphGNND;
 class FlatStorage;
 class IdSelection;
+class RemovalMapping;
 namespace graph {
 struct SelectionCorpus;
 }
@@ -157,9 +158,15 @@ class GpuIndexSearchGraph : public GpuIndex {
     std::vector<int> getKnnGraph() const;
 
     /// Seconds the last add() spent in the k-NN graph build and in the
-    /// search-graph optimisation.
+    /// search-graph optimisation (after a remove_ids: its k-NN compaction
+    /// and the patch or pruning of the search graph).
     double getKnnBuildSeconds() const { return knnSeconds_; }
     double getOptimizeSeconds() const { return optimizeSeconds_; }
+    /// Nodes removed since the search graph was last pruned from the k-NN
+    /// lists (0 after an add, a pruning remove_ids, a copyFrom or a reset;
+    /// remove_ids patches the graph while this stays within 5% of the nodes
+    /// of that pruning).
+    int64_t getRemovedSincePrune() const;
     /// How the last add() built the k-NN lists: OneShot or Partitioned
     /// (Auto before any add). knnBuild.addBuild's Auto means one-shot where
     /// it fits in device memory (GnndAddBuild::OneShotWhereItFits).
@@ -187,11 +194,15 @@ class GpuIndexSearchGraph : public GpuIndex {
 
     /// Removes the vectors `sel` selects and renumbers the rest in order, as
     /// faiss::IndexFlat does (wrap in faiss::IndexIDMap2 for stable ids):
-    /// the k-NN lists drop the removed nodes (GpuKnnGraphGNND::remove_ids)
-    /// and the search graph is pruned again from them, so searches never
-    /// reach a removed node. Returns how many were removed; throws, removing
-    /// nothing, when more than 0 and at most knnDegree vectors would stay.
-    /// Recall after removals: docs/filters.md.
+    /// the k-NN lists drop the removed nodes (GpuKnnGraphGNND::remove_ids),
+    /// so searches never reach a removed node. While the nodes removed since
+    /// the graph was last pruned stay within 5% of it, the search graph is
+    /// patched (each survivor's edges to removed nodes replaced by its
+    /// nearest k-NN neighbours not yet in its row); past that, and when a
+    /// row runs out of neighbours, it is pruned again from the k-NN lists.
+    /// Returns how many were removed; throws, removing nothing, when more
+    /// than 0 and at most knnDegree vectors would stay. Recall and times
+    /// after removals: docs/filters.md.
     size_t remove_ids(const faiss::IDSelector& sel) override;
 
     /// Copies stored (prepared) vector `key` to recons.
@@ -218,6 +229,10 @@ class GpuIndexSearchGraph : public GpuIndex {
     void checkConfig_(const GpuIndexSearchGraphConfig& c) const;
     void rebuildEntryPoints_();
     void fillHalfCopy_();
+    /// The search graph of mapping's survivors patched from the current one
+    /// into next (survivors x graphDegree device); false when a row ran out
+    /// of neighbours (then next must be pruned from the k-NN lists).
+    bool patchGraph_(const RemovalMapping& mapping, int* next) const;
     /// The beam search of n prepared device queries at k (params: ours,
     /// FAISS's base class, or null; its selector is not read here).
     void beamSearch_(idx_t n, const float* q, int64_t k, const faiss::SearchParameters* params,

@@ -11,6 +11,7 @@
 #include "faiss_ext/gpu/impl/gnnd/PartitionedAdd.h"
 #include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/RemovalMapping.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 #include "faiss_ext/gpu/utils/IdSelection.h"
 
@@ -692,40 +693,53 @@ size_t GpuKnnGraphGNND::remove_ids(const faiss::IDSelector& sel) {
     auto lock = lockOps_();
     checkUsable_();
     const IdSelection removed(&sel, ntotal);
-    const int64_t gone = removed.count(), m = ntotal - gone;
-    if (gone == 0) return 0;
-    if (m == 0) {
+    if (removed.count() == 0) return 0;
+    if (removed.count() == ntotal) {
         reset();
-        return size_t(gone);
+        return size_t(removed.count());
     }
-    FAISS_THROW_IF_NOT_FMT(m > k_, "GpuKnnGraphGNND: remove_ids would leave %lld vectors; a graph "
-                           "of degree k = %d needs more than k (nothing was removed)",
-                           (long long)m, k_);
-    // the survivors' positions, and each old position's new one (-1: removed)
-    const std::vector<uint32_t> kept = removed.unselectedPositions();
-    std::vector<int> newId(size_t(ntotal), -1);
-    for (size_t j = 0; j < kept.size(); ++j) newId[kept[j]] = int(j);
+    checkRemovalLeaves_(ntotal - removed.count());
     DeviceScope scope(config_.device);
+    const RemovalMapping mapping(resources_.get(), config_.device,
+                                 resources_->getDefaultStream(config_.device), removed);
+    removeMapped_(mapping);
+    return size_t(removed.count());
+}
+
+void GpuKnnGraphGNND::checkRemovalLeaves_(int64_t survivors) const {
+    FAISS_THROW_IF_NOT_FMT(survivors > k_, "GpuKnnGraphGNND: remove_ids would leave %lld vectors; "
+                           "a graph of degree k = %d needs more than k (nothing was removed)",
+                           (long long)survivors, k_);
+}
+
+size_t GpuKnnGraphGNND::removeMapped(const RemovalMapping& mapping) {
+    auto lock = lockOps_();
+    checkUsable_();
+    const int64_t gone = ntotal - mapping.survivors();
+    FAISS_THROW_IF_NOT_FMT(gone >= 0 && mapping.survivors() >= 1,
+                           "GpuKnnGraphGNND: a removal mapping of %lld survivors for %lld vectors",
+                           (long long)mapping.survivors(), (long long)ntotal);
+    if (gone == 0) return 0;
+    checkRemovalLeaves_(mapping.survivors());
+    DeviceScope scope(config_.device);
+    removeMapped_(mapping);
+    return size_t(gone);
+}
+
+void GpuKnnGraphGNND::removeMapped_(const RemovalMapping& mapping) {
+    const int64_t m = mapping.survivors();
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    GpuResources* res = resources_.get();
     // everything goes into new buffers; the index changes only at the end
     std::unique_ptr<gnnd::GraphState> nextState(new gnnd::GraphState());
     gnnd::GraphState& next = *nextState;
-    next.allocate(res, config_.device, m, d, buildK_);
-    TempBuffer<uint32_t> dKept(res, config_.device, kept.size(), stream);
-    TempBuffer<int> dNewId(res, config_.device, newId.size(), stream);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dKept.data(), kept.data(), sizeof(uint32_t) * kept.size(),
-                                         cudaMemcpyHostToDevice, stream));
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dNewId.data(), newId.data(), sizeof(int) * newId.size(),
-                                         cudaMemcpyHostToDevice, stream));
-    gatherSelectedRows(state_->x.data(), state_->norms.data(), dKept.data(), m, d, next.x.data(),
+    next.allocate(resources_.get(), config_.device, m, d, buildK_);
+    gatherSelectedRows(state_->x.data(), state_->norms.data(), mapping.kept(), m, d, next.x.data(),
                        next.norms.data(), stream);
-    gnnd::compactLists(stream, state_->ids.data(), state_->dists.data(), buildK_, dKept.data(), m,
-                       dNewId.data(), next.ids.data(), next.dists.data());
+    gnnd::compactLists(stream, state_->ids.data(), state_->dists.data(), buildK_, mapping.kept(), m,
+                       mapping.newId(), next.ids.data(), next.dists.data());
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     state_ = std::move(nextState);
     ntotal = m;
-    return size_t(gone);
 }
 
 void GpuKnnGraphGNND::reconstruct(idx_t key, float* recons) const {

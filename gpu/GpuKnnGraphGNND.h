@@ -54,6 +54,8 @@ struct SearchParametersGNND : faiss::SearchParameters {
     int searchL = 0;
 };
 
+class RemovalMapping;
+
 namespace gnnd {
 class GraphState;
 struct PartitionedLists;
@@ -156,6 +158,11 @@ public:
     /// removing nothing, when more than 0 and at most k vectors would stay.
     size_t remove_ids(const faiss::IDSelector& sel) override;
 
+    /// remove_ids by a renumbering already on the device (made by the caller
+    /// from the selection, for ntotal vectors: GpuIndexSearchGraph patches
+    /// its search graph with the same mapping). Same checks and results.
+    size_t removeMapped(const RemovalMapping& mapping);
+
     /// Copies stored (prepared) vector `key` to recons.
     void reconstruct(idx_t key, float* recons) const override;
 
@@ -212,6 +219,10 @@ private:
     /// this device or split over the build devices.
     void buildOneShot_(gnnd::GraphState& next, idx_t n, int64_t old, const gnnd::Params& params,
                        const std::function<void(const GnndIterationStats&)>& cb);
+    /// Throws (nothing removed) unless `survivors` > k.
+    void checkRemovalLeaves_(int64_t survivors) const;
+    /// The vectors and lists compacted by `mapping` (checked, lock held).
+    void removeMapped_(const RemovalMapping& mapping);
 
     int k_;
     int buildK_;

@@ -1,7 +1,8 @@
 // remove_ids on the graph indexes: GpuKnnGraphGNND's lists against the old
 // lists filtered and renumbered on the host (exact oracle), its vectors as
 // faiss::IndexFlat renumbers them; GpuIndexSearchGraph's recall after 10%
-// and 50% removed against a fresh build of the survivors, adds after
+// and 50% removed against a fresh build of the survivors, the patch of a
+// small removal row by row against a host oracle, adds after
 // removals, IndexIDMap2 around it, the CPU twin after removals, and
 // removals the index cannot take refused with the index unchanged.
 #include "GnndTestUtils.h"
@@ -17,6 +18,7 @@
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/IDSelector.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -187,4 +189,77 @@ TEST(GpuGraphRemoveIds, AddsIdMapAndTwinAfterRemovals) {
     EXPECT_EQ(small.ntotal, 0);
     small.search(1, q.data(), 10, D.data(), I.data());
     EXPECT_EQ(I[0], -1);
+}
+
+namespace {
+
+/// The rows the patch makes (GraphRepair.cu's contract), on the host: each
+/// survivor's old edges to survivors renumbered in order, then its new k-NN
+/// list's nodes not yet in the row.
+std::vector<int> patchedOnHost(const std::vector<int>& oldGraph, int degree,
+                               const std::vector<int64_t>& newId, const std::vector<int>& knn,
+                               int K) {
+    std::vector<int> out;
+    for (size_t o = 0; o < newId.size(); ++o) {
+        if (newId[o] < 0) continue;
+        const int j = int(newId[o]);
+        std::vector<int> row;
+        for (int r = 0; r < degree; ++r) {
+            const int e = oldGraph[o * degree + r];
+            if (e >= 0 && newId[size_t(e)] >= 0) row.push_back(int(newId[size_t(e)]));
+        }
+        for (int t = 0; t < K && int(row.size()) < degree; ++t) {
+            const int c = knn[size_t(j) * K + t];
+            if (c >= 0 && c != j && std::find(row.begin(), row.end(), c) == row.end())
+                row.push_back(c);
+        }
+        out.insert(out.end(), row.begin(), row.end());
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST(GpuGraphRemoveIds, SmallRemovalsPatchTheGraphThenPrune) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 32;
+    const int64_t n = 30000, nq = 500;
+    const auto x = clusteredVectors(n, d, 30, kSeed + 7);
+    const auto q = clusteredVectors(nq, d, 30, kSeed + 8);
+    GpuIndexSearchGraph index(&res, d);
+    index.add(n, x.data());
+    const int degree = index.getConfig().graphDegree, K = index.getConfig().knnDegree;
+    const std::vector<int> before = index.getSearchGraph();
+    // 1% removed: patched, row by row as the contract says
+    HashSelector onePercent(10);
+    std::vector<int64_t> newId(size_t(n), -1);
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; ++i) if (!onePercent.is_member(i)) newId[size_t(i)] = m++;
+    const size_t gone = index.remove_ids(onePercent);
+    ASSERT_EQ(int64_t(gone), n - m);
+    EXPECT_EQ(index.getRemovedSincePrune(), int64_t(gone));
+    const std::vector<int> patched = index.getSearchGraph();
+    ASSERT_EQ(patched.size(), size_t(m) * degree);
+    EXPECT_EQ(patched, patchedOnHost(before, degree, newId, index.getKnnGraph(), K));
+    const auto kept = survivors(x, d, onePercent);
+    GpuIndexSearchGraph fresh(&res, d);
+    fresh.add(index.ntotal, kept.data());
+    const double after = graphRecall(res, index, kept, q, FlatMetric::L2);
+    const double rebuilt = graphRecall(res, fresh, kept, q, FlatMetric::L2);
+    std::printf("[graph remove_ids] 1%% removed, patched: recall@10 %.4f, fresh build %.4f\n",
+                after, rebuilt);
+    EXPECT_GE(after, rebuilt - 0.01);
+    // 5% more: past the patch share, so pruned again (the counter restarts)
+    HashSelector fivePercent(50);
+    const auto kept2 = survivors(kept, d, fivePercent);
+    const int64_t beforeSecond = index.ntotal;
+    const size_t gone2 = index.remove_ids(fivePercent);
+    EXPECT_EQ(beforeSecond - int64_t(gone2), int64_t(kept2.size()) / d);
+    EXPECT_EQ(index.ntotal, int64_t(kept2.size()) / d);
+    EXPECT_EQ(index.getRemovedSincePrune(), 0);
+    GpuIndexSearchGraph fresh2(&res, d);
+    fresh2.add(index.ntotal, kept2.data());
+    EXPECT_GE(graphRecall(res, index, kept2, q, FlatMetric::L2),
+              graphRecall(res, fresh2, kept2, q, FlatMetric::L2) - 0.01);
 }

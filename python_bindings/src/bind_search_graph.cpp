@@ -371,7 +371,13 @@ out-neighbours of node i (-1: an empty slot, only when ntotal <= graph_degree).
         .def_property_readonly("knn_build_seconds", &GpuIndexSearchGraph::getKnnBuildSeconds,
                                "Seconds the last add spent building the k-NN graph.")
         .def_property_readonly("optimize_seconds", &GpuIndexSearchGraph::getOptimizeSeconds,
-                               "Seconds the last add spent turning it into the search graph.")
+                               "Seconds the last add spent turning it into the search graph "
+                               "(after remove_ids: its compaction and the graph's patch or "
+                               "pruning).")
+        .def_property_readonly("removed_since_prune", &GpuIndexSearchGraph::getRemovedSincePrune,
+                               "Nodes removed since the search graph was last pruned from the "
+                               "k-NN lists: remove_ids patches the graph while this stays within "
+                               "5% of the nodes of that pruning, and prunes again past it.")
         .def_property_readonly(
                 "last_knn_add_build",
                 [](const GpuIndexSearchGraph& g) {
@@ -383,7 +389,9 @@ out-neighbours of node i (-1: an empty slot, only when ntotal <= graph_degree).
         .def("getKnnBuildSeconds", &GpuIndexSearchGraph::getKnnBuildSeconds,
              "C++ spelling of knn_build_seconds.")
         .def("getOptimizeSeconds", &GpuIndexSearchGraph::getOptimizeSeconds,
-             "C++ spelling of optimize_seconds.");
+             "C++ spelling of optimize_seconds.")
+        .def("getRemovedSincePrune", &GpuIndexSearchGraph::getRemovedSincePrune,
+             "C++ spelling of removed_since_prune.");
     defTwinCopies<faiss::IndexHNSWFlat>(cls, "IndexHNSWFlat", [](const GpuIndexSearchGraph& self) {
         return std::make_unique<faiss::IndexHNSWFlat>(
             self.d, std::max(1, self.getGraphDegree() / 2), self.metric_type);

@@ -50,6 +50,18 @@ size_t optimizeScratchInts(int64_t n, int degree);
 void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, int K, int degree,
                    int* out, int* scratch);
 
+/// The search graph of the n survivors of a removal, without pruning again
+/// (GraphRepair.cu): survivor j (old node kept[j], device) keeps its edges of
+/// oldGraph (old nodes x degree) to survivors, renumbered by newId (old node
+/// -> new id, -1 removed; device) and in order, then fills the freed slots
+/// with the nearest nodes of its k-NN list (knn: n lists of `stride` >= K new
+/// ids, nearest first, -1 padded) not yet in its row. A row that runs out of
+/// distinct nodes is -1 padded and counted in *shortRows (one device
+/// counter, zeroed here). out: n x degree device. Allocates nothing.
+void repairGraphAfterRemoval(cudaStream_t stream, const int* oldGraph, int degree,
+                             const uint32_t* kept, int64_t n, const int* newId, const int* knn,
+                             int stride, int K, int* out, unsigned long long* shortRows);
+
 /// `count` distinct node ids of [0, n) (all when count >= n), sorted, from
 /// a seeded generator: the entry-point sample.
 std::vector<int> sampleEntryPoints(int64_t n, int count, uint64_t seed);
