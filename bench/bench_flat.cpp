@@ -6,7 +6,7 @@
 //   floor:cublas-sgemm     cuBLAS SGEMM of the same shapes alone (the floor);
 //                          floor:cublas-sgemm-tf32 the same in TF32 when
 //                          --precision includes a bounded precision;
-//                          floor:cublas-bf16x3 the three BF16 GEMMs of the
+//                          floor:cublas-bf16x3 the split-row BF16 GEMM of the
 //                          BF16x3 path when it includes bf16x3-bounded
 //   ours:quickselect       faiss_ext::gpu::GpuIndexQuickSelectFlat (FP32 distances)
 //   ours:quickselect-tf32-bounded, ours:quickselect-bf16x3-bounded
@@ -173,17 +173,18 @@ double medianFloorSeconds(cublasHandle_t h, const float* dB, const float* dQ, fl
     return medianRunSeconds(run, reps);
 }
 
-/// The BF16x3 floor: the three split-precision GEMMs of the BF16x3 bounded
-/// path (gpu::gemmDotProductsBf16x3, what the search calls) over the same
-/// tile shapes, the operands split once beforehand; one JSON line with the
-/// fastest shape ("tflops" counts the FP32-equivalent 2 nb nq d).
+/// The BF16x3 floor: the split-precision GEMM of the BF16x3 bounded path
+/// (gpu::gemmDotProductsBf16x3, what the search calls: one BF16 GEMM over
+/// rows of 3 dPad) over the same tile shapes, the operands split once
+/// beforehand; one JSON line with the fastest shape ("tflops" counts the
+/// FP32-equivalent 2 nb nq d).
 void emitBf16x3Floor(const Common& c, const std::string& gpuDevice, const float* dB,
                      const float* dQ, float* dC, const std::vector<FloorTile>& shapes, int reps) {
     const int dPad = gpu::bf16PaddedDim(c.d);
-    DeviceArray<gpu::Bf16Bits> bHi(size_t(c.nb) * dPad), bLo(size_t(c.nb) * dPad);
-    DeviceArray<gpu::Bf16Bits> qHi(size_t(c.nq) * dPad), qLo(size_t(c.nq) * dPad);
-    gpu::splitRowsBf16(dB, c.nb, c.d, bHi.p, bLo.p, nullptr);
-    gpu::splitRowsBf16(dQ, c.nq, c.d, qHi.p, qLo.p, nullptr);
+    const size_t row = 3 * size_t(dPad);
+    DeviceArray<gpu::Bf16Bits> bSplit(size_t(c.nb) * row), qSplit(size_t(c.nq) * row);
+    gpu::splitRowsBf16(dB, c.nb, c.d, gpu::SplitSide::Corpus, bSplit.p, nullptr);
+    gpu::splitRowsBf16(dQ, c.nq, c.d, gpu::SplitSide::Queries, qSplit.p, nullptr);
     cublasHandle_t h;
     FAISS_EXT_CUBLAS_CHECK(cublasCreate(&h));
     FloorTile best;
@@ -194,9 +195,9 @@ void emitBf16x3Floor(const Common& c, const std::string& gpuDevice, const float*
                 const int64_t tq = std::min(t.rows, c.nq - q0);
                 for (int64_t c0 = 0; c0 < c.nb; c0 += t.cols) {
                     const int64_t tc = std::min(t.cols, c.nb - c0);
-                    gpu::gemmDotProductsBf16x3(h, qHi.p + size_t(q0) * dPad, qLo.p + size_t(q0) * dPad,
-                                               tq, bHi.p + size_t(c0) * dPad,
-                                               bLo.p + size_t(c0) * dPad, tc, dPad, 1.f, dC, tc);
+                    gpu::gemmDotProductsBf16x3(h, qSplit.p + size_t(q0) * row, tq,
+                                               bSplit.p + size_t(c0) * row, tc, dPad, 1.f, dC,
+                                               tc);
                 }
             }
             FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -214,7 +215,7 @@ void emitBf16x3Floor(const Common& c, const std::string& gpuDevice, const float*
     JsonLine p;
     p.integer("tile_nq", best.rows).integer("tile_nb", best.cols).integer("reps", reps);
     p.integer("tile_shapes_tried", int64_t(shapes.size()));
-    p.str("math", "bf16x3 (three CUBLAS_COMPUTE_32F GEMMs of BF16 splits)");
+    p.str("math", "bf16x3 (one CUBLAS_COMPUTE_32F GEMM over rows of BF16 splits, k = 3 dPad)");
     p.num("tflops", 2.0 * c.nb * c.nq * c.d / sec / 1e12).str("io", "device");
     JsonLine j = head(c, "floor:cublas-bf16x3", gpuDevice, 0);
     j.raw("params", p.text()).num("seconds", sec).num("qps", c.nq / sec).null("recall");

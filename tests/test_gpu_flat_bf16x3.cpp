@@ -1,5 +1,5 @@
 // The BF16x3 bounded search (DistancePrecision::BF16x3Bounded: two-part BF16
-// splits, three tensor-core products, the certificate of the TF32 path with
+// splits, one tensor-core GEMM over split rows, the certificate of the TF32 path with
 // bf16x3BoundTerms): results equal the FP32 path's on every metric, padded
 // and unpadded dimensions, filtered subsets and after adds; and clusters far
 // from each other and from the origin, where one mean cannot centre the
@@ -92,16 +92,18 @@ TEST(GpuFlatBf16x3, EqualsFp32OnEveryMetric) {
 }
 
 TEST(GpuFlatBf16x3, CertifiesFarClustersWhereTf32FallsBack) {
-    // 200 clusters of spread 0.3 whose centres are 50 units apart and 50
-    // from the origin: the TF32 bound (about 2^-9 |q| |x| ~ 10) dwarfs the
-    // gaps between neighbours (about 1), and no single mean brings the
-    // data close, so TF32 falls back; BF16x3's bound (about 0.3) does not.
+    // 20 clusters of about 1,000 points (spread 1) whose centres are 50
+    // units apart and 50 from the origin: the k-th and the 2k-th neighbours
+    // of a query lie in its own cluster, a few units apart in squared
+    // distance, and the TF32 bound (about 2^-8 |q| |x| ~ 10) dwarfs that
+    // gap; no single mean brings the data close, so TF32 falls back, while
+    // BF16x3's bound (about 0.6) certifies.
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     const int d = 32;
     const int64_t nb = sized<int64_t>(20000, 6000), nq = 100;
-    const auto xb = farClusters(nb, d, 200, 0.3f, 0);
-    const auto xq = farClusters(nq, d, 200, 0.3f, 1);
+    const auto xb = farClusters(nb, d, 20, 1.f, 0);
+    const auto xq = farClusters(nq, d, 20, 1.f, 1);
     for (int64_t k : {10, 100}) {
         const std::string what = describe(FlatMetric::L2, d, k, "far clusters");
         const BoundedSearchStats tf32 = compareOn(res, FlatMetric::L2, d, xb, xq, k, what);
@@ -140,11 +142,11 @@ TEST(GpuFlatBf16x3, FiltersAndAddsAreSeen) {
 
 TEST(GpuFlatBf16x3, GemmStaysWithinTheModelledError) {
     // What bf16x3BoundTerms assumes of this GPU's BF16 tensor cores (exact
-    // products, FP32 accumulation losing at most 2^-23 of a block's largest
-    // addend per addend, beta applied in an epilogue or as the start of the
-    // accumulation): |BF16x3 product - exact q.x| <= (c_split + g gamma(d +
-    // 4 + ceil(d / 32), 2^-22)) sum |q_i x_i|, on non-negative data (errors
-    // add up) and mixed signs. The largest ratio observed is printed.
+    // products, FP32 accumulation in any order losing at most 2^-23 of a
+    // block's largest addend per addend): |BF16x3 product - exact q.x| <=
+    // (c_split + g gamma(3 dPad + 2, 2^-22)) sum |q_i x_i|, on non-negative
+    // data (errors add up) and mixed signs. The largest ratio observed is
+    // printed.
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     cublasHandle_t blas = res.getResources()->getBlasHandle(0);
@@ -166,16 +168,15 @@ TEST(GpuFlatBf16x3, GemmStaysWithinTheModelledError) {
             const std::vector<float>& q = set.second.first;
             const std::vector<float>& x = set.second.second;
             DeviceCopy<float> dq(q), dx(x);
-            DeviceCopy<faiss_ext::gpu::Bf16Bits> qHi(
-                std::vector<faiss_ext::gpu::Bf16Bits>(size_t(nq) * dPad)),
-                qLo(std::vector<faiss_ext::gpu::Bf16Bits>(size_t(nq) * dPad)),
-                xHi(std::vector<faiss_ext::gpu::Bf16Bits>(size_t(nx) * dPad)),
-                xLo(std::vector<faiss_ext::gpu::Bf16Bits>(size_t(nx) * dPad));
+            using faiss_ext::gpu::Bf16Bits;
+            using faiss_ext::gpu::SplitSide;
+            DeviceCopy<Bf16Bits> qSplit(std::vector<Bf16Bits>(size_t(nq) * 3 * dPad)),
+                xSplit(std::vector<Bf16Bits>(size_t(nx) * 3 * dPad));
             DeviceCopy<float> dOut(std::vector<float>(size_t(nq * nx)));
-            faiss_ext::gpu::splitRowsBf16(dq.p, nq, d, qHi.p, qLo.p, nullptr);
-            faiss_ext::gpu::splitRowsBf16(dx.p, nx, d, xHi.p, xLo.p, nullptr);
-            faiss_ext::gpu::gemmDotProductsBf16x3(blas, qHi.p, qLo.p, nq, xHi.p, xLo.p, nx, dPad,
-                                                  -1.f, dOut.p, nx);
+            faiss_ext::gpu::splitRowsBf16(dq.p, nq, d, SplitSide::Queries, qSplit.p, nullptr);
+            faiss_ext::gpu::splitRowsBf16(dx.p, nx, d, SplitSide::Corpus, xSplit.p, nullptr);
+            faiss_ext::gpu::gemmDotProductsBf16x3(blas, qSplit.p, nq, xSplit.p, nx, dPad, -1.f,
+                                                  dOut.p, nx);
             FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
             std::vector<float> out(size_t(nq * nx));
             FAISS_EXT_CUDA_CHECK(

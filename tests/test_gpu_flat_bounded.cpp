@@ -260,7 +260,7 @@ TEST(GpuFlatBounded, BadPrecisionValuesAreRefused) {
     std::vector<float> D(4 * 3, 42.f);
     std::vector<int64_t> I(4 * 3, 42);
     SearchParametersQuickSelectFlat params;
-    params.distancePrecision = static_cast<DistancePrecision>(3);
+    params.distancePrecision = static_cast<DistancePrecision>(4);  // past BF16x3Bounded
     EXPECT_THROW(index.search(4, xb.data(), 3, D.data(), I.data(), &params), faiss::FaissException);
     // Nothing was written or counted.
     for (float v : D) EXPECT_EQ(v, 42.f);

@@ -233,9 +233,9 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
     const select::KeyDecode decode = l2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
     const int64_t kk = std::min(k, nb);
     const int64_t m = boundedCandidateCount(kk, nb);
-    const bool bf16 = corpus.splitHi != nullptr;
-    FAISS_THROW_IF_NOT_MSG(!bf16 || (corpus.splitLo && corpus.splitDim == bf16PaddedDim(d)),
-                           "boundedFlatSearch: incomplete BF16 split of the corpus");
+    const bool bf16 = corpus.split != nullptr;
+    FAISS_THROW_IF_NOT_MSG(!bf16 || corpus.splitDim == bf16PaddedDim(d),
+                           "boundedFlatSearch: BF16 split of the corpus at the wrong width");
     const int dPad = corpus.splitDim;
     const Tf32BoundTerms terms = bf16 ? bf16x3BoundTerms(dPad, l2) : tf32BoundTerms(d, l2);
     const double xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
@@ -247,10 +247,10 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         // Per row beyond the selection: m re-scored keys, their sort's
         // temporary memory, the lower bound of the keys left out, the
         // query's norm and (centred) the centred query (L2) or its q.c (inner products).
-        // BF16x3: the query's two split parts.
+        // BF16x3: the query's split row (3 dPad BF16).
         const size_t extraPerRow = sizeof(uint64_t) * m + select::sortKeyRowsTempBytes(1, m) + 64 +
                                    sizeof(float) * (1 + (centred ? size_t(d) : 0)) +
-                                   (bf16 ? 2 * sizeof(Bf16Bits) * size_t(dPad) : 0);
+                                   (bf16 ? 3 * sizeof(Bf16Bits) * size_t(dPad) : 0);
         // One flag per query, read back once after the last block (a read
         // per block would stall the stream between blocks).
         TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
@@ -287,8 +287,7 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         TempBuffer<float> centredQueries(res, device, centred && l2 ? size_t(p.rows) * d : 0,
                                          stream);
         TempBuffer<float> centreOffsets(res, device, centred && !l2 ? size_t(p.rows) : 0, stream);
-        TempBuffer<Bf16Bits> queryHi(res, device, bf16 ? size_t(p.rows) * dPad : 0, stream);
-        TempBuffer<Bf16Bits> queryLo(res, device, bf16 ? size_t(p.rows) * dPad : 0, stream);
+        TempBuffer<Bf16Bits> querySplit(res, device, bf16 ? size_t(p.rows) * 3 * dPad : 0, stream);
         const float alpha = l2 ? -2.f : -1.f;
         cublasHandle_t blas = res->getBlasHandle(device);
 
@@ -318,15 +317,14 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                 centreDots(q, rows, d, corpus.centre, centreOffsets.data(), stream);
             }
             rowSquaredNorms(q, rows, d, querySqNorms.data(), stream);
-            if (bf16) splitRowsBf16(q, rows, d, queryHi.data(), queryLo.data(), stream);
+            if (bf16) splitRowsBf16(q, rows, d, SplitSide::Queries, querySplit.data(), stream);
             // The approximate products of this block's queries with vectors
             // [c0, c0 + w), into out (ld floats a row).
             auto products = [&](int64_t c0, int64_t w, float* out, int64_t ld) {
                 if (bf16) {
-                    gemmDotProductsBf16x3(blas, queryHi.data(), queryLo.data(), rows,
-                                          corpus.splitHi + size_t(c0) * dPad,
-                                          corpus.splitLo + size_t(c0) * dPad, w, dPad, alpha, out,
-                                          ld);
+                    gemmDotProductsBf16x3(blas, querySplit.data(), rows,
+                                          corpus.split + size_t(c0) * 3 * dPad, w, dPad, alpha,
+                                          out, ld);
                 } else {
                     gemmDotProductsTf32(blas, q, rows, corpus.vectors + size_t(c0) * d, w, d, alpha,
                                         out, ld);

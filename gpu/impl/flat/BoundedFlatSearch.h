@@ -2,9 +2,9 @@
 // whose distance products run on the tensor cores.
 //
 // Per row block of queries:
-//   1. TF32 GEMM tiles (gemmDotProductsTf32; for BF16x3Bounded the three
-//      BF16 products of split operands, gemmDotProductsBf16x3, with the
-//      tighter bf16x3BoundTerms), and the RowSelector keeps the
+//   1. TF32 GEMM tiles (gemmDotProductsTf32; for BF16x3Bounded one BF16
+//      GEMM over split rows, gemmDotProductsBf16x3, with the tighter
+//      bf16x3BoundTerms), and the RowSelector keeps the
 //      m = boundedCandidateCount(k, nb) smallest approximate keys per query;
 //      when Auto chose the selection and the shape allows, the tiles span
 //      whole rows and the sampled-threshold filter
@@ -102,12 +102,12 @@ struct BoundedCorpus {
     /// search runs on q.(x - c) and adds q.c to each returned similarity.
     const float* centre = nullptr;
     /// BF16x3Bounded, may be null (TF32 products then): the two-part BF16
-    /// split of `vectors` (SplitBf16.h; the same rows, splitDim BF16 each),
-    /// whose three products replace the TF32 GEMM with a bound 8-26 times
-    /// tighter (Tf32ErrorBound.h, bf16x3BoundTerms); each block of
-    /// queries is split the same way after any centring.
-    const Bf16Bits* splitHi = nullptr;
-    const Bf16Bits* splitLo = nullptr;
+    /// split of `vectors` (SplitBf16.h, SplitSide::Corpus; the same rows,
+    /// 3 splitDim BF16 each), whose one GEMM over split rows replaces the
+    /// TF32 GEMM with a bound 3-16 times tighter (Tf32ErrorBound.h,
+    /// bf16x3BoundTerms); each block of queries is split for its side after
+    /// any centring.
+    const Bf16Bits* split = nullptr;
     int splitDim = 0;
 };
 

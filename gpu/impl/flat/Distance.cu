@@ -25,16 +25,15 @@ public:
         return t;
     }
 
-    /// Runs out (col-major m x n, ld ldc) = alpha * A^T B + beta * out with A
+    /// Runs out (col-major m x n, ld ldc) = alpha * A^T B with A
     /// k x m (ld k), B k x n (ld k), both of type ab (CUDA_R_32F or
     /// CUDA_R_16BF). Returns false when cuBLASLt cannot (caller falls back).
     /// compute: CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_COMPUTE_32F_FAST_TF32
     /// (FP32 operands) or CUBLAS_COMPUTE_32F (BF16 operands); algorithms are
-    /// tuned per compute type and operand type (the fastest differ). Tuning
-    /// overwrites out, so a shape not tuned yet is refused when beta != 0.
+    /// tuned per compute type and operand type (the fastest differ).
     bool run(int device, cudaStream_t stream, cublasComputeType_t compute, int64_t m, int64_t n,
              int64_t k, float alpha, const void* A, const void* B, float* C, int64_t ldc,
-             cudaDataType_t ab = CUDA_R_32F, float beta = 0.f) {
+             cudaDataType_t ab = CUDA_R_32F) {
         cublasLtHandle_t lt;
         const Tuned* tuned = nullptr;
         Key key{device, int(compute), int(ab), m, n, k, ldc};
@@ -51,7 +50,6 @@ public:
             if (it != tuned_.end()) tuned = it->second.get();
         }
         if (!tuned) {
-            if (beta != 0.f) return false;
             std::unique_ptr<Tuned> t(new Tuned(compute, ab, m, n, k, ldc));
             if (!t->desc.ok || !tune(lt, t->desc, stream, alpha, A, B, C, &t->algo)) return false;
             std::lock_guard<std::mutex> lock(mutex_);
@@ -60,6 +58,7 @@ public:
         }
         // Entries are never removed or changed once in the map: read unlocked.
         const Desc& d = tuned->desc;
+        const float beta = 0.f;
         return cublasLtMatmul(lt, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c,
                               &tuned->algo, nullptr, 0, stream) == CUBLAS_STATUS_SUCCESS;
     }
@@ -205,34 +204,25 @@ void gemmDotProductsTf32(cublasHandle_t handle, const float* q, int64_t nq, cons
                                         CUBLAS_GEMM_DEFAULT));
 }
 
-void gemmDotProductsBf16x3(cublasHandle_t handle, const Bf16Bits* qHi, const Bf16Bits* qLo,
-                           int64_t nq, const Bf16Bits* xHi, const Bf16Bits* xLo, int64_t nx,
-                           int dPad, float alpha, float* out, int64_t ldOut) {
+void gemmDotProductsBf16x3(cublasHandle_t handle, const Bf16Bits* q, int64_t nq,
+                           const Bf16Bits* x, int64_t nx, int dPad, float alpha, float* out,
+                           int64_t ldOut) {
     if (nq == 0 || nx == 0) return;
     checkTile("gemmDotProductsBf16x3", nq, nx, ldOut);
     FAISS_THROW_IF_NOT_FMT(dPad >= 8 && dPad % 8 == 0,
                            "gemmDotProductsBf16x3: padded dimension %d not a multiple of 8", dPad);
     cudaStream_t stream = nullptr;
     FAISS_EXT_CUBLAS_CHECK(cublasGetStream(handle, &stream));
-    // The small products first, hi.lo (beta 0: it tunes the shape) then
-    // lo.hi, and hi.hi last (the same shape, already tuned), so that the
-    // tensor cores' truncations in the first two are relative to their own
-    // small magnitudes (Tf32ErrorBound.h, bf16x3BoundTerms, which also
-    // leaves out lo.lo).
-    const Bf16Bits* xs[3] = {xLo, xHi, xHi};
-    const Bf16Bits* qs[3] = {qHi, qLo, qHi};
-    const int device = getCurrentDevice();
-    for (int i = 0; i < 3; ++i) {
-        const float beta = i == 0 ? 0.f : 1.f;
-        if (GemmTuner::get().run(device, stream, CUBLAS_COMPUTE_32F, nx, nq, dPad, alpha, xs[i],
-                                 qs[i], out, ldOut, CUDA_R_16BF, beta)) {
-            continue;
-        }
-        FAISS_EXT_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(nx), int(nq),
-                                            dPad, &alpha, xs[i], CUDA_R_16BF, dPad, qs[i],
-                                            CUDA_R_16BF, dPad, &beta, out, CUDA_R_32F, int(ldOut),
-                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    const int k = 3 * dPad;
+    if (GemmTuner::get().run(getCurrentDevice(), stream, CUBLAS_COMPUTE_32F, nx, nq, k, alpha, x,
+                             q, out, ldOut, CUDA_R_16BF)) {
+        return;
     }
+    const float beta = 0.f;
+    FAISS_EXT_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(nx), int(nq), k,
+                                        &alpha, x, CUDA_R_16BF, k, q, CUDA_R_16BF, k, &beta, out,
+                                        CUDA_R_32F, int(ldOut), CUBLAS_COMPUTE_32F,
+                                        CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace gpu

@@ -27,14 +27,16 @@ void gemmDotProductsTf32(cublasHandle_t handle, const float* q, int64_t nq, cons
 /// this header).
 using Bf16Bits = uint16_t;
 
-/// As gemmDotProducts from split operands (SplitBf16.h): rows of dPad BF16
-/// (a multiple of 8, zero-padded), q ~ qHi + qLo and x ~ xHi + xLo, and
-/// <q, x> taken as xLo.qHi + xHi.qLo + xHi.qHi (in that order): three BF16
-/// tensor-core GEMMs accumulated in FP32. Approximate, within bf16x3BoundTerms
-/// (Tf32ErrorBound.h) of the FP32 product.
-void gemmDotProductsBf16x3(cublasHandle_t handle, const Bf16Bits* qHi, const Bf16Bits* qLo,
-                           int64_t nq, const Bf16Bits* xHi, const Bf16Bits* xLo, int64_t nx,
-                           int dPad, float alpha, float* out, int64_t ldOut);
+/// As gemmDotProducts from split operands (SplitBf16.h): query rows
+/// [hi | lo | hi] and vector rows [lo | hi | hi] of 3 dPad BF16 each (dPad a
+/// multiple of 8, zero-padded), so that one BF16 tensor-core GEMM over
+/// 3 dPad terms, accumulated in FP32, takes <q, x> as
+/// qHi.xLo + qLo.xHi + qHi.xHi. Approximate, within bf16x3BoundTerms
+/// (Tf32ErrorBound.h, which assumes no order of the accumulation) of the
+/// FP32 product.
+void gemmDotProductsBf16x3(cublasHandle_t handle, const Bf16Bits* q, int64_t nq,
+                           const Bf16Bits* x, int64_t nx, int dPad, float alpha, float* out,
+                           int64_t ldOut);
 
 }  // namespace gpu
 }  // namespace faiss_ext

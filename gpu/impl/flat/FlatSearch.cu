@@ -472,15 +472,12 @@ bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precisio
     if (c.storageRow0 >= 0) {
         SplitView split;
         if (!split_.view(res_, device_, stream, whole, ntotal_, d_, &split)) return false;
-        corpus->splitHi = split.hi + size_t(c.storageRow0) * dPad;
-        corpus->splitLo = split.lo + size_t(c.storageRow0) * dPad;
+        corpus->split = split.rows + size_t(c.storageRow0) * 3 * dPad;
         return true;
     }
-    scratch->hi.reset(new TempBuffer<Bf16Bits>(res_, device_, size_t(c.nb) * dPad, stream));
-    scratch->lo.reset(new TempBuffer<Bf16Bits>(res_, device_, size_t(c.nb) * dPad, stream));
-    splitRowsBf16(corpus->vectors, c.nb, d_, scratch->hi->data(), scratch->lo->data(), stream);
-    corpus->splitHi = scratch->hi->data();
-    corpus->splitLo = scratch->lo->data();
+    scratch->rows.reset(new TempBuffer<Bf16Bits>(res_, device_, size_t(c.nb) * 3 * dPad, stream));
+    splitRowsBf16(corpus->vectors, c.nb, d_, SplitSide::Corpus, scratch->rows->data(), stream);
+    corpus->split = scratch->rows->data();
     return true;
 }
 

@@ -131,7 +131,7 @@ private:
 
     /// A gathered subset's BF16 split, for one search.
     struct SplitScratch {
-        std::unique_ptr<TempBuffer<Bf16Bits>> hi, lo;
+        std::unique_ptr<TempBuffer<Bf16Bits>> rows;
     };
 
     void searchView_(const CorpusView& c, const float* queries, int64_t nq, int64_t k,

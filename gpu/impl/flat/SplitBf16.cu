@@ -16,8 +16,10 @@ namespace {
 /// search's tiles need the rest), as the centred copy.
 constexpr double kSplitMemoryShare = 0.5;
 
-__global__ void splitRowsKernel(const float* x, int64_t n, int d, int dPad, __nv_bfloat16* hi,
-                                __nv_bfloat16* lo) {
+/// Thread per (row, padded coordinate): writes the coordinate's parts to
+/// the three segments of its row in `side`'s order.
+__global__ void splitRowsKernel(const float* x, int64_t n, int d, int dPad, bool corpus,
+                                __nv_bfloat16* out) {
     const int64_t total = n * dPad;
     for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
          t += int64_t(gridDim.x) * blockDim.x) {
@@ -26,20 +28,23 @@ __global__ void splitRowsKernel(const float* x, int64_t n, int d, int dPad, __nv
         const float v = j < d ? x[r * d + j] : 0.f;
         const __nv_bfloat16 h = __float2bfloat16_rn(v);
         // v - h is exact in FP32 (h keeps v's leading 8 bits).
-        hi[t] = h;
-        lo[t] = __float2bfloat16_rn(v - __bfloat162float(h));
+        const __nv_bfloat16 l = __float2bfloat16_rn(v - __bfloat162float(h));
+        __nv_bfloat16* row = out + r * 3 * dPad + j;
+        row[0] = corpus ? l : h;
+        row[dPad] = corpus ? h : l;
+        row[2 * dPad] = h;
     }
 }
 
 }  // namespace
 
-void splitRowsBf16(const float* x, int64_t n, int d, Bf16Bits* hi, Bf16Bits* lo,
+void splitRowsBf16(const float* x, int64_t n, int d, SplitSide side, Bf16Bits* out,
                    cudaStream_t stream) {
     const int dPad = bf16PaddedDim(d);
     const int64_t total = n * dPad;
     if (total == 0) return;
     splitRowsKernel<<<gridStrideBlocks(total), 256, 0, stream>>>(
-        x, n, d, dPad, reinterpret_cast<__nv_bfloat16*>(hi), reinterpret_cast<__nv_bfloat16*>(lo));
+        x, n, d, dPad, side == SplitSide::Corpus, reinterpret_cast<__nv_bfloat16*>(out));
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
@@ -47,35 +52,31 @@ bool SplitCorpus::view(GpuResources* res, int device, cudaStream_t stream, const
                        int64_t nb, int d, SplitView* out) {
     std::lock_guard<std::mutex> lock(mutex_);
     const int dPad = bf16PaddedDim(d);
-    if (source_ != vectors || nb_ != nb || dPad_ != dPad || !hi_.data()) {
-        hi_.release();
-        lo_.release();
+    if (source_ != vectors || nb_ != nb || dPad_ != dPad || !rows_.data()) {
+        rows_.release();
         source_ = nullptr;
-        const size_t bytes = 2 * sizeof(Bf16Bits) * size_t(nb) * size_t(dPad);
+        const size_t bytes = 3 * sizeof(Bf16Bits) * size_t(nb) * size_t(dPad);
         size_t freeBytes = 0, totalBytes = 0;
         FAISS_EXT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
         if (nb < 1 || double(bytes) > kSplitMemoryShare * double(freeBytes)) return false;
-        DeviceVector<Bf16Bits> hi, lo;
-        hi.allocate(res, device, size_t(nb) * dPad, "BF16x3 bounded search", "the BF16 high parts");
-        lo.allocate(res, device, size_t(nb) * dPad, "BF16x3 bounded search", "the BF16 low parts");
-        splitRowsBf16(vectors, nb, d, hi.data(), lo.data(), stream);
+        DeviceVector<Bf16Bits> rows;
+        rows.allocate(res, device, 3 * size_t(nb) * dPad, "BF16x3 bounded search",
+                      "the BF16 split rows");
+        splitRowsBf16(vectors, nb, d, SplitSide::Corpus, rows.data(), stream);
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-        hi_ = std::move(hi);
-        lo_ = std::move(lo);
+        rows_ = std::move(rows);
         source_ = vectors;
         nb_ = nb;
         dPad_ = dPad;
     }
-    out->hi = hi_.data();
-    out->lo = lo_.data();
+    out->rows = rows_.data();
     out->dPad = dPad_;
     return true;
 }
 
 void SplitCorpus::invalidate() {
     std::lock_guard<std::mutex> lock(mutex_);
-    hi_.release();
-    lo_.release();
+    rows_.release();
     source_ = nullptr;
     nb_ = 0;
     dPad_ = 0;

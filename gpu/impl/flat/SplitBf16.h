@@ -1,10 +1,13 @@
 // Two-part BF16 splits of FP32 vectors for the BF16x3 bounded search
 // (DistancePrecision::BF16x3Bounded): each coordinate v as h = bf16_rn(v)
-// and l = bf16_rn(v - h), so that three BF16 tensor-core products
-// (hi.hi + hi.lo + lo.hi, Distance.h) give q.x within bf16x3BoundTerms
-// (Tf32ErrorBound.h), 26 times closer than one TF32 product at d = 96. Rows
-// are padded with zeros to a multiple of 8 BF16 (16 bytes), the alignment
-// the tensor-core GEMMs want.
+// and l = bf16_rn(v - h), laid out so that one BF16 tensor-core GEMM over
+// rows of 3 dPad gives q.x as hq.lx + lq.hx + hq.hx (Distance.h) within
+// bf16x3BoundTerms (Tf32ErrorBound.h), about 16 times closer than one TF32
+// product at d = 96: a corpus row is [lo | hi | hi], a query row
+// [hi | lo | hi]. One GEMM instead of three writes its output once (at
+// d = 96 the three GEMMs' output passes, not their products, set the time).
+// Each part is padded with zeros to a multiple of 8 BF16 (16 bytes), the
+// alignment the tensor-core GEMMs want.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,15 +25,18 @@ namespace gpu {
 /// The padded row length of split vectors of dimension d.
 inline int bf16PaddedDim(int d) { return (d + 7) / 8 * 8; }
 
-/// hi and lo (n x bf16PaddedDim(d) each) = the splits of the rows of x
-/// (n x d FP32); device pointers, on `stream`.
-void splitRowsBf16(const float* x, int64_t n, int d, Bf16Bits* hi, Bf16Bits* lo,
+/// Which operand of the BF16x3 GEMM a split row is: the corpus's rows are
+/// [lo | hi | hi], the queries' [hi | lo | hi].
+enum class SplitSide { Corpus, Queries };
+
+/// out (n x 3 bf16PaddedDim(d)) = the split rows of x (n x d FP32) laid out
+/// for `side`; device pointers, on `stream`.
+void splitRowsBf16(const float* x, int64_t n, int d, SplitSide side, Bf16Bits* out,
                    cudaStream_t stream);
 
 /// What the BF16x3 search reads of a split corpus (device pointers).
 struct SplitView {
-    const Bf16Bits* hi = nullptr;  ///< nb x dPad
-    const Bf16Bits* lo = nullptr;  ///< nb x dPad
+    const Bf16Bits* rows = nullptr;  ///< nb x 3 dPad, SplitSide::Corpus
     int dPad = 0;
 };
 
@@ -53,7 +59,7 @@ class SplitCorpus {
     std::mutex mutex_;
     const float* source_ = nullptr;  // the array the copy was made from
     int64_t nb_ = 0;
-    DeviceVector<Bf16Bits> hi_, lo_;
+    DeviceVector<Bf16Bits> rows_;
     int dPad_ = 0;
 };
 

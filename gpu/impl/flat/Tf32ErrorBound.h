@@ -106,39 +106,34 @@ inline Tf32BoundTerms tf32BoundTerms(int d, bool l2) {
 }
 
 /// The bound's constants for BF16x3 products (DistancePrecision::
-/// BF16x3Bounded), for dimension d (>= 1); l2 selects the L2 keys. The
-/// same e(q, x) and leftOutKeyLowerBound apply with these constants.
+/// BF16x3Bounded), for the padded dimension d (>= 1); l2 selects the L2
+/// keys. The same e(q, x) and leftOutKeyLowerBound apply with these
+/// constants.
 ///
 /// Each FP32 coordinate v is split by our own kernel (SplitBf16.cu) into
 /// h = bf16_rn(v) and l = bf16_rn(v - h) (v - h is exact in FP32; BF16
 /// keeps 8 significant bits, unit roundoff b = 2^-8): |v - h| <= b |v|,
 /// |h| <= (1 + b) |v|, |l| <= b (1 + b) |v|, and r = v - h - l has
-/// |r| <= b^2 |v|. The GEMMs take q.x as hq.lx + lq.hx + hq.hx; per
-/// coordinate the part left out, hq rx + lq lx + lq rx + rq x, is at most
+/// |r| <= b^2 |v|. One GEMM over 3d terms takes q.x as hq.lx + lq.hx +
+/// hq.hx; per coordinate the part left out, hq rx + lq lx + lq rx + rq x,
+/// is at most
 ///   c_split |q_i x_i|, c_split = b^2 (2 (1 + b)^2 + 1),
 /// so the exact sum s~ of the 3d products is within c_split P of q.x, and
 /// the products' magnitudes sum to at most g P, g = (1 + b)^2 (1 + 2b).
 /// Products of two 8-bit significands are exact in FP32.
-/// Accumulation (item 3 of the header: a truncating block FMA loses less
-/// than 2^-23 of its largest addend per addend). The two small GEMMs run
-/// first (C = hq.lx, then C += lq.hx through beta = 1) and hq.hx last
-/// (C += hq.hx). Whether cuBLAS adds C in an FP32 epilogue (one rounding
-/// per beta) or starts the tensor-core accumulation from it, the blocks of
-/// the first two GEMMs have addends of at most about 2b g P (products of
-/// size b, a running value of size 2b): over their 2d / t blocks at most
-/// 2d 2^-22 2b g P <= (d / 32) 2^-22 g P; the last GEMM's blocks have
-/// addends of at most the final magnitude: (d + 2) 2^-22 g P as for TF32;
-/// the epilogue roundings two more terms. Together
-///   |s_A - s~| <= gamma(d + 4 + ceil(d / 32), 2^-22) g P.
-/// (Summing hq.hx first would make every later block lose 2^-23 of the
-/// full magnitude: 3 d terms instead of about d.)
-/// Hence c_dot = c_split + g gamma(d + 4 + ceil(d / 32), 2^-22) + gamma(d + 1, u)
-/// (the last for the FP32 side, as for TF32) and
-/// c_mag = max(g (1 + gamma(...)), 1 + gamma(d + 1, u)).
-/// Flushed subnormal parts: three GEMMs' worth of the TF32 term (tinyDim
-/// 3 d). Against TF32's c_dot of about 2^-9 + d 2^-22 this is about
-/// 3 2^-16 + d 2^-22: 26 times smaller at d = 96, 8 times at d = 784 (the
-/// accumulation term, the same in both, takes over as d grows).
+/// Accumulation: no order is assumed (cuBLAS may split K, reverse it, or
+/// reduce partial sums in FP32), so item 3 of the header applies to all
+/// 3d addends at the full magnitude: |s_A - s~| <= gamma(3d + 2, 2^-22) g P.
+/// (Three GEMMs chained small products first would bound it by about
+/// d 2^-22 g P, but write and re-read the output twice more: at d = 96 they
+/// ran at half the speed of the FP32 path.)
+/// Hence c_dot = c_split + g gamma(3d + 2, 2^-22) + gamma(d + 1, u) (the
+/// last for the FP32 side, as for TF32) and
+/// c_mag = max(g (1 + gamma(3d + 2, 2^-22)), 1 + gamma(d + 1, u)).
+/// Flushed subnormal parts: three products' worth of the TF32 term
+/// (tinyDim 3 d). Against TF32's c_dot of about 2^-9 + d 2^-22 this is
+/// about 3 2^-16 + 3 d 2^-22: 16 times smaller at d = 96, 3 times at
+/// d = 784 (the accumulation term takes over as d grows).
 inline Tf32BoundTerms bf16x3BoundTerms(int d, bool l2) {
     const double u = std::ldexp(1.0, -24);
     const double accUnit = std::ldexp(1.0, -22);
@@ -147,7 +142,7 @@ inline Tf32BoundTerms bf16x3BoundTerms(int d, bool l2) {
     t.absAlpha = l2 ? 2.0 : 1.0;
     t.l2 = l2;
     const double gFp32 = errorGamma(double(d) + 1.0, u);
-    const double gAcc = errorGamma(double(d) + 4.0 + std::ceil(double(d) / 32.0), accUnit);
+    const double gAcc = errorGamma(3.0 * double(d) + 2.0, accUnit);
     const double split = b * b * (2.0 * (1.0 + b) * (1.0 + b) + 1.0);
     const double growth = (1.0 + b) * (1.0 + b) * (1.0 + 2.0 * b);
     t.dotCoef = split + growth * gAcc + gFp32;
