@@ -38,7 +38,8 @@ const char* kUsage =
         "             defaults; --normalize: unit vectors, for --metric ip;\n"
         "             --remove: also the time of remove_ids of 1% and 10% of the vectors)\n"
         "             [--precision auto|fp32|tf32-bounded|bf16x3-bounded]   (the exact index's\n"
-        "             distance precision; bounded ones add certified / fallback counts)\n";
+        "             distance precision; bounded ones add certified / fallback counts)\n"
+        "             [--algo auto|qms|mq|thheap]   (its k-selection)\n";
 
 /// A user subclass: only is_member can read it (the generic path's cost).
 struct BitmapBehindIsMember : faiss::IDSelector {
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
         Args a(argc, argv, {"graph", "normalize", "remove", "help", "git"});
         if (a.printedHelpOrGit(kUsage)) return 0;
         a.checkKnown({"base", "query", "nq", "k", "metric", "sel", "reps", "check", "dataset", "graph", "normalize", "remove",
-                      "precision"});
+                      "precision", "algo"});
         Matrix xb = readVectors(a.get("base"));
         Matrix xq = readVectors(a.get("query"), a.getInt("nq", 10000));
         if (a.has("normalize")) {
@@ -153,6 +154,7 @@ int main(int argc, char** argv) {
         gpu::StandardGpuResources res;
         gpu::GpuIndexQuickSelectFlatConfig config;
         config.distancePrecision = gpu::distancePrecisionFromName(a.get("precision", "auto").c_str());
+        config.selectAlgo = gpu::selectAlgoFromName(a.get("algo", "auto").c_str());
         gpu::GpuIndexQuickSelectFlat index(&res, xb.d, metric, config);
         index.add(xb.n, xb.x.data());
         DeviceArray<float> dq(size_t(xq.n) * xq.d);
@@ -235,6 +237,7 @@ int main(int argc, char** argv) {
                         .num("unfiltered_qps", xq.n / base).integer("recall_checked_queries", nCheck)
                         .str("precision", gpu::distancePrecisionName(
                                                   index.resolveDistancePrecision(xq.n, k)))
+                        .str("algo", gpu::selectAlgoName(config.selectAlgo))
                         .integer("certified_queries", routes.certifiedQueries)
                         .integer("fallback_queries", routes.fallbackQueries);
                 std::cout << line("ours:filtered", s, params).num("qps", xq.n / s)

@@ -5,13 +5,13 @@
 //                          within a time budget, extrapolated (params.nq_timed)
 //   floor:cublas-sgemm     cuBLAS SGEMM of the same shapes alone (the floor);
 //                          floor:cublas-sgemm-tf32 the same in TF32 when
-//                          --precision includes a bounded precision;
+//                          --precision includes a bounded precision or auto;
 //                          floor:cublas-bf16x3 the split-row BF16 GEMM of the
-//                          BF16x3 path when it includes bf16x3-bounded
+//                          BF16x3 path when it includes bf16x3-bounded or auto
 //   ours:quickselect       faiss_ext::gpu::GpuIndexQuickSelectFlat (FP32 distances)
-//   ours:quickselect-tf32-bounded, ours:quickselect-bf16x3-bounded
-//                          the same index with DistancePrecision::TF32Bounded
-//                          or BF16x3Bounded
+//   ours:quickselect-tf32-bounded, ours:quickselect-bf16x3-bounded,
+//   ours:quickselect-auto  the same index with DistancePrecision::TF32Bounded,
+//                          BF16x3Bounded or Auto (params.resolved: what Auto chose)
 //                          (--precision): params carry the certified / fallback
 //                          query counts and, when fp32 ran too, the share of
 //                          queries whose ids equal FP32's exactly
@@ -79,7 +79,7 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
   --ref-out PREFIX     write the exact reference ids to PREFIX.ivecs (recall-nq x max k)
   --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4; the floor is the
                        fastest of full-row and 1,024 / 4,096-query tiles in it)
-  --precision LIST     distance precisions of ours: fp32, tf32-bounded, bf16x3-bounded
+  --precision LIST     distance precisions of ours: fp32, tf32-bounded, bf16x3-bounded, auto
                        (default fp32)
   --single-query N     also time N one-query searches per k (median latency; ours)
                        and split it: fused kernel, merge, the rest (k <= 1024)
@@ -327,11 +327,7 @@ int main(int argc, char** argv) {
         const int singleCalls = int(std::max<int64_t>(0, args.getInt("single-query", 0)));
         std::vector<gpu::DistancePrecision> precisions;
         for (const std::string& name : parseList(args.get("precision", "fp32"))) {
-            const gpu::DistancePrecision p = gpu::distancePrecisionFromName(name.c_str());
-            if (p == gpu::DistancePrecision::Auto)
-                throw std::invalid_argument(
-                        "--precision: name fp32, tf32-bounded or bf16x3-bounded, not auto");
-            precisions.push_back(p);
+            precisions.push_back(gpu::distancePrecisionFromName(name.c_str()));
         }
 
         // Exact reference on the recall subset: FAISS on the CPU, at kMax.
@@ -455,7 +451,9 @@ int main(int argc, char** argv) {
                 // FP32, and TF32 (the bounded precisions' reference GEMM) when
                 // one of them is benchmarked.
                 const bool tf32Too =
-                        std::any_of(precisions.begin(), precisions.end(), gpu::isBoundedPrecision);
+                        std::any_of(precisions.begin(), precisions.end(), [](gpu::DistancePrecision x) {
+                            return gpu::isBoundedPrecision(x) || x == gpu::DistancePrecision::Auto;
+                        });
                 for (bool tf32 : {false, true}) {
                     if (tf32 && !tf32Too) continue;
                     cublasHandle_t h;
@@ -490,8 +488,10 @@ int main(int argc, char** argv) {
                     std::fprintf(stderr, "[bench_flat] floor%s: %.4f s (%.1f TFLOP/s)\n",
                                  tf32 ? " (tf32)" : "", sec, 2.0 * c.nb * c.nq * d / sec / 1e12);
                 }
-                if (std::find(precisions.begin(), precisions.end(),
-                              gpu::DistancePrecision::BF16x3Bounded) != precisions.end()) {
+                if (std::any_of(precisions.begin(), precisions.end(), [](gpu::DistancePrecision x) {
+                        return x == gpu::DistancePrecision::BF16x3Bounded ||
+                               x == gpu::DistancePrecision::Auto;
+                    })) {
                     emitBf16x3Floor(c, gpuDevice, dB.p, dQ.p, dC.p, shapes, reps);
                 }
             } catch (const std::exception& e) {
@@ -529,7 +529,9 @@ int main(int argc, char** argv) {
                     }
                     std::vector<int64_t> fp32Ids;  // FP32's ids at this k, when it ran
                     for (gpu::DistancePrecision precision : precisions) {
-                        const bool bounded = gpu::isBoundedPrecision(precision);
+                        // Auto reports its routes too (TF32, then BF16x3, then FP32).
+                        const bool bounded = gpu::isBoundedPrecision(precision) ||
+                                             precision == gpu::DistancePrecision::Auto;
                         const std::string method =
                                 bounded ? std::string("ours:quickselect-") +
                                                   gpu::distancePrecisionName(precision)
@@ -560,6 +562,8 @@ int main(int argc, char** argv) {
                             p.integer("reps", reps).str("io", "device").num("add_seconds", addSec);
                             p.integer("recall_nq", nRecall).str("recall_ref", "faiss-cpu:IndexFlatL2");
                             p.str("precision", gpu::distancePrecisionName(precision));
+                            p.str("resolved", gpu::distancePrecisionName(
+                                                      index.resolveDistancePrecision(c.nq, k, &sp)));
                             if (bounded) {
                                 // Per search (the counters cover the timed runs).
                                 p.integer("certified_queries", stats.certifiedQueries / reps);

@@ -11,6 +11,7 @@
 #    BF16x3 GEMM floors (best tile shape), k 10 and 100;
 # 3. torch mm + topk and FAISS GPU GpuIndexFlatL2 on the same files, each in
 #    its own process, in the same call.
+# FX_SCALE_SKIP_ANCHORS=1: ours and the floors only.
 # Output: $OUT/flat_scale.jsonl (+ .err).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,6 +41,9 @@ timeout "${FX_SCALE_OURS_TIMEOUT:-400}" .device/bin/bench/bench_flat --base "$tm
   --precision "${FX_SCALE_PRECISION:-fp32,tf32-bounded,bf16x3-bounded}" --reps "$reps" --recall-nq "$recall_nq" --ref-out "$tmp/ref" \
   --floor-mem-gib 8 >> "$out" 2>> "$err"
 echo "ours rc=$? $(date +%T)"
+if [ "${FX_SCALE_SKIP_ANCHORS:-0}" = 1 ]; then  # ours only (anchors measured earlier on the same seed)
+  grep -h "fallback\|floor\|qps" "$err" | tail -20; rm -rf "$tmp"; exit 0
+fi
 ref=(); [ -f "$tmp/ref.ivecs" ] && ref=(--ref "$tmp/ref.ivecs")  # none if bench_flat failed
 env LD_LIBRARY_PATH="$py_ld_path" timeout 300 python3 bench/torch_flat.py --base "$tmp/far_base.fbin" \
   --query "$tmp/far_query.fbin" --dataset "$name" --k 10,100 --reps "$reps" "${ref[@]}" \

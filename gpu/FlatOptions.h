@@ -29,7 +29,10 @@ const char* vectorStorageName(VectorStorage s);
 /// bounded mode falls back.
 enum class DistancePrecision : int {
     /// Chosen per search by chooseDistancePrecision: TF32Bounded for large
-    /// batches over device-resident vectors, FP32 otherwise.
+    /// batches over device-resident vectors, FP32 otherwise. Under Auto the
+    /// queries TF32 cannot certify are searched with BF16x3Bounded before
+    /// FP32 (on data far from the origin, where TF32 bails out, that split
+    /// copy is made on the first such search).
     Auto = 0,
     /// cuBLASLt FP32 GEMM (CUBLAS_COMPUTE_32F_PEDANTIC): today's path.
     FP32 = 1,
@@ -40,14 +43,15 @@ enum class DistancePrecision : int {
     TF32Bounded = 2,
     /// The same certificate over split-precision tensor-core products: each
     /// FP32 coordinate split into two BF16 parts (hi + lo, round to
-    /// nearest) and q.x taken as hi.hi + hi.lo + lo.hi, three BF16 GEMMs
-    /// with FP32 accumulation. Its error bound is 26 times tighter than
-    /// TF32's at d = 96 and 8 times at d = 784 (Tf32ErrorBound.h,
-    /// bf16x3BoundTerms), so data whose
-    /// norms dwarf the gaps between neighbours (clusters far from each
-    /// other and from the origin) is certified where TF32 falls back, at
-    /// three BF16 GEMMs (about 1.5 TF32 GEMMs) per tile. Costs a split copy
-    /// of the vectors (4 bytes per coordinate) on the device.
+    /// nearest) and q.x taken as hi.hi + hi.lo + lo.hi by one BF16 GEMM
+    /// over split rows of 3 d terms with FP32 accumulation. Its error bound
+    /// is 16 times tighter than TF32's at d = 96 and 3 times at d = 784
+    /// (Tf32ErrorBound.h, bf16x3BoundTerms), so data whose norms dwarf the
+    /// gaps between neighbours (clusters far from each other and from the
+    /// origin) is certified where TF32 falls back. Costs a split copy of the
+    /// vectors (6 bytes per coordinate, 1.5 times the vectors) on the
+    /// device, made on the first search and refused (the search runs FP32)
+    /// where it would take more than half the free memory.
     BF16x3Bounded = 3,
 };
 

@@ -4,6 +4,7 @@
 
 #include "faiss_ext/gpu/FlatOptions.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
 
 #include <faiss/impl/FaissException.h>
 
@@ -129,4 +130,24 @@ TEST(CpuDistancePrecisionRule, BoundedOnlyForLargeDeviceBatchesUpToTheMeasuredK)
         EXPECT_EQ(chooseDistancePrecision(10000, nb, 10, 128, m, true),
                   DistancePrecision::TF32Bounded);
     }
+}
+
+// Only Auto's TF32 hands the queries it cannot certify to BF16x3: a caller
+// who asks for TF32 or BF16x3 by name gets that precision alone.
+TEST(CpuDistancePrecisionRule, OnlyAutoCascadesToBf16x3) {
+    using faiss_ext::FlatMetric;
+    using faiss_ext::gpu::DistancePrecision;
+    using faiss_ext::gpu::FlatSearchRequest;
+    using faiss_ext::gpu::planFlatSearch;
+    const auto plan = [](DistancePrecision p, int64_t nq) {
+        FlatSearchRequest r;
+        r.precision = p;
+        return planFlatSearch(1000000, true, FlatMetric::L2, 96, nq, 10, r);
+    };
+    EXPECT_EQ(plan(DistancePrecision::Auto, 10000).precision, DistancePrecision::TF32Bounded);
+    EXPECT_TRUE(plan(DistancePrecision::Auto, 10000).cascadeToBf16x3);
+    EXPECT_FALSE(plan(DistancePrecision::Auto, 10).cascadeToBf16x3) << "Auto's FP32";
+    EXPECT_FALSE(plan(DistancePrecision::TF32Bounded, 10000).cascadeToBf16x3);
+    EXPECT_FALSE(plan(DistancePrecision::BF16x3Bounded, 10000).cascadeToBf16x3);
+    EXPECT_FALSE(plan(DistancePrecision::FP32, 10000).cascadeToBf16x3);
 }

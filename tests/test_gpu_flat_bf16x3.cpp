@@ -3,7 +3,8 @@
 // bf16x3BoundTerms): results equal the FP32 path's on every metric, padded
 // and unpadded dimensions, filtered subsets and after adds; and clusters far
 // from each other and from the origin, where one mean cannot centre the
-// data and TF32 falls back, are certified.
+// data and TF32 falls back, are certified, by BF16x3 asked for and by Auto's
+// TF32 handing over to it.
 #include <faiss/impl/IDSelector.h>
 
 #include <cmath>
@@ -111,6 +112,28 @@ TEST(GpuFlatBf16x3, CertifiesFarClustersWhereTf32FallsBack) {
         const BoundedSearchStats bf16 =
             compareOn(res, FlatMetric::L2, d, xb, xq, k, what, {}, kBf16x3);
         EXPECT_LE(bf16.fallbackQueries, nq / 50) << what << " (BF16x3)";
+    }
+}
+
+TEST(GpuFlatBf16x3, AutoHandsWhatTf32CannotCertifyToBf16x3) {
+    // Auto picks TF32 for a batch of 1,000; on the far clusters above TF32
+    // bails out after its first block and the rest goes through BF16x3
+    // (FlatStorage::searchBounded_) instead of FP32: almost every query is
+    // certified, and the results equal FP32's. Near the origin TF32 alone
+    // certifies, and no split copy is needed.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 32;
+    const int64_t nb = sized<int64_t>(20000, 6000), nq = faiss_ext::gpu::kAutoBoundedMinQueries;
+    const auto xb = farClusters(nb, d, 20, 1.f, 0);
+    const auto xq = farClusters(nq, d, 20, 1.f, 1);
+    for (int64_t k : {10, 100}) {
+        const std::string what = describe(FlatMetric::L2, d, k, "far clusters, auto");
+        const BoundedSearchStats tf32 = compareOn(res, FlatMetric::L2, d, xb, xq, k, what);
+        EXPECT_GE(tf32.fallbackQueries, nq * 8 / 10) << what << " (TF32 alone)";
+        const BoundedSearchStats autoRoute =
+            compareOn(res, FlatMetric::L2, d, xb, xq, k, what, {}, DistancePrecision::Auto);
+        EXPECT_LE(autoRoute.fallbackQueries, nq / 50) << what << " (TF32, then BF16x3)";
     }
 }
 

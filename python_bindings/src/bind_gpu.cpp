@@ -289,11 +289,13 @@ GPU per search. The C++ spellings (Auto, Device, Host) are aliases.
 Precision of GpuIndexQuickSelectFlat's distance products (config and search
 parameter `distancePrecision`); exact either way (docs/flat.md).
 
-AUTO: chosen per search (FP32 until the crossover is measured). FP32: cuBLAS
-FP32 GEMM. TF32_BOUNDED: TF32 tensor cores, a proven error bound, FP32
-re-scoring of the candidates and FP32 for queries it cannot certify.
-BF16X3_BOUNDED: the same with three BF16 products of a two-part split of each
-coordinate (a bound 8-26 times tighter: data far from the origin).
+AUTO: chosen per search (TF32_BOUNDED for batches of >= 1,000 queries at
+k <= 1,024 over device vectors, its uncertified queries handed to
+BF16X3_BOUNDED; FP32 otherwise). FP32: cuBLAS FP32 GEMM. TF32_BOUNDED: TF32
+tensor cores, a proven error bound, FP32 re-scoring of the candidates and
+FP32 for queries it cannot certify. BF16X3_BOUNDED: the same with one BF16
+GEMM over a two-part split of each coordinate (a bound 3-16 times tighter:
+data far from the origin; a split copy of 1.5 times the vectors).
 )doc")
         .value("AUTO", gpu::DistancePrecision::Auto)
         .value("FP32", gpu::DistancePrecision::FP32)

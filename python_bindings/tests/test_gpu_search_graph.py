@@ -431,3 +431,27 @@ def test_remove_ids_and_range_search(res, xb, xq):
         a = set(I[lims[i]:lims[i + 1]].tolist())
         b = set(rI[rlims[i]:rlims[i + 1]].tolist())
         assert len(a ^ b) <= 1, i  # a pair at the radius may fall either side
+
+
+def test_small_removals_patch_the_graph(res, xb, xq):
+    """Below 5% removed since the last pruning the graph is patched
+    (removed_since_prune counts them); past it, pruned again (0); removed
+    ids are never returned and recall holds either way."""
+    index = faiss_ext.GpuIndexSearchGraph(res, D_DIM)
+    index.add(xb)
+    assert index.removed_since_prune == 0
+    step = N // 100
+    alive = np.arange(N)
+    for removed_total, expect_patched in ((step, True), (3 * step, True), (8 * step, False)):
+        now = removed_total - (N - len(alive))
+        gone = index.remove_ids(faiss.IDSelectorRange(0, now))  # positions
+        assert gone == now
+        alive = alive[now:]
+        assert (index.removed_since_prune > 0) == expect_patched, removed_total
+        assert index.getRemovedSincePrune() == index.removed_since_prune
+        exact = faiss.IndexFlatL2(D_DIM)
+        exact.add(xb[alive])
+        _, I_ref = exact.search(xq, K)
+        _, I = index.search(xq, K)
+        assert I.max() < index.ntotal
+        assert recall_at(I, I_ref) >= 0.95, removed_total

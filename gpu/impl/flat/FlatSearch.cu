@@ -481,6 +481,52 @@ bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precisio
     return true;
 }
 
+bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
+                                 float* distances, int64_t* labels, const FlatSearchOptions& opt,
+                                 cudaStream_t stream) const {
+    if (c.onHost || c.keepBits || opt.selfBase >= 0 || !boundedSearchSupported(d_)) return false;
+    BoundedCorpus corpus;
+    SplitScratch scratch;
+    if (!boundedCorpus_(c, opt.precision, stream, &corpus, &scratch)) return false;
+    FlatSearchOptions fp32 = opt;
+    fp32.precision = DistancePrecision::FP32;
+    fp32.queriesPrepared = true;
+    fp32.boundedStats = nullptr;
+    fp32.cascadeToBf16x3 = false;
+    const Fp32SearchFn byFp32 = [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
+        searchView_(c, sub, n, k, subD, subL, fp32);
+    };
+    const TileSelection candidates{opt.candidateAlgo, opt.group, opt.thFactor};
+    if (opt.beforeResults) opt.beforeResults();
+    if (!opt.cascadeToBf16x3) {
+        boundedFlatSearch(res_, device_, stream, corpus, q, nq, k, candidates,
+                          opt.sampledCandidates, distances, labels, byFp32, opt.boundedStats);
+        return true;
+    }
+    // Auto's TF32: the queries it leaves uncertified (all but the first
+    // block's on data far from the origin, where it bails out) go through
+    // BF16x3 products, whose bound is 3-16 times tighter, before FP32.
+    BoundedSearchStats tf32, bf16;
+    const Fp32SearchFn byBf16x3 = [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
+        BoundedCorpus split;
+        SplitScratch splitScratch;
+        if (boundedCorpus_(c, DistancePrecision::BF16x3Bounded, stream, &split, &splitScratch)) {
+            boundedFlatSearch(res_, device_, stream, split, sub, n, k, candidates,
+                              opt.sampledCandidates, subD, subL, byFp32, &bf16);
+        } else {
+            byFp32(sub, n, subD, subL);
+            bf16.fallbackQueries += n;
+        }
+    };
+    boundedFlatSearch(res_, device_, stream, corpus, q, nq, k, candidates, opt.sampledCandidates,
+                      distances, labels, byBf16x3, &tf32);
+    if (opt.boundedStats) {
+        opt.boundedStats->certifiedQueries += tf32.certifiedQueries + bf16.certifiedQueries;
+        opt.boundedStats->fallbackQueries += bf16.fallbackQueries;
+    }
+    return true;
+}
+
 void FlatStorage::searchView_(const CorpusView& c, const float* queries, int64_t nq, int64_t k,
                               float* distances, int64_t* labels,
                               const FlatSearchOptions& opt) const {
@@ -502,25 +548,7 @@ void FlatStorage::searchView_(const CorpusView& c, const float* queries, int64_t
     const float* q = pq.q;
 
     if (isBoundedPrecision(opt.precision)) {
-        BoundedCorpus corpus;
-        SplitScratch scratch;
-        if (!c.onHost && !c.keepBits && opt.selfBase < 0 && boundedSearchSupported(d_) &&
-            boundedCorpus_(c, opt.precision, stream, &corpus, &scratch)) {
-            FlatSearchOptions fp32 = opt;
-            fp32.precision = DistancePrecision::FP32;
-            fp32.queriesPrepared = true;
-            fp32.boundedStats = nullptr;
-            if (opt.beforeResults) opt.beforeResults();
-            boundedFlatSearch(
-                    res_, device_, stream, corpus, q, nq, k,
-                    {opt.candidateAlgo, opt.group, opt.thFactor}, opt.sampledCandidates,
-                    distances, labels,
-                    [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
-                        searchView_(c, sub, n, k, subD, subL, fp32);
-                    },
-                    opt.boundedStats);
-            return;
-        }
+        if (searchBounded_(c, q, nq, k, distances, labels, opt, stream)) return;
         // The FP32 path below answers every query of this search.
         if (opt.boundedStats) opt.boundedStats->fallbackQueries += nq;
     }

@@ -39,6 +39,10 @@ struct FlatSearchOptions {
     bool sampledCandidates = false;
     /// TF32Bounded: queries of each route are added here (may be null).
     BoundedSearchStats* boundedStats = nullptr;
+    /// TF32Bounded chosen by Auto: the queries TF32 cannot certify are
+    /// searched with BF16x3Bounded (its split copy made on first need)
+    /// before FP32.
+    bool cascadeToBf16x3 = false;
     int group = 4;                                   ///< merge queue's G
     int thFactor = 8;                                ///< TH-heap's n_S / k
     bool queriesPrepared = false;                    ///< queries already prepared for the metric
@@ -142,6 +146,13 @@ private:
     /// then runs FP32).
     bool boundedCorpus_(const CorpusView& c, DistancePrecision precision, cudaStream_t stream,
                         BoundedCorpus* corpus, SplitScratch* scratch) const;
+    /// The bounded search of prepared queries q over view c, with its FP32
+    /// fallback (and Auto's BF16x3 step, opt.cascadeToBf16x3); false where
+    /// it cannot run (host vectors, bit masks, self pairs, a dimension past
+    /// the bound, a split that does not fit): the FP32 path answers then.
+    bool searchBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
+                        float* distances, int64_t* labels, const FlatSearchOptions& opt,
+                        cudaStream_t stream) const;
     void searchFiltered_(const IdSelection& s, const float* queries, int64_t nq, int64_t k,
                          float* distances, int64_t* labels, const FlatSearchOptions& opt) const;
     void allocate_(int64_t n, bool onHost, float** nv, float** nn, DeviceVector<float>* dv,

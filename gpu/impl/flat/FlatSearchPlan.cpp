@@ -41,6 +41,10 @@ FlatSearchOptions planFlatSearch(int64_t nb, bool vectorsOnDevice, FlatMetric me
     o.group = request.group;
     o.thFactor = request.thFactor;
     o.precision = planDistancePrecision(request.precision, nq, nb, k, d, metric, vectorsOnDevice);
+    // Measured (docs/benchmarks.md, H200): on data TF32 cannot certify,
+    // BF16x3 ran at 1.9x the FP32 path (10M x 96 far from the origin).
+    o.cascadeToBf16x3 = request.precision == DistancePrecision::Auto &&
+                        o.precision == DistancePrecision::TF32Bounded;
     if (isBoundedPrecision(o.precision) && nb > 0) {
         // The candidates are selected at m = boundedCandidateCount(k, nb)
         // per query: the algorithm is planned for m. A merge queue forced by
