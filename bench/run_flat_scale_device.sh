@@ -11,7 +11,8 @@
 #    BF16x3 GEMM floors (best tile shape), k 10 and 100;
 # 3. torch mm + topk and FAISS GPU GpuIndexFlatL2 on the same files, each in
 #    its own process, in the same call.
-# FX_SCALE_SKIP_ANCHORS=1: ours and the floors only.
+# FX_SCALE_SKIP_ANCHORS=1: ours and the floors only; FX_SCALE_ANCHOR_TIMEOUT:
+# seconds for each anchor (default 300).
 # Output: $OUT/flat_scale.jsonl (+ .err).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,7 +46,8 @@ if [ "${FX_SCALE_SKIP_ANCHORS:-0}" = 1 ]; then  # ours only (anchors measured ea
   grep -h "fallback\|floor\|qps" "$err" | tail -20; rm -rf "$tmp"; exit 0
 fi
 ref=(); [ -f "$tmp/ref.ivecs" ] && ref=(--ref "$tmp/ref.ivecs")  # none if bench_flat failed
-env LD_LIBRARY_PATH="$py_ld_path" timeout 300 python3 bench/torch_flat.py --base "$tmp/far_base.fbin" \
+at=${FX_SCALE_ANCHOR_TIMEOUT:-300}
+env LD_LIBRARY_PATH="$py_ld_path" timeout "$at" python3 bench/torch_flat.py --base "$tmp/far_base.fbin" \
   --query "$tmp/far_query.fbin" --dataset "$name" --k 10,100 --reps "$reps" "${ref[@]}" \
   >> "$out" 2>> "$err"
 echo "torch rc=$? $(date +%T)"
@@ -56,7 +58,7 @@ for pair in libopenblaso-r0-d77a1985.3.15.so:libopenblas.so.0 libgfortran-83c28e
   [ -e /tmp/devlib/${pair#*:} ] && ln -sf /tmp/devlib/${pair#*:} /tmp/fcl/${pair%%:*}
 done
 (source .device/anchor/faiss-gpu-anchor-env.sh .device/anchor/faiss-gpu-anchor.tgz /tmp/fcl &&
- timeout 300 python3 bench/anchor_flat.py --base "$tmp/far_base.fbin" --query "$tmp/far_query.fbin" \
+ timeout "$at" python3 bench/anchor_flat.py --base "$tmp/far_base.fbin" --query "$tmp/far_query.fbin" \
    --dataset "$name" --k 10,100 --reps "$reps" >> "$out" 2>> "$err"; echo "faiss-gpu rc=$? $(date +%T)")
 grep -h "fallback\|floor\|qps" "$err" | tail -20
 rm -rf "$tmp"
