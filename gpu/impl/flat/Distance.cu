@@ -4,10 +4,14 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace faiss_ext {
 namespace gpu {
@@ -52,11 +56,13 @@ public:
         if (!tuned) {
             std::unique_ptr<Tuned> t(new Tuned(compute, ab, m, n, k, ldc));
             if (!t->desc.ok || !tune(lt, t->desc, stream, alpha, A, B, C, &t->algo)) return false;
+            t->verified = verify(lt, *t, stream, alpha, A, B, C, ab, m, n, k, ldc);
             std::lock_guard<std::mutex> lock(mutex_);
             // (a thread that tuned the same shape first keeps its entry)
             tuned = tuned_.emplace(key, std::move(t)).first->second.get();
         }
         // Entries are never removed or changed once in the map: read unlocked.
+        if (!tuned->verified) return false;
         const Desc& d = tuned->desc;
         const float beta = 0.f;
         return cublasLtMatmul(lt, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c,
@@ -151,10 +157,79 @@ private:
     struct Tuned {
         Desc desc;
         cublasLtMatmulAlgo_t algo;
+        bool verified = false;  ///< false: the shape goes to cublasGemmEx
         Tuned(cublasComputeType_t compute, cudaDataType_t ab, int64_t m, int64_t n, int64_t k,
               int64_t ldc)
                 : desc(compute, ab, m, n, k, ldc) {}
     };
+
+    /// Operand j (column j of A or B, k values of type ab) on the host, as doubles.
+    static bool columnOnHost(const void* M, int64_t j, int64_t k, cudaDataType_t ab,
+                             cudaStream_t stream, std::vector<double>* out) {
+        const size_t elt = ab == CUDA_R_16BF ? 2 : 4;
+        std::vector<uint8_t> raw(size_t(k) * elt);
+        if (cudaMemcpyAsync(raw.data(), static_cast<const uint8_t*>(M) + size_t(j) * k * elt,
+                            raw.size(), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+            cudaStreamSynchronize(stream) != cudaSuccess) {
+            return false;
+        }
+        out->resize(size_t(k));
+        for (int64_t i = 0; i < k; ++i) {
+            uint32_t bits = 0;
+            float v = 0.f;
+            if (elt == 2) {
+                bits = uint32_t(reinterpret_cast<const uint16_t*>(raw.data())[i]) << 16;
+                std::memcpy(&v, &bits, 4);
+            } else {
+                std::memcpy(&v, raw.data() + 4 * i, 4);
+            }
+            (*out)[size_t(i)] = v;
+        }
+        return true;
+    }
+
+    /// Runs the chosen algorithm once more on this call's operands with four
+    /// output entries set to NaN first, and checks them against dot products
+    /// on the host (within 1% of sum |a_i b_i|: far above TF32's or BF16x3's
+    /// error, far below a wrong or unwritten output). Under compute-sanitizer
+    /// a tuned algorithm once left its output unwritten (docs/validation.md);
+    /// a shape that fails here goes to cublasGemmEx instead.
+    static bool verify(cublasLtHandle_t lt, const Tuned& t, cudaStream_t stream, float alpha,
+                       const void* A, const void* B, float* C, cudaDataType_t ab, int64_t m,
+                       int64_t n, int64_t k, int64_t ldc) {
+        const int64_t rows[4] = {0, m - 1, m / 2, 0}, cols[4] = {0, n - 1, n / 2, n - 1};
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        for (int e = 0; e < 4; ++e) {
+            if (cudaMemcpyAsync(C + cols[e] * ldc + rows[e], &nan, sizeof(float),
+                                cudaMemcpyHostToDevice, stream) != cudaSuccess) {
+                return false;
+            }
+        }
+        const float beta = 0.f;
+        const Desc& d = t.desc;
+        if (cublasLtMatmul(lt, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &t.algo,
+                           nullptr, 0, stream) != CUBLAS_STATUS_SUCCESS) {
+            return false;
+        }
+        for (int e = 0; e < 4; ++e) {
+            float got = 0.f;
+            std::vector<double> a, b;
+            if (cudaMemcpyAsync(&got, C + cols[e] * ldc + rows[e], sizeof(float),
+                                cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+                !columnOnHost(A, rows[e], k, ab, stream, &a) ||
+                !columnOnHost(B, cols[e], k, ab, stream, &b)) {
+                return false;
+            }
+            double dot = 0, absSum = 0;
+            for (int64_t i = 0; i < k; ++i) {
+                dot += a[size_t(i)] * b[size_t(i)];
+                absSum += std::fabs(a[size_t(i)] * b[size_t(i)]);
+            }
+            const double err = std::fabs(double(got) - double(alpha) * dot);
+            if (!(err <= 0.01 * std::fabs(double(alpha)) * absSum + 1e-30)) return false;
+        }
+        return true;
+    }
 
     std::mutex mutex_;
     std::map<int, cublasLtHandle_t> handles_;
