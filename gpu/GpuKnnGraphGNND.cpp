@@ -716,9 +716,11 @@ size_t GpuKnnGraphGNND::removeMapped(const RemovalMapping& mapping) {
     auto lock = lockOps_();
     checkUsable_();
     const int64_t gone = ntotal - mapping.survivors();
-    FAISS_THROW_IF_NOT_FMT(gone >= 0 && mapping.survivors() >= 1,
-                           "GpuKnnGraphGNND: a removal mapping of %lld survivors for %lld vectors",
-                           (long long)mapping.survivors(), (long long)ntotal);
+    FAISS_THROW_IF_NOT_FMT(mapping.positions() == ntotal && mapping.survivors() >= 1,
+                           "GpuKnnGraphGNND: a removal mapping of %lld positions (%lld survivors) "
+                           "for %lld vectors",
+                           (long long)mapping.positions(), (long long)mapping.survivors(),
+                           (long long)ntotal);
     if (gone == 0) return 0;
     checkRemovalLeaves_(mapping.survivors());
     DeviceScope scope(config_.device);

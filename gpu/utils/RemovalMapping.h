@@ -21,6 +21,8 @@ public:
     /// `device`, ordered on `stream`).
     RemovalMapping(GpuResources* res, int device, cudaStream_t stream, const IdSelection& removed);
 
+    /// Positions before the removal (the index's ntotal it was made for).
+    int64_t positions() const { return int64_t(newId_.size()); }
     /// Survivors (positions not selected).
     int64_t survivors() const { return int64_t(kept_.size()); }
     /// survivors() old positions, increasing (device).

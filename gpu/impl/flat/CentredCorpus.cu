@@ -125,7 +125,7 @@ bool CentredCorpus::build_(GpuResources* res, int device, cudaStream_t stream,
     const size_t bytes = sizeof(float) * (size_t(nb) * d + size_t(nb) + size_t(d));
     size_t freeBytes = 0, totalBytes = 0;
     FAISS_EXT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
-    if (double(bytes) > kCentringMemoryShare * double(freeBytes)) return false;
+    if (double(bytes) > kCopyMemoryShare * double(freeBytes)) return false;
     // The mean and the gain first, in temporary memory: nothing resident is
     // allocated where centring would not pay.
     TempBuffer<float> centre(res, device, size_t(d), stream);

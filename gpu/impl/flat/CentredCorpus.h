@@ -27,6 +27,7 @@
 #include <mutex>
 
 #include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/impl/flat/DeviceCorpus.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 
 namespace faiss_ext {
@@ -36,10 +37,6 @@ namespace gpu {
 /// this fraction (the largest norm at least halves, and with it the bound
 /// for every query near the data).
 constexpr double kCentringGain = 0.25;
-
-/// The copy is made only while it takes at most this fraction of the
-/// device's free memory (the search's tiles need the rest).
-constexpr double kCentringMemoryShare = 0.5;
 
 /// What the bounded search reads of a centred corpus (device pointers).
 struct CentredView {
@@ -57,8 +54,8 @@ public:
     /// Returns false (and remembers it until invalidate()) when centring
     /// would not shrink the norms by kCentringGain (decided in temporary
     /// memory, before any resident allocation) or the copy does not fit
-    /// within kCentringMemoryShare of free memory; the search then runs on
-    /// the stored vectors. A failed allocation of the copy throws (and the
+    /// within kCopyMemoryShare (DeviceCorpus.h) of free memory; the search
+    /// then runs on the stored vectors. A failed allocation of the copy throws (and the
     /// next search tries again). Synchronises `stream` when it builds.
     bool view(GpuResources* res, int device, cudaStream_t stream, const float* vectors, int64_t nb,
               int d, double maxSqNorm, CentredView* out);

@@ -12,10 +12,6 @@ namespace gpu {
 
 namespace {
 
-/// The copy may take at most this share of the free device memory (the
-/// search's tiles need the rest), as the centred copy.
-constexpr double kSplitMemoryShare = 0.5;
-
 /// Thread per (row, padded coordinate): writes the coordinate's parts to
 /// the three segments of its row in `side`'s order.
 __global__ void splitRowsKernel(const float* x, int64_t n, int d, int dPad, bool corpus,
@@ -58,7 +54,7 @@ bool SplitCorpus::view(GpuResources* res, int device, cudaStream_t stream, const
         const size_t bytes = 3 * sizeof(Bf16Bits) * size_t(nb) * size_t(dPad);
         size_t freeBytes = 0, totalBytes = 0;
         FAISS_EXT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
-        if (nb < 1 || double(bytes) > kSplitMemoryShare * double(freeBytes)) return false;
+        if (nb < 1 || double(bytes) > kCopyMemoryShare * double(freeBytes)) return false;
         DeviceVector<Bf16Bits> rows;
         rows.allocate(res, device, 3 * size_t(nb) * dPad, "BF16x3 bounded search",
                       "the BF16 split rows");

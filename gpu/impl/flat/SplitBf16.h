@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "faiss_ext/gpu/GpuResources.h"
+#include "faiss_ext/gpu/impl/flat/DeviceCorpus.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 
