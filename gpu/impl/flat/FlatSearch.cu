@@ -475,6 +475,11 @@ bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precisio
         corpus->split = split.rows + size_t(c.storageRow0) * 3 * dPad;
         return true;
     }
+    // A gathered subset's split lives in temporary memory beside the subset
+    // (and, under Auto's hand-over, the fallback's query buffers): where it
+    // would take more than half of what is left, the search goes without it.
+    const size_t splitBytes = sizeof(Bf16Bits) * size_t(c.nb) * 3 * dPad;
+    if (splitBytes > res_->getTempMemoryAvailable(device_) / 2) return false;
     scratch->rows.reset(new TempBuffer<Bf16Bits>(res_, device_, size_t(c.nb) * 3 * dPad, stream));
     splitRowsBf16(corpus->vectors, c.nb, d_, SplitSide::Corpus, scratch->rows->data(), stream);
     corpus->split = scratch->rows->data();

@@ -142,8 +142,9 @@ private:
                      float* distances, int64_t* labels, const FlatSearchOptions& opt) const;
     /// What a bounded search of view c reads: the centred copy where it
     /// helps, and for BF16x3 the split (kept, or made in scratch for a
-    /// gathered subset). False when the split does not fit (the search
-    /// then runs FP32).
+    /// gathered subset). False when the split does not fit (kept: more than
+    /// half the free device memory; gathered: more than half the temporary
+    /// memory left): the search then runs without BF16x3.
     bool boundedCorpus_(const CorpusView& c, DistancePrecision precision, cudaStream_t stream,
                         BoundedCorpus* corpus, SplitScratch* scratch) const;
     /// The bounded search of prepared queries q over view c, with its FP32
