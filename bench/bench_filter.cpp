@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
 
         gpu::StandardGpuResources res;
         gpu::GpuIndexQuickSelectFlatConfig config;
-        config.distancePrecision = gpu::distancePrecisionFromName(a.get("precision", "auto").c_str());
+        config.distancePrecision =
+                gpu::distancePrecisionFromName(a.get("precision", "auto").c_str());
         config.selectAlgo = gpu::selectAlgoFromName(a.get("algo", "auto").c_str());
         gpu::GpuIndexQuickSelectFlat index(&res, xb.d, metric, config);
         index.add(xb.n, xb.x.data());

@@ -396,13 +396,14 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
     scratch.allocate(resources_.get(), config_.device, graph::optimizeScratchInts(total, degree),
                      kWho, "optimisation scratch");
     const RemovalMapping mapping(resources_.get(), config_.device, stream, removed);
+    TempBuffer<unsigned long long> shortRows(resources_.get(), config_.device, 1, stream);
     // Nodes removed since the last pruning, against the nodes it saw.
     const int64_t sincePrune = graph_->removedSincePrune + gone;
     const bool patch = double(sincePrune) <=
                        kPatchedRemovalShare * double(ntotal + graph_->removedSincePrune);
     auto t0 = std::chrono::steady_clock::now();
     knn_->removeMapped(mapping);
-    const bool pruned = !(patch && patchGraph_(mapping, next.data()));
+    const bool pruned = !(patch && patchGraph_(mapping, next.data(), shortRows.data()));
     if (pruned) {
         // The k-NN lists lost the removed nodes; the search graph is pruned
         // again from them (CAGRA's optimisation), so no edge leads to a
@@ -420,15 +421,14 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
     return size_t(gone);
 }
 
-bool GpuIndexSearchGraph::patchGraph_(const RemovalMapping& mapping, int* next) const {
+bool GpuIndexSearchGraph::patchGraph_(const RemovalMapping& mapping, int* next,
+                                      unsigned long long* shortRows) const {
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    TempBuffer<unsigned long long> shortRows(resources_.get(), config_.device, 1, stream);
     graph::repairGraphAfterRemoval(stream, graph_->ids.data(), sConfig_.graphDegree, mapping.kept(),
                                    mapping.survivors(), mapping.newId(), knn_->getGraphIdsDevice(),
-                                   knn_->getBuildDegree(), sConfig_.knnDegree, next,
-                                   shortRows.data());
+                                   knn_->getBuildDegree(), sConfig_.knnDegree, next, shortRows);
     unsigned long long shortCount = 0;
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(&shortCount, shortRows.data(), sizeof(shortCount),
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(&shortCount, shortRows, sizeof(shortCount),
                                          cudaMemcpyDeviceToHost, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     return shortCount == 0;

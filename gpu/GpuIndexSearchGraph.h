@@ -230,9 +230,11 @@ class GpuIndexSearchGraph : public GpuIndex {
     void rebuildEntryPoints_();
     void fillHalfCopy_();
     /// The search graph of mapping's survivors patched from the current one
-    /// into next (survivors x graphDegree device); false when a row ran out
-    /// of neighbours (then next must be pruned from the k-NN lists).
-    bool patchGraph_(const RemovalMapping& mapping, int* next) const;
+    /// into next (survivors x graphDegree device; shortRows: one device
+    /// counter); false when a row ran out of neighbours (then next must be
+    /// pruned from the k-NN lists).
+    bool patchGraph_(const RemovalMapping& mapping, int* next,
+                     unsigned long long* shortRows) const;
     /// The beam search of n prepared device queries at k (params: ours,
     /// FAISS's base class, or null; its selector is not read here).
     void beamSearch_(idx_t n, const float* q, int64_t k, const faiss::SearchParameters* params,

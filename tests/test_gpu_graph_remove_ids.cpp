@@ -12,6 +12,8 @@
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/IdSelection.h"
+#include "faiss_ext/gpu/utils/RemovalMapping.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIDMap.h>
@@ -262,4 +264,21 @@ TEST(GpuGraphRemoveIds, SmallRemovalsPatchTheGraphThenPrune) {
     fresh2.add(index.ntotal, kept2.data());
     EXPECT_GE(graphRecall(res, index, kept2, q, FlatMetric::L2),
               graphRecall(res, fresh2, kept2, q, FlatMetric::L2) - 0.01);
+}
+
+TEST(GpuGraphRemoveIds, MappingForAnotherSizeIsRefused) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 8, k = 16;
+    const auto x = clusteredVectors(600, d, 4, kSeed + 9);
+    GpuKnnGraphGNND index(&res, d, k);
+    index.add(600, x.data());
+    const std::vector<int64_t> before = gnndtest::fetchGraph(index).ids;
+    const faiss::IDSelectorRange some(0, 10);
+    const faiss_ext::gpu::IdSelection smaller(&some, 500);  // made for 500 positions, not 600
+    faiss_ext::gpu::GpuResources* r = res.getResources().get();
+    const faiss_ext::gpu::RemovalMapping mapping(r, 0, r->getDefaultStream(0), smaller);
+    EXPECT_THROW(index.removeMapped(mapping), faiss::FaissException);
+    EXPECT_EQ(index.ntotal, 600);
+    EXPECT_EQ(gnndtest::fetchGraph(index).ids, before);
 }
