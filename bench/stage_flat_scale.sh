@@ -13,6 +13,7 @@
 # tests skip, visibly).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/device/pack-device-libs.sh
 build=${1:?BUILD_DIR}; kit=${2:?KIT_DIR (make-kit output)}
 data=${FAISS_EXT_SHARED_DATA:-../shared/data}
 w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
@@ -31,13 +32,6 @@ for f in siftsmall/siftsmall_base.fvecs siftsmall/siftsmall_base_knn100_l2.ivecs
   [ -f "$data/$f" ] && cp "$data/$f" "$x/$f" || echo "absent: $data/$f (its tests will skip)"
 done
 cp "$w/libfaiss_ext.so.0" .device/lib/
-rm -f .device/bin/libfaiss_ext.so*
-tar -cJf .device/libs.tar.xz -C .device/lib . && rm -rf .device/lib
-cat > .device/env.sh <<'ENV'
-d=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-rm -rf /tmp/devlib && mkdir -p /tmp/devlib && tar -xJf "$d/libs.tar.xz" -C /tmp/devlib
-export LD_LIBRARY_PATH="/tmp/devlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export PATH="$d/bin:$PATH"
-ENV
-mkdir -p .device/anchor && cp "$kit/faiss-gpu-anchor.tgz" "$kit/faiss-gpu-anchor-env.sh" .device/anchor/
+fx_pack_device_libs
+fx_add_anchor_kit "$kit"
 du -sb .device
