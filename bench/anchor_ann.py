@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from bench_timing import timed
+
 
 def read_fbin(path):
     with open(path, "rb") as f:
@@ -37,16 +39,6 @@ def read_ivecs(path):
 def recall(I, gt, k):
     hits = sum(len(set(I[i, :k]) & set(gt[i, :k])) for i in range(len(gt)))
     return hits / float(len(gt) * k)
-
-
-def timed(f, runs=3):
-    f()
-    t = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        f()
-        t.append(time.perf_counter() - t0)
-    return float(np.median(t))
 
 
 def latency(index, xq, k, m=200):
@@ -139,7 +131,7 @@ def lsh_anchor(faiss, folder, a, threads):
         build = time.perf_counter() - t0
         emit(dict(base, method="faiss-cpu:IndexLSH-build", device=cpu, params={"nbits": nbits}, seconds=build))
         out = {}
-        s = timed(lambda: out.__setitem__("r", lsh.search(xq, a.k)), runs=1)
+        s = timed(lambda: out.__setitem__("r", lsh.search(xq, a.k)), reps=1)
         emit(dict(base, method="faiss-cpu:IndexLSH", device=cpu, params={"nbits": nbits},
                   seconds=s, qps=m / s, recall=recall(out["r"][1], gt, a.k)))
 
@@ -160,7 +152,7 @@ def hnsw_anchor(faiss, folder, a, threads):
     for ef in [16, 32, 64, 128, 256, 512]:
         hnsw.hnsw.efSearch = ef
         out = {}
-        s = timed(lambda: out.__setitem__("r", hnsw.search(xq, k)), runs=1)
+        s = timed(lambda: out.__setitem__("r", hnsw.search(xq, k)), reps=1)
         emit(dict(base, method="faiss-cpu:HNSWFlat", device=cpu, params={"M": 32, "efSearch": ef},
                   seconds=s, qps=len(xq) / s, recall=recall(out["r"][1], gt, k)))
 

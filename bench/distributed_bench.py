@@ -24,15 +24,7 @@ from ray.cluster_utils import Cluster
 import faiss_ext
 from faiss_ext import distributed
 
-
-def timed(f, reps):
-    f()
-    t = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        t.append(time.perf_counter() - t0)
-    return float(np.median(t))
+from bench_timing import timed
 
 
 def main():

@@ -25,17 +25,8 @@ import numpy as np
 import faiss
 import faiss_ext
 
+from bench_timing import timed
 from vdb_data import mixture, selectors
-
-
-def timed(f, reps):
-    f()
-    t = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        t.append(time.perf_counter() - t0)
-    return float(np.median(t))
 
 
 def recall(I, gt):
