@@ -395,6 +395,10 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
     next.allocate(resources_.get(), config_.device, size_t(total) * degree, kWho, "search graph");
     scratch.allocate(resources_.get(), config_.device, graph::optimizeScratchInts(total, degree),
                      kWho, "optimisation scratch");
+    DeviceVector<uint16_t> x16;  // filled by fillHalfCopy_ once the survivors are in place
+    if (sConfig_.fp16Traversal)
+        x16.allocate(resources_.get(), config_.device, size_t(total) * d, kWho,
+                     "FP16 copy of the vectors");
     const RemovalMapping mapping(resources_.get(), config_.device, stream, removed);
     TempBuffer<unsigned long long> shortRows(resources_.get(), config_.device, 1, stream);
     // Nodes removed since the last pruning, against the nodes it saw.
@@ -414,6 +418,7 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     optimizeSeconds_ = secondsSince(t0);
     std::swap(graph_->ids, next);
+    std::swap(graph_->x16, x16);
     graph_->removedSincePrune = pruned ? 0 : sincePrune;
     ntotal = total;
     fillHalfCopy_();
