@@ -242,6 +242,25 @@ void checkTile(const char* who, int64_t nq, int64_t nx, int64_t ldOut) {
                            "%s: tile too large (%lld x %lld)", who, (long long)nq, (long long)nx);
 }
 
+/// out^T (nx x nq, ld ldOut) = alpha x q^T for k-term rows of type ab:
+/// through the tuned cuBLASLt algorithm, else cublasGemmEx with the same
+/// compute type (the handle's math mode is left alone: other searches
+/// share it). The tensor-core products (TF32, BF16x3) both come here.
+void tensorCoreGemm(cublasHandle_t handle, cublasComputeType_t compute, cudaDataType_t ab,
+                    const void* q, int64_t nq, const void* x, int64_t nx, int k, float alpha,
+                    float* out, int64_t ldOut) {
+    cudaStream_t stream = nullptr;
+    FAISS_EXT_CUBLAS_CHECK(cublasGetStream(handle, &stream));
+    if (GemmTuner::get().run(getCurrentDevice(), stream, compute, nx, nq, k, alpha, x, q, out,
+                             ldOut, ab)) {
+        return;
+    }
+    const float beta = 0.f;
+    FAISS_EXT_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(nx), int(nq), k,
+                                        &alpha, x, ab, k, q, ab, k, &beta, out, CUDA_R_32F,
+                                        int(ldOut), compute, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace
 
 void gemmDotProducts(cublasHandle_t handle, const float* q, int64_t nq, const float* x,
@@ -264,19 +283,8 @@ void gemmDotProductsTf32(cublasHandle_t handle, const float* q, int64_t nq, cons
                          int64_t nx, int d, float alpha, float* out, int64_t ldOut) {
     if (nq == 0 || nx == 0) return;
     checkTile("gemmDotProductsTf32", nq, nx, ldOut);
-    cudaStream_t stream = nullptr;
-    FAISS_EXT_CUBLAS_CHECK(cublasGetStream(handle, &stream));
-    if (GemmTuner::get().run(getCurrentDevice(), stream, CUBLAS_COMPUTE_32F_FAST_TF32, nx, nq, d,
-                             alpha, x, q, out, ldOut)) {
-        return;
-    }
-    // Without cuBLASLt: the same product through cublasGemmEx in TF32. The
-    // handle's math mode is left alone (other searches share it).
-    const float beta = 0.f;
-    FAISS_EXT_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(nx), int(nq), d,
-                                        &alpha, x, CUDA_R_32F, d, q, CUDA_R_32F, d, &beta, out,
-                                        CUDA_R_32F, int(ldOut), CUBLAS_COMPUTE_32F_FAST_TF32,
-                                        CUBLAS_GEMM_DEFAULT));
+    tensorCoreGemm(handle, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F, q, nq, x, nx, d, alpha, out,
+                   ldOut);
 }
 
 void gemmDotProductsBf16x3(cublasHandle_t handle, const Bf16Bits* q, int64_t nq,
@@ -286,18 +294,8 @@ void gemmDotProductsBf16x3(cublasHandle_t handle, const Bf16Bits* q, int64_t nq,
     checkTile("gemmDotProductsBf16x3", nq, nx, ldOut);
     FAISS_THROW_IF_NOT_FMT(dPad >= 8 && dPad % 8 == 0,
                            "gemmDotProductsBf16x3: padded dimension %d not a multiple of 8", dPad);
-    cudaStream_t stream = nullptr;
-    FAISS_EXT_CUBLAS_CHECK(cublasGetStream(handle, &stream));
-    const int k = 3 * dPad;
-    if (GemmTuner::get().run(getCurrentDevice(), stream, CUBLAS_COMPUTE_32F, nx, nq, k, alpha, x,
-                             q, out, ldOut, CUDA_R_16BF)) {
-        return;
-    }
-    const float beta = 0.f;
-    FAISS_EXT_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(nx), int(nq), k,
-                                        &alpha, x, CUDA_R_16BF, k, q, CUDA_R_16BF, k, &beta, out,
-                                        CUDA_R_32F, int(ldOut), CUBLAS_COMPUTE_32F,
-                                        CUBLAS_GEMM_DEFAULT));
+    tensorCoreGemm(handle, CUBLAS_COMPUTE_32F, CUDA_R_16BF, q, nq, x, nx, 3 * dPad, alpha, out,
+                   ldOut);
 }
 
 }  // namespace gpu

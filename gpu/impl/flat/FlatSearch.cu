@@ -478,9 +478,9 @@ bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precisio
     // A gathered subset's split lives in temporary memory beside the subset
     // (and, under Auto's hand-over, the fallback's query buffers): where it
     // would take more than half of what is left, the search goes without it.
-    const size_t splitBytes = sizeof(Bf16Bits) * size_t(c.nb) * 3 * dPad;
-    if (splitBytes > res_->getTempMemoryAvailable(device_) / 2) return false;
-    scratch->rows.reset(new TempBuffer<Bf16Bits>(res_, device_, size_t(c.nb) * 3 * dPad, stream));
+    const size_t splitCount = size_t(c.nb) * 3 * dPad;
+    if (sizeof(Bf16Bits) * splitCount > res_->getTempMemoryAvailable(device_) / 2) return false;
+    scratch->rows.reset(new TempBuffer<Bf16Bits>(res_, device_, splitCount, stream));
     splitRowsBf16(corpus->vectors, c.nb, d_, SplitSide::Corpus, scratch->rows->data(), stream);
     corpus->split = scratch->rows->data();
     return true;
