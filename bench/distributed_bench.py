@@ -5,7 +5,13 @@ queries over 1, 2 and 4 shards, against one in-process index and FAISS's
 in-process IndexShards over the same shard indexes; add throughput; the time
 a search takes when a replica has just been killed (failover) and heal().
 
-Shards are CPU twins unless --gpu (actors then ask for 1 / shards of a GPU).
+Shards are CPU twins unless --gpu (actors then ask for 1 / shards of a GPU,
+and the in-process baselines hold GpuIndexQuickSelectFlat shards and one
+GpuIndexQuickSelectFlat). The Ray layer's own cost per batch,
+"ours:ray-layer-overhead", is a search's wall time minus the longest time a
+shard's actor spent in its search (selector, index search, id mapping),
+measured in the actor for the same call: what is left is the queries' trip
+through Ray's object store, the calls, the results' trip back and the merge.
 One JSON line per figure (suite "distributed", DESIGN.md's schema); medians
 of --reps runs after a warm-up.
   python3 bench/distributed_bench.py --n 200000 --d 64 --git SHA [--gpu]
@@ -25,6 +31,43 @@ import faiss_ext
 from faiss_ext import distributed
 
 from bench_timing import timed
+
+
+def flat_index(d, gpu, res):
+    """An exact index: ours on the GPU (--gpu) or FAISS's flat index."""
+    if gpu:
+        return faiss_ext.GpuIndexQuickSelectFlat(res, d, faiss_ext.FlatMetric.L2)
+    return faiss.IndexFlatL2(d)
+
+
+def in_process_shards(xb, shards, gpu, res):
+    """FAISS's IndexShards over exact shards holding the split of the sharded
+    index (vector i on shard i % shards), and the shard indexes to keep alive."""
+    n, d = xb.shape
+    local = faiss.IndexShards(d, True, True)
+    keep = []
+    for s in range(shards):
+        inner = flat_index(d, gpu, res)
+        part = faiss.IndexIDMap(inner)
+        ids = np.arange(s, n, shards, dtype=np.int64)
+        part.add_with_ids(xb[ids], ids)
+        keep += [inner, part]
+        local.add_shard(part)
+    return local, keep
+
+
+def ray_layer_seconds(index, q, k, reps):
+    """Median over reps of (search wall time - the slowest shard's time in
+    its actor for that search), after a warm-up."""
+    index.search(q, k)
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        index.search(q, k)
+        wall = time.perf_counter() - t0
+        inside = max(ray.get([a.search_seconds.remote() for replicas in index.shards for a in replicas]))
+        out.append(wall - inside)
+    return float(np.median(out))
 
 
 def main():
@@ -50,8 +93,10 @@ def main():
 
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "num_gpus": 1 if a.gpu else 0})
     ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
-    one = faiss.IndexFlatL2(a.d)
+    res = faiss_ext.StandardGpuResources() if a.gpu else None
+    one = flat_index(a.d, a.gpu, res)
     one.add(xb)
+    baseline = "ours:GpuIndexQuickSelectFlat" if a.gpu else "faiss:IndexFlatL2"
     for shards in (1, 2, 4):
         opts = {"num_cpus": 0.5, "num_gpus": 1.0 / shards} if a.gpu else {"num_cpus": 0.5}
         index = distributed.ShardedIndex(a.d, "QSFlat", shards, use_gpu=a.gpu, actor_options=opts)
@@ -59,28 +104,24 @@ def main():
         index.add(xb)
         add_s = time.perf_counter() - t0
         emit(method="ours:ray-add", nq=0, params={"shards": shards}, seconds=add_s, qps=a.n / add_s)
-        # FAISS's in-process IndexShards over flat shards holding the same split
-        local = faiss.IndexShards(a.d, True, True)
-        parts = []
-        for s in range(shards):
-            part = faiss.IndexIDMap(faiss.IndexFlatL2(a.d))
-            ids = np.arange(s, a.n, shards, dtype=np.int64)
-            part.add_with_ids(xb[ids], ids)
-            parts.append(part)
-            local.add_shard(part)
+        local, parts = in_process_shards(xb, shards, a.gpu, res)
         for nq in (1, 100, 10_000):
             q = xq[:nq]
             s_ray = timed(lambda: index.search(q, a.k), a.reps)
+            s_layer = ray_layer_seconds(index, q, a.k, a.reps)
             s_loc = timed(lambda: local.search(q, a.k), a.reps)
             s_one = timed(lambda: one.search(q, a.k), a.reps)
             prm = {"shards": shards, "batch": nq}
             emit(method="ours:ray-search", nq=nq, params=prm, seconds=s_ray, qps=nq / s_ray)
-            emit(method="faiss:IndexShards-in-process", nq=nq, params=prm, seconds=s_loc, qps=nq / s_loc)
-            emit(method="faiss:IndexFlatL2-one-index", nq=nq, params=prm, seconds=s_one, qps=nq / s_one)
+            emit(method="ours:ray-layer-overhead", nq=nq, params=prm, seconds=s_layer)
+            emit(method="faiss:IndexShards-in-process", nq=nq, params=dict(prm, shard_index=baseline),
+                 seconds=s_loc, qps=nq / s_loc)
+            emit(method=baseline + "-one-index", nq=nq, params=prm, seconds=s_one, qps=nq / s_one)
         del index, local, parts
     # failover: two replicas of one shard, one killed, the next search
     index = distributed.ShardedIndex(a.d, "QSFlat", 1, replicas=2, use_gpu=a.gpu,
-                                     actor_options={"num_cpus": 0.5})
+                                     actor_options={"num_cpus": 0.5, "num_gpus": 0.25} if a.gpu
+                                     else {"num_cpus": 0.5})
     index.add(xb)
     q = xq[:100]
     steady = timed(lambda: index.search(q, a.k), a.reps)

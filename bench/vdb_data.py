@@ -15,6 +15,19 @@ def mixture(seed, n, d, point_seed, clusters=1000):
     return x
 
 
+def dataset(seed, n, d, point_seed, metric):
+    """The mixture for "l2"; for "ip" its rows normalized (an embedding-like
+    set searched by inner product, as cosine similarity)."""
+    x = mixture(seed, n, d, point_seed)
+    if metric == "ip":
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def dataset_name(seed, n, d, metric):
+    return "mixture-%dx%d-seed%d%s" % (n, d, seed, "-normalized-ip" if metric == "ip" else "")
+
+
 def selectors(xb, rng):
     """(name, selectivity, mask) of random and attribute-like filters."""
     n = len(xb)

@@ -10,7 +10,8 @@ the same process (16 threads):
            survivors;
   filter   filtered search on GpuIndexSearchGraph (defaults) against FAISS
            CPU IndexHNSWFlat (M 32) with the same IDSelector, recall@10 against
-           the filtered exact ground truth (our exact index with the selector).
+           the filtered exact ground truth (our exact index with the selector);
+           --metric ip: the mixture's rows normalized, inner product.
 
 Data: a seeded Gaussian mixture made here (not the bench's seeds). One JSON
 line per figure (DESIGN.md's schema); medians of --reps runs after a warm-up.
@@ -26,7 +27,7 @@ import faiss
 import faiss_ext
 
 from bench_timing import timed
-from vdb_data import mixture, selectors
+from vdb_data import dataset, dataset_name, selectors
 
 
 def recall(I, gt):
@@ -93,6 +94,10 @@ def graph_qps(index, xq, gt, reps):
     return len(xq) / s, recall(got["r"][1], gt)
 
 
+METRICS = {"l2": (faiss_ext.FlatMetric.L2, faiss.METRIC_L2),
+           "ip": (faiss_ext.FlatMetric.InnerProduct, faiss.METRIC_INNER_PRODUCT)}
+
+
 def exact_gt(res, x, xq, k=10, sel=None, flat=None):
     if flat is None:
         flat = faiss_ext.GpuIndexQuickSelectFlat(res, x.shape[1], faiss_ext.FlatMetric.L2)
@@ -151,16 +156,20 @@ def delete_part(a, res, xb, xq, out):
 
 def filter_part(a, res, xb, xq, out):
     n, d = xb.shape
-    graph = faiss_ext.GpuIndexSearchGraph(res, d, faiss_ext.FlatMetric.L2, graph_config(n))
+    ours_metric, faiss_metric = METRICS[a.metric]
+    graph = faiss_ext.GpuIndexSearchGraph(res, d, ours_metric, graph_config(n))
+    t0 = time.perf_counter()
     graph.add(xb)
+    out.emit(suite="filter", method="ours:graph-build", nq=0, k=0, params={"metric": a.metric},
+             seconds=time.perf_counter() - t0)
     faiss.omp_set_num_threads(16)
-    hnsw = faiss.IndexHNSWFlat(d, 32)
+    hnsw = faiss.IndexHNSWFlat(d, 32, faiss_metric)
     t0 = time.perf_counter()
     hnsw.add(xb)
     out.emit(suite="filter", method="faiss-cpu:HNSWFlat-build", device="CPU (16 threads)", nq=0, k=0,
              params={"M": 32, "efConstruction": hnsw.hnsw.efConstruction}, seconds=time.perf_counter() - t0)
     m = min(len(xq), a.cpu_queries)
-    flat = faiss_ext.GpuIndexQuickSelectFlat(res, d, faiss_ext.FlatMetric.L2)
+    flat = faiss_ext.GpuIndexQuickSelectFlat(res, d, ours_metric)
     flat.add(xb)
     for name, s, mask in selectors(xb, np.random.default_rng(a.seed + 11)):
         bits = np.packbits(mask, bitorder="little")
@@ -170,7 +179,7 @@ def filter_part(a, res, xb, xq, out):
         p.sel = sel
         got = {}
         sec = timed(lambda: got.__setitem__("r", graph.search(xq, 10, params=p)), a.reps)
-        prm = {"filter": name, "selectivity": s, "selected": int(mask.sum())}
+        prm = {"filter": name, "selectivity": s, "selected": int(mask.sum()), "metric": a.metric}
         out.emit(suite="filter", method="ours:graph-filtered", nq=len(xq), k=10, params=prm,
                  seconds=sec, qps=len(xq) / sec, recall=recall(got["r"][1], gt))
         for ef in (64, 256, 1024) if s >= 0.01 else (64, 256):
@@ -195,13 +204,17 @@ def main():
     ap.add_argument("--check", type=int, default=200)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=9090)
+    ap.add_argument("--metric", choices=sorted(METRICS), default="l2",
+                    help="filter part only: ip normalizes the mixture's rows")
     ap.add_argument("--git", default="unknown")
     a = ap.parse_args()
-    res = faiss_ext.StandardGpuResources()
-    xb = mixture(a.seed, a.n, a.d, a.seed + 1)
-    xq = mixture(a.seed, a.nq, a.d, a.seed + 2)
-    out = Out(a, "mixture-%dx%d-seed%d" % (a.n, a.d, a.seed), a.n, a.d)
     parts = a.parts.split(",")
+    if a.metric != "l2" and parts != ["filter"]:
+        ap.error("--metric ip applies to --parts filter only")
+    res = faiss_ext.StandardGpuResources()
+    xb = dataset(a.seed, a.n, a.d, a.seed + 1, a.metric)
+    xq = dataset(a.seed, a.nq, a.d, a.seed + 2, a.metric)
+    out = Out(a, dataset_name(a.seed, a.n, a.d, a.metric), a.n, a.d)
     if "range" in parts:
         range_part(a, res, xb, xq, out)
     if "delete" in parts:

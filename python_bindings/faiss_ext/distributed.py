@@ -36,6 +36,7 @@ import json
 import os
 import pickle
 import struct
+import time
 
 import faiss
 import numpy as np
@@ -71,6 +72,13 @@ def _selector_spec(sel):
     return ("ids", ids.astype(np.int64))
 
 
+def _shared_arg(a):
+    """`a` as an argument of several actor calls: large arrays are put in
+    Ray's object store once (passed by value, each call would copy them in
+    again); small ones travel inline with the call."""
+    return ray.put(a) if a.nbytes >= (64 << 10) else a
+
+
 def _selected(ids, spec):
     """Which of a shard's global ids the filter `spec` keeps (bool array)."""
     if spec[0] == "range":
@@ -87,6 +95,7 @@ class _Shard:
         import faiss_ext
         self.index = faiss_ext.index_factory(d, description, metric)
         self.ids = np.empty(0, dtype=np.int64)
+        self.last_search_seconds = 0.0
         self.on_gpu = bool(use_gpu) and faiss_ext.get_num_gpus() > 0
         if self.on_gpu:
             self.res = faiss_ext.StandardGpuResources()
@@ -119,10 +128,19 @@ class _Shard:
         return p, (sel, bits)  # the caller keeps them alive during the search
 
     def search(self, x, k, spec):
+        t0 = time.perf_counter()
         params, keep_alive = self._params(spec)
         D, I = self.index.search(x, k, params=params) if params else self.index.search(x, k)
         del keep_alive
-        return D, self._global_ids(I)
+        out = D, self._global_ids(I)
+        self.last_search_seconds = time.perf_counter() - t0
+        return out
+
+    def search_seconds(self):
+        """How long this replica's last search took inside the actor (the
+        selector, the index's search and the id mapping): what a search costs
+        beyond it is the Ray layer's (bench/distributed_bench.py)."""
+        return self.last_search_seconds
 
     def _global_ids(self, positions):
         """The global ids of result positions (-1 padding stays)."""
@@ -385,11 +403,14 @@ class ShardedIndex:
         nq = len(x)
         heap = faiss.ResultHeap(nq, k, keep_max=self.metric == faiss.METRIC_INNER_PRODUCT)
         pending = []
+        stored = {}  # each slice of queries goes to Ray's object store once, for every shard
         for s in range(self.n_shards):
             # the queries split across the shard's replicas
-            parts = np.array_split(np.arange(nq), max(1, min(len(self.shards[s]), nq)))
-            for rows in parts:
-                args = (x[rows], k, spec)
+            for part in np.array_split(np.arange(nq), max(1, min(len(self.shards[s]), nq))):
+                rows = slice(int(part[0]), int(part[-1]) + 1) if len(part) else slice(0, 0)
+                if (rows.start, rows.stop) not in stored:
+                    stored[rows.start, rows.stop] = _shared_arg(x[rows])
+                args = (stored[rows.start, rows.stop], k, spec)
                 actor, ref = self._submit_one(s, "search", *args)
                 pending.append((s, rows, actor, ref, args))
         D = np.empty((self.n_shards, nq, k), dtype=np.float32)

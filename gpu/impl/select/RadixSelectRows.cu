@@ -69,6 +69,14 @@ __device__ void visitRow(const Source& s, int64_t r, F& f) {
             f(v.z, 4 * i + 2);
             f(v.w, 4 * i + 3);
         }
+        // A row whose width is not a multiple of 4 ends with 1-3 entries
+        // read one by one (rows start aligned: ld % 4 == 0).
+        const int64_t j = s.w / 4 * 4 + threadIdx.x;
+        if (blockIdx.x == 0 && j < s.w) {
+            float v = __ldg(row + j);
+            if (s.colAdd) v += __ldg(s.colAdd + j);
+            f(v, j);
+        }
     } else {
         for (int64_t j = int64_t(blockIdx.x) * kThreads + threadIdx.x; j < s.w; j += step) {
             float v = __ldg(row + j);
@@ -217,7 +225,7 @@ void radixSelectRows(const float* dist, int64_t ld, const float* colAdd, uint32_
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 
     const Source s{dist, ld, colAdd, w};
-    const bool vec4 = ld % 4 == 0 && w % 4 == 0 && (reinterpret_cast<uintptr_t>(dist) & 15) == 0 &&
+    const bool vec4 = ld % 4 == 0 && (reinterpret_cast<uintptr_t>(dist) & 15) == 0 &&
                       (reinterpret_cast<uintptr_t>(colAdd) & 15) == 0;
     // Enough blocks over all rows to fill the GPU several times over.
     int sms = 0;
