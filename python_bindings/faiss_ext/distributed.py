@@ -413,12 +413,16 @@ class ShardedIndex:
                 args = (stored[rows.start, rows.stop], k, spec)
                 actor, ref = self._submit_one(s, "search", *args)
                 pending.append((s, rows, actor, ref, args))
-        D = np.empty((self.n_shards, nq, k), dtype=np.float32)
-        I = np.empty((self.n_shards, nq, k), dtype=np.int64)
-        for s, rows, actor, ref, args in pending:
-            D[s, rows], I[s, rows] = self._get_with_retry(s, actor, ref, "search", *args)
-        for s in range(self.n_shards):
-            heap.add_result(D[s], I[s])
+        # Each shard's results join the heap as soon as all its parts are in
+        # (while later shards still search), without a copy where one
+        # replica answered all the queries.
+        parts = []
+        for i, (s, rows, actor, ref, args) in enumerate(pending):
+            parts.append(self._get_with_retry(s, actor, ref, "search", *args))
+            if i + 1 == len(pending) or pending[i + 1][0] != s:
+                heap.add_result(*(parts[0] if len(parts) == 1 else
+                                  [np.concatenate(a) for a in zip(*parts)]))
+                parts = []
         heap.finalize()
         return heap.D, heap.I
 
