@@ -163,11 +163,13 @@ def filter_part(a, res, xb, xq, out):
     out.emit(suite="filter", method="ours:graph-build", nq=0, k=0, params={"metric": a.metric},
              seconds=time.perf_counter() - t0)
     faiss.omp_set_num_threads(16)
-    hnsw = faiss.IndexHNSWFlat(d, 32, faiss_metric)
-    t0 = time.perf_counter()
-    hnsw.add(xb)
-    out.emit(suite="filter", method="faiss-cpu:HNSWFlat-build", device="CPU (16 threads)", nq=0, k=0,
-             params={"M": 32, "efConstruction": hnsw.hnsw.efConstruction}, seconds=time.perf_counter() - t0)
+    hnsw = faiss.IndexHNSWFlat(d, 32, faiss_metric) if a.hnsw else None
+    if hnsw is not None:
+        t0 = time.perf_counter()
+        hnsw.add(xb)
+        out.emit(suite="filter", method="faiss-cpu:HNSWFlat-build", device="CPU (16 threads)", nq=0, k=0,
+                 params={"M": 32, "efConstruction": hnsw.hnsw.efConstruction},
+                 seconds=time.perf_counter() - t0)
     m = min(len(xq), a.cpu_queries)
     flat = faiss_ext.GpuIndexQuickSelectFlat(res, d, ours_metric)
     flat.add(xb)
@@ -182,7 +184,7 @@ def filter_part(a, res, xb, xq, out):
         prm = {"filter": name, "selectivity": s, "selected": int(mask.sum()), "metric": a.metric}
         out.emit(suite="filter", method="ours:graph-filtered", nq=len(xq), k=10, params=prm,
                  seconds=sec, qps=len(xq) / sec, recall=recall(got["r"][1], gt))
-        for ef in (64, 256, 1024) if s >= 0.01 else (64, 256):
+        for ef in ((64, 256, 1024) if s >= 0.01 else (64, 256)) if hnsw is not None else ():
             hp = faiss.SearchParametersHNSW()
             hp.sel = sel
             hp.efSearch = ef
@@ -206,6 +208,7 @@ def main():
     ap.add_argument("--seed", type=int, default=9090)
     ap.add_argument("--metric", choices=sorted(METRICS), default="l2",
                     help="filter part only: ip normalizes the mixture's rows")
+    ap.add_argument("--hnsw", type=int, default=1, help="filter part: 0 leaves FAISS CPU HNSW out")
     ap.add_argument("--git", default="unknown")
     a = ap.parse_args()
     parts = a.parts.split(",")
