@@ -186,6 +186,40 @@ TEST(GpuFilteredSearchPaths, BoundedTf32StaysExactUnderAFilter) {
     }
 }
 
+/// Every other position below 2 * count: `count` positions, never one run.
+struct EveryOtherSelector : faiss::IDSelector {
+    int64_t count;
+    explicit EveryOtherSelector(int64_t c) : count(c) {}
+    bool is_member(idx_t id) const override { return id % 2 == 0 && id < 2 * count; }
+};
+
+// Gathered subsets of every size modulo 4, large enough for the sampled
+// candidate selection: their GEMMs run over zero rows up to a multiple of 4
+// (CorpusView::gemmRows), which must never come back as results.
+TEST(GpuFilteredSearchPaths, GatheredSubsetsOfEverySizeModulo4StayExact) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 96;
+    const int64_t nb = 41000;
+    const auto xb = clusteredVectors(nb, d, 30, kSeed + 5);
+    const auto xq = clusteredVectors(sized<int64_t>(300, 60), d, 30, kSeed + 6);
+    for (FlatMetric m : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+        GpuIndexQuickSelectFlat index(&res, d, m);
+        index.add(nb, xb.data());
+        for (int64_t count : {20000, 20001, 20002, 20003}) {
+            EveryOtherSelector sel(count);
+            for (DistancePrecision p : {DistancePrecision::TF32Bounded,
+                                        DistancePrecision::BF16x3Bounded}) {
+                expectFilteredExact(index, sel, xb, xq, 10,
+                                    "gathered " + std::to_string(count) + ", precision " +
+                                            std::to_string(int(p)) + ", metric " +
+                                            std::to_string(int(m)),
+                                    p);
+            }
+        }
+    }
+}
+
 TEST(GpuFilteredSearchPaths, HostStorageMasksTiles) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;

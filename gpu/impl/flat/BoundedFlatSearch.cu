@@ -241,6 +241,8 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
     const double xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
 
     const bool centred = corpus.centre != nullptr;
+    // The GEMMs may run past nb up to gemmRows (columns the selection skips).
+    const int64_t gemmRows = std::max(nb, corpus.gemmRows);
 
     std::vector<int64_t> fallbackRows;
     {
@@ -331,7 +333,7 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                 }
             };
             if (p.sampled) {
-                products(0, nb, dist.data(), ldMax);
+                products(0, std::min(gemmRows, ldMax), dist.data(), ldMax);
                 select::sampledThresholdSelectKeys(dist.data(), ldMax, l2 ? corpus.sqNorms : nullptr,
                                                    rows, nb, m, filtered.data(), flags.data(),
                                                    filterScratch.data(), filterBytes, stream);
@@ -341,7 +343,7 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                 for (int64_t c0 = 0; c0 < nb; c0 += p.cols) {
                     const int64_t w = std::min(p.cols, nb - c0);
                     const int64_t ld = (w + 3) / 4 * 4;
-                    products(c0, w, dist.data(), ld);
+                    products(c0, std::min(ld, gemmRows - c0), dist.data(), ld);
                     sel->addTile(dist.data(), ld, l2 ? corpus.sqNorms + c0 : nullptr,
                                  uint32_t(c0), w);
                 }

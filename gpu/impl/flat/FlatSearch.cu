@@ -421,18 +421,23 @@ void FlatStorage::searchFiltered_(const IdSelection& s, const float* queries, in
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
         return;
     }
-    const size_t gatherBytes = sizeof(float) * size_t(n) * (d_ + (l2 ? 1 : 0)) +
+    // The subset is followed by zero rows up to a multiple of 4 (CorpusView::gemmRows).
+    const int64_t nPad = (n + 3) / 4 * 4;
+    const size_t gatherBytes = sizeof(float) * size_t(nPad) * d_ + sizeof(float) * (l2 ? n : 0) +
                                sizeof(uint32_t) * size_t(n);
     if (!onHost_ && gatherBytes <= res_->getTempMemoryAvailable(device_) / 4) {
         const std::vector<uint32_t> ids = s.positions();
         TempBuffer<uint32_t> dIds(res_, device_, size_t(n), stream);
-        TempBuffer<float> sub(res_, device_, size_t(n) * d_, stream);
+        TempBuffer<float> sub(res_, device_, size_t(nPad) * d_, stream);
         TempBuffer<float> subNorms(res_, device_, l2 ? size_t(n) : 0, stream);
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dIds.data(), ids.data(), sizeof(uint32_t) * size_t(n),
                                              cudaMemcpyHostToDevice, stream));
         gatherSelectedRows(vectors_, norms_, dIds.data(), n, d_, sub.data(), subNorms.data(),
                            stream);
-        const CorpusView gathered{sub.data(), subNorms.data(), n, false, maxSqNorm_, nullptr};
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(sub.data() + size_t(n) * d_, 0,
+                                             sizeof(float) * size_t(nPad - n) * d_, stream));
+        CorpusView gathered{sub.data(), subNorms.data(), n, false, maxSqNorm_, nullptr};
+        gathered.gemmRows = nPad;
         searchView_(gathered, queries, nq, k, distances, labels, o);
         mapSelectedLabels(labels, nq * k, dIds.data(), stream);
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -454,6 +459,7 @@ bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precisio
     corpus->d = d_;
     corpus->metric = metric_;
     corpus->maxSqNorm = c.maxSqNorm;
+    corpus->gemmRows = std::max(c.nb, c.gemmRows);
     CentredView centred;
     const float* whole = vectors_;  // the array corpus->vectors is a slice of
     if (c.storageRow0 >= 0 &&
@@ -462,6 +468,7 @@ bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precisio
         corpus->sqNorms = l2 ? centred.sqNorms + c.storageRow0 : nullptr;
         corpus->maxSqNorm = centred.maxSqNorm;
         corpus->centre = centred.centre;
+        corpus->gemmRows = c.nb;  // the copy holds no rows past the view
         whole = centred.vectors;
     }
     if (precision != DistancePrecision::BF16x3Bounded) return true;
@@ -478,10 +485,11 @@ bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precisio
     // A gathered subset's split lives in temporary memory beside the subset
     // (and, under Auto's hand-over, the fallback's query buffers): where it
     // would take more than half of what is left, the search goes without it.
-    const size_t splitCount = size_t(c.nb) * 3 * dPad;
+    const size_t splitCount = size_t(corpus->gemmRows) * 3 * dPad;
     if (sizeof(Bf16Bits) * splitCount > res_->getTempMemoryAvailable(device_) / 2) return false;
     scratch->rows.reset(new TempBuffer<Bf16Bits>(res_, device_, splitCount, stream));
-    splitRowsBf16(corpus->vectors, c.nb, d_, SplitSide::Corpus, scratch->rows->data(), stream);
+    splitRowsBf16(corpus->vectors, corpus->gemmRows, d_, SplitSide::Corpus, scratch->rows->data(),
+                  stream);
     corpus->split = scratch->rows->data();
     return true;
 }

@@ -131,6 +131,10 @@ private:
         /// or a run of it), or -1 for a gathered subset: where the
         /// storage's centred copy (centred_) lines up with the view.
         int64_t storageRow0 = -1;
+        /// Rows the bounded search's GEMMs may read (0: nb): a gathered
+        /// subset is followed by zero rows up to a multiple of 4, so that
+        /// its GEMMs are as wide (BoundedCorpus::gemmRows).
+        int64_t gemmRows = 0;
     };
 
     /// A gathered subset's BF16 split, for one search.
