@@ -173,6 +173,11 @@ TEST(GpuFlatBf16x3, GemmStaysWithinTheModelledError) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     cublasHandle_t blas = res.getResources()->getBlasHandle(0);
+    // The splits run on the stream of the GEMM's handle: it is a
+    // non-blocking stream, which the legacy default stream does not order
+    // against, so splits on stream 0 raced the GEMM (this test failed
+    // under memcheck and beside other processes on the GPU, 2026-12-03).
+    const cudaStream_t stream = res.getResources()->getDefaultStream(0);
     const int64_t nq = 64, nx = 2048;
     for (int d : {1, 97, 128, 960}) {
         const faiss_ext::gpu::Tf32BoundTerms t =
@@ -196,8 +201,8 @@ TEST(GpuFlatBf16x3, GemmStaysWithinTheModelledError) {
             DeviceCopy<Bf16Bits> qSplit(std::vector<Bf16Bits>(size_t(nq) * 3 * dPad)),
                 xSplit(std::vector<Bf16Bits>(size_t(nx) * 3 * dPad));
             DeviceCopy<float> dOut(std::vector<float>(size_t(nq * nx)));
-            faiss_ext::gpu::splitRowsBf16(dq.p, nq, d, SplitSide::Queries, qSplit.p, nullptr);
-            faiss_ext::gpu::splitRowsBf16(dx.p, nx, d, SplitSide::Corpus, xSplit.p, nullptr);
+            faiss_ext::gpu::splitRowsBf16(dq.p, nq, d, SplitSide::Queries, qSplit.p, stream);
+            faiss_ext::gpu::splitRowsBf16(dx.p, nx, d, SplitSide::Corpus, xSplit.p, stream);
             faiss_ext::gpu::gemmDotProductsBf16x3(blas, qSplit.p, nq, xSplit.p, nx, dPad, -1.f,
                                                   dOut.p, nx);
             FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());

@@ -191,9 +191,11 @@ private:
     /// Runs the chosen algorithm once more on this call's operands with four
     /// output entries set to NaN first, and checks them against dot products
     /// on the host (within 1% of sum |a_i b_i|: far above TF32's or BF16x3's
-    /// error, far below a wrong or unwritten output). Under compute-sanitizer
-    /// a tuned algorithm once left its output unwritten (docs/validation.md);
-    /// a shape that fails here goes to cublasGemmEx instead.
+    /// error, far below a wrong or unwritten output); a shape that fails
+    /// here goes to cublasGemmEx instead. (Added for a test that saw wrong
+    /// products under compute-sanitizer; that was the test's own race, its
+    /// inputs made on another stream, since fixed: the check stays as a
+    /// guard against a heuristic's algorithm misbehaving on a shape.)
     static bool verify(cublasLtHandle_t lt, const Tuned& t, cudaStream_t stream, float alpha,
                        const void* A, const void* B, float* C, cudaDataType_t ab, int64_t m,
                        int64_t n, int64_t k, int64_t ldc) {
