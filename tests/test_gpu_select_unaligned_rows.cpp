@@ -56,6 +56,23 @@ std::vector<uint32_t> smallestColumns(const UnalignedRows& t, int64_t r, int64_t
     return cols;
 }
 
+/// The rows and column terms of t on the device.
+struct DeviceRows {
+    DeviceArray<float> dist, colAdd;
+    explicit DeviceRows(const UnalignedRows& t) : dist(t.dist.size()), colAdd(t.colAdd.size()) {
+        if (dist.p) dist.upload(t.dist);
+        if (colAdd.p) colAdd.upload(t.colAdd);
+    }
+    bool ok() const { return dist.p && colAdd.p; }
+};
+
+/// The columns of row r's k keys.
+std::vector<uint32_t> columnsOf(const std::vector<uint64_t>& keys, int64_t r, int64_t k) {
+    std::vector<uint32_t> cols(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) cols[size_t(i)] = uint32_t(keys[size_t(r * k + i)]);
+    return cols;
+}
+
 std::string shape(int64_t n, int64_t k) {
     std::ostringstream s;
     s << "n " << n << " (ld " << (n + 3) / 4 * 4 << "), k " << k;
@@ -70,10 +87,8 @@ TEST(GpuSelectUnalignedRows, SampledThresholdKeysReadNothingPastARow) {
     const int64_t rows = sized<int64_t>(9, 3);
     for (int64_t n : {100001, 100002, 100003}) {
         const UnalignedRows t = makeRows(rows, n, uint32_t(n));
-        DeviceArray<float> dist(t.dist.size()), colAdd(t.colAdd.size());
-        ASSERT_TRUE(dist.p && colAdd.p);
-        dist.upload(t.dist);
-        colAdd.upload(t.colAdd);
+        const DeviceRows dev(t);
+        ASSERT_TRUE(dev.ok());
         for (int64_t k : {10, 42}) {
             ASSERT_TRUE(sampledThresholdKeysApply(n, k)) << shape(n, k);
             DeviceArray<uint64_t> keys(size_t(rows * k));
@@ -81,16 +96,16 @@ TEST(GpuSelectUnalignedRows, SampledThresholdKeysReadNothingPastARow) {
             const size_t bytes = sampledThresholdScratchBytes(rows, n, k);
             DeviceArray<char> scratch(bytes);
             ASSERT_TRUE(keys.p && flags.p && scratch.p) << shape(n, k);
-            ASSERT_NO_THROW(sampledThresholdSelectKeys(dist.p, t.ld, colAdd.p, rows, n, k, keys.p,
-                                                       flags.p, scratch.p, bytes, nullptr));
+            ASSERT_NO_THROW(sampledThresholdSelectKeys(dev.dist.p, t.ld, dev.colAdd.p, rows, n, k,
+                                                       keys.p, flags.p, scratch.p, bytes,
+                                                       nullptr));
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << shape(n, k);
             const std::vector<uint64_t> got = keys.download();
             const std::vector<uint8_t> f = flags.download();
             for (int64_t r = 0; r < rows; ++r) {
                 ASSERT_EQ(f[size_t(r)], 0) << shape(n, k) << " row " << r << " flagged";
-                std::vector<uint32_t> cols(static_cast<size_t>(k));
-                for (int64_t i = 0; i < k; ++i) cols[size_t(i)] = uint32_t(got[size_t(r * k + i)]);
-                EXPECT_EQ(cols, smallestColumns(t, r, k)) << shape(n, k) << " row " << r;
+                EXPECT_EQ(columnsOf(got, r, k), smallestColumns(t, r, k))
+                        << shape(n, k) << " row " << r;
             }
         }
     }
@@ -102,21 +117,18 @@ TEST(GpuSelectUnalignedRows, RadixSelectRowsReadNothingPastARow) {
     const int64_t rows = sized<int64_t>(9, 3);
     for (int64_t n : {5001, 5002, 5003}) {
         const UnalignedRows t = makeRows(rows, n, uint32_t(n));
-        DeviceArray<float> dist(t.dist.size()), colAdd(t.colAdd.size());
-        ASSERT_TRUE(dist.p && colAdd.p);
-        dist.upload(t.dist);
-        colAdd.upload(t.colAdd);
+        const DeviceRows dev(t);
+        ASSERT_TRUE(dev.ok());
         for (int64_t k : {1, 10, 300}) {
             DeviceArray<uint64_t> keys(size_t(rows * k));
             DeviceArray<char> scratch(radixSelectScratchBytes(rows));
             ASSERT_TRUE(keys.p && scratch.p) << shape(n, k);
-            ASSERT_NO_THROW(radixSelectRows(dist.p, t.ld, colAdd.p, 0, rows, n, k, keys.p,
+            ASSERT_NO_THROW(radixSelectRows(dev.dist.p, t.ld, dev.colAdd.p, 0, rows, n, k, keys.p,
                                             scratch.p, radixSelectScratchBytes(rows), nullptr));
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << shape(n, k);
             const std::vector<uint64_t> got = keys.download();
             for (int64_t r = 0; r < rows; ++r) {
-                std::vector<uint32_t> cols(static_cast<size_t>(k));
-                for (int64_t i = 0; i < k; ++i) cols[size_t(i)] = uint32_t(got[size_t(r * k + i)]);
+                std::vector<uint32_t> cols = columnsOf(got, r, k);  // unsorted
                 std::sort(cols.begin(), cols.end());
                 std::vector<uint32_t> want = smallestColumns(t, r, k);
                 std::sort(want.begin(), want.end());
