@@ -194,8 +194,10 @@ __device__ __forceinline__ uint32_t stepOffset(int m) {
 /// Entries o .. o + 3 of p (o a multiple of 4, p 16-byte aligned) as one
 /// float4; kChecked: those at or past len read as 0 (the caller masks
 /// them), one by one where len ends inside the float4, so that rows whose
-/// length is not a multiple of 4 still take float4 loads (with 4-byte loads
-/// a gathered subset of 900,001 vectors ran at 0.7x one of 900,000).
+/// length is not a multiple of 4 still take float4 loads (4-byte loads were
+/// one of the two reasons a gathered filter subset of 900,001 vectors was
+/// searched at 0.7x the rate of one of 900,000, H200; the other: odd GEMM
+/// widths, BoundedCorpus::gemmRows).
 /// kStreaming: the distance tile, read once (__ldcs); else the column
 /// terms (__ldg).
 template <bool kChecked, bool kStreaming>
