@@ -412,12 +412,12 @@ class ShardedIndex:
                     stored[rows.start, rows.stop] = _shared_arg(x[rows])
                 args = (stored[rows.start, rows.stop], k, spec)
                 actor, ref = self._submit_one(s, "search", *args)
-                pending.append((s, rows, actor, ref, args))
+                pending.append((s, actor, ref, args))
         # Each shard's results join the heap as soon as all its parts are in
         # (while later shards still search), without a copy where one
         # replica answered all the queries.
         parts = []
-        for i, (s, rows, actor, ref, args) in enumerate(pending):
+        for i, (s, actor, ref, args) in enumerate(pending):
             parts.append(self._get_with_retry(s, actor, ref, "search", *args))
             if i + 1 == len(pending) or pending[i + 1][0] != s:
                 heap.add_result(*(parts[0] if len(parts) == 1 else
