@@ -5,6 +5,8 @@ queries over 1, 2 and 4 shards, against one in-process index and FAISS's
 in-process IndexShards over the same shard indexes; add throughput; the time
 a search takes when a replica has just been killed (failover) and heal().
 
+--compiled adds the same searches through a Ray Compiled Graph
+(ShardedIndex(compiled_search=True); methods "ours:ray-compiled-*").
 Shards are CPU twins unless --gpu (actors then ask for 1 / shards of a GPU,
 and the in-process baselines hold GpuIndexQuickSelectFlat shards and one
 GpuIndexQuickSelectFlat). The Ray layer's own cost per batch,
@@ -70,6 +72,30 @@ def ray_layer_seconds(index, q, k, reps):
     return float(np.median(out))
 
 
+def ray_searches(a, xb, xq, shards, opts, compiled, emit):
+    """A ShardedIndex of `shards` shards (compiled_search=compiled): its add,
+    then its searches and its Ray layer at batches of 1, 100 and 10,000."""
+    index = distributed.ShardedIndex(a.d, "QSFlat", shards, use_gpu=a.gpu, actor_options=opts,
+                                     compiled_search=compiled)
+    tag = "ours:ray-compiled" if compiled else "ours:ray"
+    t0 = time.perf_counter()
+    index.add(xb)
+    add_s = time.perf_counter() - t0
+    emit(method=tag + "-add", nq=0, params={"shards": shards}, seconds=add_s, qps=a.n / add_s)
+    for nq in (1, 100, 10_000):
+        q = xq[:nq]
+        s_ray = timed(lambda: index.search(q, a.k), a.reps)
+        s_layer = ray_layer_seconds(index, q, a.k, a.reps)
+        prm = {"shards": shards, "batch": nq}
+        emit(method=tag + "-search", nq=nq, params=prm, seconds=s_ray, qps=nq / s_ray)
+        emit(method=tag + "-layer-overhead", nq=nq, params=prm, seconds=s_layer)
+    if compiled:
+        # (every search above must have gone through the graph)
+        emit(method=tag + "-served", nq=0, params={"shards": shards},
+             seconds=0.0, served=index._compiled.served)
+    index.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200_000)
@@ -77,6 +103,8 @@ def main():
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--compiled", action="store_true",
+                    help="also ShardedIndex(compiled_search=True): searches through a Ray Compiled Graph")
     ap.add_argument("--git", default="unknown")
     ap.add_argument("--device", default="CPU (%d cores, CPU twins)" % os.cpu_count())
     a = ap.parse_args()
@@ -99,25 +127,18 @@ def main():
     baseline = "ours:GpuIndexQuickSelectFlat" if a.gpu else "faiss:IndexFlatL2"
     for shards in (1, 2, 4):
         opts = {"num_cpus": 0.5, "num_gpus": 1.0 / shards} if a.gpu else {"num_cpus": 0.5}
-        index = distributed.ShardedIndex(a.d, "QSFlat", shards, use_gpu=a.gpu, actor_options=opts)
-        t0 = time.perf_counter()
-        index.add(xb)
-        add_s = time.perf_counter() - t0
-        emit(method="ours:ray-add", nq=0, params={"shards": shards}, seconds=add_s, qps=a.n / add_s)
+        for compiled in (False, True) if a.compiled else (False,):
+            ray_searches(a, xb, xq, shards, opts, compiled, emit)
         local, parts = in_process_shards(xb, shards, a.gpu, res)
         for nq in (1, 100, 10_000):
             q = xq[:nq]
-            s_ray = timed(lambda: index.search(q, a.k), a.reps)
-            s_layer = ray_layer_seconds(index, q, a.k, a.reps)
             s_loc = timed(lambda: local.search(q, a.k), a.reps)
             s_one = timed(lambda: one.search(q, a.k), a.reps)
             prm = {"shards": shards, "batch": nq}
-            emit(method="ours:ray-search", nq=nq, params=prm, seconds=s_ray, qps=nq / s_ray)
-            emit(method="ours:ray-layer-overhead", nq=nq, params=prm, seconds=s_layer)
             emit(method="faiss:IndexShards-in-process", nq=nq, params=dict(prm, shard_index=baseline),
                  seconds=s_loc, qps=nq / s_loc)
             emit(method=baseline + "-one-index", nq=nq, params=prm, seconds=s_one, qps=nq / s_one)
-        del index, local, parts
+        del local, parts
     # failover: two replicas of one shard, one killed, the next search
     index = distributed.ShardedIndex(a.d, "QSFlat", 1, replicas=2, use_gpu=a.gpu,
                                      actor_options={"num_cpus": 0.5, "num_gpus": 0.25} if a.gpu

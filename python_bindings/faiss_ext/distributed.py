@@ -54,6 +54,7 @@ class ShardUnavailableError(RuntimeError):
 
 
 from faiss_ext.distributed_graph import ShardedKnnGraph, build_knn_graph  # noqa: E402
+from faiss_ext.distributed_compiled import CompiledSearch  # noqa: E402
 
 
 def _selector_spec(sel):
@@ -234,11 +235,14 @@ class ShardedIndex:
     ``description``: a faiss_ext factory string for every shard ("QSFlat",
     "SGraph32", ...); ``actor_options``: passed to Ray for each replica (for
     example ``{"num_gpus": 0.25}`` to share one GPU between four shards);
-    ``log_dir``: a folder for the shards' write-ahead logs (None: no log).
-    ``ray.init`` must have been called."""
+    ``log_dir``: a folder for the shards' write-ahead logs (None: no log);
+    ``compiled_search``: searches through a Ray Compiled Graph over the
+    replicas (faiss_ext/distributed_compiled.py: shared-memory channels
+    instead of a task and object-store round trip per shard; falls back to
+    normal calls on any failure). ``ray.init`` must have been called."""
 
     def __init__(self, d, description, n_shards, metric=faiss.METRIC_L2, replicas=1,
-                 use_gpu=True, actor_options=None, log_dir=None):
+                 use_gpu=True, actor_options=None, log_dir=None, compiled_search=False):
         if int(n_shards) < 1 or int(replicas) < 1:
             raise ValueError("n_shards = %r and replicas = %r must be >= 1" % (n_shards, replicas))
         if not ray.is_initialized():
@@ -251,6 +255,7 @@ class ShardedIndex:
         self.shards = [[self._new_actor() for _ in range(self.n_replicas)]
                        for _ in range(self.n_shards)]
         self._turn = 0
+        self._compiled = CompiledSearch() if compiled_search else None
         self._logs = None
         self._snapshot, self._snapshot_seq = None, [0] * self.n_shards
         if log_dir is not None:
@@ -260,6 +265,13 @@ class ShardedIndex:
 
     def _new_actor(self):
         return self._actor_class.remote(self.d, self.description, self.metric, self._use_gpu)
+
+    def close(self):
+        """Tears down the compiled search graph, if any (``compiled_search``);
+        the index keeps working through normal calls (a later search compiles
+        the graph again). Ray tears graphs down itself at ``ray.shutdown``."""
+        if self._compiled is not None:
+            self._compiled.close()
 
     def placements(self):
         """Per shard, per live replica: {"on_gpu": bool, "gpu_ids": [...]}, where it runs."""
@@ -402,6 +414,16 @@ class ShardedIndex:
         spec = _selector_spec(sel)
         nq = len(x)
         heap = faiss.ResultHeap(nq, k, keep_max=self.metric == faiss.METRIC_INNER_PRODUCT)
+        if self._compiled is not None:
+            def merge(per_shard):
+                for D, I in per_shard:
+                    heap.add_result(D, I)
+                heap.finalize()
+                return heap.D, heap.I
+
+            out = self._compiled.run(self.shards, x, k, spec, merge)
+            if out is not None:
+                return out
         pending = []
         stored = {}  # each slice of queries goes to Ray's object store once, for every shard
         for s in range(self.n_shards):
@@ -504,14 +526,15 @@ class ShardedIndex:
         self._snapshot, self._snapshot_seq = directory, seqs
 
     @classmethod
-    def load(cls, directory, replicas=1, use_gpu=True, actor_options=None, log_dir=None):
+    def load(cls, directory, replicas=1, use_gpu=True, actor_options=None, log_dir=None,
+             compiled_search=False):
         """A ShardedIndex with the shards `save` wrote (new actors); with
         ``log_dir``, the write-ahead log's records after the snapshot are
         replayed (and logging goes on there)."""
         with open(os.path.join(directory, "layout.json")) as f:
             layout = json.load(f)
         index = cls(layout["d"], layout["description"], layout["n_shards"], layout["metric"],
-                    replicas, use_gpu, actor_options, log_dir)
+                    replicas, use_gpu, actor_options, log_dir, compiled_search)
         index._snapshot = directory
         index._snapshot_seq = list(layout.get("log_seq", [0] * index.n_shards))
         for s in range(index.n_shards):

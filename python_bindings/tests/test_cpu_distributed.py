@@ -163,6 +163,35 @@ def test_heal_restores_a_lost_replica_from_its_twin(cluster, data):
     np.testing.assert_array_equal(after[1], before[1])
 
 
+def test_compiled_search_equals_one_index_through_failures_and_heal(cluster, data):
+    """compiled_search=True: the searches go through a Ray Compiled Graph
+    (counted), equal one index with and without filters; a killed replica
+    makes the graph fail over to normal calls, shards with unequal replica
+    counts are searched the normal way, and after heal() the graph serves
+    again."""
+    xb, xq = data
+    ids = np.arange(3000, dtype=np.int64)
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=3, replicas=2, use_gpu=False,
+                                     compiled_search=True)
+    index.add(xb)
+    refD, refI = reference(xb, ids, xq, 10)
+    assert_knn_equal(*index.search(xq, 10), refD, refI)
+    keep = (ids >= 100) & (ids < 2000)
+    assert_knn_equal(*index.search(xq, 10, sel=(100, 2000)), *reference(xb[keep], ids[keep], xq, 10))
+    few = ids[::41]
+    assert_knn_equal(*index.search(xq, 5, sel=few), *reference(xb[::41], few, xq, 5))
+    served = index._compiled.served
+    assert served == 3, "the compiled graph served %d of 3 searches" % served
+    kill_and_wait(index.shards[1][0])
+    assert_knn_equal(*index.search(xq, 10), refD, refI)  # graph fails: normal calls answer
+    assert len(index.shards[1]) == 1
+    assert_knn_equal(*index.search(xq, 10), refD, refI)  # unequal replicas: normal calls
+    assert index._compiled.served == served
+    assert index.heal() == 1
+    assert_knn_equal(*index.search(xq, 10), refD, refI)  # a new graph over the healed replicas
+    assert index._compiled.served == served + 1
+
+
 def test_range_search_equals_one_index_as_sets(cluster, data):
     xb, xq = data
     ids = np.arange(3000, dtype=np.int64) * 3
