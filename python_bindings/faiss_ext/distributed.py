@@ -54,7 +54,7 @@ class ShardUnavailableError(RuntimeError):
 
 
 from faiss_ext.distributed_graph import ShardedKnnGraph, build_knn_graph  # noqa: E402
-from faiss_ext.distributed_compiled import CompiledSearch  # noqa: E402
+from faiss_ext.distributed_compiled import CompiledSearch, stacked_results  # noqa: E402
 
 
 def _selector_spec(sel):
@@ -442,8 +442,7 @@ class ShardedIndex:
         for i, (s, actor, ref, args) in enumerate(pending):
             parts.append(self._get_with_retry(s, actor, ref, "search", *args))
             if i + 1 == len(pending) or pending[i + 1][0] != s:
-                heap.add_result(*(parts[0] if len(parts) == 1 else
-                                  [np.concatenate(a) for a in zip(*parts)]))
+                heap.add_result(*stacked_results(parts))
                 parts = []
         heap.finalize()
         return heap.D, heap.I

@@ -59,7 +59,7 @@ class CompiledSearch:
             self._lock.release()
             return None
         try:
-            out = consume([_stacked(outs[s * replicas:(s + 1) * replicas])
+            out = consume([stacked_results(outs[s * replicas:(s + 1) * replicas])
                            for s in range(len(shards))])
             self.served += 1
             return out
@@ -93,8 +93,9 @@ class CompiledSearch:
                 pass
 
 
-def _stacked(results):
-    """One shard's replica results (D, I) joined in query order."""
+def stacked_results(results):
+    """One shard's replica results (D, I) joined in query order (both search
+    paths of ShardedIndex)."""
     if len(results) == 1:
         return results[0]
     return tuple(np.concatenate(a) for a in zip(*results))
