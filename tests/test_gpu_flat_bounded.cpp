@@ -376,3 +376,24 @@ TEST(GpuFlatBounded, Tf32GemmStaysWithinTheModelledError) {
         }
     }
 }
+
+// Stores of every size modulo 4, large enough for the sampled candidate
+// selection: the bounded GEMMs over the whole storage run over its zero
+// padding rows up to a multiple of 4 (FlatStorage::zeroPaddingRows_), which
+// must never come back; TF32 and BF16x3 (whose kept split has no padding).
+TEST(GpuFlatBounded, StoresOfEverySizeModulo4EqualFp32) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int d = 96;
+    const auto xq = clusteredVectors(sized<int64_t>(200, 40), d, 30, kSeed + 41);
+    for (int64_t nb : {20000, 20001, 20002, 20003}) {
+        const auto xb = clusteredVectors(nb, d, 30, kSeed + 40);
+        for (FlatMetric m : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+            for (auto p : {DistancePrecision::TF32Bounded, DistancePrecision::BF16x3Bounded}) {
+                const std::string data =
+                        "nb " + std::to_string(nb) + ", precision " + std::to_string(int(p));
+                compareOn(res, m, d, xb, xq, 10, describe(m, d, 10, data.c_str()), {}, p);
+            }
+        }
+    }
+}

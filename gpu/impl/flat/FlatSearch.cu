@@ -207,10 +207,28 @@ void FlatStorage::allocate_(int64_t n, bool onHost, float** nv, float** nn,
     }
 }
 
+namespace {
+
+/// Rows the device storage allocates for n vectors: a multiple of 4, so
+/// that the bounded search's GEMMs over the whole storage can run a width
+/// that is a multiple of 4 (CorpusView::gemmRows; the rows past ntotal are
+/// zeros the selection never reads).
+int64_t paddedRows(int64_t n) { return (n + 3) / 4 * 4; }
+
+}  // namespace
+
+void FlatStorage::zeroPaddingRows_(cudaStream_t stream) {
+    const int64_t end = std::min(capacity_, paddedRows(ntotal_));
+    if (onHost_ || end <= ntotal_) return;
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(vectors_ + size_t(ntotal_) * d_, 0,
+                                         sizeof(float) * size_t(end - ntotal_) * d_, stream));
+}
+
 void FlatStorage::reserve(int64_t n) {
     if (n <= capacity_) return;
     FAISS_THROW_IF_NOT_FMT(n <= kMaxVectors, "GpuIndexQuickSelectFlat holds at most %lld vectors "
                            "(asked for %lld)", (long long)kMaxVectors, (long long)n);
+    n = paddedRows(n);
     DeviceScope scope(device_);
     centred_.invalidate();  // its memory first: the move below may need it
     split_.invalidate();
@@ -300,6 +318,7 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
     }
     ntotal_ += n;
     maxSqNorm_ = std::max(maxSqNorm_, double(addedMax));
+    zeroPaddingRows_(stream);
 }
 
 void FlatStorage::reset() {
@@ -350,7 +369,8 @@ int64_t FlatStorage::removeSelected(const IdSelection& removed) {
     float* nv = nullptr;
     float* nn = nullptr;
     DeviceVector<float> dv, dn;
-    allocate_(std::max<int64_t>(kept, 1), false, &nv, &nn, &dv, &dn);
+    const int64_t rows = paddedRows(std::max<int64_t>(kept, 1));
+    allocate_(rows, false, &nv, &nn, &dv, &dn);
     TempBuffer<uint32_t> dKeep(res_, device_, size_t(kept), stream);
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dKeep.data(), keep.data(), sizeof(uint32_t) * size_t(kept),
                                          cudaMemcpyHostToDevice, stream));
@@ -360,8 +380,10 @@ int64_t FlatStorage::removeSelected(const IdSelection& removed) {
     dNorms_ = std::move(dn);
     vectors_ = nv;
     norms_ = nn;
-    capacity_ = std::max<int64_t>(kept, 1);
+    capacity_ = rows;
     ntotal_ = kept;
+    zeroPaddingRows_(stream);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     return gone;
 }
 
@@ -376,7 +398,8 @@ void FlatStorage::copyVectors(int64_t i0, int64_t n, float* out) const {
 
 void FlatStorage::search(const float* queries, int64_t nq, int64_t k, float* distances,
                          int64_t* labels, const FlatSearchOptions& opt) const {
-    const CorpusView all{vectors_, norms_, ntotal_, onHost_, maxSqNorm_, nullptr, 0};
+    CorpusView all{vectors_, norms_, ntotal_, onHost_, maxSqNorm_, nullptr, 0};
+    if (!onHost_) all.gemmRows = std::min(capacity_, paddedRows(ntotal_));
     if (opt.filter && opt.filter->count() < ntotal_) {
         searchFiltered_(*opt.filter, queries, nq, k, distances, labels, opt);
     } else {
@@ -480,6 +503,7 @@ bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precisio
         SplitView split;
         if (!split_.view(res_, device_, stream, whole, ntotal_, d_, &split)) return false;
         corpus->split = split.rows + size_t(c.storageRow0) * 3 * dPad;
+        corpus->gemmRows = c.nb;  // the kept split holds no rows past the storage
         return true;
     }
     // A gathered subset's split lives in temporary memory beside the subset

@@ -164,6 +164,10 @@ private:
                    DeviceVector<float>* dn) const;
     static void freeHost_(float* v, float* nn);
     bool wantHost_(int64_t n) const;
+    /// Zeroes the device rows from ntotal_ up to the next multiple of 4
+    /// (within capacity_): the whole storage's bounded GEMMs read them
+    /// (CorpusView::gemmRows); the selection never does.
+    void zeroPaddingRows_(cudaStream_t stream);
     /// Runs the few-query or large-k engine when opt.path resolves to one
     /// (queries prepared, qNorms |q|^2 for L2); false: the tiled path runs.
     bool searchSpecialPath_(const CorpusView& c, const float* q, const float* qNorms, int64_t nq, int64_t k,
@@ -177,7 +181,7 @@ private:
     VectorStorage request_;
     bool onHost_ = false;
     int64_t ntotal_ = 0;
-    int64_t capacity_ = 0;
+    int64_t capacity_ = 0;  ///< rows allocated (device: a multiple of 4, see paddedRows)
     float* vectors_ = nullptr;  // device (dVectors_), or pinned host when onHost_
     float* norms_ = nullptr;    // |x|^2, L2 only; same memory space (dNorms_)
     double maxSqNorm_ = 0.0;    // the largest FP32 |x|^2 stored (the TF32 bound's x_max)
