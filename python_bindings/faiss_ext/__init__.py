@@ -21,6 +21,11 @@ k-selection on its own and exact k-NN graphs::
                               algo=faiss_ext.SelectAlgo.MERGE_QUEUE)
     G_D, G_I = index.knn_graph(k)                       # (ntotal, k), self excluded
 
+Merging the results of index shards (CPU; each row sorted best first)::
+
+    D, I = faiss_ext.merge_knn_results([D0, D1], [I0, I1])   # k best of both
+    D, I = faiss_ext.merge_knn_results(Ds, Is, keep_max=True)  # similarities
+
 Approximate k-NN graphs on the GPU (GNND, GPU NN-Descent)::
 
     index = faiss_ext.GpuKnnGraphGNND(res, d, 32)       # graph degree 32
@@ -117,6 +122,7 @@ from ._faiss_ext import (  # noqa: E402
     flat_metric_name,
     from_faiss_metric,
     get_num_gpus,
+    merge_knn_results,
     parse_flat_metric,
     select_algo_from_name,
     select_algo_name,
@@ -189,6 +195,7 @@ __all__ = [
     "index_cpu_to_gpu_multiple",
     "index_factory",
     "index_gpu_to_cpu",
+    "merge_knn_results",
     "parse_flat_metric",
     "read_graph_ivecs",
     "read_index",

@@ -7,8 +7,9 @@ it has one, its CPU twin otherwise), and ``replicas`` copies of each shard:
 - ``add`` / ``add_with_ids`` route every vector to the shard ``id % n_shards``
   (ids stay global) and return once every live replica of that shard holds it;
 - ``search`` sends the queries to every shard, split across its replicas, and
-  merges the shards' results as FAISS's ``ResultHeap`` does: for exact shards
-  the same results as one index over all the data, ties aside;
+  merges the shards' sorted results (``faiss_ext.merge_knn_results``, a k-way
+  merge in C++): for exact shards the same results as one index over all the
+  data, ties aside;
 - ``remove_ids`` and ``search(..., sel=...)`` take an id range ``(lo, hi)``
   or an array of ids (FAISS's IDSelector objects cannot travel between
   processes) and apply it on every shard;
@@ -53,6 +54,7 @@ class ShardUnavailableError(RuntimeError):
     """Every replica of a shard has failed."""
 
 
+import faiss_ext  # noqa: E402
 from faiss_ext.distributed_graph import ShardedKnnGraph, build_knn_graph  # noqa: E402
 from faiss_ext.distributed_compiled import CompiledSearch, stacked_results  # noqa: E402
 
@@ -413,14 +415,15 @@ class ShardedIndex:
             raise ValueError("search: k must be > 0, got %d" % k)
         spec = _selector_spec(sel)
         nq = len(x)
-        heap = faiss.ResultHeap(nq, k, keep_max=self.metric == faiss.METRIC_INNER_PRODUCT)
-        if self._compiled is not None:
-            def merge(per_shard):
-                for D, I in per_shard:
-                    heap.add_result(D, I)
-                heap.finalize()
-                return heap.D, heap.I
+        keep_max = self.metric == faiss.METRIC_INNER_PRODUCT
 
+        def merge(per_shard):
+            # a k-way merge of the shards' sorted rows in C++ (0.3 ms for four
+            # shards of 10,000 x 10 on two cores; faiss.ResultHeap took 1.9 ms)
+            D, I = zip(*per_shard)
+            return faiss_ext.merge_knn_results(list(D), list(I), keep_max=keep_max)
+
+        if self._compiled is not None:
             out = self._compiled.run(self.shards, x, k, spec, merge)
             if out is not None:
                 return out
@@ -435,17 +438,10 @@ class ShardedIndex:
                 args = (stored[rows.start, rows.stop], k, spec)
                 actor, ref = self._submit_one(s, "search", *args)
                 pending.append((s, actor, ref, args))
-        # Each shard's results join the heap as soon as all its parts are in
-        # (while later shards still search), without a copy where one
-        # replica answered all the queries.
-        parts = []
-        for i, (s, actor, ref, args) in enumerate(pending):
-            parts.append(self._get_with_retry(s, actor, ref, "search", *args))
-            if i + 1 == len(pending) or pending[i + 1][0] != s:
-                heap.add_result(*stacked_results(parts))
-                parts = []
-        heap.finalize()
-        return heap.D, heap.I
+        per_shard = [[] for _ in range(self.n_shards)]
+        for s, actor, ref, args in pending:
+            per_shard[s].append(self._get_with_retry(s, actor, ref, "search", *args))
+        return merge([stacked_results(parts) for parts in per_shard])
 
     def knn_graph(self, k, use_gpu=None, actor_options=None, progress=None):
         """The k-NN graph of every vector the index holds, built where the

@@ -86,23 +86,44 @@ void checkNoNul(const std::string& s, const char* what) {
     }
 }
 
-FloatArray toFloatMatrix(const py::handle& x, int64_t d, const char* what) {
+namespace {
+
+/// x as a C-contiguous 2-D Array (FloatArray or IdArray); `shape` ("(n, 8)"
+/// or empty) is the expected shape named in the ValueError for another ndim.
+template <class Array>
+Array toMatrix(const py::handle& x, const char* what, const std::string& shape) {
+    using T = typename Array::value_type;
+    const std::string type = sizeof(T) == sizeof(float) ? "float32" : "int64";
     if (x.is_none()) {
-        throw py::value_error(std::string(what) + " must be a 2-D float32 array, got None");
+        throw py::value_error(std::string(what) + " must be a 2-D " + type + " array, got None");
     }
-    refuseConversionPastPhysicalMemory(x, what, sizeof(float));
-    FloatArray a = FloatArray::ensure(x);
+    refuseConversionPastPhysicalMemory(x, what, sizeof(T));
+    Array a = Array::ensure(x);
     if (!a) {
-        raiseIfOutOfMemory(x, what, sizeof(float));
+        raiseIfOutOfMemory(x, what, sizeof(T));
         PyErr_Clear();
-        throw py::value_error(std::string(what) +
-                              " must be convertible to a 2-D float32 array, got " +
+        throw py::value_error(std::string(what) + " must be convertible to a 2-D " + type +
+                              " array, got " +
                               std::string(py::str(py::type::handle_of(x).attr("__name__"))));
     }
     if (a.ndim() != 2) {
-        throw py::value_error(std::string(what) + " must be a 2-D array of shape (n, " +
-                              std::to_string(d) + "), got shape " + shapeString(a));
+        throw py::value_error(std::string(what) + " must be a 2-D array" +
+                              (shape.empty() ? "" : " of shape " + shape) + ", got shape " +
+                              shapeString(a));
     }
+    return a;
+}
+
+}  // namespace
+
+FloatArray toFloatMatrix(const py::handle& x, const char* what) {
+    return toMatrix<FloatArray>(x, what, "");
+}
+
+IdArray toIdMatrix(const py::handle& x, const char* what) { return toMatrix<IdArray>(x, what, ""); }
+
+FloatArray toFloatMatrix(const py::handle& x, int64_t d, const char* what) {
+    FloatArray a = toMatrix<FloatArray>(x, what, "(n, " + std::to_string(d) + ")");
     if (a.shape(1) != d) {
         throw py::value_error(std::string(what) + " has " + std::to_string(a.shape(1)) +
                               " columns but the index has dimension d=" + std::to_string(d) +

@@ -36,6 +36,12 @@ std::string shapeString(const py::array& a);
 /// argument in the ValueError raised otherwise.
 FloatArray toFloatMatrix(const py::handle& x, int64_t d, const char* what);
 
+/// Converts x to a C-contiguous float32 / int64 matrix (np.ascontiguousarray
+/// semantics) of any shape that is 2-D; `what` names the argument in the
+/// ValueError (None, not convertible, not 2-D) or MemoryError raised otherwise.
+FloatArray toFloatMatrix(const py::handle& x, const char* what);
+IdArray toIdMatrix(const py::handle& x, const char* what);
+
 /// After a failed array conversion of x: when numpy runs out of memory
 /// converting it (e.g. a strided view of 2^40 rows made contiguous), raises
 /// MemoryError naming `what`, its shape and the bytes asked for; otherwise
@@ -114,6 +120,9 @@ void bindLshAutoTune(py::module_& m);
 
 /// Binds the factory and read / write / serialize / deserialize.
 void bindIo(py::module_& m);
+
+/// Binds merge_knn_results (the k-way merge of per-shard k-NN results).
+void bindMerge(py::module_& m);
 
 /// Defines `_copy_from` (copyFrom a Twin, given as a faiss proxy or native
 /// object; TypeError for another type) and `_copy_to` (copyTo the Twin given,
