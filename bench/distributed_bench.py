@@ -13,7 +13,8 @@ GpuIndexQuickSelectFlat). The Ray layer's own cost per batch,
 "ours:ray-layer-overhead", is a search's wall time minus the longest time a
 shard's actor spent in its search (selector, index search, id mapping),
 measured in the actor for the same call: what is left is the queries' trip
-through Ray's object store, the calls, the results' trip back and the merge.
+through Ray's object store, the calls, the results' trip back and the merge
+(the merge's own time is in its params, "merge_seconds").
 One JSON line per figure (suite "distributed", DESIGN.md's schema); medians
 of --reps runs after a warm-up.
   python3 bench/distributed_bench.py --n 200000 --d 64 --git SHA [--gpu]
@@ -59,17 +60,19 @@ def in_process_shards(xb, shards, gpu, res):
 
 
 def ray_layer_seconds(index, q, k, reps):
-    """Median over reps of (search wall time - the slowest shard's time in
-    its actor for that search), after a warm-up."""
+    """Medians over reps of (search wall time - the slowest shard's time in
+    its actor for that search) and of the driver's merge within it, after a
+    warm-up."""
     index.search(q, k)
-    out = []
+    layer, merge = [], []
     for _ in range(reps):
         t0 = time.perf_counter()
         index.search(q, k)
         wall = time.perf_counter() - t0
         inside = max(ray.get([a.search_seconds.remote() for replicas in index.shards for a in replicas]))
-        out.append(wall - inside)
-    return float(np.median(out))
+        layer.append(wall - inside)
+        merge.append(index.last_merge_seconds)
+    return float(np.median(layer)), float(np.median(merge))
 
 
 def ray_searches(a, xb, xq, shards, opts, compiled, emit):
@@ -85,15 +88,16 @@ def ray_searches(a, xb, xq, shards, opts, compiled, emit):
     for nq in (1, 100, 10_000):
         q = xq[:nq]
         s_ray = timed(lambda: index.search(q, a.k), a.reps)
-        s_layer = ray_layer_seconds(index, q, a.k, a.reps)
+        s_layer, s_merge = ray_layer_seconds(index, q, a.k, a.reps)
         prm = {"shards": shards, "batch": nq}
         emit(method=tag + "-search", nq=nq, params=prm, seconds=s_ray, qps=nq / s_ray)
-        emit(method=tag + "-layer-overhead", nq=nq, params=prm, seconds=s_layer)
+        emit(method=tag + "-layer-overhead", nq=nq, params=dict(prm, merge_seconds=s_merge),
+             seconds=s_layer)
     if compiled:
         # (every search above must have gone through the graph)
         emit(method=tag + "-served", nq=0, params={"shards": shards},
              seconds=0.0, served=index._compiled.served)
-    index.close()
+    index.shutdown()  # its GPU shares back before the next configuration asks for them
 
 
 def main():
@@ -159,6 +163,7 @@ def main():
     emit(method="ours:ray-failover-search", nq=100, params={"replicas": 2, "steady_seconds": steady},
          seconds=failover, qps=100 / failover)
     emit(method="ours:ray-heal", nq=0, params={"replicas_started": started}, seconds=heal_s)
+    index.shutdown()
     ray.shutdown()
     c.shutdown()
 

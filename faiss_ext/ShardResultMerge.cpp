@@ -116,9 +116,12 @@ void mergeRows(int64_t k, int nshards, const float* const* distances, const int6
 
 template <bool kKeepMax>
 void mergeAll(int64_t nq, int64_t k, int nshards, const float* const* distances,
-              const int64_t* const* labels, float* outDistances, int64_t* outLabels) {
-    const bool parallel = nq * k > kParallelMinEntries / nshards;
-    const int nthreads = parallel ? omp_get_max_threads() : 1;
+              const int64_t* const* labels, float* outDistances, int64_t* outLabels,
+              int maxThreads) {
+    const int allowed = maxThreads > 0 ? std::min(maxThreads, omp_get_max_threads())
+                                       : omp_get_max_threads();
+    const bool parallel = allowed > 1 && nq * k > kParallelMinEntries / nshards;
+    const int nthreads = parallel ? allowed : 1;
     // Each thread's read positions and head keys, with a cache line (8
     // entries) between threads; allocated here so that nothing in the
     // parallel region can throw.
@@ -152,7 +155,9 @@ void mergeAll(int64_t nq, int64_t k, int nshards, const float* const* distances,
 
 void mergeShardResults(int64_t nq, int64_t k, int nshards, const float* const* distances,
                        const int64_t* const* labels, bool keepMax, float* outDistances,
-                       int64_t* outLabels) {
+                       int64_t* outLabels, int maxThreads) {
+    FAISS_THROW_IF_NOT_FMT(maxThreads >= 0, "mergeShardResults: maxThreads = %d must be >= 0",
+                           maxThreads);
     FAISS_THROW_IF_NOT_FMT(nq >= 0, "mergeShardResults: nq = %lld must be >= 0", (long long)nq);
     FAISS_THROW_IF_NOT_FMT(k > 0, "mergeShardResults: k = %lld must be > 0", (long long)k);
     FAISS_THROW_IF_NOT_FMT(nshards > 0, "mergeShardResults: nshards = %d must be > 0", nshards);
@@ -171,9 +176,9 @@ void mergeShardResults(int64_t nq, int64_t k, int nshards, const float* const* d
                            "mergeShardResults: null output distances or labels");
 
     if (keepMax) {
-        mergeAll<true>(nq, k, nshards, distances, labels, outDistances, outLabels);
+        mergeAll<true>(nq, k, nshards, distances, labels, outDistances, outLabels, maxThreads);
     } else {
-        mergeAll<false>(nq, k, nshards, distances, labels, outDistances, outLabels);
+        mergeAll<false>(nq, k, nshards, distances, labels, outDistances, outLabels, maxThreads);
     }
 }
 

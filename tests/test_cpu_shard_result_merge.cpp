@@ -127,15 +127,15 @@ void bruteForce(const ShardResults& r, bool keepMax, std::vector<float>& D,
 }
 
 /// The first differing entry of (D, I) against the oracle, "" when equal
-/// (distances bit for bit).
-std::string firstDifference(const ShardResults& r, bool keepMax) {
+/// (distances bit for bit); the merge on at most maxThreads threads.
+std::string firstDifference(const ShardResults& r, bool keepMax, int maxThreads = 0) {
     std::vector<float> refD, D(size_t(r.nq * r.k), 123.f);
     std::vector<int64_t> refI, I(size_t(r.nq * r.k), 123);
     bruteForce(r, keepMax, refD, refI);
     const auto dp = r.dPtrs();
     const auto ip = r.iPtrs();
     mergeShardResults(r.nq, r.k, int(r.D.size()), dp.data(), ip.data(), keepMax, D.data(),
-                      I.data());
+                      I.data(), maxThreads);
     for (size_t e = 0; e < D.size(); ++e) {
         if (I[e] != refI[e] || std::memcmp(&D[e], &refD[e], sizeof(float)) != 0) {
             return "query " + std::to_string(int64_t(e) / r.k) + " rank " +
@@ -159,9 +159,11 @@ TEST_P(ShardResultMergeGrid, EqualsStableSortOracle) {
         const uint64_t seed =
             kSeed + uint64_t(nshards) * 131 + uint64_t(k) * 7 + uint64_t(distinct);
         const ShardResults r = randomShards(nshards, nq, k, keepMax, distinct, seed);
-        EXPECT_EQ(firstDifference(r, keepMax), "")
-            << "keepMax=" << keepMax << " nshards=" << nshards << " k=" << k
-            << " distinct=" << distinct << " seed=" << seed;
+        for (int threads : {0, 1, 2}) {  // the same entries whatever the split
+            EXPECT_EQ(firstDifference(r, keepMax, threads), "")
+                << "keepMax=" << keepMax << " nshards=" << nshards << " k=" << k
+                << " distinct=" << distinct << " seed=" << seed << " threads=" << threads;
+        }
     }
 }
 
@@ -286,6 +288,7 @@ TEST(ShardResultMerge, BadArgumentsThrowWithTheirValues) {
         {"shard 0 of 1", [&] { mergeShardResults(1, k, 1, dp, iNull, false, oD, oI); }},
         {"null output", [&] { mergeShardResults(1, k, 1, dp, ip, false, nullptr, oI); }},
         {"null output", [&] { mergeShardResults(1, k, 1, dp, ip, true, oD, nullptr); }},
+        {"maxThreads = -2", [&] { mergeShardResults(1, k, 1, dp, ip, false, oD, oI, -2); }},
     };
     for (const auto& [needle, call] : cases) {
         EXPECT_EQ(test::refusalProblem(call, {needle}), "") << needle;

@@ -53,8 +53,13 @@ def assert_knn_equal(D, I, refD, refI, larger_is_better=False, tol=1e-4):
 
 def kill_and_wait(actor, seconds=20):
     """Kills a Ray actor and returns once calls to it fail (ray.kill is asynchronous)."""
-    import time
     ray.kill(actor, no_restart=True)
+    assert_dies(actor, seconds)
+
+
+def assert_dies(actor, seconds=20):
+    """Returns once calls to a killed actor fail; fails the test if it still
+    answers after `seconds` (a kill lands asynchronously)."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         try:
@@ -190,6 +195,14 @@ def test_compiled_search_equals_one_index_through_failures_and_heal(cluster, dat
     assert index.heal() == 1
     assert_knn_equal(*index.search(xq, 10), refD, refI)  # a new graph over the healed replicas
     assert index._compiled.served == served + 1
+    actors = [a for replicas in index.shards for a in replicas]
+    index.shutdown()  # the graph torn down and every actor killed (its resources given back)
+    for actor in actors:
+        assert_dies(actor)
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        index.search(xq, 10)
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        index.heal()
 
 
 def test_range_search_equals_one_index_as_sets(cluster, data):

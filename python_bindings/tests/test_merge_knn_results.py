@@ -192,6 +192,24 @@ def test_bad_inputs_raise_value_error(distances, labels, match):
         faiss_ext.merge_knn_results(distances, labels)
 
 
+@pytest.mark.parametrize("keep_max", [False, True])
+def test_thread_counts_give_the_same_results(rng, keep_max):
+    """threads=1 / 2 / 0 (OpenMP's default) split the queries differently
+    (20,000 x 10 x 4: past the size merged on the calling thread) and must
+    not change a single entry."""
+    Ds, Is = _shards(rng, 4, 20000, 10, keep_max)
+    D_ref, I_ref = _result_heap(Ds, Is, keep_max)
+    for threads in (1, 2, 0):
+        D, I = faiss_ext.merge_knn_results(Ds, Is, keep_max=keep_max, threads=threads)
+        np.testing.assert_array_equal(I, I_ref)
+        np.testing.assert_array_equal(D, D_ref)
+
+
+def test_negative_threads_raise_value_error():
+    with pytest.raises(ValueError, match="threads = -1 must be >= 0"):
+        faiss_ext.merge_knn_results([D2], [I2], threads=-1)
+
+
 def test_non_lists_raise_type_error():
     with pytest.raises(TypeError, match="distances must be a list or tuple"):
         faiss_ext.merge_knn_results(D2, [I2])
