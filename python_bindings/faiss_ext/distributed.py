@@ -89,6 +89,20 @@ def _selected(ids, spec):
     return np.isin(ids, spec[1])
 
 
+def _pad_as_the_shards(outD, outI, shardD, shardI):
+    """Entries no shard filled (label -1) get the distance the shards pad
+    with (FAISS's indexes: +-FLT_MAX; faiss_ext's GPU indexes: +-inf), so
+    that a sharded index pads as one index of the same kind would."""
+    missing = outI == -1
+    if not missing.any():
+        return
+    for D, I in zip(shardD, shardI):
+        padded = I == -1
+        if padded.any():
+            outD[missing] = D[padded][0]
+            return
+
+
 class _Shard:
     """One replica of one shard: an index over positions 0..n-1 and the
     global id of each position (the shard's own id map, so that filters and
@@ -444,9 +458,11 @@ class ShardedIndex:
             t0 = time.perf_counter()
             D, I = zip(*per_shard)
             threads = int(min(4, max(1, (D[0].size * len(D)) >> 19)))
-            out = faiss_ext.merge_knn_results(list(D), list(I), keep_max=keep_max, threads=threads)
+            outD, outI = faiss_ext.merge_knn_results(list(D), list(I), keep_max=keep_max,
+                                                     threads=threads)
+            _pad_as_the_shards(outD, outI, D, I)
             self.last_merge_seconds = time.perf_counter() - t0
-            return out
+            return outD, outI
 
         if self._compiled is not None:
             out = self._compiled.run(self.shards, x, k, spec, merge)

@@ -90,6 +90,22 @@ def test_exact_shards_equal_one_index(cluster, data, metric):
     assert [[p["on_gpu"] for p in s] for s in index.placements()] == [[False]] * 3
 
 
+@pytest.mark.parametrize("metric", [faiss.METRIC_L2, faiss.METRIC_INNER_PRODUCT])
+def test_fewer_results_than_k_are_padded_as_one_index_pads(cluster, data, metric):
+    """A filter passing 4 ids, k 10: the 4 merged results, then label -1 with
+    the distance FAISS's IndexFlat pads with (+-FLT_MAX, not the merge's
+    +-inf)."""
+    xb, xq = data
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=3, metric=metric, use_gpu=False)
+    index.add(xb)
+    D, I = index.search(xq, 10, sel=(100, 104))
+    refD, refI = reference(xb[100:104], np.arange(100, 104), xq, 10, metric)
+    assert (refI[:, 4:] == -1).all() and np.isfinite(refD).all()
+    np.testing.assert_array_equal(I[:, 4:], refI[:, 4:])
+    np.testing.assert_array_equal(D[:, 4:], refD[:, 4:])
+    assert_knn_equal(D, I, refD, refI, larger_is_better=metric == faiss.METRIC_INNER_PRODUCT)
+
+
 def test_filters_and_deletes_across_shards(cluster, data):
     xb, xq = data
     ids = np.arange(3000, dtype=np.int64) * 5 + 7     # global ids of our own
