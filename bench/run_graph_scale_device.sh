@@ -10,6 +10,8 @@
 # calls ../shared/tools/cuvs-anchor/make-kit describes, just before.
 #   STAGE=build-devb CUVS_ENV=build-kit2/cuvs-anchor-env.sh GITSHA=$(git rev-parse --short HEAD) \
 #     bash bench/run_graph_scale_device.sh
+# FX_ANN_EXTRA adds bench_ann options to our runs (issue 38's next step at 10M:
+# FX_ANN_EXTRA="--knn-iterations 9 --width 1,2" beside CAGRA in one sitting).
 # Output: $OUT/ann.jsonl, $OUT/cagra.jsonl, $OUT/ivf.jsonl (+ .err files).
 set -u
 S=${STAGE:-.device}
@@ -20,8 +22,9 @@ export FAISS_EXT_GIT=$G
 ours() {
   local name=$1 limit=$2; shift 2
   mkdir -p /tmp/ann/$name
+  # FX_ANN_EXTRA: more bench_ann options for our runs, e.g. "--knn-iterations 9 --width 1,2"
   timeout "$limit" "$S/bin/bench/bench_ann" "$@" --write-dir /tmp/ann/$name --device-queries \
-    --latency 100 >> "$OUT/ann.jsonl" 2>> "$OUT/ann.err"
+    --latency 100 ${FX_ANN_EXTRA:-} >> "$OUT/ann.jsonl" 2>> "$OUT/ann.err"
   echo "$name rc=$? $(date +%T)"
 }
 ours clustered 120 --data clustered --degrees 32:64,64:128 --itopk 16,32,64,128,256
