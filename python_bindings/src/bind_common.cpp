@@ -22,6 +22,10 @@ std::string shapeString(const py::array& a) {
     return s + ")";
 }
 
+std::string typeName(const py::handle& x) {
+    return std::string(py::str(py::type::handle_of(x).attr("__name__")));
+}
+
 namespace {
 
 /// Raises MemoryError: "<what>: out of memory making the array of shape ..."
@@ -103,8 +107,7 @@ Array toMatrix(const py::handle& x, const char* what, const std::string& shape) 
         raiseIfOutOfMemory(x, what, sizeof(T));
         PyErr_Clear();
         throw py::value_error(std::string(what) + " must be convertible to a 2-D " + type +
-                              " array, got " +
-                              std::string(py::str(py::type::handle_of(x).attr("__name__"))));
+                              " array, got " + typeName(x));
     }
     if (a.ndim() != 2) {
         throw py::value_error(std::string(what) + " must be a 2-D array" +
@@ -161,7 +164,7 @@ FlatMetric toFlatMetric(const py::handle& metric) {
     throw py::type_error(
         "metric must be a faiss_ext.FlatMetric, a FAISS metric int (faiss.METRIC_L2, "
         "faiss.METRIC_INNER_PRODUCT) or a metric name ('L2', 'IP', 'Cosine', 'Pearson'), got " +
-        std::string(py::str(py::type::handle_of(metric).attr("__name__"))));
+        typeName(metric));
 }
 
 std::string indexTypeName(const faiss::Index& index) { return demangledTypeName(typeid(index)); }

@@ -172,7 +172,7 @@ std::vector<gpu::GpuResourcesProvider*> toProviders(const py::handle& res) {
                 throw py::type_error(
                     "res must be a GpuResourcesProvider (e.g. StandardGpuResources) or a list "
                     "of them, got a list holding " +
-                    std::string(py::str(py::type::handle_of(item).attr("__name__"))));
+                    typeName(item));
             }
             out.push_back(item.cast<gpu::GpuResourcesProvider*>());
         }
@@ -181,7 +181,7 @@ std::vector<gpu::GpuResourcesProvider*> toProviders(const py::handle& res) {
     }
     throw py::type_error(
         "res must be a GpuResourcesProvider (e.g. StandardGpuResources) or a list of them, got " +
-        std::string(py::str(py::type::handle_of(res).attr("__name__"))));
+        typeName(res));
 }
 
 gpu::GnndAddBuild parseAddBuild(const std::string& v) {

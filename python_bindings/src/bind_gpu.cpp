@@ -29,10 +29,6 @@ using gpu::GpuIndexQuickSelectFlatConfig;
 using gpu::SelectAlgo;
 using gpu::VectorStorage;
 
-std::string typeName(const py::handle& x) {
-    return std::string(py::str(py::type::handle_of(x).attr("__name__")));
-}
-
 /// A byte count from a Python int (numpy integers too); None means no limit
 /// (SIZE_MAX). ValueError for negative values, TypeError for non-integers.
 size_t toByteCount(const py::handle& bytes, const char* what) {

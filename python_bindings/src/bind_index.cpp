@@ -51,7 +51,7 @@ py::array_t<T> searchOutput(const py::handle& given, idx_t n, idx_t k, const cha
     if (!py::isinstance<py::array_t<T>>(given)) {
         throw py::value_error(std::string(what) + " must be a numpy array of dtype " +
                               py::str(py::dtype::of<T>()).cast<std::string>() + ", got " +
-                              std::string(py::str(py::type::handle_of(given).attr("__name__"))));
+                              typeName(given));
     }
     auto a = py::reinterpret_borrow<py::array_t<T>>(given);
     if (a.ndim() != 2 || a.shape(0) != n || a.shape(1) != k) {

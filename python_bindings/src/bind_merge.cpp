@@ -13,10 +13,6 @@ namespace python {
 
 namespace {
 
-std::string typeName(const py::handle& x) {
-    return std::string(py::str(py::type::handle_of(x).attr("__name__")));
-}
-
 /// The list or tuple x as a py::sequence (TypeError otherwise).
 py::sequence shardList(const py::handle& x, const char* what) {
     if (!py::isinstance<py::list>(x) && !py::isinstance<py::tuple>(x)) {
@@ -60,22 +56,21 @@ py::tuple mergeKnnResults(const py::handle& distances, const py::handle& labels,
     std::vector<IdArray> I;
     D.reserve(nshards);
     I.reserve(nshards);
+    // every array has the shape of distances[0]
+    auto checkShape = [&D](const py::array& a, const std::string& name) {
+        if (a.shape(0) != D[0].shape(0) || a.shape(1) != D[0].shape(1)) {
+            throw py::value_error(name + " has shape " + shapeString(a) +
+                                  " but distances[0] has shape " + shapeString(D[0]) +
+                                  ": every shard's distances and labels must be (nq, k)");
+        }
+    };
     for (size_t s = 0; s < nshards; ++s) {
         const std::string dName = itemName("distances", s);
         const std::string iName = itemName("labels", s);
         D.push_back(toFloatMatrix(dList[s], dName.c_str()));
+        checkShape(D[s], dName);
         I.push_back(toIdMatrix(iList[s], iName.c_str()));
-        // every array has the shape of distances[0]
-        const py::array& first = D[0];
-        for (const py::array* a :
-             {static_cast<const py::array*>(&D[s]), static_cast<const py::array*>(&I[s])}) {
-            if (a->shape(0) != first.shape(0) || a->shape(1) != first.shape(1)) {
-                throw py::value_error((a == &D[s] ? dName : iName) + " has shape " +
-                                      shapeString(*a) + " but distances[0] has shape " +
-                                      shapeString(first) +
-                                      ": every shard's distances and labels must be (nq, k)");
-            }
-        }
+        checkShape(I[s], iName);
     }
     const int64_t nq = D[0].shape(0);
     const int64_t k = D[0].shape(1);

@@ -31,6 +31,9 @@ using IdArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 /// "(3, 4)", "(8,)": an array's shape as numpy prints it.
 std::string shapeString(const py::array& a);
 
+/// The name of x's Python type ("ndarray", "NoneType"), for error messages.
+std::string typeName(const py::handle& x);
+
 /// Converts x to a C-contiguous float32 matrix (np.ascontiguousarray
 /// semantics) and checks that it is 2-D with d columns; `what` names the
 /// argument in the ValueError raised otherwise.

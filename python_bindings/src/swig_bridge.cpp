@@ -66,10 +66,6 @@ swig_type_info* swigType(const char* name) {
     return type;
 }
 
-std::string typeNameOf(py::handle obj) {
-    return py::str(py::type::handle_of(obj).attr("__name__"));
-}
-
 /// The C++ pointer behind a SWIG proxy of `type` (or of a class derived from
 /// it), nullptr when obj is not one. Never leaves a Python error set.
 void* swigPointer(py::handle obj, swig_type_info* type) {
@@ -130,7 +126,7 @@ faiss::Index& indexArgument(py::handle obj, const char* what) {
     faiss::Index* index = indexPointer(obj);
     if (!index) {
         throw py::type_error(std::string(what) + " must be a faiss.Index (a FAISS index or a " +
-                             "faiss_ext one), got " + typeNameOf(obj));
+                             "faiss_ext one), got " + typeName(obj));
     }
     return *index;
 }
@@ -146,7 +142,7 @@ const faiss::SearchParameters* searchParametersArgument(py::handle obj, const ch
     throw py::type_error(std::string(what) +
                          " must be None or a faiss.SearchParameters (FAISS's or a faiss_ext "
                          "one), got " +
-                         typeNameOf(obj));
+                         typeName(obj));
 }
 
 py::object swigThis(faiss::Index* index) {
