@@ -10,11 +10,13 @@ a search takes when a replica has just been killed (failover) and heal().
 Shards are CPU twins unless --gpu (actors then ask for 1 / shards of a GPU,
 and the in-process baselines hold GpuIndexQuickSelectFlat shards and one
 GpuIndexQuickSelectFlat). The Ray layer's own cost per batch,
-"ours:ray-layer-overhead", is a search's wall time minus the longest time a
-shard's actor spent in its search (selector, index search, id mapping),
-measured in the actor for the same call: what is left is the queries' trip
-through Ray's object store, the calls, the results' trip back and the merge
-(the merge's own time is in its params, "merge_seconds").
+"ours:ray-layer-overhead", is a search's wall time minus the union of its
+shards' spans in their actors (first start to last end of selector, index
+search and id mapping): what is left is the queries' trip through Ray's
+object store and the calls (params "before_first_shard_seconds"), and the
+results' trip back and the merge after the last shard ("after_last_shard_
+seconds"; the driver's merges, most of them hidden behind slower shards,
+in "merge_seconds").
 One JSON line per figure (suite "distributed", DESIGN.md's schema); medians
 of --reps runs after a warm-up.
   python3 bench/distributed_bench.py --n 200000 --d 64 --git SHA [--gpu]
@@ -60,19 +62,27 @@ def in_process_shards(xb, shards, gpu, res):
 
 
 def ray_layer_seconds(index, q, k, reps):
-    """Medians over reps of (search wall time - the slowest shard's time in
-    its actor for that search) and of the driver's merge within it, after a
-    warm-up."""
+    """Medians over reps, after a warm-up, of the Ray layer's time in a
+    search: its wall time minus the union of its shards' spans in their
+    actors (from the first shard's start to the last one's end, one clock
+    for every process of the host), split into the part before the first
+    shard starts (queries into the object store, the calls) and the part
+    after the last one ends (results back, the last merge); and the driver's
+    merges within the search (all of them, most hidden behind slower shards)."""
     index.search(q, k)
-    layer, merge = [], []
+    layer, before, after, merge = [], [], [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = time.monotonic()
         index.search(q, k)
-        wall = time.perf_counter() - t0
-        inside = max(ray.get([a.search_seconds.remote() for replicas in index.shards for a in replicas]))
-        layer.append(wall - inside)
+        t1 = time.monotonic()
+        spans = ray.get([a.search_span.remote() for replicas in index.shards for a in replicas])
+        first, last = min(s[0] for s in spans), max(s[1] for s in spans)
+        layer.append((t1 - t0) - (last - first))
+        before.append(first - t0)
+        after.append(t1 - last)
         merge.append(index.last_merge_seconds)
-    return float(np.median(layer)), float(np.median(merge))
+    return {name: float(np.median(v)) for name, v in
+            (("layer", layer), ("before", before), ("after", after), ("merge", merge))}
 
 
 def ray_searches(a, xb, xq, shards, opts, compiled, emit):
@@ -88,11 +98,13 @@ def ray_searches(a, xb, xq, shards, opts, compiled, emit):
     for nq in (1, 100, 10_000):
         q = xq[:nq]
         s_ray = timed(lambda: index.search(q, a.k), a.reps)
-        s_layer, s_merge = ray_layer_seconds(index, q, a.k, a.reps)
+        layer = ray_layer_seconds(index, q, a.k, a.reps)
         prm = {"shards": shards, "batch": nq}
         emit(method=tag + "-search", nq=nq, params=prm, seconds=s_ray, qps=nq / s_ray)
-        emit(method=tag + "-layer-overhead", nq=nq, params=dict(prm, merge_seconds=s_merge),
-             seconds=s_layer)
+        emit(method=tag + "-layer-overhead", nq=nq,
+             params=dict(prm, before_first_shard_seconds=layer["before"],
+                         after_last_shard_seconds=layer["after"], merge_seconds=layer["merge"]),
+             seconds=layer["layer"])
     if compiled:
         # (every search above must have gone through the graph)
         emit(method=tag + "-served", nq=0, params={"shards": shards},

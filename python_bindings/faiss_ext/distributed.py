@@ -57,6 +57,9 @@ class ShardUnavailableError(RuntimeError):
 import faiss_ext  # noqa: E402
 from faiss_ext.distributed_graph import ShardedKnnGraph, build_knn_graph  # noqa: E402
 from faiss_ext.distributed_compiled import CompiledSearch, stacked_results  # noqa: E402
+from faiss_ext.distributed_merge import ArrivalOrderMerge  # noqa: E402
+from faiss_ext.distributed_shm import (AttachedSegments, SearchTicket, SegmentPool,  # noqa: E402
+                                       segment_bytes)
 
 
 def _selector_spec(sel):
@@ -108,15 +111,22 @@ class _Shard:
     global id of each position (the shard's own id map, so that filters and
     deletes work on FAISS 1.7.3, whose IndexIDMap refuses search parameters)."""
 
-    def __init__(self, d, description, metric, use_gpu):
+    def __init__(self, d, description, metric, use_gpu, shard=0):
         import faiss_ext
+        self.shard = int(shard)  # its region in a search's shared-memory segment
         self.index = faiss_ext.index_factory(d, description, metric)
+        self._segments = AttachedSegments()
         self.ids = np.empty(0, dtype=np.int64)
-        self.last_search_seconds = 0.0
+        self.last_search_span = (0.0, 0.0)
         self.on_gpu = bool(use_gpu) and faiss_ext.get_num_gpus() > 0
         if self.on_gpu:
             self.res = faiss_ext.StandardGpuResources()
             self.index = faiss_ext.index_cpu_to_gpu(self.res, 0, self.index)
+
+    def node_id(self):
+        """The Ray node this replica runs on (the driver passes queries
+        through shared memory to replicas on its own node)."""
+        return ray.get_runtime_context().get_node_id()
 
     def placement(self):
         """Where this replica runs: its index on a GPU or not, the GPUs Ray gave it."""
@@ -145,19 +155,36 @@ class _Shard:
         return p, (sel, bits)  # the caller keeps them alive during the search
 
     def search(self, x, k, spec):
-        t0 = time.perf_counter()
+        """(D, I) with global ids for the queries x; or, where x is a
+        SearchTicket (faiss_ext/distributed_shm.py), the queries are read
+        from the driver's shared-memory segment, the results written into
+        this shard's region of it, and only the number of rows returns."""
+        t0 = time.monotonic()
+        if isinstance(x, SearchTicket):
+            queries, D_out, I_out = self._segments.views(x, self.shard)
+            D, I = self._search(queries, k, spec)
+            D_out[:] = D
+            I_out[:] = self._global_ids(I)
+            out = x.rows
+        else:
+            D, I = self._search(x, k, spec)
+            out = D, self._global_ids(I)
+        self.last_search_span = (t0, time.monotonic())
+        return out
+
+    def _search(self, x, k, spec):
         params, keep_alive = self._params(spec)
         D, I = self.index.search(x, k, params=params) if params else self.index.search(x, k)
         del keep_alive
-        out = D, self._global_ids(I)
-        self.last_search_seconds = time.perf_counter() - t0
-        return out
+        return D, I
 
-    def search_seconds(self):
-        """How long this replica's last search took inside the actor (the
-        selector, the index's search and the id mapping): what a search costs
-        beyond it is the Ray layer's (bench/distributed_bench.py)."""
-        return self.last_search_seconds
+    def search_span(self):
+        """When this replica's last search began and ended inside the actor
+        (time.monotonic(), one clock for every process of a host): the
+        selector, the index's search and the id mapping. What a search takes
+        outside the union of its shards' spans is the Ray layer's
+        (bench/distributed_bench.py)."""
+        return self.last_search_span
 
     def _global_ids(self, positions):
         """The global ids of result positions (-1 padding stays)."""
@@ -258,7 +285,8 @@ class ShardedIndex:
     normal calls on any failure). ``ray.init`` must have been called."""
 
     def __init__(self, d, description, n_shards, metric=faiss.METRIC_L2, replicas=1,
-                 use_gpu=True, actor_options=None, log_dir=None, compiled_search=False):
+                 use_gpu=True, actor_options=None, log_dir=None, compiled_search=False,
+                 shared_memory=True):
         if int(n_shards) < 1 or int(replicas) < 1:
             raise ValueError("n_shards = %r and replicas = %r must be >= 1" % (n_shards, replicas))
         if not ray.is_initialized():
@@ -268,12 +296,14 @@ class ShardedIndex:
         self.next_id = 0
         self._use_gpu = bool(use_gpu)
         self._actor_class = ray.remote(_Shard).options(**dict(actor_options or {"num_cpus": 0.1}))
-        self.shards = [[self._new_actor() for _ in range(self.n_replicas)]
-                       for _ in range(self.n_shards)]
+        self.shards = [[self._new_actor(s) for _ in range(self.n_replicas)]
+                       for s in range(self.n_shards)]
         self._turn = 0
         self.last_merge_seconds = 0.0  # the driver's merge in the last search (benches)
         self._shut_down = False
         self._compiled = CompiledSearch() if compiled_search else None
+        self._segments = SegmentPool() if shared_memory else SegmentPool(directory=None)
+        self._local_actors = {}  # actor id -> runs on this process's node
         self._logs = None
         self._snapshot, self._snapshot_seq = None, [0] * self.n_shards
         if log_dir is not None:
@@ -281,8 +311,9 @@ class ShardedIndex:
             self._logs = [_ShardLog(os.path.join(log_dir, "shard%d.log" % s))
                           for s in range(self.n_shards)]
 
-    def _new_actor(self):
-        return self._actor_class.remote(self.d, self.description, self.metric, self._use_gpu)
+    def _new_actor(self, shard):
+        return self._actor_class.remote(self.d, self.description, self.metric, self._use_gpu,
+                                        shard)
 
     def close(self):
         """Tears down the compiled search graph, if any (``compiled_search``);
@@ -298,6 +329,7 @@ class ShardedIndex:
         not free them). Saved shards (``save``) stay; the index cannot be used
         afterwards."""
         self.close()
+        self._segments.close()
         for replicas in self.shards:
             for actor in replicas:
                 ray.kill(actor, no_restart=True)
@@ -329,7 +361,7 @@ class ShardedIndex:
             if missing <= 0:
                 continue
             data, ids = self._call_all(s, "state")
-            fresh = [self._new_actor() for _ in range(missing)]
+            fresh = [self._new_actor(s) for _ in range(missing)]
             ray.get([a.restore.remote(data, ids) for a in fresh])
             self.shards[s] += fresh
             started += missing
@@ -338,7 +370,7 @@ class ShardedIndex:
     def _rebuilt_from_log(self, shard):
         """A new actor holding `shard` as its log says: the snapshot's state
         (if a snapshot was saved or loaded), then every later record."""
-        actor = self._new_actor()
+        actor = self._new_actor(shard)
         if self._snapshot is not None:
             data, ids = _read_shard(self._snapshot, shard)
             ray.get(actor.restore.remote(data, ids))
@@ -447,42 +479,170 @@ class ShardedIndex:
         if k <= 0:
             raise ValueError("search: k must be > 0, got %d" % k)
         spec = _selector_spec(sel)
-        nq = len(x)
         keep_max = self.metric == faiss.METRIC_INNER_PRODUCT
 
-        def merge(per_shard):
-            # A k-way merge of the shards' sorted rows in C++, on few threads:
-            # beside the GPU actors a 16-thread merge of 4 x 10,000 x 10 took
-            # 12-17 ms (threads descheduled at its barrier), one thread 0.9-1.6
-            # ms (H200 host); one more thread per 2^19 entries, up to 4.
+        def merge(Ds, Is):
+            # A k-way merge of sorted rows in C++, on few threads: beside the
+            # GPU actors a 16-thread merge of 4 x 10,000 x 10 took 12-17 ms
+            # (threads descheduled at its barrier), one thread 0.9-1.6 ms
+            # (H200 host); one more thread per 2^19 entries, up to 4.
             t0 = time.perf_counter()
+            threads = int(min(4, max(1, (Ds[0].size * len(Ds)) >> 19)))
+            out = faiss_ext.merge_knn_results(list(Ds), list(Is), keep_max=keep_max,
+                                              threads=threads)
+            self.last_merge_seconds += time.perf_counter() - t0
+            return out
+
+        def merged(per_shard):
             D, I = zip(*per_shard)
-            threads = int(min(4, max(1, (D[0].size * len(D)) >> 19)))
-            outD, outI = faiss_ext.merge_knn_results(list(D), list(I), keep_max=keep_max,
-                                                     threads=threads)
+            outD, outI = merge(D, I)
             _pad_as_the_shards(outD, outI, D, I)
-            self.last_merge_seconds = time.perf_counter() - t0
             return outD, outI
 
+        self.last_merge_seconds = 0.0
+        self._learn_locality()
+        out = None
         if self._compiled is not None:
-            out = self._compiled.run(self.shards, x, k, spec, merge)
-            if out is not None:
-                return out
-        pending = []
+            out = self._with_segment(x, k, lambda seg: self._search_compiled(x, k, spec, merged, seg))
+        if out is None:
+            out = self._with_segment(x, k, lambda seg: self._search_by_calls(x, k, spec, merge, seg))
+        return out
+
+    # -- how queries and results travel ---------------------------------------
+    def _learn_locality(self):
+        """Which live replicas run on this process's Ray node (their searches
+        go through shared memory, faiss_ext/distributed_shm.py); asked once
+        per actor."""
+        unknown = [a for replicas in self.shards for a in replicas
+                   if a._actor_id.hex() not in self._local_actors]
+        if not unknown or not self._segments.enabled:
+            return
+        here = ray.get_runtime_context().get_node_id()
+        for actor in unknown:
+            try:
+                node = ray.get(actor.node_id.remote())
+            except ray.exceptions.RayActorError:
+                node = None  # dead: the search drops it
+            self._local_actors[actor._actor_id.hex()] = node == here
+
+    def _is_local(self, actor):
+        return self._local_actors.get(actor._actor_id.hex(), False)
+
+    def _with_segment(self, x, k, search):
+        """search(segment) with a shared-memory segment holding the queries
+        (None where shared memory is off or unavailable, or no replica is
+        local); the segment goes back to the pool after a search that
+        returned, and is discarded after one that failed part-way (an actor
+        may still write to it). A search returning None (the compiled graph
+        could not serve it) discards it too."""
+        seg = None
+        if any(self._is_local(a) for replicas in self.shards for a in replicas):
+            seg = self._segments.acquire(segment_bytes(len(x), self.d, k, self.n_shards))
+        if seg is None:
+            return search(None)
+        seg.write_queries(x)
+        try:
+            out = search(seg)
+        except BaseException:
+            self._segments.discard(seg)
+            raise
+        if out is None:
+            self._segments.discard(seg)
+        else:
+            self._segments.release(seg)
+        return out
+
+    def _search_compiled(self, x, k, spec, merged, seg):
+        """The search through the compiled graph (None where it cannot
+        serve it): replica r of every shard takes the r-th slice of the
+        queries, as a SearchTicket where every replica is local."""
+        replicas = len(self.shards[0])
+        nq = len(x)
+        if replicas == 0 or nq < replicas:
+            return None
+        slices = [(int(p[0]), len(p)) for p in np.array_split(np.arange(nq), replicas)]
+        by_segment = seg is not None and all(
+            self._is_local(a) for of_shard in self.shards for a in of_shard)
+        if by_segment:
+            inputs = [seg.ticket(nq, self.d, k, r0, rows, self.n_shards) for r0, rows in slices]
+        else:
+            inputs = [x[r0:r0 + rows] for r0, rows in slices]
+
+        def consume(outs):
+            per_shard = [seg.results(nq, self.d, k, s) if by_segment
+                         else stacked_results(outs[s * replicas:(s + 1) * replicas])
+                         for s in range(self.n_shards)]
+            return merged(per_shard)
+
+        return self._compiled.run(self.shards, inputs, k, spec, consume)
+
+    def _search_by_calls(self, x, k, spec, merge, seg):
+        """The search through normal actor calls: every shard's replicas get
+        their slice of the queries (a SearchTicket for local replicas when
+        there is a segment, else an object-store copy put once per slice),
+        and the results are merged as they arrive (ArrivalOrderMerge), a
+        dead replica's call going again to the shard's other replicas."""
+        nq = len(x)
+        pending = {}  # object ref -> (shard, part, rows, actor, through the segment)
         stored = {}  # each slice of queries goes to Ray's object store once, for every shard
-        for s in range(self.n_shards):
-            # the queries split across the shard's replicas
-            for part in np.array_split(np.arange(nq), max(1, min(len(self.shards[s]), nq))):
-                rows = slice(int(part[0]), int(part[-1]) + 1) if len(part) else slice(0, 0)
+
+        def submit(s, j, rows):
+            replicas = self.shards[s]
+            if not replicas:
+                raise self._unavailable(s, "search")
+            self._turn += 1
+            actor = replicas[self._turn % len(replicas)]
+            by_segment = seg is not None and self._is_local(actor)
+            if by_segment:
+                q = seg.ticket(nq, self.d, k, rows.start, rows.stop - rows.start, self.n_shards)
+            else:
                 if (rows.start, rows.stop) not in stored:
                     stored[rows.start, rows.stop] = _shared_arg(x[rows])
-                args = (stored[rows.start, rows.stop], k, spec)
-                actor, ref = self._submit_one(s, "search", *args)
-                pending.append((s, actor, ref, args))
-        per_shard = [[] for _ in range(self.n_shards)]
-        for s, actor, ref, args in pending:
-            per_shard[s].append(self._get_with_retry(s, actor, ref, "search", *args))
-        return merge([stacked_results(parts) for parts in per_shard])
+                q = stored[rows.start, rows.stop]
+            pending[actor.search.remote(q, k, spec)] = (s, j, rows, actor, by_segment)
+
+        parts = []
+        for s in range(self.n_shards):
+            # the queries split across the shard's replicas
+            split = np.array_split(np.arange(nq), max(1, min(len(self.shards[s]), nq)))
+            parts.append([None] * len(split))
+            for j, part in enumerate(split):
+                submit(s, j, slice(int(part[0]), int(part[-1]) + 1) if len(part) else slice(0, 0))
+        merger = ArrivalOrderMerge(self.n_shards, merge)
+        shard_results = [None] * self.n_shards
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            if len(pending) > 1:  # and whatever else is in by now
+                more, _ = ray.wait([r for r in pending if r not in ready],
+                                   num_returns=len(pending) - len(ready), timeout=0)
+                ready += more
+            arrived = {}
+            for ref in ready:
+                s, j, rows, actor, by_segment = pending.pop(ref)
+                try:
+                    out = ray.get(ref)
+                except ray.exceptions.RayActorError:
+                    self.shards[s] = [a for a in self.shards[s] if a is not actor]
+                    submit(s, j, rows)
+                    continue
+                parts[s][j] = (rows, out if not by_segment else None)
+                if all(p is not None for p in parts[s]):
+                    shard_results[s] = arrived[s] = self._shard_result(parts[s], seg, nq, k, s)
+            if arrived:
+                merger.add(arrived)
+        outD, outI = merger.result() if self.n_shards > 1 else merge(*zip(*shard_results))
+        _pad_as_the_shards(outD, outI, *zip(*shard_results))
+        return outD, outI
+
+    def _shard_result(self, parts, seg, nq, k, s):
+        """One shard's (D, I) from its parts, (rows, (D, I)) or (rows, None)
+        for parts written into the segment."""
+        if all(out is None for _, out in parts):
+            return seg.results(nq, self.d, k, s)  # the shard's whole region
+        if seg is not None:
+            D_seg, I_seg = seg.results(nq, self.d, k, s)
+        return stacked_results([out if out is not None else (D_seg[rows], I_seg[rows])
+                                for rows, out in parts])
 
     def knn_graph(self, k, use_gpu=None, actor_options=None, progress=None):
         """The k-NN graph of every vector the index holds, built where the

@@ -37,30 +37,29 @@ class CompiledSearch:
         self._key = None
         self.served = 0  # searches answered through the graph (tests, benches)
 
-    def run(self, shards, x, k, spec, consume):
-        """consume(results) with, per shard, its replicas' (D, I) stacked in
-        query order, called while the graph is held (the arrays may be views
-        of its channels, valid until its next search); returns what consume
-        returns. None where the graph cannot serve this search (replica
-        counts that differ between shards, fewer queries than replicas, a
+    def run(self, shards, inputs, k, spec, consume):
+        """consume(outs), outs[s * replicas + r] being what replica r of
+        shard s returned for inputs[r] (its slice of the queries, or a
+        SearchTicket), called while the graph is held (the arrays may be
+        views of its channels, valid until its next search); returns what
+        consume returns. None where the graph cannot serve this search
+        (replica counts that differ between shards or from the inputs, a
         search already in flight, a graph error): search the normal way
         then."""
         replicas = len(shards[0])
-        if replicas == 0 or any(len(r) != replicas for r in shards) or len(x) < replicas:
+        if replicas == 0 or any(len(r) != replicas for r in shards) or len(inputs) != replicas:
             return None
         if not self._lock.acquire(blocking=False):
             return None
         try:
             graph = self._graph_for(shards)
-            parts = np.array_split(x, replicas)
-            outs = ray.get(graph.execute(*parts, k, spec))
+            outs = ray.get(graph.execute(*inputs, k, spec))
         except Exception:  # noqa: BLE001 - any graph failure: the normal path answers
             self._close_locked()
             self._lock.release()
             return None
         try:
-            out = consume([stacked_results(outs[s * replicas:(s + 1) * replicas])
-                           for s in range(len(shards))])
+            out = consume(outs)
             self.served += 1
             return out
         finally:

@@ -221,6 +221,51 @@ def test_compiled_search_equals_one_index_through_failures_and_heal(cluster, dat
         index.heal()
 
 
+def _on_the_drivers_node():
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    here = ray.get_runtime_context().get_node_id()
+    return {"num_cpus": 0.1, "scheduling_strategy": NodeAffinitySchedulingStrategy(here, soft=False)}
+
+
+@pytest.mark.parametrize("placement", ["drivers-node", "spread"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_shared_memory_searches_equal_the_object_store_path(cluster, data, placement, compiled):
+    """Replicas on the driver's node take their queries from, and write their
+    results into, a shared-memory segment (faiss_ext/distributed_shm.py); on
+    other nodes through the object store; "spread" mixes both in one search.
+    Results equal the object-store-only index and one index, with filters and
+    after a replica is killed, are the caller's own arrays, and shutdown()
+    leaves no segment file."""
+    xb, xq = data
+    ids = np.arange(3000, dtype=np.int64)
+    opts = _on_the_drivers_node() if placement == "drivers-node" else \
+        {"num_cpus": 0.1, "scheduling_strategy": "SPREAD"}
+    kw = dict(n_shards=3, replicas=2, use_gpu=False, actor_options=opts, compiled_search=compiled)
+    shared = distributed.ShardedIndex(D_DIM, "QSFlat", **kw)
+    store = distributed.ShardedIndex(D_DIM, "QSFlat", shared_memory=False, **kw)
+    shared.add(xb)
+    store.add(xb)
+    refD, refI = reference(xb, ids, xq, 10)
+    keep = (ids >= 100) & (ids < 2500)
+    for sel, ref in ((None, (refD, refI)), ((100, 2500), reference(xb[keep], ids[keep], xq, 10))):
+        D, I = shared.search(xq, 10, sel=sel)
+        D2, I2 = store.search(xq, 10, sel=sel)
+        np.testing.assert_array_equal(I, I2)
+        np.testing.assert_array_equal(D, D2)
+        assert_knn_equal(D, I, *ref)
+    assert D.flags.writeable and I.flags.writeable
+    D[:] = -1  # the caller's arrays: the next search is not affected
+    assert shared._segments.acquired >= 2, "no search went through shared memory"
+    assert store._segments.acquired == 0
+    kill_and_wait(shared.shards[0][0])
+    assert_knn_equal(*shared.search(xq, 10), refD, refI)
+    paths = shared._segments.live_paths()
+    assert paths
+    shared.shutdown()
+    store.shutdown()
+    assert not [p for p in paths if os.path.exists(p)], "segments left after shutdown"
+
+
 def test_range_search_equals_one_index_as_sets(cluster, data):
     xb, xq = data
     ids = np.arange(3000, dtype=np.int64) * 3
