@@ -52,7 +52,6 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool isPow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 /// count values at src (device memory of `device`) on the host.
 template <typename T>
@@ -82,8 +81,8 @@ int autoBlocksPerQuery(int device, int64_t nq, int mergeWidth) {
     return blocks;
 }
 
-/// Smallest itopk: below 32 (the buffer's size) only the first itopk entries
-/// of the buffer are expanded.
+/// Smallest itopk: below 32 (the smallest buffer) only the first itopk
+/// entries of the buffer are expanded.
 constexpr int kMinItopk = 16;
 
 /// The stored vectors are prepared (cosine, Pearson): plain L2 or inner
@@ -257,8 +256,10 @@ ResolvedSearch resolveSearch(const GpuIndexSearchGraphConfig& config, int device
                            (long long)k, graph::kMaxItopk);
     graph::BeamSearchParams& p = r.beam;
     const int beam = std::max<int>(p.itopk, int(k));
+    // the bitonic buffer takes a power of two; a beam between two expands
+    // only its first entries (before, 192 silently searched as 256)
     p.itopk = nextPow2(std::max(beam, 32));
-    p.expandLimit = beam < 32 ? beam : 0;
+    p.expandLimit = beam < p.itopk ? beam : 0;
     if (p.maxIterations == 0) p.maxIterations = beam / p.searchWidth + 16;
     const int mergeWidth = nextPow2(std::max<int>(int(k), 32));
     if (p.blocksPerQuery == 0) p.blocksPerQuery = autoBlocksPerQuery(device, n, mergeWidth);
@@ -301,8 +302,8 @@ void GpuIndexSearchGraph::checkConfig_(const GpuIndexSearchGraphConfig& c) const
     FAISS_THROW_IF_NOT_FMT(c.knnDegree >= c.graphDegree && c.knnDegree <= graph::kMaxKnnDegree,
                            "%s: knnDegree = %d must be in [graphDegree = %d, %d]", kWho,
                            c.knnDegree, c.graphDegree, graph::kMaxKnnDegree);
-    FAISS_THROW_IF_NOT_FMT(isPow2(c.itopk) && c.itopk >= kMinItopk && c.itopk <= graph::kMaxItopk,
-                           "%s: itopk = %d must be a power of two in [%d, %d]", kWho, c.itopk,
+    FAISS_THROW_IF_NOT_FMT(c.itopk >= kMinItopk && c.itopk <= graph::kMaxItopk,
+                           "%s: itopk = %d must be in [%d, %d]", kWho, c.itopk,
                            kMinItopk, graph::kMaxItopk);
     FAISS_THROW_IF_NOT_FMT(c.searchWidth >= 1 && c.searchWidth <= graph::kMaxSearchWidth &&
                                c.searchWidth * c.graphDegree <= 1024,

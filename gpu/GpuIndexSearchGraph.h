@@ -69,9 +69,11 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
         c.maxIterations = kKnnBuildIterations;
         return c;
     }
-    /// Default candidate buffer of search(): a power of two in [16, 512]
-    /// (raised to a power of two >= k at search time). Below 32 the buffer
-    /// holds 32 entries but only the first itopk are expanded.
+    /// Default candidate buffer of search(): any size in [16, 512] (raised
+    /// to >= k at search time). The buffer holds the next power of two >=
+    /// max(itopk, 32) entries (its bitonic sort), of which only the first
+    /// itopk are expanded, so a size between powers of two costs and finds
+    /// in between.
     int itopk = 64;
     /// Default parents expanded per iteration (1..31; searchWidth x
     /// graphDegree <= 1024).
@@ -108,8 +110,8 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
 
 /// Per-search knobs of GpuIndexSearchGraph (0: the index's default).
 struct SearchParametersSearchGraph : faiss::SearchParameters {
-    int itopk = 0;           ///< candidate buffer (16..512; raised to >= k; below 32 only
-                             ///< the first itopk entries of a 32-entry buffer are expanded)
+    int itopk = 0;           ///< candidate buffer (16..512; raised to >= k; only the
+                             ///< first itopk entries of a power-of-two buffer are expanded)
     int searchWidth = 0;     ///< parents per iteration
     int maxIterations = 0;   ///< iteration limit
     int minIterations = 0;   ///< iterations before stopping when nothing is left to expand

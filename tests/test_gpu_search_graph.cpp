@@ -277,7 +277,7 @@ TEST(GpuSearchGraph, BadInputIsRefusedWithTheIndexUnchanged) {
     bad.graphDegree = 0;
     EXPECT_THROW(GpuIndexSearchGraph(&res, 8, FlatMetric::L2, bad), faiss::FaissException);
     bad = {};
-    bad.itopk = 48;
+    bad.itopk = 600;  // past kMaxItopk
     EXPECT_THROW(GpuIndexSearchGraph(&res, 8, FlatMetric::L2, bad), faiss::FaissException);
     bad = {};
     bad.knnDegree = 16;  // below graphDegree 32
@@ -364,6 +364,33 @@ TEST(GpuSearchGraph, FactoryClonerAndIoRoundTrip) {
     auto sg2 = dynamic_cast<GpuIndexSearchGraph*>(again.get());
     ASSERT_NE(sg2, nullptr);
     EXPECT_EQ(sg2->getSearchGraph(), sg->getSearchGraph());
+}
+
+TEST(GpuSearchGraph, ItopkBetweenPowersOfTwoIsNotRoundedUp) {
+    // itopk 48 searches a 64-entry buffer but expands only its first 48
+    // entries: its results lie between those of 32 and 64 and are not
+    // those of 64 (until 2026-12-04 any itopk was rounded up to a power of
+    // two, so 48 answered exactly as 64).
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    int64_t nq = 300;
+    int k = 10;
+    Built b = buildClustered(res, test::sized<int64_t>(30000, 4000), 32, nq);
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<double> recalls;
+    for (int itopk : {32, 48, 64}) {
+        std::vector<float> D(nq * k);
+        std::vector<int64_t> I(nq * k);
+        SearchParametersSearchGraph sp;
+        sp.itopk = itopk;
+        b.index->search(nq, b.q.data(), k, D.data(), I.data(), &sp);
+        recalls.push_back(recallVsExact(res, b, FlatMetric::L2, nq, k, I));
+        std::printf("[search graph] itopk %d: recall@10 %.4f\n", itopk, recalls.back());
+        ids.push_back(I);
+    }
+    EXPECT_NE(ids[1], ids[2]) << "itopk 48 answered exactly as 64";
+    EXPECT_GE(recalls[1], recalls[0] - 0.01);
+    EXPECT_GE(recalls[2], recalls[1] - 0.01);
 }
 
 TEST(GpuSearchGraph, SmallBeamExpandsOnlyTheFirstEntries) {

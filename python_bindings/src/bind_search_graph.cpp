@@ -66,14 +66,7 @@ int checkBlocksPerQuery(int b) {
     return checkIn("blocks_per_query (0: by batch size)", b, 0, kMaxBlocksPerQuery);
 }
 
-int checkItopk(int t) {
-    checkIn("itopk", t, 16, kMaxItopk);
-    if (t & (t - 1)) {
-        throw py::value_error("itopk must be a power of two in [16, 512], got " +
-                              std::to_string(t));
-    }
-    return t;
-}
+int checkItopk(int t) { return checkIn("itopk", t, 16, kMaxItopk); }
 
 // Search parameters: 0 (or -1) means the index's value.
 int checkParamItopk(int t) { return checkIn("itopk (0: the index's)", t, 0, kMaxItopk); }
@@ -125,8 +118,8 @@ knn_degree: degree of the GNND k-NN graph it is pruned from (graph_degree..256,
 default 128); knn_build: a GpuKnnGraphGNNDConfig for that build (its device is
 ignored; default: GNND's with max_iterations 6, which the search graph needs
 no more than; its add_build 'auto' means one GNND build where it fits in
-device memory, which keeps the search graph navigable at 10M vectors); itopk: default candidate buffer of search (a power of two in
-[16, 512], default 64); search_width: parents expanded per iteration (1..31,
+device memory, which keeps the search graph navigable at 10M vectors); itopk: default candidate buffer of search ([16, 512],
+default 64; the first itopk entries of a power-of-two buffer are expanded); search_width: parents expanded per iteration (1..31,
 search_width x graph_degree <= 1024); max_iterations: iteration limit (0:
 itopk / search_width + 16); seed_rounds: rounds of random entry points (>= 1);
 seed: of the random entry points and the entry-point sample; entry_points:
@@ -204,7 +197,8 @@ entry_seeds and fp16) keeps the index's value.
     p = faiss_ext.SearchParametersSearchGraph(itopk=128, search_width=2)
     D, I = index.search(xq, 10, params=p)
 
-itopk: candidate buffer (0..512; raised to a power of two >= max(32, k));
+itopk: candidate buffer (0..512, raised to >= k; the first itopk entries of a
+power-of-two buffer are expanded);
 search_width: parents per iteration (0..31, x degree <= 1024);
 max_iterations: iteration limit; min_iterations: iterations before stopping
 when nothing is left to expand; seed_rounds: rounds of random entry points;

@@ -144,7 +144,7 @@ def test_config_defaults_and_aliases():
 
 @pytest.mark.parametrize("field,value", [
     ("graph_degree", 0), ("graph_degree", 129), ("knn_degree", 0), ("knn_degree", 257),
-    ("itopk", 8), ("itopk", 48), ("itopk", 1024), ("search_width", 0), ("search_width", 32),
+    ("itopk", 8), ("itopk", 15), ("itopk", 1024), ("search_width", 0), ("search_width", 32),
     ("max_iterations", -1), ("seed_rounds", 0), ("entry_points", -1), ("entry_seeds", -1),
     ("entry_seeds", 129), ("blocks_per_query", -1), ("blocks_per_query", 33),
 ])

@@ -97,7 +97,7 @@ struct SearchVectors {
 struct BeamSearchParams {
     int itopk = 64;          ///< candidate buffer: power of two in [32, kMaxItopk], >= k
     int expandLimit = 0;     ///< 0: all of the buffer; else only its first expandLimit
-                             ///< entries are expanded (a smaller beam in the 32-entry buffer)
+                             ///< entries are expanded (a beam narrower than the buffer)
     int searchWidth = 1;     ///< parents expanded per iteration (>= 1)
     int minIterations = 0;   ///< iterations before the "no parent left" stop
     int maxIterations = 64;  ///< hard stop (>= 1)
