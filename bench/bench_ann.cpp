@@ -300,7 +300,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     bp.integer("graph_degree", cfg.graphDegree)
         .integer("knn_degree", cfg.knnDegree)
         .integer("knn_samples", cfg.knnBuild.samples)
-        .integer("knn_iterations", cfg.knnBuild.maxIterations)
+        .integer("knn_iterations", index.getKnnBuildIterations())
         .num("knn_threshold", cfg.knnBuild.terminationThreshold)
         .num("knn_seconds", index.getKnnBuildSeconds())
         .num("optimize_seconds", index.getOptimizeSeconds())

@@ -159,6 +159,8 @@ std::vector<int> levelZeroGraph(const faiss::HNSW& h, int64_t n, int R) {
 GpuKnnGraphGNNDConfig knnConfigOf(const GpuIndexSearchGraphConfig& c) {
     GpuKnnGraphGNNDConfig g = c.knnBuild;
     g.device = c.device;
+    // 0: by size, set before each build (addImpl_)
+    if (g.maxIterations == 0) g.maxIterations = GpuIndexSearchGraphConfig::kKnnBuildIterations;
     // a search graph needs the edges between partitions (GnndOptions.h)
     if (g.addBuild == GnndAddBuild::Auto) g.addBuild = GnndAddBuild::OneShotWhereItFits;
     return g;
@@ -337,6 +339,11 @@ int64_t GpuIndexSearchGraph::getRemovedSincePrune() const {
     return graph_->removedSincePrune;
 }
 
+int GpuIndexSearchGraph::getKnnBuildIterations() const {
+    auto lock = lockOps_();
+    return knn_->getConfig().maxIterations;
+}
+
 GnndAddBuild GpuIndexSearchGraph::getLastKnnAddBuild() const {
     auto lock = lockOps_();
     return knn_->getLastAddBuild();
@@ -356,6 +363,11 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
     if (sConfig_.fp16Traversal)
         x16.allocate(resources_.get(), config_.device, size_t(total) * d, kWho,
                      "FP16 copy of the vectors");
+    if (sConfig_.knnBuild.maxIterations == 0) {
+        GpuKnnGraphGNNDConfig g = knn_->getConfig();
+        g.maxIterations = GpuIndexSearchGraphConfig::knnBuildIterationsFor(total);
+        knn_->setConfig(g);
+    }
     auto t0 = std::chrono::steady_clock::now();
     knn_->add(n, x);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));

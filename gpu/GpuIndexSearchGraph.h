@@ -56,18 +56,30 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     int knnDegree = 128;
     /// Build parameters of the k-NN graph (samples, iterations, seed, ...);
     /// its device is ignored (this config's device is used). By default
-    /// GNND's, but at most kKnnBuildIterations iterations: the
+    /// GNND's with maxIterations = 0: iterations by size
+    /// (knnBuildIterationsFor). Below kKnnBuildScaleRows vectors, 6: the
     /// optimisation keeps graphDegree of the knnDegree neighbours by detour
     /// counts, and the last NN-Descent iterations, which refine the tails of
     /// the lists, barely change the search graph (1M x 128: build 2.6 s ->
-    /// 1.3 s, recall@10 within 0.003; docs/search-graph.md).
+    /// 1.3 s, recall@10 within 0.003; docs/search-graph.md). From there, 9:
+    /// on a hard 10M x 96 set (H200, 2026-12-04, cuVS CAGRA in the same
+    /// sitting) 6 iterations reach recall@10 0.99 only at itopk 160 (713k
+    /// q/s, 1.11x CAGRA's 643k), 9 at itopk 128 (947k q/s) for a build of
+    /// 14.1 s instead of 10.8 s.
     GpuKnnGraphGNNDConfig knnBuild = defaultKnnBuild();
-    /// Iterations of the default k-NN graph build.
+    /// Iterations of the default k-NN graph build below kKnnBuildScaleRows
+    /// vectors, and from there.
     static constexpr int kKnnBuildIterations = 6;
+    static constexpr int kKnnBuildIterationsAtScale = 9;
+    static constexpr int64_t kKnnBuildScaleRows = 4000000;
     static GpuKnnGraphGNNDConfig defaultKnnBuild() {
         GpuKnnGraphGNNDConfig c;
-        c.maxIterations = kKnnBuildIterations;
+        c.maxIterations = 0;  // by size
         return c;
+    }
+    /// The default build's iterations for an index of `rows` vectors.
+    static int knnBuildIterationsFor(int64_t rows) {
+        return rows >= kKnnBuildScaleRows ? kKnnBuildIterationsAtScale : kKnnBuildIterations;
     }
     /// Default candidate buffer of search(): any size in [16, 512] (raised
     /// to >= k at search time). The buffer holds the next power of two >=
@@ -163,6 +175,9 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// search-graph optimisation (after a remove_ids: its k-NN compaction
     /// and the patch or pruning of the search graph).
     double getKnnBuildSeconds() const { return knnSeconds_; }
+    /// Iterations the last k-NN graph build was allowed (knnBuild's, or by
+    /// size where it is 0).
+    int getKnnBuildIterations() const;
     double getOptimizeSeconds() const { return optimizeSeconds_; }
     /// Nodes removed since the search graph was last pruned from the k-NN
     /// lists (0 after an add, a pruning remove_ids, a copyFrom or a reset;

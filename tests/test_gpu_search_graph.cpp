@@ -366,6 +366,23 @@ TEST(GpuSearchGraph, FactoryClonerAndIoRoundTrip) {
     EXPECT_EQ(sg2->getSearchGraph(), sg->getSearchGraph());
 }
 
+TEST(GpuSearchGraph, DefaultKnnBuildIterationsFollowTheSize) {
+    // knnBuild.maxIterations 0 (the default): 6 iterations below 4M
+    // vectors, 9 from there (the 10M figures: GpuIndexSearchGraph.h); a
+    // value the caller sets is kept.
+    EXPECT_EQ(GpuIndexSearchGraphConfig{}.knnBuild.maxIterations, 0);
+    EXPECT_EQ(GpuIndexSearchGraphConfig::knnBuildIterationsFor(3999999), 6);
+    EXPECT_EQ(GpuIndexSearchGraphConfig::knnBuildIterationsFor(4000000), 9);
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    Built b = buildClustered(res, 3000, 16, 4);
+    EXPECT_EQ(b.index->getKnnBuildIterations(), 6);
+    GpuIndexSearchGraphConfig cfg;
+    cfg.knnBuild.maxIterations = 3;
+    Built c = buildClustered(res, 3000, 16, 4, FlatMetric::L2, cfg);
+    EXPECT_EQ(c.index->getKnnBuildIterations(), 3);
+}
+
 TEST(GpuSearchGraph, ItopkBetweenPowersOfTwoIsNotRoundedUp) {
     // itopk 48 searches a 64-entry buffer but expands only its first 48
     // entries: its results lie between those of 32 and 64 and are not

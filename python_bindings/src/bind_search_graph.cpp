@@ -116,8 +116,8 @@ Build options and search defaults of GpuIndexSearchGraph.
 graph_degree: out-degree of the search graph (1..128, default 64);
 knn_degree: degree of the GNND k-NN graph it is pruned from (graph_degree..256,
 default 128); knn_build: a GpuKnnGraphGNNDConfig for that build (its device is
-ignored; default: GNND's with max_iterations 6, which the search graph needs
-no more than; its add_build 'auto' means one GNND build where it fits in
+ignored; default: GNND's with max_iterations 0, meaning by size: 6 below 4M
+vectors, 9 from there; its add_build 'auto' means one GNND build where it fits in
 device memory, which keeps the search graph navigable at 10M vectors); itopk: default candidate buffer of search ([16, 512],
 default 64; the first itopk entries of a power-of-two buffer are expanded); search_width: parents expanded per iteration (1..31,
 search_width x graph_degree <= 1024); max_iterations: iteration limit (0:

@@ -119,7 +119,7 @@ def test_config_defaults_and_aliases():
         (0, 64, 128, 64, 1, 0, 1, 1234, 4096, 8, True)
     assert isinstance(c.knn_build, faiss_ext.GpuKnnGraphGNNDConfig)
     # the search graph needs fewer NN-Descent iterations than a k-NN graph
-    assert c.knn_build.max_iterations == 6
+    assert c.knn_build.max_iterations == 0  # by size (6 below 4M vectors, 9 from there)
     assert faiss_ext.GpuKnnGraphGNNDConfig().max_iterations == 20
     knn = faiss_ext.GpuKnnGraphGNNDConfig(samples=16, max_iterations=5)
     c = faiss_ext.GpuIndexSearchGraphConfig(
