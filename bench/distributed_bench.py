@@ -90,6 +90,7 @@ def ray_searches(a, xb, xq, shards, opts, compiled, emit):
     then its searches and its Ray layer at batches of 1, 100 and 10,000."""
     index = distributed.ShardedIndex(a.d, "QSFlat", shards, use_gpu=a.gpu, actor_options=opts,
                                      compiled_search=compiled)
+    index.merge_threads = a.merge_threads or None
     tag = "ours:ray-compiled" if compiled else "ours:ray"
     t0 = time.perf_counter()
     index.add(xb)
@@ -99,7 +100,7 @@ def ray_searches(a, xb, xq, shards, opts, compiled, emit):
         q = xq[:nq]
         s_ray = timed(lambda: index.search(q, a.k), a.reps)
         layer = ray_layer_seconds(index, q, a.k, a.reps)
-        prm = {"shards": shards, "batch": nq}
+        prm = {"shards": shards, "batch": nq, "merge_threads": a.merge_threads or "auto"}
         emit(method=tag + "-search", nq=nq, params=prm, seconds=s_ray, qps=nq / s_ray)
         emit(method=tag + "-layer-overhead", nq=nq,
              params=dict(prm, before_first_shard_seconds=layer["before"],
@@ -121,6 +122,9 @@ def main():
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--compiled", action="store_true",
                     help="also ShardedIndex(compiled_search=True): searches through a Ray Compiled Graph")
+    ap.add_argument("--shards", default="1,2,4", help="shard counts to measure")
+    ap.add_argument("--merge-threads", type=int, default=0,
+                    help="threads of the driver's merge (0: ShardedIndex's rule)")
     ap.add_argument("--git", default="unknown")
     ap.add_argument("--device", default="CPU (%d cores, CPU twins)" % os.cpu_count())
     a = ap.parse_args()
@@ -141,7 +145,7 @@ def main():
     one = flat_index(a.d, a.gpu, res)
     one.add(xb)
     baseline = "ours:GpuIndexQuickSelectFlat" if a.gpu else "faiss:IndexFlatL2"
-    for shards in (1, 2, 4):
+    for shards in [int(s) for s in a.shards.split(",")]:
         opts = {"num_cpus": 0.5, "num_gpus": 1.0 / shards} if a.gpu else {"num_cpus": 0.5}
         for compiled in (False, True) if a.compiled else (False,):
             ray_searches(a, xb, xq, shards, opts, compiled, emit)

@@ -299,7 +299,9 @@ class ShardedIndex:
         self.shards = [[self._new_actor(s) for _ in range(self.n_replicas)]
                        for s in range(self.n_shards)]
         self._turn = 0
-        self.last_merge_seconds = 0.0  # the driver's merge in the last search (benches)
+        self.last_merge_seconds = 0.0  # the driver's merges in the last search (benches)
+        # threads of the driver's merge (None: one per 2^17 entries, at most 4)
+        self.merge_threads = None
         self._shut_down = False
         self._compiled = CompiledSearch() if compiled_search else None
         self._segments = SegmentPool() if shared_memory else SegmentPool(directory=None)
@@ -485,9 +487,9 @@ class ShardedIndex:
             # A k-way merge of sorted rows in C++, on few threads: beside the
             # GPU actors a 16-thread merge of 4 x 10,000 x 10 took 12-17 ms
             # (threads descheduled at its barrier), one thread 0.9-1.6 ms
-            # (H200 host); one more thread per 2^19 entries, up to 4.
+            # (H200 host); one more thread per 2^17 entries, up to 4.
             t0 = time.perf_counter()
-            threads = int(min(4, max(1, (Ds[0].size * len(Ds)) >> 19)))
+            threads = self.merge_threads or int(min(4, max(1, (Ds[0].size * len(Ds)) >> 17)))
             out = faiss_ext.merge_knn_results(list(Ds), list(Is), keep_max=keep_max,
                                               threads=threads)
             self.last_merge_seconds += time.perf_counter() - t0
