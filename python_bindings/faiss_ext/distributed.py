@@ -280,9 +280,12 @@ class ShardedIndex:
     example ``{"num_gpus": 0.25}`` to share one GPU between four shards);
     ``log_dir``: a folder for the shards' write-ahead logs (None: no log);
     ``compiled_search``: searches through a Ray Compiled Graph over the
-    replicas (faiss_ext/distributed_compiled.py: shared-memory channels
-    instead of a task and object-store round trip per shard; falls back to
-    normal calls on any failure). ``ray.init`` must have been called."""
+    replicas (faiss_ext/distributed_compiled.py: no task submission per
+    shard; falls back to normal calls on any failure); ``shared_memory``:
+    queries and results of replicas on this process's node go through a
+    /dev/shm segment instead of Ray's object store
+    (faiss_ext/distributed_shm.py; False: always the object store).
+    ``ray.init`` must have been called."""
 
     def __init__(self, d, description, n_shards, metric=faiss.METRIC_L2, replicas=1,
                  use_gpu=True, actor_options=None, log_dir=None, compiled_search=False,
@@ -725,14 +728,14 @@ class ShardedIndex:
 
     @classmethod
     def load(cls, directory, replicas=1, use_gpu=True, actor_options=None, log_dir=None,
-             compiled_search=False):
+             compiled_search=False, shared_memory=True):
         """A ShardedIndex with the shards `save` wrote (new actors); with
         ``log_dir``, the write-ahead log's records after the snapshot are
         replayed (and logging goes on there)."""
         with open(os.path.join(directory, "layout.json")) as f:
             layout = json.load(f)
         index = cls(layout["d"], layout["description"], layout["n_shards"], layout["metric"],
-                    replicas, use_gpu, actor_options, log_dir, compiled_search)
+                    replicas, use_gpu, actor_options, log_dir, compiled_search, shared_memory)
         index._snapshot = directory
         index._snapshot_seq = list(layout.get("log_seq", [0] * index.n_shards))
         for s in range(index.n_shards):

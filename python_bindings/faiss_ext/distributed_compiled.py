@@ -1,13 +1,12 @@
 """The search of a ShardedIndex through a Ray Compiled Graph
 (``ShardedIndex(..., compiled_search=True)``).
 
-A normal actor call costs a task submission, the arguments put in the object
-store and a result fetched from it: about 2-3 ms a search on an H200 host,
-and 6 ms for 10,000 queries over four shards (docs/distributed.md). A Compiled
-Graph (Ray's ``experimental_compile``) binds each replica's ``search`` once
-and then moves the queries and the results through shared-memory channels:
-on a 2-core machine, four actors returning 10,000 x 10 results took 2.1 ms a
-call this way against 15.0 ms through normal calls.
+A normal actor call costs a task submission and a result fetched through
+Ray: about 1.4-1.7 ms a search on an H200 host with the queries in a
+shared-memory segment (distributed_shm.py). A Compiled Graph (Ray's
+``experimental_compile``) binds each replica's ``search`` once and then
+passes its inputs (query slices, or the segment's tickets) and outputs
+through its own channels: 0.4-0.8 ms a call there (docs/distributed.md).
 
 The graph is made on first use for the replicas then alive (replica r of
 every shard takes the r-th slice of the queries, as the normal path splits
