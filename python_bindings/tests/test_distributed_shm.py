@@ -82,3 +82,18 @@ def test_a_pool_dropped_without_close_unlinks_its_files():
     del pool, seg
     gc.collect()
     assert not os.path.exists(path)
+
+
+def test_large_queries_are_copied_whole_by_several_threads():
+    """Queries past _PARALLEL_COPY_BYTES are copied in row slices by a
+    thread pool: every row arrives, odd row counts included."""
+    pool = shm.SegmentPool()
+    for nq in (shm._COPY_THREADS, 10007):
+        x = np.random.default_rng(nq).random((nq, 64), dtype=np.float32)
+        assert nq == shm._COPY_THREADS or x.nbytes >= shm._PARALLEL_COPY_BYTES
+        seg = pool.acquire(shm.segment_bytes(nq, 64, 1, 1))
+        seg.write_queries(x)
+        q, _, _ = shm.AttachedSegments().views(seg.ticket(nq, 64, 1, 0, nq, 1), 0)
+        np.testing.assert_array_equal(q, x)
+        pool.discard(seg)
+    pool.close()
