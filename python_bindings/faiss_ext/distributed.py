@@ -412,13 +412,21 @@ class ShardedIndex:
         return ShardUnavailableError("shard %d of %d: every replica has failed (%s)"
                                      % (shard, self.n_shards, method))
 
-    def _submit_one(self, shard, method, *args):
-        """An object ref of method(*args) on one replica of `shard`, taken in turn."""
+    def _next_replica(self, shard, method):
+        """One live replica of `shard`, taken in turn (raises when none is left)."""
         replicas = self.shards[shard]
         if not replicas:
             raise self._unavailable(shard, method)
         self._turn += 1
-        actor = replicas[self._turn % len(replicas)]
+        return replicas[self._turn % len(replicas)]
+
+    def _drop_replica(self, shard, actor):
+        """Forgets a replica whose call failed because its actor died."""
+        self.shards[shard] = [a for a in self.shards[shard] if a is not actor]
+
+    def _submit_one(self, shard, method, *args):
+        """An object ref of method(*args) on one replica of `shard`, taken in turn."""
+        actor = self._next_replica(shard, method)
         return actor, getattr(actor, method).remote(*args)
 
     def _get_with_retry(self, shard, actor, ref, method, *args):
@@ -427,7 +435,7 @@ class ShardedIndex:
             try:
                 return ray.get(ref)
             except ray.exceptions.RayActorError:
-                self.shards[shard] = [a for a in self.shards[shard] if a is not actor]
+                self._drop_replica(shard, actor)
                 actor, ref = self._submit_one(shard, method, *args)
 
     # -- the index -----------------------------------------------------------
@@ -511,7 +519,8 @@ class ShardedIndex:
         if self._compiled is not None:
             out = self._with_segment(x, k, lambda seg: self._search_compiled(x, k, spec, merged, seg))
         if out is None:
-            out = self._with_segment(x, k, lambda seg: self._search_by_calls(x, k, spec, merge, seg))
+            out = self._with_segment(
+                x, k, lambda seg: self._search_by_calls(x, k, spec, merge, merged, seg))
         return out
 
     # -- how queries and results travel ---------------------------------------
@@ -582,7 +591,7 @@ class ShardedIndex:
 
         return self._compiled.run(self.shards, inputs, k, spec, consume)
 
-    def _search_by_calls(self, x, k, spec, merge, seg):
+    def _search_by_calls(self, x, k, spec, merge, merged, seg):
         """The search through normal actor calls: every shard's replicas get
         their slice of the queries (a SearchTicket for local replicas when
         there is a segment, else an object-store copy put once per slice),
@@ -593,11 +602,7 @@ class ShardedIndex:
         stored = {}  # each slice of queries goes to Ray's object store once, for every shard
 
         def submit(s, j, rows):
-            replicas = self.shards[s]
-            if not replicas:
-                raise self._unavailable(s, "search")
-            self._turn += 1
-            actor = replicas[self._turn % len(replicas)]
+            actor = self._next_replica(s, "search")
             by_segment = seg is not None and self._is_local(actor)
             if by_segment:
                 q = seg.ticket(nq, self.d, k, rows.start, rows.stop - rows.start, self.n_shards)
@@ -614,7 +619,7 @@ class ShardedIndex:
             parts.append([None] * len(split))
             for j, part in enumerate(split):
                 submit(s, j, slice(int(part[0]), int(part[-1]) + 1) if len(part) else slice(0, 0))
-        merger = ArrivalOrderMerge(self.n_shards, merge)
+        merger = ArrivalOrderMerge(self.n_shards, merge)  # (one shard: merged below)
         shard_results = [None] * self.n_shards
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
@@ -628,7 +633,7 @@ class ShardedIndex:
                 try:
                     out = ray.get(ref)
                 except ray.exceptions.RayActorError:
-                    self.shards[s] = [a for a in self.shards[s] if a is not actor]
+                    self._drop_replica(s, actor)
                     submit(s, j, rows)
                     continue
                 parts[s][j] = (rows, out if not by_segment else None)
@@ -636,7 +641,9 @@ class ShardedIndex:
                     shard_results[s] = arrived[s] = self._shard_result(parts[s], seg, nq, k, s)
             if arrived:
                 merger.add(arrived)
-        outD, outI = merger.result() if self.n_shards > 1 else merge(*zip(*shard_results))
+        if self.n_shards == 1:
+            return merged(shard_results)  # a copy: the shard's arrays may be the segment's
+        outD, outI = merger.result()
         _pad_as_the_shards(outD, outI, *zip(*shard_results))
         return outD, outI
 

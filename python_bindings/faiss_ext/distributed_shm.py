@@ -126,19 +126,13 @@ class Segment:
         return D, I
 
     def _unlink(self):
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        _unlink_all([self.path])
 
     def destroy(self):
         """Unlinks the file; the memory goes when the last view and the
         actors' mappings are gone."""
         self._unlink()
-        try:
-            self._mm.close()
-        except BufferError:  # views still exported: the mapping closes with them
-            pass
+        _close_mapping(self._mm)
 
 
 class SegmentPool:
@@ -220,6 +214,13 @@ def _unlink_all(paths):
             pass
 
 
+def _close_mapping(mm):
+    try:
+        mm.close()
+    except BufferError:  # views still exported: the mapping closes with them
+        pass
+
+
 class AttachedSegments:
     """An actor's mappings of the driver's segments, the few latest kept."""
 
@@ -234,11 +235,7 @@ class AttachedSegments:
             mm = _map(ticket.path, ticket.size, create=False)
             self._maps[ticket.path] = mm
             while len(self._maps) > self._keep:
-                _, old = self._maps.popitem(last=False)
-                try:
-                    old.close()
-                except BufferError:
-                    pass
+                _close_mapping(self._maps.popitem(last=False)[1])
         else:
             self._maps.move_to_end(ticket.path)
         queries, D, I = _views(mm, ticket.nq, ticket.d, ticket.k, shard)
