@@ -64,6 +64,30 @@ double recallVsExact(StandardGpuResources& res, const Built& b, FlatMetric metri
     return gnndtest::recallAgainstExactIndex(res, b.x, b.n, b.q, nq, b.d, k, I, metric);
 }
 
+/// The beam tests' set: kBeamQueries queries over 30,000 clustered 32-d
+/// vectors (4,000 in the sized-down run).
+constexpr int64_t kBeamQueries = 300;
+Built buildBeamSet(StandardGpuResources& res) {
+    return buildClustered(res, test::sized<int64_t>(30000, 4000), 32, kBeamQueries);
+}
+
+/// The beam set's queries searched at itopk: k results each and recall@k
+/// against exact search (printed).
+struct ItopkRun {
+    std::vector<float> D;
+    std::vector<int64_t> I;
+    double recall;
+};
+ItopkRun searchAtItopk(StandardGpuResources& res, const Built& b, int itopk, int k) {
+    ItopkRun run{std::vector<float>(kBeamQueries * k), std::vector<int64_t>(kBeamQueries * k), 0};
+    SearchParametersSearchGraph sp;
+    sp.itopk = itopk;
+    b.index->search(kBeamQueries, b.q.data(), k, run.D.data(), run.I.data(), &sp);
+    run.recall = recallVsExact(res, b, FlatMetric::L2, kBeamQueries, k, run.I);
+    std::printf("[search graph] itopk %d: recall@%d %.4f\n", itopk, k, run.recall);
+    return run;
+}
+
 }  // namespace
 
 TEST(GpuSearchGraph, GraphHasDegreeNoSelfLoopsNoRepeats) {
@@ -187,9 +211,9 @@ TEST(GpuSearchGraph, PadsWithMinusOneWhenFewerThanKAreFound) {
 TEST(GpuSearchGraph, CpuTwinSearchesTheSameGraph) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    int64_t nq = 300;
+    const int64_t nq = kBeamQueries;
     int k = 10;
-    Built b = buildClustered(res, test::sized<int64_t>(30000, 4000), 32, nq);
+    Built b = buildBeamSet(res);
     std::unique_ptr<faiss::Index> twin(b.index->copyToCpuIndex());
     auto hnsw = dynamic_cast<faiss::IndexHNSWFlat*>(twin.get());
     ASSERT_TRUE(hnsw);
@@ -390,46 +414,27 @@ TEST(GpuSearchGraph, ItopkBetweenPowersOfTwoIsNotRoundedUp) {
     // two, so 48 answered exactly as 64).
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    int64_t nq = 300;
-    int k = 10;
-    Built b = buildClustered(res, test::sized<int64_t>(30000, 4000), 32, nq);
-    std::vector<std::vector<int64_t>> ids;
-    std::vector<double> recalls;
-    for (int itopk : {32, 48, 64}) {
-        std::vector<float> D(nq * k);
-        std::vector<int64_t> I(nq * k);
-        SearchParametersSearchGraph sp;
-        sp.itopk = itopk;
-        b.index->search(nq, b.q.data(), k, D.data(), I.data(), &sp);
-        recalls.push_back(recallVsExact(res, b, FlatMetric::L2, nq, k, I));
-        std::printf("[search graph] itopk %d: recall@10 %.4f\n", itopk, recalls.back());
-        ids.push_back(I);
-    }
-    EXPECT_NE(ids[1], ids[2]) << "itopk 48 answered exactly as 64";
-    EXPECT_GE(recalls[1], recalls[0] - 0.01);
-    EXPECT_GE(recalls[2], recalls[1] - 0.01);
+    Built b = buildBeamSet(res);
+    std::vector<ItopkRun> runs;
+    for (int itopk : {32, 48, 64}) runs.push_back(searchAtItopk(res, b, itopk, 10));
+    EXPECT_NE(runs[1].I, runs[2].I) << "itopk 48 answered exactly as 64";
+    EXPECT_GE(runs[1].recall, runs[0].recall - 0.01);
+    EXPECT_GE(runs[2].recall, runs[1].recall - 0.01);
 }
 
 TEST(GpuSearchGraph, SmallBeamExpandsOnlyTheFirstEntries) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    int64_t nq = 300;
-    int k = 10;
-    Built b = buildClustered(res, test::sized<int64_t>(30000, 4000), 32, nq);
-    std::vector<float> D(nq * k);
-    std::vector<int64_t> I(nq * k);
+    const int k = 10;
+    Built b = buildBeamSet(res);
     double previous = 0;
     for (int itopk : {16, 32, 128}) {
-        SearchParametersSearchGraph sp;
-        sp.itopk = itopk;
-        b.index->search(nq, b.q.data(), k, D.data(), I.data(), &sp);
-        double r = recallVsExact(res, b, FlatMetric::L2, nq, k, I);
-        std::printf("[search graph] itopk %d: recall@10 %.4f\n", itopk, r);
-        for (int64_t i = 0; i < nq; ++i)
-            for (int j = 1; j < k; ++j) ASSERT_LE(D[i * k + j - 1], D[i * k + j]);
+        const ItopkRun run = searchAtItopk(res, b, itopk, k);
+        for (int64_t i = 0; i < kBeamQueries; ++i)
+            for (int j = 1; j < k; ++j) ASSERT_LE(run.D[i * k + j - 1], run.D[i * k + j]);
         // a wider beam finds at least as much, up to the noise of 300 queries
-        EXPECT_GE(r, previous - 0.01) << "itopk " << itopk;
-        previous = r;
+        EXPECT_GE(run.recall, previous - 0.01) << "itopk " << itopk;
+        previous = run.recall;
     }
     EXPECT_GE(previous, 0.95);
 }
