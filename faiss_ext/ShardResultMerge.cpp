@@ -118,8 +118,10 @@ template <bool kKeepMax>
 void mergeAll(int64_t nq, int64_t k, int nshards, const float* const* distances,
               const int64_t* const* labels, float* outDistances, int64_t* outLabels,
               int maxThreads) {
-    const int allowed = maxThreads > 0 ? std::min(maxThreads, omp_get_max_threads())
-                                       : omp_get_max_threads();
+    // An explicit count is honoured even under OMP_NUM_THREADS=1, which a
+    // Ray driver beside GPU actors often runs with (the merge's threads are
+    // the caller's choice, not the process's default).
+    const int allowed = maxThreads > 0 ? maxThreads : omp_get_max_threads();
     const bool parallel = allowed > 1 && nq * k > kParallelMinEntries / nshards;
     const int nthreads = parallel ? allowed : 1;
     // Each thread's read positions and head keys, with a cache line (8

@@ -32,8 +32,8 @@ namespace faiss_ext {
 /// (-inf when keepMax), the padding of faiss_ext's indexes (FAISS's own
 /// IndexFlat and ResultHeap pad with +-FLT_MAX instead).
 ///
-/// Queries are spread over at most maxThreads OpenMP threads (0: OpenMP's
-/// default; negative is refused). A caller whose cores are busy elsewhere
+/// Queries are spread over at most maxThreads OpenMP threads, even where
+/// OMP_NUM_THREADS is lower (0: OpenMP's default; negative is refused). A caller whose cores are busy elsewhere
 /// should pass few: in a Ray driver beside GPU actors, four shards of
 /// 10,000 x 10 took 12-17 ms over 16 threads, which wait for descheduled team
 /// members at the barrier, and 0.9-1.6 ms on one (H200 host; 0.24 ms over 16

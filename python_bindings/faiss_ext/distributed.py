@@ -33,6 +33,8 @@ Ray is an optional dependency: ``pip install .[distributed]`` or
 ``pip install ray``. docs/distributed.md says how to run a cluster.
 """
 
+import collections
+import itertools
 import json
 import os
 import pickle
@@ -58,8 +60,8 @@ import faiss_ext  # noqa: E402
 from faiss_ext.distributed_graph import ShardedKnnGraph, build_knn_graph  # noqa: E402
 from faiss_ext.distributed_compiled import CompiledSearch, stacked_results  # noqa: E402
 from faiss_ext.distributed_merge import ArrivalOrderMerge  # noqa: E402
-from faiss_ext.distributed_shm import (AttachedSegments, SearchTicket, SegmentPool,  # noqa: E402
-                                       segment_bytes)
+from faiss_ext.distributed_shm import (AttachedSegments, SearchShape,  # noqa: E402
+                                       SearchTicket, SegmentPool, segment_bytes)
 
 
 def _selector_spec(sel):
@@ -104,6 +106,16 @@ def _pad_as_the_shards(outD, outI, shardD, shardI):
         if padded.any():
             outD[missing] = D[padded][0]
             return
+
+
+# How often a search waiting on its segment's flags asks Ray about its other
+# calls (replies of replicas on other nodes, failures).
+_RAY_POLL_SECONDS = 0.001
+
+
+class _Call(collections.namedtuple("_Call", "shard part rows actor by_segment")):
+    """One search call in flight: which part (rows) of which shard, the
+    replica that has it, and whether its results come through the segment."""
 
 
 class _Shard:
@@ -157,18 +169,21 @@ class _Shard:
     def search(self, x, k, spec):
         """(D, I) with global ids for the queries x; or, where x is a
         SearchTicket (faiss_ext/distributed_shm.py), the queries are read
-        from the driver's shared-memory segment, the results written into
-        this shard's region of it, and only the number of rows returns."""
-        t0 = time.monotonic()
+        from the driver's shared-memory segment once it flags them written,
+        the results written into this shard's region of it and flagged, and
+        only the number of rows returns."""
         if isinstance(x, SearchTicket):
             queries, D_out, I_out = self._segments.views(x, self.shard)
+            t0 = time.monotonic()
             D, I = self._search(queries, k, spec)
             D_out[:] = D
             I_out[:] = self._global_ids(I)
-            out = x.rows
-        else:
-            D, I = self._search(x, k, spec)
-            out = D, self._global_ids(I)
+            self.last_search_span = (t0, time.monotonic())
+            self._segments.finished(x, self.shard)
+            return x.rows
+        t0 = time.monotonic()
+        D, I = self._search(x, k, spec)
+        out = D, self._global_ids(I)
         self.last_search_span = (t0, time.monotonic())
         return out
 
@@ -308,6 +323,7 @@ class ShardedIndex:
         self._shut_down = False
         self._compiled = CompiledSearch() if compiled_search else None
         self._segments = SegmentPool() if shared_memory else SegmentPool(directory=None)
+        self._search_numbers = itertools.count(1)  # each search's number in its segment's flags
         self._local_actors = {}  # actor id -> runs on this process's node
         self._logs = None
         self._snapshot, self._snapshot_seq = None, [0] * self.n_shards
@@ -544,28 +560,39 @@ class ShardedIndex:
         return self._local_actors.get(actor._actor_id.hex(), False)
 
     def _with_segment(self, x, k, search):
-        """search(segment) with a shared-memory segment holding the queries
+        """search(segment) with a shared-memory segment for this search
         (None where shared memory is off or unavailable, or no replica is
-        local); the segment goes back to the pool after a search that
-        returned, and is discarded after one that failed part-way (an actor
-        may still write to it). A search returning None (the compiled graph
-        could not serve it) discards it too."""
+        local); its queries are copied in while search() submits the calls
+        (distributed_shm.py). The segment goes back to the pool after a
+        search that returned, and is discarded after one that failed
+        part-way (an actor may still write to it). A search returning None
+        (the compiled graph could not serve it) discards it too."""
         seg = None
         if any(self._is_local(a) for replicas in self.shards for a in replicas):
-            seg = self._segments.acquire(segment_bytes(len(x), self.d, k, self.n_shards))
+            nq = len(x)
+            parts = max(1, min(max(len(replicas) for replicas in self.shards), nq))
+            shape = SearchShape(nq, self.d, k, self.n_shards, parts)
+            seg = self._segments.acquire(segment_bytes(shape))
         if seg is None:
             return search(None)
-        seg.write_queries(x)
+        seg.begin(x, shape, next(self._search_numbers))
         try:
             out = search(seg)
+            seg.finish_copy()
         except BaseException:
-            self._segments.discard(seg)
+            self._discard_segment(seg)
             raise
         if out is None:
-            self._segments.discard(seg)
+            self._discard_segment(seg)
         else:
             self._segments.release(seg)
         return out
+
+    def _discard_segment(self, seg):
+        try:
+            seg.finish_copy()  # no thread writes into it any more
+        finally:
+            self._segments.discard(seg)
 
     def _search_compiled(self, x, k, spec, merged, seg):
         """The search through the compiled graph (None where it cannot
@@ -576,15 +603,15 @@ class ShardedIndex:
         if replicas == 0 or nq < replicas:
             return None
         slices = [(int(p[0]), len(p)) for p in np.array_split(np.arange(nq), replicas)]
-        by_segment = seg is not None and all(
-            self._is_local(a) for of_shard in self.shards for a in of_shard)
+        by_segment = (seg is not None and seg.shape.parts == replicas and all(
+            self._is_local(a) for of_shard in self.shards for a in of_shard))
         if by_segment:
-            inputs = [seg.ticket(nq, self.d, k, r0, rows, self.n_shards) for r0, rows in slices]
+            inputs = [seg.ticket(r, r0, rows) for r, (r0, rows) in enumerate(slices)]
         else:
             inputs = [x[r0:r0 + rows] for r0, rows in slices]
 
         def consume(outs):
-            per_shard = [seg.results(nq, self.d, k, s) if by_segment
+            per_shard = [seg.results(s) if by_segment
                          else stacked_results(outs[s * replicas:(s + 1) * replicas])
                          for s in range(self.n_shards)]
             return merged(per_shard)
@@ -598,47 +625,44 @@ class ShardedIndex:
         and the results are merged as they arrive (ArrivalOrderMerge), a
         dead replica's call going again to the shard's other replicas."""
         nq = len(x)
-        pending = {}  # object ref -> (shard, part, rows, actor, through the segment)
+        pending = {}  # object ref -> _Call
         stored = {}  # each slice of queries goes to Ray's object store once, for every shard
 
         def submit(s, j, rows):
             actor = self._next_replica(s, "search")
             by_segment = seg is not None and self._is_local(actor)
             if by_segment:
-                q = seg.ticket(nq, self.d, k, rows.start, rows.stop - rows.start, self.n_shards)
+                q = seg.ticket(j, rows.start, rows.stop - rows.start)
             else:
                 if (rows.start, rows.stop) not in stored:
                     stored[rows.start, rows.stop] = _shared_arg(x[rows])
                 q = stored[rows.start, rows.stop]
-            pending[actor.search.remote(q, k, spec)] = (s, j, rows, actor, by_segment)
+            pending[actor.search.remote(q, k, spec)] = _Call(s, j, rows, actor, by_segment)
 
         parts = []
         for s in range(self.n_shards):
             # the queries split across the shard's replicas
-            split = np.array_split(np.arange(nq), max(1, min(len(self.shards[s]), nq)))
+            n_parts = min(len(self.shards[s]), nq, seg.shape.parts if seg is not None else nq)
+            split = np.array_split(np.arange(nq), max(1, n_parts))
             parts.append([None] * len(split))
             for j, part in enumerate(split):
                 submit(s, j, slice(int(part[0]), int(part[-1]) + 1) if len(part) else slice(0, 0))
         merger = ArrivalOrderMerge(self.n_shards, merge)  # (one shard: merged below)
         shard_results = [None] * self.n_shards
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            if len(pending) > 1:  # and whatever else is in by now
-                more, _ = ray.wait([r for r in pending if r not in ready],
-                                   num_returns=len(pending) - len(ready), timeout=0)
-                ready += more
             arrived = {}
-            for ref in ready:
-                s, j, rows, actor, by_segment = pending.pop(ref)
+            for ref, flagged in self._ended_calls(pending, seg):
+                call = pending.pop(ref)
                 try:
-                    out = ray.get(ref)
+                    out = None if flagged else ray.get(ref)
                 except ray.exceptions.RayActorError:
-                    self._drop_replica(s, actor)
-                    submit(s, j, rows)
+                    self._drop_replica(call.shard, call.actor)
+                    submit(call.shard, call.part, call.rows)
                     continue
-                parts[s][j] = (rows, out if not by_segment else None)
+                s = call.shard
+                parts[s][call.part] = (call.rows, out if not call.by_segment else None)
                 if all(p is not None for p in parts[s]):
-                    shard_results[s] = arrived[s] = self._shard_result(parts[s], seg, nq, k, s)
+                    shard_results[s] = arrived[s] = self._shard_result(parts[s], seg, s)
             if arrived:
                 merger.add(arrived)
         if self.n_shards == 1:
@@ -647,13 +671,35 @@ class ShardedIndex:
         _pad_as_the_shards(outD, outI, *zip(*shard_results))
         return outD, outI
 
-    def _shard_result(self, parts, seg, nq, k, s):
+    def _ended_calls(self, pending, seg):
+        """Calls of `pending` (object ref -> _Call) that have ended, at least
+        one: [(ref, flagged)]. flagged: the call's results are in the segment
+        by its flag, Ray's reply not awaited (distributed_shm.py); else Ray
+        reports the call done (results, an error or a dead actor: ray.get
+        tells). While flags are awaited Ray is asked every
+        _RAY_POLL_SECONDS, for replies of remote replicas and failures."""
+        by_slot = {seg.shape.slot(c.shard, c.part): ref
+                   for ref, c in pending.items() if c.by_segment} if seg is not None else {}
+        while True:
+            if by_slot:
+                done = seg.wait_results(list(by_slot), _RAY_POLL_SECONDS)
+                if done:
+                    return [(by_slot[slot], True) for slot in done]
+                ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+            else:
+                ready, rest = ray.wait(list(pending), num_returns=1)
+                if rest:  # and whatever else is in by now
+                    ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+            if ready:
+                return [(ref, False) for ref in ready]
+
+    def _shard_result(self, parts, seg, s):
         """One shard's (D, I) from its parts, (rows, (D, I)) or (rows, None)
         for parts written into the segment."""
         if all(out is None for _, out in parts):
-            return seg.results(nq, self.d, k, s)  # the shard's whole region
+            return seg.results(s)  # the shard's whole region
         if seg is not None:
-            D_seg, I_seg = seg.results(nq, self.d, k, s)
+            D_seg, I_seg = seg.results(s)
         return stacked_results([out if out is not None else (D_seg[rows], I_seg[rows])
                                 for rows, out in parts])
 

@@ -12,9 +12,21 @@ shard's region of the same segment. Ray still places the actors, makes the
 calls and reports failures; only the bytes skip its object store. Actors on
 other hosts get the queries through the object store, as before.
 
-Layout of a segment for nq queries of d floats, k results, n_shards shards:
-the queries (nq, d) float32, then per shard its distances (nq, k) float32 and
-its labels (nq, k) int64, each region 64-byte aligned.
+Layout of a segment for one search (a SearchShape: nq queries of d floats,
+k results, n_shards shards answered in `parts` calls each at most): a header
+of int64 flags, then the queries (nq, d) float32, then per shard its
+distances (nq, k) float32 and its labels (nq, k) int64, each region 64-byte
+aligned. Flag 0 holds the number of the search whose queries are written;
+flag 1 + slot (slot = shard * parts + part) the number of the search whose
+results that call wrote.
+
+The flags take Ray's round trips off the critical path (bench/distributed_
+bench.py measured them at 0.6-1.7 ms before the first shard starts and after
+the last one ends): the driver copies the queries while its calls travel,
+and each actor starts as soon as flag 0 shows them written; the driver
+merges a shard's results as soon as its flag is up instead of waiting for
+Ray to return the call. Ray still carries the calls and reports failures
+(a call that ended without its flag raised or its actor died).
 
 Segments are reused: the driver takes one from a pool per search and gives
 it back once the results are merged. A search that fails part-way discards
@@ -32,6 +44,8 @@ import weakref
 
 import numpy as np
 
+from faiss_ext import _faiss_ext as _C
+
 SHM_DIRECTORY = "/dev/shm"
 # Larger searches go through the object store (and never fill /dev/shm).
 MAX_SEGMENT_BYTES = 1 << 30
@@ -47,45 +61,96 @@ _copy_pool = None
 _copy_pool_lock = threading.Lock()
 
 
-def _copy_rows(dst, src):
-    """dst[:] = src, by _COPY_THREADS threads for large arrays."""
-    global _copy_pool
-    if src.nbytes < _PARALLEL_COPY_BYTES or len(src) < _COPY_THREADS:
+# How long an actor waits for the driver's queries to be flagged written
+# (the copy takes milliseconds; only a driver that died while copying
+# leaves the flag down).
+QUERY_WAIT_SECONDS = 10.0
+
+
+class _QueryCopy:
+    """dst[:] = src, by _COPY_THREADS threads for large arrays, calling
+    on_done() once every row is copied (on the calling thread for small
+    arrays, before the constructor returns)."""
+
+    def __init__(self, dst, src, on_done):
+        global _copy_pool
+        self._jobs = []
+        if src.nbytes < _PARALLEL_COPY_BYTES or len(src) < _COPY_THREADS:
+            np.copyto(dst, src)
+            on_done()
+            return
+        with _copy_pool_lock:
+            if _copy_pool is None:
+                _copy_pool = concurrent.futures.ThreadPoolExecutor(_COPY_THREADS)
+        bounds = np.linspace(0, len(src), _COPY_THREADS + 1).astype(int)
+        self._left = _COPY_THREADS
+        self._lock = threading.Lock()
+        self._on_done = on_done
+        self._jobs = [_copy_pool.submit(self._copy_part, dst[a:b], src[a:b])
+                      for a, b in zip(bounds, bounds[1:])]
+
+    def _copy_part(self, dst, src):
         np.copyto(dst, src)
-        return
-    with _copy_pool_lock:
-        if _copy_pool is None:
-            _copy_pool = concurrent.futures.ThreadPoolExecutor(_COPY_THREADS)
-    bounds = np.linspace(0, len(src), _COPY_THREADS + 1).astype(int)
-    jobs = [_copy_pool.submit(np.copyto, dst[a:b], src[a:b]) for a, b in zip(bounds, bounds[1:])]
-    for job in jobs:
-        job.result()
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            self._on_done()
+
+    def wait(self):
+        """Returns once every part is copied (raises a part's error)."""
+        for job in self._jobs:
+            job.result()
 
 
-class SearchTicket(collections.namedtuple(
-        "SearchTicket", "path size nq d k row0 rows n_shards")):
+class SearchShape(collections.namedtuple("SearchShape", "nq d k n_shards parts")):
+    """One search's shape in a segment: nq queries of d floats, k results,
+    n_shards shards each answered by at most `parts` calls (the slices of
+    its replicas)."""
+
+    @property
+    def slots(self):
+        return self.n_shards * self.parts
+
+    def slot(self, shard, part):
+        """The results flag of a shard's call (flag 1 + slot)."""
+        return shard * self.parts + part
+
+
+class SearchTicket(collections.namedtuple("SearchTicket", "path size shape seq part row0 rows")):
     """What one search call carries instead of its queries: the segment's
-    file and size, the search's shape and the rows [row0, row0 + rows) of
-    the queries this call answers (its shard is the actor's own)."""
+    file and size, the search's SearchShape and number (seq), which of its
+    shard's calls it is (part) and the rows [row0, row0 + rows) of the
+    queries it answers (its shard is the actor's own; a compiled graph
+    passes one ticket to the same part of every shard)."""
 
 
 def _aligned(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def segment_bytes(nq, d, k, n_shards):
-    """Bytes of a segment for a search of nq queries (see the layout above)."""
-    return _aligned(4 * nq * d) + n_shards * (_aligned(4 * nq * k) + _aligned(8 * nq * k))
+def _header_bytes(shape):
+    return _aligned(8 * (1 + shape.slots))
 
 
-def _views(buffer, nq, d, k, shard):
-    """(queries, distances, labels) of `shard` in a segment's buffer."""
-    q0 = 0
-    s0 = _aligned(4 * nq * d) + shard * (_aligned(4 * nq * k) + _aligned(8 * nq * k))
+def segment_bytes(shape):
+    """Bytes of a segment for a search of SearchShape `shape` (see the
+    layout above)."""
+    nq, d, k = shape.nq, shape.d, shape.k
+    return (_header_bytes(shape) + _aligned(4 * nq * d)
+            + shape.n_shards * (_aligned(4 * nq * k) + _aligned(8 * nq * k)))
+
+
+def _views(buffer, shape, shard):
+    """(flags, queries, distances, labels) of `shard` in a segment's buffer."""
+    nq, d, k = shape.nq, shape.d, shape.k
+    q0 = _header_bytes(shape)
+    s0 = q0 + _aligned(4 * nq * d) + shard * (_aligned(4 * nq * k) + _aligned(8 * nq * k))
+    flags = np.frombuffer(buffer, np.int64, 1 + shape.slots, 0)
     queries = np.frombuffer(buffer, np.float32, nq * d, q0).reshape(nq, d)
     D = np.frombuffer(buffer, np.float32, nq * k, s0).reshape(nq, k)
     I = np.frombuffer(buffer, np.int64, nq * k, s0 + _aligned(4 * nq * k)).reshape(nq, k)
-    return queries, D, I
+    return flags, queries, D, I
 
 
 def _map(path, size, create):
@@ -107,23 +172,44 @@ class Segment:
     def __init__(self, directory, size):
         self.size = size
         self.path = os.path.join(directory, "faiss_ext-%s" % uuid.uuid4().hex)
+        self.shape, self.seq, self._copy = None, 0, None
         try:
             self._mm = _map(self.path, size, create=True)
         except BaseException:
             self._unlink()
             raise
 
-    def ticket(self, nq, d, k, row0, rows, n_shards):
-        return SearchTicket(self.path, self.size, nq, d, k, row0, rows, n_shards)
+    def begin(self, x, shape, seq):
+        """Starts search number seq (of SearchShape shape) in this segment:
+        its queries x are copied in (by threads for large ones) and flag 0
+        set to seq once they are, while the caller goes on (submitting its
+        calls); finish_copy() waits for the copy."""
+        self.shape, self.seq = shape, seq
+        flags, queries, _, _ = _views(self._mm, shape, 0)
+        self._copy = _QueryCopy(queries, x, lambda: _C._shm_signal(flags, 0, seq))
 
-    def write_queries(self, x):
-        queries, _, _ = _views(self._mm, len(x), x.shape[1], 0, 0)
-        _copy_rows(queries, x)
+    def finish_copy(self):
+        """Waits until the queries of the search begun are copied."""
+        copy, self._copy = self._copy, None
+        if copy is not None:
+            copy.wait()
 
-    def results(self, nq, d, k, shard):
+    def ticket(self, part, row0, rows):
+        """The ticket of the calls answering rows [row0, row0 + rows) as
+        part `part` of their shard."""
+        return SearchTicket(self.path, self.size, self.shape, self.seq, part, row0, rows)
+
+    def results(self, shard):
         """(D, I) views of `shard`'s region (valid while the segment lives)."""
-        _, D, I = _views(self._mm, nq, d, k, shard)
+        _, _, D, I = _views(self._mm, self.shape, shard)
         return D, I
+
+    def wait_results(self, slots, timeout):
+        """The slots (SearchShape.slot, of `slots`) whose call of this search
+        has written its results, waiting up to timeout seconds for one; []
+        after that."""
+        flags, _, _, _ = _views(self._mm, self.shape, 0)
+        return [f - 1 for f in _C._shm_wait(flags, [1 + s for s in slots], self.seq, timeout)]
 
     def _unlink(self):
         _unlink_all([self.path])
@@ -229,7 +315,9 @@ class AttachedSegments:
         self._keep = keep
 
     def views(self, ticket, shard):
-        """(queries, D, I) of this call's rows in `ticket`'s segment."""
+        """(queries, D, I) of this call's rows in `ticket`'s segment, once
+        the driver has flagged the queries written (TimeoutError after
+        QUERY_WAIT_SECONDS: the driver failed while copying)."""
         mm = self._maps.get(ticket.path)
         if mm is None:
             mm = _map(ticket.path, ticket.size, create=False)
@@ -238,6 +326,14 @@ class AttachedSegments:
                 _close_mapping(self._maps.popitem(last=False)[1])
         else:
             self._maps.move_to_end(ticket.path)
-        queries, D, I = _views(mm, ticket.nq, ticket.d, ticket.k, shard)
+        flags, queries, D, I = _views(mm, ticket.shape, shard)
+        if not _C._shm_wait(flags, [0], ticket.seq, QUERY_WAIT_SECONDS):
+            raise TimeoutError("search %d: the driver did not write its queries into %s within "
+                               "%g s" % (ticket.seq, ticket.path, QUERY_WAIT_SECONDS))
         rows = slice(ticket.row0, ticket.row0 + ticket.rows)
         return queries[rows], D[rows], I[rows]
+
+    def finished(self, ticket, shard):
+        """Flags this call's results written (after every write to them)."""
+        flags, _, _, _ = _views(self._maps[ticket.path], ticket.shape, shard)
+        _C._shm_signal(flags, 1 + ticket.shape.slot(shard, ticket.part), ticket.seq)

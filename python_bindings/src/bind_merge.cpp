@@ -119,7 +119,7 @@ entries end with label -1 and distance +inf (-inf with keep_max; faiss's
 ResultHeap writes +-FLT_MAX there). The same results as faiss.ResultHeap fed
 every shard, up to ties, by a k-way merge of the sorted rows instead of a heap
 (O(k * shards) a query), with the GIL released, over at most `threads`
-OpenMP threads (0: OpenMP's default). Pass few where the cores are busy
+OpenMP threads, even where OMP_NUM_THREADS is lower (0: OpenMP's default). Pass few where the cores are busy
 elsewhere: in a Ray driver beside GPU actors, 4 x 10,000 x 10 took 12-17 ms
 over 16 threads and 0.9-1.6 ms on one (faiss_ext.distributed passes 1-4).
 ValueError for empty or unequal lists and arrays that are not all 2-D of one

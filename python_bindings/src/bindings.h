@@ -127,6 +127,9 @@ void bindIo(py::module_& m);
 /// Binds merge_knn_results (the k-way merge of per-shard k-NN results).
 void bindMerge(py::module_& m);
 
+/// Binds _shm_signal and _shm_wait (the flags of distributed_shm's segments).
+void bindShmFlags(py::module_& m);
+
 /// Defines `_copy_from` (copyFrom a Twin, given as a faiss proxy or native
 /// object; TypeError for another type) and `_copy_to` (copyTo the Twin given,
 /// or a new one made by makeTwin(self), which it returns as a faiss proxy) on

@@ -4,7 +4,10 @@ actor's views see the driver's queries and the driver sees what the actor
 writes, each shard in its own region; the pool reuses released segments,
 unlinks discarded ones and all of them at close, and declines (None, the
 object store then) where a segment is too large, shared memory is off or
-full (posix_fallocate failing) or the pool is closed."""
+full (posix_fallocate failing) or the pool is closed. The flags: an actor
+starts once the driver flags its queries written, the driver takes a call's
+results once the actor flags them, a reused segment's old flags count for
+nothing."""
 
 import errno
 import os
@@ -18,27 +21,106 @@ pytestmark = pytest.mark.skipif(not os.path.isdir(shm.SHM_DIRECTORY),
                                 reason="no %s on this machine" % shm.SHM_DIRECTORY)
 
 
+def _begun(pool, x, k, n_shards, parts, seq):
+    """A segment of the pool with search number seq begun, its queries x copied."""
+    shape = shm.SearchShape(len(x), x.shape[1], k, n_shards, parts)
+    seg = pool.acquire(shm.segment_bytes(shape))
+    assert seg is not None and os.path.exists(seg.path)
+    seg.begin(x, shape, seq)
+    seg.finish_copy()
+    return seg
+
+
 def test_actor_views_share_the_drivers_queries_and_results():
     pool = shm.SegmentPool()
     nq, d, k, n_shards = 37, 5, 3, 3
-    seg = pool.acquire(shm.segment_bytes(nq, d, k, n_shards))
-    assert seg is not None and os.path.exists(seg.path)
     x = np.random.default_rng(1).random((nq, d), dtype=np.float32)
-    seg.write_queries(x)
+    seg = _begun(pool, x, k, n_shards, parts=2, seq=7)
     attached = shm.AttachedSegments()
-    for s in range(n_shards):  # each "actor" takes rows 10..29 of its shard
-        ticket = seg.ticket(nq, d, k, 10, 20, n_shards)
+    for s in range(n_shards):  # each "actor" answers rows 10..29 as part 1 of its shard
+        ticket = seg.ticket(1, 10, 20)
         q, D, I = attached.views(ticket, s)
         np.testing.assert_array_equal(q, x[10:30])
         D[:] = s + 0.5
         I[:] = s
+        attached.finished(ticket, s)
+    flagged = [seg.shape.slot(s, 1) for s in range(n_shards)]
+    unflagged = [seg.shape.slot(s, 0) for s in range(n_shards)]
+    assert sorted(seg.wait_results(flagged + unflagged, 0.0)) == flagged
+    assert seg.wait_results(unflagged, 0.01) == [], "parts that wrote nothing are not flagged"
     for s in range(n_shards):
-        D, I = seg.results(nq, d, k, s)
+        D, I = seg.results(s)
         assert (D[10:30] == s + 0.5).all() and (I[10:30] == s).all()
         assert (I[:10] == 0).all() and (I[30:] == 0).all()  # rows of no call untouched
     pool.release(seg)
     pool.close()
     assert not os.path.exists(seg.path)
+
+
+def test_flags_of_an_earlier_search_do_not_count(monkeypatch):
+    """A reused segment holds the previous search's flags: an actor given the
+    next search's ticket waits for that search's queries (TimeoutError if
+    they never come) and the driver does not take old results for new."""
+    monkeypatch.setattr(shm, "QUERY_WAIT_SECONDS", 0.05)
+    pool = shm.SegmentPool()
+    x = np.ones((8, 4), dtype=np.float32)
+    seg = _begun(pool, x, 2, 1, parts=1, seq=1)
+    attached = shm.AttachedSegments()
+    attached.views(seg.ticket(0, 0, 8), 0)
+    attached.finished(seg.ticket(0, 0, 8), 0)
+    pool.release(seg)
+    again = pool.acquire(shm.segment_bytes(seg.shape))
+    assert again is seg
+    stale = shm.SearchTicket(seg.path, seg.size, seg.shape, 2, 0, 0, 8)
+    with pytest.raises(TimeoutError, match="did not write its queries"):
+        attached.views(stale, 0)
+    seg.begin(2 * x, seg.shape, 2)
+    seg.finish_copy()
+    assert seg.wait_results([0], 0.01) == [], "search 1's flag is not search 2's"
+    q, _, _ = attached.views(seg.ticket(0, 0, 8), 0)
+    np.testing.assert_array_equal(q, 2 * x)
+    pool.close()
+
+
+def test_an_actor_starts_once_the_queries_are_flagged():
+    """The actor's call may arrive before the driver's copy ends (the driver
+    submits while it copies): views() waits for flag 0, without the GIL."""
+    import threading
+    pool = shm.SegmentPool()
+    x = np.arange(40, dtype=np.float32).reshape(10, 4)
+    shape = shm.SearchShape(10, 4, 1, 1, 1)
+    seg = pool.acquire(shm.segment_bytes(shape))
+    seg.shape, seg.seq = shape, 5  # the ticket exists before the copy starts
+    ticket = seg.ticket(0, 0, 10)
+    seen = []
+    actor = threading.Thread(target=lambda: seen.append(
+        shm.AttachedSegments().views(ticket, 0)[0].copy()))
+    actor.start()
+    actor.join(0.05)
+    assert actor.is_alive(), "the actor waits for the queries"
+    seg.begin(x, shape, 5)
+    seg.finish_copy()
+    actor.join(5)
+    assert not actor.is_alive()
+    np.testing.assert_array_equal(seen[0], x)
+    pool.close()
+
+
+def test_flag_helpers_refuse_what_they_cannot_share():
+    from faiss_ext import _faiss_ext as C
+    flags = np.zeros(4, dtype=np.int64)
+    C._shm_signal(flags, 3, 9)
+    assert flags[3] == 9 and C._shm_wait(flags, [1, 3], 9, 0.0) == [3]
+    with pytest.raises(TypeError, match="int64"):
+        C._shm_signal(np.zeros(4, dtype=np.int32), 0, 1)
+    readonly = flags.copy()
+    readonly.flags.writeable = False
+    with pytest.raises(TypeError, match="writable"):
+        C._shm_wait(readonly, [0], 1, 0.0)
+    with pytest.raises(IndexError, match="outside"):
+        C._shm_signal(flags, 4, 1)
+    with pytest.raises(ValueError, match="timeout"):
+        C._shm_wait(flags, [0], 1, -1.0)
 
 
 def test_pool_reuses_released_and_unlinks_discarded_segments():
@@ -91,9 +173,8 @@ def test_large_queries_are_copied_whole_by_several_threads():
     for nq in (shm._COPY_THREADS, 10007):
         x = np.random.default_rng(nq).random((nq, 64), dtype=np.float32)
         assert nq == shm._COPY_THREADS or x.nbytes >= shm._PARALLEL_COPY_BYTES
-        seg = pool.acquire(shm.segment_bytes(nq, 64, 1, 1))
-        seg.write_queries(x)
-        q, _, _ = shm.AttachedSegments().views(seg.ticket(nq, 64, 1, 0, nq, 1), 0)
+        seg = _begun(pool, x, 1, 1, parts=1, seq=1)
+        q, _, _ = shm.AttachedSegments().views(seg.ticket(0, 0, nq), 0)
         np.testing.assert_array_equal(q, x)
         pool.discard(seg)
     pool.close()

@@ -1,0 +1,113 @@
+// _shm_signal / _shm_wait: the flags with which a ShardedIndex's driver and
+// its shard actors on one host tell each other, through a shared-memory
+// segment (faiss_ext/distributed_shm.py), that queries are written and that
+// a shard's results are in.
+//
+// Why in C++: a flag must become visible only after the data it announces
+// (release store, acquire load). Plain numpy stores give that on x86 but not
+// on ARM hosts (Grace), where another process could see the flag before the
+// results. The wait also spins here without the GIL, so that the driver's
+// other threads (the query copy, the merges) run meanwhile.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+
+namespace faiss_ext {
+namespace python {
+
+namespace {
+
+/// A wait spins this long, so that a flag set within microseconds is seen at
+/// once, and then sleeps in steps of kSleepStep: a driver whose shards take
+/// tens of milliseconds (or CPU actors sharing its cores) must not burn a
+/// core meanwhile; a step adds at most ~0.1 ms to a search (Linux's sleep
+/// granularity), against Ray's 0.6-1.7 ms round trips that the flags save.
+constexpr std::chrono::microseconds kSpinTime{50};
+constexpr std::chrono::microseconds kSleepStep{50};
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/// The int64 words of `flags`: a writable, C-contiguous, 1-D int64 array
+/// (a view of the segment; a converted copy would share nothing).
+int64_t* flagWords(const py::array& flags, size_t& n) {
+    if (!py::isinstance<py::array_t<int64_t>>(flags) || flags.ndim() != 1 ||
+        !(flags.flags() & py::array::c_style) || !flags.writeable()) {
+        throw py::type_error("flags must be a writable, contiguous 1-D int64 array (a view of "
+                             "the shared segment), got " + typeName(flags));
+    }
+    n = size_t(flags.shape(0));
+    return static_cast<int64_t*>(const_cast<void*>(flags.data()));
+}
+
+void checkSlot(int64_t slot, size_t n) {
+    if (slot < 0 || size_t(slot) >= n) {
+        throw py::index_error("flag slot " + std::to_string(slot) + " outside the " +
+                              std::to_string(n) + " flags");
+    }
+}
+
+/// flags[slot] = value, after every earlier write of this thread.
+void shmSignal(const py::array& flags, int64_t slot, int64_t value) {
+    size_t n = 0;
+    int64_t* words = flagWords(flags, n);
+    checkSlot(slot, n);
+    __atomic_store_n(words + slot, value, __ATOMIC_RELEASE);
+}
+
+/// The slots (of `slots`) whose flag equals value, waiting up to timeout
+/// seconds for at least one; empty after the timeout.
+std::vector<int64_t> shmWait(const py::array& flags, const std::vector<int64_t>& slots,
+                             int64_t value, double timeoutSeconds) {
+    size_t n = 0;
+    int64_t* words = flagWords(flags, n);
+    for (int64_t s : slots) checkSlot(s, n);
+    if (!(timeoutSeconds >= 0)) {
+        throw py::value_error("timeout = " + std::to_string(timeoutSeconds) + " must be >= 0");
+    }
+    std::vector<int64_t> done;
+    py::gil_scoped_release release;
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      std::chrono::duration<double>(timeoutSeconds));
+    for (;;) {
+        for (int64_t s : slots) {
+            if (__atomic_load_n(words + s, __ATOMIC_ACQUIRE) == value) done.push_back(s);
+        }
+        if (!done.empty() || slots.empty()) break;
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) break;
+        if (now - start < kSpinTime) {
+            cpuRelax();
+        } else {
+            std::this_thread::sleep_for(kSleepStep);
+        }
+    }
+    return done;
+}
+
+}  // namespace
+
+void bindShmFlags(py::module_& m) {
+    using namespace pybind11::literals;
+    m.def("_shm_signal", &shmSignal, "flags"_a, "slot"_a, "value"_a,
+          "flags[slot] = value with release order: a process that sees the value also sees "
+          "every write made before it (faiss_ext.distributed_shm).");
+    m.def("_shm_wait", &shmWait, "flags"_a, "slots"_a, "value"_a, "timeout"_a,
+          "The slots whose flag equals value (acquire order), waiting without the GIL up to "
+          "timeout seconds for at least one; [] after the timeout (faiss_ext.distributed_shm).");
+}
+
+}  // namespace python
+}  // namespace faiss_ext
