@@ -58,7 +58,8 @@ class ShardUnavailableError(RuntimeError):
 
 import faiss_ext  # noqa: E402
 from faiss_ext.distributed_graph import ShardedKnnGraph, build_knn_graph  # noqa: E402
-from faiss_ext.distributed_compiled import CompiledSearch, stacked_results  # noqa: E402
+from faiss_ext.distributed_compiled import (CompiledSearch, GraphFailed,  # noqa: E402
+                                            stacked_results)
 from faiss_ext.distributed_merge import ArrivalOrderMerge  # noqa: E402
 from faiss_ext.distributed_shm import (AttachedSegments, SearchShape,  # noqa: E402
                                        SearchTicket, SegmentPool, segment_bytes)
@@ -533,7 +534,8 @@ class ShardedIndex:
         self._learn_locality()
         out = None
         if self._compiled is not None:
-            out = self._with_segment(x, k, lambda seg: self._search_compiled(x, k, spec, merged, seg))
+            out = self._with_segment(
+                x, k, lambda seg: self._search_compiled(x, k, spec, merge, merged, seg))
         if out is None:
             out = self._with_segment(
                 x, k, lambda seg: self._search_by_calls(x, k, spec, merge, merged, seg))
@@ -560,10 +562,9 @@ class ShardedIndex:
         return self._local_actors.get(actor._actor_id.hex(), False)
 
     def _with_segment(self, x, k, search):
-        """search(segment) with a shared-memory segment for this search
-        (None where shared memory is off or unavailable, or no replica is
-        local); its queries are copied in while search() submits the calls
-        (distributed_shm.py). The segment goes back to the pool after a
+        """search(segment) with a shared-memory segment holding this
+        search's queries (None where shared memory is off or unavailable, or
+        no replica is local). The segment goes back to the pool after a
         search that returned, and is discarded after one that failed
         part-way (an actor may still write to it). A search returning None
         (the compiled graph could not serve it) discards it too."""
@@ -578,23 +579,16 @@ class ShardedIndex:
         seg.begin(x, shape, next(self._search_numbers))
         try:
             out = search(seg)
-            seg.finish_copy()
         except BaseException:
-            self._discard_segment(seg)
+            self._segments.discard(seg)
             raise
         if out is None:
-            self._discard_segment(seg)
+            self._segments.discard(seg)
         else:
             self._segments.release(seg)
         return out
 
-    def _discard_segment(self, seg):
-        try:
-            seg.finish_copy()  # no thread writes into it any more
-        finally:
-            self._segments.discard(seg)
-
-    def _search_compiled(self, x, k, spec, merged, seg):
+    def _search_compiled(self, x, k, spec, merge, merged, seg):
         """The search through the compiled graph (None where it cannot
         serve it): replica r of every shard takes the r-th slice of the
         queries, as a SearchTicket where every replica is local."""
@@ -610,13 +604,49 @@ class ShardedIndex:
         else:
             inputs = [x[r0:r0 + rows] for r0, rows in slices]
 
-        def consume(outs):
-            per_shard = [seg.results(s) if by_segment
-                         else stacked_results(outs[s * replicas:(s + 1) * replicas])
-                         for s in range(self.n_shards)]
-            return merged(per_shard)
+        def consume(outputs):
+            if by_segment:
+                return self._merge_flagged(seg, merge, merged, outputs)
+            outs = outputs.get()
+            return merged([stacked_results(outs[s * replicas:(s + 1) * replicas])
+                           for s in range(self.n_shards)])
 
         return self._compiled.run(self.shards, inputs, k, spec, consume)
+
+    def _merge_flagged(self, seg, merge, merged, outputs):
+        """The compiled graph's search through the segment: every shard
+        merged (ArrivalOrderMerge) as the flags of all its parts are up;
+        GraphFailed where the graph's outputs report a failure, or arrived
+        while flags are missing."""
+        parts = seg.shape.parts
+        waiting = {seg.shape.slot(s, r): s for s in range(self.n_shards) for r in range(parts)}
+        left = [parts] * self.n_shards
+        merger = ArrivalOrderMerge(self.n_shards, merge)
+        shard_results = [None] * self.n_shards
+        while waiting:
+            done = seg.wait_results(list(waiting), _RAY_POLL_SECONDS)
+            if not done and outputs.done():
+                outputs.get()  # GraphFailed where the graph failed
+                done = seg.wait_results(list(waiting), 0.0)
+                if not done:
+                    raise GraphFailed("the compiled graph returned without every results flag")
+            arrived = {}
+            for slot in done:
+                s = waiting.pop(slot)
+                left[s] -= 1
+                if left[s] == 0:
+                    shard_results[s] = arrived[s] = seg.results(s)
+            if arrived:
+                merger.add(arrived)
+        return self._merged_result(merger, shard_results, merged)
+
+    def _merged_result(self, merger, shard_results, merged):
+        """The search's (D, I) once every shard has arrived."""
+        if self.n_shards == 1:
+            return merged(shard_results)  # a copy: the shard's arrays may be the segment's
+        outD, outI = merger.result()
+        _pad_as_the_shards(outD, outI, *zip(*shard_results))
+        return outD, outI
 
     def _search_by_calls(self, x, k, spec, merge, merged, seg):
         """The search through normal actor calls: every shard's replicas get
@@ -665,11 +695,7 @@ class ShardedIndex:
                     shard_results[s] = arrived[s] = self._shard_result(parts[s], seg, s)
             if arrived:
                 merger.add(arrived)
-        if self.n_shards == 1:
-            return merged(shard_results)  # a copy: the shard's arrays may be the segment's
-        outD, outI = merger.result()
-        _pad_as_the_shards(outD, outI, *zip(*shard_results))
-        return outD, outI
+        return self._merged_result(merger, shard_results, merged)
 
     def _ended_calls(self, pending, seg):
         """Calls of `pending` (object ref -> _Call) that have ended, at least

@@ -16,7 +16,10 @@ the graph (a dead actor closes its channels) tears it down and returns None:
 the caller then searches the normal way, which retries on the live replicas
 and drops the dead ones, and the next search compiles the graph again. One
 search runs through the graph at a time; a concurrent one takes the normal
-path instead of waiting.
+path instead of waiting. With the queries in a shared-memory segment the
+driver merges each shard as its results flag goes up, as the normal path
+does; the graph's outputs (row counts) are read in the background and
+before the next execution, off the search's critical path.
 """
 
 import threading
@@ -24,6 +27,9 @@ import threading
 import numpy as np
 import ray
 from ray.dag import InputNode, MultiOutputNode
+
+# How long a teardown waits for an unread execution's fetch to end.
+_TEARDOWN_READ_SECONDS = 10.0
 
 
 class CompiledSearch:
@@ -34,31 +40,38 @@ class CompiledSearch:
         self._lock = threading.Lock()
         self._graph = None
         self._key = None
+        self._unread = None  # the last execution's GraphOutputs, read before the next one
         self.served = 0  # searches answered through the graph (tests, benches)
 
     def run(self, shards, inputs, k, spec, consume):
-        """consume(outs), outs[s * replicas + r] being what replica r of
-        shard s returned for inputs[r] (its slice of the queries, or a
-        SearchTicket), called while the graph is held (the arrays may be
-        views of its channels, valid until its next search); returns what
-        consume returns. None where the graph cannot serve this search
-        (replica counts that differ between shards or from the inputs, a
-        search already in flight, a graph error): search the normal way
-        then."""
+        """consume(outputs), outputs being a GraphOutputs of this execution
+        (replica r of shard s returned outputs.get()[s * replicas + r] for
+        inputs[r], its slice of the queries or a SearchTicket), called while
+        the graph is held; returns what consume returns. None where the
+        graph cannot serve this search (replica counts that differ between
+        shards or from the inputs, a search already in flight, a graph
+        error, consume raising GraphFailed): search the normal way then.
+        A consume that merged from the segment's flags may return before
+        the outputs are read: they are read before the next execution."""
         replicas = len(shards[0])
         if replicas == 0 or any(len(r) != replicas for r in shards) or len(inputs) != replicas:
             return None
         if not self._lock.acquire(blocking=False):
             return None
         try:
-            graph = self._graph_for(shards)
-            outs = ray.get(graph.execute(*inputs, k, spec))
-        except Exception:  # noqa: BLE001 - any graph failure: the normal path answers
-            self._close_locked()
-            self._lock.release()
-            return None
-        try:
-            out = consume(outs)
+            try:
+                self._read_previous_locked()
+                graph = self._graph_for(shards)
+                outputs = GraphOutputs(graph.execute(*inputs, k, spec))
+            except Exception:  # noqa: BLE001 - any graph failure: the normal path answers
+                self._close_locked()
+                return None
+            try:
+                out = consume(outputs)
+            except GraphFailed:
+                self._close_locked()
+                return None
+            self._unread = outputs
             self.served += 1
             return out
         finally:
@@ -68,6 +81,16 @@ class CompiledSearch:
         """Tears the graph down (the actors return to normal calls only)."""
         with self._lock:
             self._close_locked()
+
+    def _read_previous_locked(self):
+        """Reads the last execution's outputs (the graph takes no new one
+        before); a failure there tears the graph down, to compile anew."""
+        unread, self._unread = self._unread, None
+        if unread is not None:
+            try:
+                unread.get()
+            except GraphFailed:
+                self._close_locked()
 
     def _graph_for(self, shards):
         key = tuple(tuple(a._actor_id.hex() for a in of_shard) for of_shard in shards)
@@ -84,11 +107,54 @@ class CompiledSearch:
 
     def _close_locked(self):
         graph, self._graph, self._key = self._graph, None, None
+        unread, self._unread = self._unread, None
         if graph is not None:
             try:
                 graph.teardown()
             except Exception:  # noqa: BLE001 - a graph whose actor died may fail to tear down
                 pass
+        if unread is not None:  # its fetch ends with the teardown
+            try:
+                unread.get(timeout=_TEARDOWN_READ_SECONDS)
+            except (GraphFailed, TimeoutError):
+                pass
+
+
+class GraphFailed(RuntimeError):
+    """The compiled graph failed during a search (an actor died, a channel
+    closed): the search goes the normal way."""
+
+
+class GraphOutputs:
+    """The outputs of one execution, fetched by a background thread, so that
+    a search merging from the segment's flags need not wait for them."""
+
+    def __init__(self, ref):
+        self._done = threading.Event()
+        self._value = self._error = None
+        threading.Thread(target=self._fetch, args=(ref,), daemon=True,
+                         name="faiss_ext-compiled-outputs").start()
+
+    def _fetch(self, ref):
+        try:
+            self._value = ray.get(ref)
+        except BaseException as e:  # noqa: BLE001 - handed to get()
+            self._error = e
+        finally:
+            self._done.set()
+
+    def done(self):
+        """Whether the outputs (or the graph's error) are in."""
+        return self._done.is_set()
+
+    def get(self, timeout=None):
+        """The replicas' outputs; GraphFailed where the execution failed,
+        TimeoutError after timeout seconds."""
+        if not self._done.wait(timeout):
+            raise TimeoutError("the compiled graph's outputs did not arrive in %s s" % timeout)
+        if self._error is not None:
+            raise GraphFailed("the compiled graph failed: %r" % (self._error,)) from self._error
+        return self._value
 
 
 def stacked_results(results):

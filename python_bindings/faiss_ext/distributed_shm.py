@@ -20,13 +20,12 @@ aligned. Flag 0 holds the number of the search whose queries are written;
 flag 1 + slot (slot = shard * parts + part) the number of the search whose
 results that call wrote.
 
-The flags take Ray's round trips off the critical path (bench/distributed_
-bench.py measured them at 0.6-1.7 ms before the first shard starts and after
-the last one ends): the driver copies the queries while its calls travel,
-and each actor starts as soon as flag 0 shows them written; the driver
-merges a shard's results as soon as its flag is up instead of waiting for
-Ray to return the call. Ray still carries the calls and reports failures
-(a call that ended without its flag raised or its actor died).
+The results flags take Ray's reply off the critical path: the driver merges
+a shard's results as soon as its flag is up instead of waiting for Ray to
+return the call (0.3-0.7 ms after the shard's end on an H200 host, bench/
+distributed_bench.py). Ray still carries the calls and reports failures (a
+call that ended without its flag raised or its actor died). Flag 0 lets an
+actor check that the queries in a reused segment are its search's.
 
 Segments are reused: the driver takes one from a pool per search and gives
 it back once the results are merged. A search that fails part-way discards
@@ -35,7 +34,6 @@ unlinked and never handed out again.
 """
 
 import collections
-import concurrent.futures
 import mmap
 import os
 import threading
@@ -52,55 +50,17 @@ MAX_SEGMENT_BYTES = 1 << 30
 _ALIGN = 64
 _FREE_SEGMENTS_KEPT = 2
 # Queries of at least this many bytes are copied into a segment by several
-# threads (numpy's copy releases the GIL): one thread copied 3.8 MB in about
-# 0.5-0.8 ms on the H200 host, the largest part of a search's time before
-# the first shard starts.
+# threads, in C++ without the GIL (_shm_copy): one Python thread copied 3.8 MB
+# in 0.5-0.8 ms on the H200 host, the largest part of a search's time before
+# the first shard starts, and Python threads beside the one submitting the
+# calls waited for the GIL.
 _PARALLEL_COPY_BYTES = 1 << 20
 _COPY_THREADS = 4
-_copy_pool = None
-_copy_pool_lock = threading.Lock()
-
 
 # How long an actor waits for the driver's queries to be flagged written
 # (the copy takes milliseconds; only a driver that died while copying
 # leaves the flag down).
 QUERY_WAIT_SECONDS = 10.0
-
-
-class _QueryCopy:
-    """dst[:] = src, by _COPY_THREADS threads for large arrays, calling
-    on_done() once every row is copied (on the calling thread for small
-    arrays, before the constructor returns)."""
-
-    def __init__(self, dst, src, on_done):
-        global _copy_pool
-        self._jobs = []
-        if src.nbytes < _PARALLEL_COPY_BYTES or len(src) < _COPY_THREADS:
-            np.copyto(dst, src)
-            on_done()
-            return
-        with _copy_pool_lock:
-            if _copy_pool is None:
-                _copy_pool = concurrent.futures.ThreadPoolExecutor(_COPY_THREADS)
-        bounds = np.linspace(0, len(src), _COPY_THREADS + 1).astype(int)
-        self._left = _COPY_THREADS
-        self._lock = threading.Lock()
-        self._on_done = on_done
-        self._jobs = [_copy_pool.submit(self._copy_part, dst[a:b], src[a:b])
-                      for a, b in zip(bounds, bounds[1:])]
-
-    def _copy_part(self, dst, src):
-        np.copyto(dst, src)
-        with self._lock:
-            self._left -= 1
-            last = self._left == 0
-        if last:
-            self._on_done()
-
-    def wait(self):
-        """Returns once every part is copied (raises a part's error)."""
-        for job in self._jobs:
-            job.result()
 
 
 class SearchShape(collections.namedtuple("SearchShape", "nq d k n_shards parts")):
@@ -172,7 +132,7 @@ class Segment:
     def __init__(self, directory, size):
         self.size = size
         self.path = os.path.join(directory, "faiss_ext-%s" % uuid.uuid4().hex)
-        self.shape, self.seq, self._copy = None, 0, None
+        self.shape, self.seq = None, 0
         try:
             self._mm = _map(self.path, size, create=True)
         except BaseException:
@@ -181,18 +141,13 @@ class Segment:
 
     def begin(self, x, shape, seq):
         """Starts search number seq (of SearchShape shape) in this segment:
-        its queries x are copied in (by threads for large ones) and flag 0
-        set to seq once they are, while the caller goes on (submitting its
-        calls); finish_copy() waits for the copy."""
+        copies its queries x in and sets flag 0 to seq (the actors wait for
+        it)."""
         self.shape, self.seq = shape, seq
         flags, queries, _, _ = _views(self._mm, shape, 0)
-        self._copy = _QueryCopy(queries, x, lambda: _C._shm_signal(flags, 0, seq))
-
-    def finish_copy(self):
-        """Waits until the queries of the search begun are copied."""
-        copy, self._copy = self._copy, None
-        if copy is not None:
-            copy.wait()
+        threads = _COPY_THREADS if x.nbytes >= _PARALLEL_COPY_BYTES else 1
+        _C._shm_copy(queries, x, threads)
+        _C._shm_signal(flags, 0, seq)
 
     def ticket(self, part, row0, rows):
         """The ticket of the calls answering rows [row0, row0 + rows) as

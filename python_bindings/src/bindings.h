@@ -127,8 +127,8 @@ void bindIo(py::module_& m);
 /// Binds merge_knn_results (the k-way merge of per-shard k-NN results).
 void bindMerge(py::module_& m);
 
-/// Binds _shm_signal and _shm_wait (the flags of distributed_shm's segments).
-void bindShmFlags(py::module_& m);
+/// Binds _shm_copy, _shm_signal and _shm_wait (distributed_shm's segments).
+void bindShm(py::module_& m);
 
 /// Defines `_copy_from` (copyFrom a Twin, given as a faiss proxy or native
 /// object; TypeError for another type) and `_copy_to` (copyTo the Twin given,

@@ -38,5 +38,5 @@ PYBIND11_MODULE(_faiss_ext, m) {
     faiss_ext::python::bindLshAutoTune(m);
     faiss_ext::python::bindIo(m);
     faiss_ext::python::bindMerge(m);
-    faiss_ext::python::bindShmFlags(m);
+    faiss_ext::python::bindShm(m);
 }

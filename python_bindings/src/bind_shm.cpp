@@ -1,14 +1,24 @@
-// _shm_signal / _shm_wait: the flags with which a ShardedIndex's driver and
-// its shard actors on one host tell each other, through a shared-memory
-// segment (faiss_ext/distributed_shm.py), that queries are written and that
-// a shard's results are in.
+// What a ShardedIndex's shared-memory segments (faiss_ext/distributed_shm.py)
+// need in C++: _shm_copy writes the queries into a segment, and _shm_signal /
+// _shm_wait are the flags with which the driver and its shard actors on one
+// host tell each other that queries are written and that a shard's results
+// are in.
+//
+// Why the copy here: the driver copies while Ray calls are on their way, and
+// Python threads copying beside the thread that submits them waited for the
+// GIL (a 3.8 MB copy took about 0.7 ms on an H200 host, against ~0.15 ms for
+// a few threads without the GIL).
 //
 // Why in C++: a flag must become visible only after the data it announces
 // (release store, acquire load). Plain numpy stores give that on x86 but not
 // on ARM hosts (Grace), where another process could see the flag before the
 // results. The wait also spins here without the GIL, so that the driver's
 // other threads (the query copy, the merges) run meanwhile.
+#include <omp.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -97,10 +107,46 @@ std::vector<int64_t> shmWait(const py::array& flags, const std::vector<int64_t>&
     return done;
 }
 
+/// dst[:] = src for two C-contiguous float32 matrices of one shape, over
+/// `threads` OpenMP threads (whatever OMP_NUM_THREADS says), without the GIL.
+void shmCopy(const py::array& dst, const py::array& src, int threads) {
+    auto isFloatMatrix = [](const py::array& a) {
+        return py::isinstance<py::array_t<float>>(a) && a.ndim() == 2 &&
+               (a.flags() & py::array::c_style);
+    };
+    if (!isFloatMatrix(dst) || !dst.writeable() || !isFloatMatrix(src)) {
+        throw py::type_error("_shm_copy: dst (writable) and src must be C-contiguous 2-D float32 "
+                             "arrays, got " + typeName(dst) + " and " + typeName(src));
+    }
+    if (dst.shape(0) != src.shape(0) || dst.shape(1) != src.shape(1)) {
+        throw py::value_error("_shm_copy: dst has shape " + shapeString(dst) +
+                              " but src has shape " + shapeString(src));
+    }
+    if (threads < 1) {
+        throw py::value_error("_shm_copy: threads = " + std::to_string(threads) +
+                              " must be >= 1");
+    }
+    auto* out = static_cast<char*>(const_cast<void*>(dst.data()));
+    const auto* in = static_cast<const char*>(src.data());
+    const int64_t rows = dst.shape(0);
+    const size_t rowBytes = size_t(dst.shape(1)) * sizeof(float);
+    const int parts = int(std::min<int64_t>(threads, std::max<int64_t>(rows, 1)));
+    py::gil_scoped_release release;
+#pragma omp parallel for num_threads(parts) schedule(static)
+    for (int p = 0; p < parts; ++p) {
+        const int64_t r0 = rows * p / parts;
+        const int64_t r1 = rows * (p + 1) / parts;
+        std::memcpy(out + r0 * rowBytes, in + r0 * rowBytes, size_t(r1 - r0) * rowBytes);
+    }
+}
+
 }  // namespace
 
-void bindShmFlags(py::module_& m) {
+void bindShm(py::module_& m) {
     using namespace pybind11::literals;
+    m.def("_shm_copy", &shmCopy, "dst"_a, "src"_a, "threads"_a,
+          "dst[:] = src (C-contiguous float32 matrices of one shape) over `threads` OpenMP "
+          "threads, without the GIL (faiss_ext.distributed_shm).");
     m.def("_shm_signal", &shmSignal, "flags"_a, "slot"_a, "value"_a,
           "flags[slot] = value with release order: a process that sees the value also sees "
           "every write made before it (faiss_ext.distributed_shm).");
