@@ -34,11 +34,13 @@ Ray is an optional dependency: ``pip install .[distributed]`` or
 """
 
 import collections
+import functools
 import itertools
 import json
 import os
 import pickle
 import struct
+import threading
 import time
 
 import faiss
@@ -109,14 +111,29 @@ def _pad_as_the_shards(outD, outI, shardD, shardI):
             return
 
 
-# How often a search waiting on its segment's flags asks Ray about its other
-# calls (replies of replicas on other nodes, failures).
+# How often a search waiting on its segment's flags asks Ray about its calls:
+# for replies of replicas on other nodes, and, where every call answers
+# through the segment, only for failures (each ask holds the driver's GIL for
+# ~0.1-0.3 ms, which a flag going up then waits for).
 _RAY_POLL_SECONDS = 0.001
+_FAILURE_POLL_SECONDS = 0.005
 
 
 class _Call(collections.namedtuple("_Call", "shard part rows actor by_segment")):
     """One search call in flight: which part (rows) of which shard, the
     replica that has it, and whether its results come through the segment."""
+
+
+def _holding_index_lock(method):
+    """Runs a _Shard method under the replica's lock: a compiled graph runs
+    the replica's searches on a thread of its own, beside the normal calls
+    (adds, removals) on the actor's main thread (Ray leaves that
+    synchronisation to the actor)."""
+    @functools.wraps(method)
+    def locked(self, *args):
+        with self._index_lock:
+            return method(self, *args)
+    return locked
 
 
 class _Shard:
@@ -127,6 +144,7 @@ class _Shard:
     def __init__(self, d, description, metric, use_gpu, shard=0):
         import faiss_ext
         self.shard = int(shard)  # its region in a search's shared-memory segment
+        self._index_lock = threading.Lock()
         self.index = faiss_ext.index_factory(d, description, metric)
         self._segments = AttachedSegments()
         self.ids = np.empty(0, dtype=np.int64)
@@ -145,10 +163,12 @@ class _Shard:
         """Where this replica runs: its index on a GPU or not, the GPUs Ray gave it."""
         return {"on_gpu": self.on_gpu, "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
 
+    @_holding_index_lock
     def train(self, x):
         if not self.index.is_trained:
             self.index.train(x)
 
+    @_holding_index_lock
     def add(self, x, ids):
         self.index.add(x)
         self.ids = np.concatenate([self.ids, ids])
@@ -167,6 +187,7 @@ class _Shard:
         p.sel = sel
         return p, (sel, bits)  # the caller keeps them alive during the search
 
+    @_holding_index_lock
     def search(self, x, k, spec):
         """(D, I) with global ids for the queries x; or, where x is a
         SearchTicket (faiss_ext/distributed_shm.py), the queries are read
@@ -207,10 +228,12 @@ class _Shard:
         positions = np.asarray(positions, dtype=np.int64)
         return np.where(positions >= 0, self.ids[np.maximum(positions, 0)], -1)
 
+    @_holding_index_lock
     def range_search(self, x, radius):
         lims, D, I = self.index.range_search(x, radius)
         return lims, np.asarray(D, dtype=np.float32), self._global_ids(I)
 
+    @_holding_index_lock
     def remove(self, spec):
         gone = _selected(self.ids, spec)
         positions = np.flatnonzero(gone).astype(np.int64)
@@ -220,10 +243,12 @@ class _Shard:
         self.ids = self.ids[~gone]
         return int(n)
 
+    @_holding_index_lock
     def reset(self):
         self.index.reset()
         self.ids = np.empty(0, dtype=np.int64)
 
+    @_holding_index_lock
     def vectors(self):
         """The shard's vectors, in position order (float32, (ntotal, d))."""
         n = int(self.index.ntotal)
@@ -234,12 +259,14 @@ class _Shard:
     def id_array(self):
         return self.ids
 
+    @_holding_index_lock
     def state(self):
         """The shard as bytes (faiss_ext's serialiser) and its ids."""
         import faiss_ext
         cpu = faiss_ext.index_gpu_to_cpu(self.index) if self.on_gpu else self.index
         return faiss_ext.serialize_index(cpu), self.ids
 
+    @_holding_index_lock
     def restore(self, data, ids):
         import faiss_ext
         index = faiss_ext.deserialize_index(data)
@@ -319,7 +346,7 @@ class ShardedIndex:
                        for s in range(self.n_shards)]
         self._turn = 0
         self.last_merge_seconds = 0.0  # the driver's merges in the last search (benches)
-        # threads of the driver's merge (None: one per 2^16 entries, at most 8)
+        # threads of the driver's merge (None: one per 2^15 entries, at most 8)
         self.merge_threads = None
         self._shut_down = False
         self._compiled = CompiledSearch() if compiled_search else None
@@ -515,10 +542,10 @@ class ShardedIndex:
             # A k-way merge of sorted rows in C++, on few threads: beside the
             # GPU actors a 16-thread merge of 4 x 10,000 x 10 took 12-17 ms
             # (threads descheduled at its barrier), one thread 0.9-1.6 ms
-            # (H200 host), 4 threads 0.9 ms, 8 threads 0.5 ms once the actors
-            # are done; one more thread per 2^16 entries, up to 8.
+            # (H200 host), 8 threads 0.5 ms once the actors are done; one
+            # more thread per 2^15 entries, up to 8.
             t0 = time.perf_counter()
-            threads = self.merge_threads or int(min(8, max(1, (Ds[0].size * len(Ds)) >> 16)))
+            threads = self.merge_threads or int(min(8, max(1, (Ds[0].size * len(Ds)) >> 15)))
             out = faiss_ext.merge_knn_results(list(Ds), list(Is), keep_max=keep_max,
                                               threads=threads)
             self.last_merge_seconds += time.perf_counter() - t0
@@ -562,9 +589,10 @@ class ShardedIndex:
         return self._local_actors.get(actor._actor_id.hex(), False)
 
     def _with_segment(self, x, k, search):
-        """search(segment) with a shared-memory segment holding this
-        search's queries (None where shared memory is off or unavailable, or
-        no replica is local). The segment goes back to the pool after a
+        """search(segment) with a shared-memory segment for this search
+        (None where shared memory is off or unavailable, or no replica is
+        local); its queries are copied in while search() submits the calls
+        (distributed_shm.py). The segment goes back to the pool after a
         search that returned, and is discarded after one that failed
         part-way (an actor may still write to it). A search returning None
         (the compiled graph could not serve it) discards it too."""
@@ -579,14 +607,21 @@ class ShardedIndex:
         seg.begin(x, shape, next(self._search_numbers))
         try:
             out = search(seg)
+            seg.finish_copy()
         except BaseException:
-            self._segments.discard(seg)
+            self._discard_segment(seg)
             raise
         if out is None:
-            self._segments.discard(seg)
+            self._discard_segment(seg)
         else:
             self._segments.release(seg)
         return out
+
+    def _discard_segment(self, seg):
+        try:
+            seg.finish_copy()  # no thread writes into it any more
+        finally:
+            self._segments.discard(seg)
 
     def _search_compiled(self, x, k, spec, merge, merged, seg):
         """The search through the compiled graph (None where it cannot
@@ -624,7 +659,7 @@ class ShardedIndex:
         merger = ArrivalOrderMerge(self.n_shards, merge)
         shard_results = [None] * self.n_shards
         while waiting:
-            done = seg.wait_results(list(waiting), _RAY_POLL_SECONDS)
+            done = seg.wait_results(list(waiting), _FAILURE_POLL_SECONDS)
             if not done and outputs.done():
                 outputs.get()  # GraphFailed where the graph failed
                 done = seg.wait_results(list(waiting), 0.0)
@@ -703,12 +738,14 @@ class ShardedIndex:
         by its flag, Ray's reply not awaited (distributed_shm.py); else Ray
         reports the call done (results, an error or a dead actor: ray.get
         tells). While flags are awaited Ray is asked every
-        _RAY_POLL_SECONDS, for replies of remote replicas and failures."""
+        _RAY_POLL_SECONDS for replies of remote replicas and failures, or
+        every _FAILURE_POLL_SECONDS where every call has a flag."""
         by_slot = {seg.shape.slot(c.shard, c.part): ref
                    for ref, c in pending.items() if c.by_segment} if seg is not None else {}
+        poll = _FAILURE_POLL_SECONDS if len(by_slot) == len(pending) else _RAY_POLL_SECONDS
         while True:
             if by_slot:
-                done = seg.wait_results(list(by_slot), _RAY_POLL_SECONDS)
+                done = seg.wait_results(list(by_slot), poll)
                 if done:
                     return [(by_slot[slot], True) for slot in done]
                 ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)

@@ -20,7 +20,10 @@ aligned. Flag 0 holds the number of the search whose queries are written;
 flag 1 + slot (slot = shard * parts + part) the number of the search whose
 results that call wrote.
 
-The results flags take Ray's reply off the critical path: the driver merges
+Flag 0 lets the driver copy the queries while its calls travel: each actor
+starts once it shows them written (and knows that the queries in a reused
+segment are its search's). The results flags take Ray's reply off the
+critical path: the driver merges
 a shard's results as soon as its flag is up instead of waiting for Ray to
 return the call (0.3-0.7 ms after the shard's end on an H200 host, bench/
 distributed_bench.py). Ray still carries the calls and reports failures (a
@@ -50,10 +53,9 @@ MAX_SEGMENT_BYTES = 1 << 30
 _ALIGN = 64
 _FREE_SEGMENTS_KEPT = 2
 # Queries of at least this many bytes are copied into a segment by several
-# threads, in C++ without the GIL (_shm_copy): one Python thread copied 3.8 MB
-# in 0.5-0.8 ms on the H200 host, the largest part of a search's time before
-# the first shard starts, and Python threads beside the one submitting the
-# calls waited for the GIL.
+# C++ threads without the GIL, while the driver submits its calls (_ShmCopy):
+# one Python thread copied 3.8 MB in 0.5-0.8 ms on the H200 host, where the
+# first call takes ~1.2 ms to start.
 _PARALLEL_COPY_BYTES = 1 << 20
 _COPY_THREADS = 4
 
@@ -132,7 +134,7 @@ class Segment:
     def __init__(self, directory, size):
         self.size = size
         self.path = os.path.join(directory, "faiss_ext-%s" % uuid.uuid4().hex)
-        self.shape, self.seq = None, 0
+        self.shape, self.seq, self._copy = None, 0, None
         try:
             self._mm = _map(self.path, size, create=True)
         except BaseException:
@@ -141,13 +143,23 @@ class Segment:
 
     def begin(self, x, shape, seq):
         """Starts search number seq (of SearchShape shape) in this segment:
-        copies its queries x in and sets flag 0 to seq (the actors wait for
-        it)."""
+        its queries x are copied in and flag 0 set to seq once they are
+        (the actors wait for it), large ones by C++ threads while the caller
+        goes on submitting its calls; finish_copy() waits for the copy (x
+        must not change before)."""
         self.shape, self.seq = shape, seq
         flags, queries, _, _ = _views(self._mm, shape, 0)
-        threads = _COPY_THREADS if x.nbytes >= _PARALLEL_COPY_BYTES else 1
-        _C._shm_copy(queries, x, threads)
-        _C._shm_signal(flags, 0, seq)
+        if x.nbytes >= _PARALLEL_COPY_BYTES:
+            self._copy = _C._ShmCopy(queries, x, _COPY_THREADS, flags, 0, seq)
+        else:
+            np.copyto(queries, x)
+            _C._shm_signal(flags, 0, seq)
+
+    def finish_copy(self):
+        """Waits until the queries of the search begun are copied."""
+        copy, self._copy = self._copy, None
+        if copy is not None:
+            copy.wait()
 
     def ticket(self, part, row0, rows):
         """The ticket of the calls answering rows [row0, row0 + rows) as

@@ -27,6 +27,7 @@ def _begun(pool, x, k, n_shards, parts, seq):
     seg = pool.acquire(shm.segment_bytes(shape))
     assert seg is not None and os.path.exists(seg.path)
     seg.begin(x, shape, seq)
+    seg.finish_copy()
     return seg
 
 
@@ -81,8 +82,8 @@ def test_flags_of_an_earlier_search_do_not_count(monkeypatch):
 
 
 def test_an_actor_starts_once_the_queries_are_flagged():
-    """An actor whose ticket names a search whose queries are not written
-    yet waits in views() for flag 0, without the GIL."""
+    """The actor's call may arrive before the driver's copy ends (the driver
+    submits while it copies): views() waits for flag 0, without the GIL."""
     import threading
     pool = shm.SegmentPool()
     x = np.arange(40, dtype=np.float32).reshape(10, 4)
@@ -97,6 +98,7 @@ def test_an_actor_starts_once_the_queries_are_flagged():
     actor.join(0.05)
     assert actor.is_alive(), "the actor waits for the queries"
     seg.begin(x, shape, 5)
+    seg.finish_copy()
     actor.join(5)
     assert not actor.is_alive()
     np.testing.assert_array_equal(seen[0], x)
@@ -120,11 +122,16 @@ def test_flag_helpers_refuse_what_they_cannot_share():
         C._shm_wait(flags, [0], 1, -1.0)
     src = np.ones((3, 2), dtype=np.float32)
     with pytest.raises(ValueError, match="shape"):
-        C._shm_copy(np.zeros((3, 3), dtype=np.float32), src, 1)
+        C._ShmCopy(np.zeros((3, 3), dtype=np.float32), src, 1, flags, 0, 1)
     with pytest.raises(TypeError, match="float32"):
-        C._shm_copy(np.zeros((3, 2), dtype=np.float64), src, 1)
+        C._ShmCopy(np.zeros((3, 2), dtype=np.float64), src, 1, flags, 0, 1)
     with pytest.raises(ValueError, match="threads"):
-        C._shm_copy(np.zeros((3, 2), dtype=np.float32), src, 0)
+        C._ShmCopy(np.zeros((3, 2), dtype=np.float32), src, 0, flags, 0, 1)
+    with pytest.raises(IndexError, match="outside"):
+        C._ShmCopy(np.zeros((3, 2), dtype=np.float32), src, 1, flags, 4, 1)
+    dst = np.zeros((3, 2), dtype=np.float32)
+    C._ShmCopy(dst, src, 2, flags, 0, 6).wait()
+    assert (dst == 1).all() and flags[0] == 6
 
 
 def test_pool_reuses_released_and_unlinks_discarded_segments():
@@ -171,8 +178,9 @@ def test_a_pool_dropped_without_close_unlinks_its_files():
 
 
 def test_large_queries_are_copied_whole_by_several_threads():
-    """Queries past _PARALLEL_COPY_BYTES are copied in row slices by
-    several threads (_shm_copy): every row arrives, odd row counts included."""
+    """Queries past _PARALLEL_COPY_BYTES are copied in row slices by C++
+    threads (_ShmCopy), flag 0 set after: every row arrives, odd row counts
+    included."""
     pool = shm.SegmentPool()
     for nq in (shm._COPY_THREADS, 10007):
         x = np.random.default_rng(nq).random((nq, 64), dtype=np.float32)
