@@ -64,7 +64,8 @@ from faiss_ext.distributed_compiled import (CompiledSearch, GraphFailed,  # noqa
                                             stacked_results)
 from faiss_ext.distributed_merge import ArrivalOrderMerge  # noqa: E402
 from faiss_ext.distributed_shm import (AttachedSegments, SearchShape,  # noqa: E402
-                                       SearchTicket, SegmentPool, segment_bytes)
+                                       SearchTicket, SegmentPool, SegmentUnreachable,
+                                       segment_bytes)
 
 
 def _selector_spec(sel):
@@ -722,6 +723,12 @@ class ShardedIndex:
                     out = None if flagged else ray.get(ref)
                 except ray.exceptions.RayActorError:
                     self._drop_replica(call.shard, call.actor)
+                    submit(call.shard, call.part, call.rows)
+                    continue
+                except SegmentUnreachable:
+                    # on the driver's node but not sharing its /dev/shm: this
+                    # replica takes the object store from now on
+                    self._local_actors[call.actor._actor_id.hex()] = False
                     submit(call.shard, call.part, call.rows)
                     continue
                 s = call.shard

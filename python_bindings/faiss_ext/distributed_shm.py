@@ -87,6 +87,12 @@ class SearchTicket(collections.namedtuple("SearchTicket", "path size shape seq p
     passes one ticket to the same part of every shard)."""
 
 
+class SegmentUnreachable(OSError):
+    """An actor could not map the driver's segment (a replica that shares the
+    driver's Ray node but not its /dev/shm, e.g. in another container): the
+    driver then sends that replica its queries through the object store."""
+
+
 def _aligned(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -284,10 +290,15 @@ class AttachedSegments:
     def views(self, ticket, shard):
         """(queries, D, I) of this call's rows in `ticket`'s segment, once
         the driver has flagged the queries written (TimeoutError after
-        QUERY_WAIT_SECONDS: the driver failed while copying)."""
+        QUERY_WAIT_SECONDS: the driver failed while copying;
+        SegmentUnreachable where the segment cannot be mapped here)."""
         mm = self._maps.get(ticket.path)
         if mm is None:
-            mm = _map(ticket.path, ticket.size, create=False)
+            try:
+                mm = _map(ticket.path, ticket.size, create=False)
+            except OSError as e:
+                raise SegmentUnreachable(e.errno, "cannot map the driver's segment %s: %s"
+                                         % (ticket.path, e.strerror)) from e
             self._maps[ticket.path] = mm
             while len(self._maps) > self._keep:
                 _close_mapping(self._maps.popitem(last=False)[1])

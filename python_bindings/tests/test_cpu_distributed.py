@@ -266,6 +266,36 @@ def test_shared_memory_searches_equal_the_object_store_path(cluster, data, place
     assert not [p for p in paths if os.path.exists(p)], "segments left after shutdown"
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_replica_that_cannot_map_the_segment_takes_the_object_store(cluster, data, compiled):
+    """A replica on the driver's node that cannot open the segment's file (in
+    another container, say) gets its queries through the object store: the
+    search answers as one index and the replica is not sent segments again.
+    Simulated by unlinking each segment's file as the driver maps it."""
+    xb, xq = data
+    ids = np.arange(3000, dtype=np.int64)
+    index = distributed.ShardedIndex(D_DIM, "QSFlat", n_shards=2, replicas=1, use_gpu=False,
+                                     actor_options=_on_the_drivers_node(),
+                                     compiled_search=compiled)
+    index.add(xb)
+    acquire = index._segments.acquire
+
+    def unreachable(nbytes):
+        seg = acquire(nbytes)
+        if seg is not None and os.path.exists(seg.path):
+            os.unlink(seg.path)
+        return seg
+
+    index._segments.acquire = unreachable
+    refD, refI = reference(xb, ids, xq, 10)
+    assert_knn_equal(*index.search(xq, 10), refD, refI)
+    assert index._local_actors and not any(index._local_actors.values())
+    acquired = index._segments.acquired
+    assert_knn_equal(*index.search(xq, 10), refD, refI)
+    assert index._segments.acquired == acquired, "a segment for replicas that cannot map it"
+    index.shutdown()
+
+
 def test_range_search_equals_one_index_as_sets(cluster, data):
     xb, xq = data
     ids = np.arange(3000, dtype=np.int64) * 3
