@@ -152,6 +152,12 @@ TEST(BoundedCandidates, KeepTwiceKOrKPlus32WithinTheCorpus) {
     EXPECT_EQ(boundedCandidateCount(1024, 1000000), 2048);
     EXPECT_EQ(boundedCandidateCount(4097, 6000), 6000);  // capped at nb: every vector a candidate
     EXPECT_EQ(boundedCandidateCount(5, 5), 5);
+    // BF16x3 passes: a slack of 3 k up to k = 128, k beyond; capped at nb
+    EXPECT_EQ(boundedCandidateCount(10, 1000000, true), 42);
+    EXPECT_EQ(boundedCandidateCount(100, 1000000, true), 400);
+    EXPECT_EQ(boundedCandidateCount(128, 1000000, true), 512);
+    EXPECT_EQ(boundedCandidateCount(129, 1000000, true), 258);
+    EXPECT_EQ(boundedCandidateCount(100, 300, true), 300);
     EXPECT_THROW(boundedCandidateCount(0, 10), faiss::FaissException);
     EXPECT_THROW(boundedCandidateCount(11, 10), faiss::FaissException);
     EXPECT_TRUE(faiss_ext::gpu::boundedSearchSupported(960));

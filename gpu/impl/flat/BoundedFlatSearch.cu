@@ -176,11 +176,13 @@ bool firstBlockWorthIt(const uint8_t* certified, int64_t rows, cudaStream_t stre
 
 }  // namespace
 
-int64_t boundedCandidateCount(int64_t kk, int64_t nb) {
+int64_t boundedCandidateCount(int64_t kk, int64_t nb, bool bf16x3Products) {
     FAISS_THROW_IF_NOT_FMT(kk >= 1 && nb >= 1 && kk <= nb,
                            "boundedCandidateCount: need 1 <= k <= nb (k %lld, nb %lld)",
                            (long long)kk, (long long)nb);
-    return std::min(nb, kk + std::max(kk, kBoundedMinSlack));
+    const int64_t slack = bf16x3Products && kk <= kBf16x3WideSlackMaxK ? kBf16x3SlackFactor * kk
+                                                                        : kk;
+    return std::min(nb, kk + std::max(slack, kBoundedMinSlack));
 }
 
 
@@ -232,8 +234,8 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
     FAISS_THROW_IF_NOT_MSG(!l2 || corpus.sqNorms, "boundedFlatSearch: L2 needs the stored norms");
     const select::KeyDecode decode = l2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
     const int64_t kk = std::min(k, nb);
-    const int64_t m = boundedCandidateCount(kk, nb);
     const bool bf16 = corpus.split != nullptr;
+    const int64_t m = boundedCandidateCount(kk, nb, bf16);
     FAISS_THROW_IF_NOT_MSG(!bf16 || corpus.splitDim == bf16PaddedDim(d),
                            "boundedFlatSearch: BF16 split of the corpus at the wrong width");
     const int dPad = corpus.splitDim;

@@ -70,10 +70,24 @@ namespace gpu {
 /// to k ~ 100 and about a fifth at k = 1024 (m = 2048: 1 MiB per query at
 /// ~3 TB/s), so the slack is the knob to tune for large k from the times
 /// and fallback counts that bench_flat --precision reports.
-int64_t boundedCandidateCount(int64_t kk, int64_t nb);
+///
+/// bf16x3Products: the candidates of a pass with BF16x3 products, which
+/// run on data far from the origin (Auto's TF32 hands them the queries it
+/// cannot certify), where norms of about 50 make the bound of the order of
+/// the gap between ranks k and 2k: on the hard 10M x 96 set (H200) 1,237 of
+/// 10,000 queries at k = 100 fell back to FP32 with a slack of k. Their
+/// slack is kBf16x3SlackFactor * kk up to kk = kBf16x3WideSlackMaxK (re-
+/// scoring 4k candidates reads 150 KB a query at d = 96, against a GEMM
+/// row of 10M x 96 products), k beyond.
+int64_t boundedCandidateCount(int64_t kk, int64_t nb, bool bf16x3Products = false);
 
 /// The floor of the slack above (see boundedCandidateCount).
 constexpr int64_t kBoundedMinSlack = 32;
+
+/// BF16x3 passes: slack kBf16x3SlackFactor * kk for kk up to
+/// kBf16x3WideSlackMaxK (see boundedCandidateCount).
+constexpr int64_t kBf16x3SlackFactor = 3;
+constexpr int64_t kBf16x3WideSlackMaxK = 128;
 
 /// When fewer than this share of the first row block's queries are
 /// certified (and more blocks follow), the rest of the search goes straight

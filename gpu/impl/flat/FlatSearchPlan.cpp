@@ -47,10 +47,13 @@ FlatSearchOptions planFlatSearch(int64_t nb, bool vectorsOnDevice, FlatMetric me
                         o.precision == DistancePrecision::TF32Bounded;
     if (isBoundedPrecision(o.precision) && nb > 0) {
         // The candidates are selected at m = boundedCandidateCount(k, nb)
-        // per query: the algorithm is planned for m. A merge queue forced by
-        // the caller but unable to hold m gives way to quick multi-select for
-        // the candidates only (the FP32 fallback keeps it at k).
-        const int64_t m = boundedCandidateCount(std::min<int64_t>(k, nb), nb);
+        // per query (the larger BF16x3 count where a pass may use it): the
+        // algorithm is planned for m. A merge queue forced by the caller but
+        // unable to hold m gives way to quick multi-select for the
+        // candidates only (the FP32 fallback keeps it at k).
+        const bool bf16x3 =
+                o.precision == DistancePrecision::BF16x3Bounded || o.cascadeToBf16x3;
+        const int64_t m = boundedCandidateCount(std::min<int64_t>(k, nb), nb, bf16x3);
         if (o.algo == SelectAlgo::MergeQueue && m > select::kMergeQueueMaxK) {
             o.candidateAlgo = SelectAlgo::QuickMultiSelect;
         } else {
