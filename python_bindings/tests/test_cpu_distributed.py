@@ -266,6 +266,29 @@ def test_shared_memory_searches_equal_the_object_store_path(cluster, data, place
     assert not [p for p in paths if os.path.exists(p)], "segments left after shutdown"
 
 
+def test_a_replica_serialises_its_index_calls():
+    """A compiled graph searches on a thread of its own beside the actor's
+    normal calls: every call that touches a replica's index waits for the
+    replica's lock (checked on the class itself, without Ray)."""
+    import threading
+    shard = distributed._Shard(D_DIM, "QSFlat", faiss.METRIC_L2, False)
+    x = np.random.default_rng(3).random((20, D_DIM), dtype=np.float32)
+    calls = {"add": lambda: shard.add(x, np.arange(20, dtype=np.int64)),
+             "search": lambda: shard.search(x[:2], 3, None),
+             "remove": lambda: shard.remove(("range", 0, 5)),
+             "range_search": lambda: shard.range_search(x[:2], 0.5),
+             "vectors": lambda: shard.vectors(),
+             "reset": lambda: shard.reset()}
+    for name, call in calls.items():
+        with shard._index_lock:
+            t = threading.Thread(target=call)
+            t.start()
+            t.join(0.2)
+            assert t.is_alive(), "%s ran while the replica's lock was held" % name
+        t.join(10)
+        assert not t.is_alive(), "%s did not finish once the lock was free" % name
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_a_replica_that_cannot_map_the_segment_takes_the_object_store(cluster, data, compiled):
     """A replica on the driver's node that cannot open the segment's file (in
