@@ -310,6 +310,29 @@ TEST(GpuGnnd, MemoryEstimate) {
     EXPECT_FALSE(limited.addFits(1000000));
 }
 
+// The estimate is what the build takes: a fresh one-shot build runs within
+// exactly its estimated temporary memory, and not within 90% of it (the
+// estimate once counted the raw lists twice, a third too much).
+TEST(GpuGnnd, BuildRunsWithinItsEstimatedTemporaryMemory) {
+    FAISS_EXT_REQUIRE_GPU();
+    const int64_t n = 20000;
+    const int d = 32, k = 32;
+    const std::vector<float> x = clusteredVectors(n, d, 50, kSeed);
+    const size_t temp = GpuKnnGraphGNND::estimateMemory(n, d, k).buildTemp;
+    StandardGpuResources exact;
+    exact.setTempMemory(temp);
+    GpuKnnGraphGNND fits(&exact, d, k);
+    EXPECT_TRUE(fits.addFits(n));
+    EXPECT_NO_THROW(fits.add(n, x.data()));
+    EXPECT_EQ(fits.ntotal, n);
+    StandardGpuResources tight;
+    tight.setTempMemory(temp / 10 * 9);
+    GpuKnnGraphGNND tooTight(&tight, d, k);
+    EXPECT_FALSE(tooTight.addFits(n));
+    EXPECT_THROW(tooTight.add(n, x.data()), faiss::FaissException);
+    EXPECT_EQ(tooTight.ntotal, 0);
+}
+
 // ---- bad input ----
 
 TEST(GpuGnnd, BadInputIsAClearError) {
