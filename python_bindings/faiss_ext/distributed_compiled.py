@@ -62,7 +62,8 @@ class CompiledSearch:
             try:
                 self._read_previous_locked()
                 graph = self._graph_for(shards)
-                outputs = GraphOutputs(graph.execute(*inputs, k, spec))
+                # read before the next execution, whatever consume does
+                self._unread = outputs = GraphOutputs(graph.execute(*inputs, k, spec))
             except Exception:  # noqa: BLE001 - any graph failure: the normal path answers
                 self._close_locked()
                 return None
@@ -71,7 +72,6 @@ class CompiledSearch:
             except GraphFailed:
                 self._close_locked()
                 return None
-            self._unread = outputs
             self.served += 1
             return out
         finally:
