@@ -33,11 +33,11 @@ namespace faiss_ext {
 /// IndexFlat and ResultHeap pad with +-FLT_MAX instead).
 ///
 /// Queries are spread over at most maxThreads OpenMP threads, even where
-/// OMP_NUM_THREADS is lower (0: OpenMP's default; negative is refused). A caller whose cores are busy elsewhere
-/// should pass few: in a Ray driver beside GPU actors, four shards of
-/// 10,000 x 10 took 12-17 ms over 16 threads, which wait for descheduled team
-/// members at the barrier, and 0.9-1.6 ms on one (H200 host; 0.24 ms over 16
-/// threads in an idle process). The outputs must not overlap the
+/// OMP_NUM_THREADS is lower (0: OpenMP's default; negative is refused). A
+/// caller whose cores are busy elsewhere should pass few: in a Ray driver
+/// beside GPU actors, four shards of 10,000 x 10 took 12-17 ms over 16
+/// threads, which wait for descheduled team members at the barrier, and
+/// 0.9-1.6 ms on one (H200 host; 0.24 ms over 16 threads in an idle process). The outputs must not overlap the
 /// inputs. Throws faiss::FaissException, before writing anything, unless
 /// nq >= 0, k > 0, nshards > 0, maxThreads >= 0, nq * k fits in int64, distances and labels
 /// are non-null and, when nq > 0, every shard's pointers and the outputs are

@@ -23,12 +23,11 @@ results that call wrote.
 Flag 0 lets the driver copy the queries while its calls travel: each actor
 starts once it shows them written (and knows that the queries in a reused
 segment are its search's). The results flags take Ray's reply off the
-critical path: the driver merges
-a shard's results as soon as its flag is up instead of waiting for Ray to
-return the call (0.3-0.7 ms after the shard's end on an H200 host, bench/
-distributed_bench.py). Ray still carries the calls and reports failures (a
-call that ended without its flag raised or its actor died). Flag 0 lets an
-actor check that the queries in a reused segment are its search's.
+critical path: the driver merges a shard's results as soon as its flag is
+up instead of waiting for Ray to return the call (0.3-0.7 ms after the
+shard's end on an H200 host, bench/distributed_bench.py). Ray still carries
+the calls and reports failures (a call that ended without its flag raised
+or its actor died).
 
 Segments are reused: the driver takes one from a pool per search and gives
 it back once the results are merged. A search that fails part-way discards
@@ -109,12 +108,17 @@ def segment_bytes(shape):
             + shape.n_shards * (_aligned(4 * nq * k) + _aligned(8 * nq * k)))
 
 
+def _flags(buffer, shape):
+    """The header's flags of a segment's buffer (see the layout above)."""
+    return np.frombuffer(buffer, np.int64, 1 + shape.slots, 0)
+
+
 def _views(buffer, shape, shard):
     """(flags, queries, distances, labels) of `shard` in a segment's buffer."""
     nq, d, k = shape.nq, shape.d, shape.k
     q0 = _header_bytes(shape)
     s0 = q0 + _aligned(4 * nq * d) + shard * (_aligned(4 * nq * k) + _aligned(8 * nq * k))
-    flags = np.frombuffer(buffer, np.int64, 1 + shape.slots, 0)
+    flags = _flags(buffer, shape)
     queries = np.frombuffer(buffer, np.float32, nq * d, q0).reshape(nq, d)
     D = np.frombuffer(buffer, np.float32, nq * k, s0).reshape(nq, k)
     I = np.frombuffer(buffer, np.int64, nq * k, s0 + _aligned(4 * nq * k)).reshape(nq, k)
@@ -181,7 +185,7 @@ class Segment:
         """The slots (SearchShape.slot, of `slots`) whose call of this search
         has written its results, waiting up to timeout seconds for one; []
         after that."""
-        flags, _, _, _ = _views(self._mm, self.shape, 0)
+        flags = _flags(self._mm, self.shape)
         return [f - 1 for f in _C._shm_wait(flags, [1 + s for s in slots], self.seq, timeout)]
 
     def _unlink(self):
@@ -313,5 +317,5 @@ class AttachedSegments:
 
     def finished(self, ticket, shard):
         """Flags this call's results written (after every write to them)."""
-        flags, _, _, _ = _views(self._maps[ticket.path], ticket.shape, shard)
+        flags = _flags(self._maps[ticket.path], ticket.shape)
         _C._shm_signal(flags, 1 + ticket.shape.slot(shard, ticket.part), ticket.seq)

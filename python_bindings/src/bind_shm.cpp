@@ -14,8 +14,6 @@
 // on ARM hosts (Grace), where another process could see the flag before the
 // results. The wait also spins here without the GIL, so that the driver's
 // other threads (the query copy, the merges) run meanwhile.
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
