@@ -62,6 +62,9 @@ const char* kUsage =
     "  --latency-blocks LIST  blocks per query of extra single-query runs, each\n"
     "                    reported with its recall (0: automatic; default none)\n"
     "  --hard-d D, --hard-clusters C  hard: dimension and mixture components (default 100, 500)\n"
+    "  --hard-query-seed S  hard: queries from the mixture of seed S, whose centres\n"
+    "                    differ from the data's (queries unlike the data; set hard-ood)\n"
+    "  --entry-points N  graph: size of the entry-point sample (default: the index's)\n"
     "  --add-build B     graph: how the k-NN lists are built: auto (default), one-shot,\n"
     "                    partitioned, one-shot-where-it-fits\n"
     "  --knn-samples N, --knn-iterations N, --knn-threshold F\n"
@@ -104,9 +107,12 @@ Data loadData(const Args& a, const std::string& kind, int64_t tuneQueries) {
         s.d = int(a.getInt("hard-d", s.d));
         s.clusters = int(a.getInt("hard-clusters", s.clusters));
         out.base = generateHard(s, nb, 0);
-        out.queries = generateHard(s, nq, 1);
+        HardSpec sq = s;
+        if (a.has("hard-query-seed")) sq.seed = uint64_t(a.getInt("hard-query-seed", 0));
+        out.queries = generateHard(sq, nq, 1);
         out.name = s.clusters == HardSpec().clusters ? kind
                                                      : kind + "-c" + std::to_string(s.clusters);
+        if (sq.seed != s.seed) out.name += "-ood";
     } else if (kind == "fmnist" || kind == "fmnist-aug" || kind == "fmnist-aug-pca") {
         Matrix train = readVectors(dir + "/train-images-idx3-ubyte.gz");
         Matrix test = readVectors(dir + "/t10k-images-idx3-ubyte.gz", nq);
@@ -292,6 +298,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     if (a.has("knn-threshold"))
         cfg.knnBuild.terminationThreshold = std::stof(a.get("knn-threshold", "0.001"));
     cfg.knnBuild.addBuild = parseAddBuild(a.get("add-build", "auto"));
+    if (a.has("entry-points")) cfg.entryPoints = int(a.getInt("entry-points", cfg.entryPoints));
     gpu::GpuIndexSearchGraph index(&res, b.d, FlatMetric::L2, cfg);
     double t0 = nowSeconds();
     index.add(b.n, b.x.data());
@@ -300,6 +307,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     bp.integer("graph_degree", cfg.graphDegree)
         .integer("knn_degree", cfg.knnDegree)
         .integer("knn_samples", cfg.knnBuild.samples)
+        .integer("entry_points", cfg.entryPoints)
         .integer("knn_iterations", index.getKnnBuildIterations())
         .num("knn_threshold", cfg.knnBuild.terminationThreshold)
         .num("knn_seconds", index.getKnnBuildSeconds())
@@ -334,6 +342,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                     p.integer("itopk", itopk)
                         .integer("search_width", w)
                         .integer("entry_seeds", es)
+                        .integer("entry_points", cfg.entryPoints)
                         .integer("fp16", half)
                         .integer("graph_degree", cfg.graphDegree)
                         .integer("knn_degree", cfg.knnDegree)
@@ -356,6 +365,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                         p1.integer("itopk", itopk)
                             .integer("search_width", w)
                             .integer("entry_seeds", es)
+                        .integer("entry_points", cfg.entryPoints)
                             .integer("fp16", half)
                             .integer("blocks_per_query", blocks)
                             .integer("graph_degree", cfg.graphDegree)
@@ -562,6 +572,8 @@ int main(int argc, char** argv) {
                       "knn-threshold",
                       "hard-d",
                       "hard-clusters",
+                      "hard-query-seed",
+                      "entry-points",
                       "add-build",
                       "device-queries",
                       "help",

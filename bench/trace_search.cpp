@@ -1,5 +1,6 @@
-// trace_search: the timeline of a few searches of GpuIndexQuickSelectFlat,
-// as nsys would show it, for machines without nsys. CUPTI's activity API
+// trace_search: the timeline of a few searches of GpuIndexQuickSelectFlat
+// (or GpuIndexSearchGraph, --index graph), as nsys would show it, for
+// machines without nsys. CUPTI's activity API
 // records every kernel, copy and CUDA API call with its start and end; the
 // program prints, for each traced search, the host's calls and the GPU's
 // kernels on one clock, relative to the moment search() was called, and the
@@ -7,14 +8,17 @@
 // benchmark: CUPTI's own overhead lengthens API calls by a microsecond or so.
 //
 //   trace_search --base B.fbin --query Q.fbin --nq 200 --k 3000 [--reps 3]
-//                [--min-us 2]
+//                [--min-us 2] [--index flat|graph] [--precision P] [--itopk N]
+//                [--host]
 // API calls shorter than --min-us microseconds are left out of the listing
-// (their total is still printed).
+// (their total is still printed). --host passes queries and results in host
+// memory (a numpy caller's path); GPU work is listed with its stream.
 #include "bench/BenchData.h"
 #include "bench/BenchDevice.h"
 #include "bench/BenchUtil.h"
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
@@ -23,6 +27,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -35,8 +40,11 @@ namespace {
 
 const char* kUsage =
         "trace_search --base B.fbin --query Q.fbin [--nq N] [--k K] [--reps R] [--min-us U]\n"
+        "             [--index flat|graph] [--precision P] [--itopk N] [--host]\n"
         "  Prints the CUPTI timeline of R searches (after two warm-ups) of a\n"
-        "  GpuIndexQuickSelectFlat (L2, device queries and results).\n";
+        "  GpuIndexQuickSelectFlat (precision P, default auto) or a\n"
+        "  GpuIndexSearchGraph (default build, itopk N), L2, with device queries\n"
+        "  and results (--host: host ones).\n";
 
 #define CUPTI_CHECK(call)                                                             \
     do {                                                                              \
@@ -75,12 +83,15 @@ void record(CUpti_Activity* a) {
     switch (a->kind) {
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
             auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(a);
-            gEvents.push_back({true, k->name ? k->name : "?", k->start, k->end});
+            gEvents.push_back({true, "[s" + std::to_string(k->streamId) + "] " + (k->name ? k->name : "?"),
+                               k->start, k->end});
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
             auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(a);
-            gEvents.push_back({true, "[memcpy " + std::to_string(m->bytes) + " B]", m->start, m->end});
+            gEvents.push_back({true, "[s" + std::to_string(m->streamId) + "] [memcpy " +
+                                             std::to_string(m->bytes) + " B]",
+                               m->start, m->end});
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -146,13 +157,39 @@ void printWindow(int rep, uint64_t t0, uint64_t t1, double minUs) {
                 kernels, idle, minUs, shortApi);
 }
 
+/// The index traced, built on base, and how one search of it runs.
+struct TracedIndex {
+    std::unique_ptr<gpu::GpuIndex> index;
+    std::unique_ptr<faiss::SearchParameters> params;
+};
+
+TracedIndex buildIndex(const Args& args, gpu::StandardGpuResources* res, const Matrix& base) {
+    TracedIndex t;
+    const std::string kind = args.get("index", "flat");
+    if (kind == "graph") {
+        t.index.reset(new gpu::GpuIndexSearchGraph(res, base.d, FlatMetric::L2));
+        auto* p = new gpu::SearchParametersSearchGraph();
+        p->itopk = int(args.getInt("itopk", 0));
+        t.params.reset(p);
+    } else if (kind == "flat") {
+        gpu::GpuIndexQuickSelectFlatConfig c;
+        c.distancePrecision = gpu::distancePrecisionFromName(args.get("precision", "auto").c_str());
+        t.index.reset(new gpu::GpuIndexQuickSelectFlat(res, base.d, FlatMetric::L2, c));
+    } else {
+        throw std::invalid_argument("--index must be flat or graph");
+    }
+    t.index->add(base.n, base.x.data());
+    return t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     try {
-        Args args(argc, argv, {"help", "git"});
+        Args args(argc, argv, {"help", "git", "host"});
         if (args.printedHelpOrGit(kUsage)) return 0;
-        args.checkKnown({"base", "query", "nq", "k", "reps", "min-us", "help", "git"});
+        args.checkKnown({"base", "query", "nq", "k", "reps", "min-us", "index", "precision",
+                         "itopk", "host", "help", "git"});
         if (!args.has("base") || !args.has("query"))
             throw std::invalid_argument("--base and --query are required (see --help)");
         const Matrix base = readVectors(args.get("base"));
@@ -161,30 +198,38 @@ int main(int argc, char** argv) {
         const int64_t k = args.getInt("k", 10);
         const int reps = int(std::max<int64_t>(1, args.getInt("reps", 3)));
         const double minUs = args.getDouble("min-us", 2.0);
-        const int d = base.d;
+        const bool host = args.has("host");
         gpu::StandardGpuResources res;
-        gpu::GpuIndexQuickSelectFlat index(&res, d, FlatMetric::L2);
-        index.add(base.n, base.x.data());
+        TracedIndex t = buildIndex(args, &res, base);
         DeviceArray<float> dQ(query.x.size());
         DeviceArray<float> dD(size_t(query.n) * k);
         DeviceArray<int64_t> dI(size_t(query.n) * k);
         FAISS_EXT_CUDA_CHECK(
                 cudaMemcpy(dQ.p, query.x.data(), query.x.size() * 4, cudaMemcpyHostToDevice));
-        for (int w = 0; w < 2; ++w) index.search(query.n, dQ.p, k, dD.p, dI.p);
+        std::vector<float> hD(size_t(query.n) * k);
+        std::vector<int64_t> hI(size_t(query.n) * k);
+        auto search = [&] {
+            if (host)
+                t.index->search(query.n, query.x.data(), k, hD.data(), hI.data(), t.params.get());
+            else
+                t.index->search(query.n, dQ.p, k, dD.p, dI.p, t.params.get());
+        };
+        for (int w = 0; w < 2; ++w) search();
         FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
         enableTracing();
         std::vector<std::pair<uint64_t, uint64_t>> windows;
         for (int r = 0; r < reps; ++r) {
             uint64_t t0 = 0, t1 = 0;
             CUPTI_CHECK(cuptiGetTimestamp(&t0));
-            index.search(query.n, dQ.p, k, dD.p, dI.p);
+            search();
             FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
             CUPTI_CHECK(cuptiGetTimestamp(&t1));
             windows.emplace_back(t0, t1);
         }
         CUPTI_CHECK(cuptiActivityFlushAll(1));
-        std::printf("trace_search: nb %lld, nq %lld, d %d, k %lld\n", (long long)base.n,
-                    (long long)query.n, d, (long long)k);
+        std::printf("trace_search: %s, nb %lld, nq %lld, d %d, k %lld, %s queries\n",
+                    args.get("index", "flat").c_str(), (long long)base.n, (long long)query.n,
+                    base.d, (long long)k, host ? "host" : "device");
         for (int r = 0; r < reps; ++r) printWindow(r, windows[r].first, windows[r].second, minUs);
         return 0;
     } catch (const std::exception& e) {

@@ -96,6 +96,10 @@ struct BoundedSearchStats {
     /// their candidates (data far from the origin, near ties at the k-th
     /// rank), or the vectors are kept on the host (FP32 only there).
     int64_t fallbackQueries = 0;
+    /// Row blocks of the bounded pass run on the resources' alternate
+    /// stream, beside the previous block's selection (large batches split
+    /// into blocks; impl/flat/BoundedFlatSearch.h).
+    int64_t overlappedRowBlocks = 0;
 };
 
 }  // namespace gpu

@@ -216,6 +216,256 @@ CandidatePlan planSampledCandidates(size_t budget, int64_t nq, int64_t nb, int64
     return p;
 }
 
+
+/// Row blocks of at least this many queries are split over two lanes
+/// (fewer: one lane with the whole budget, as a GEMM of few rows runs below
+/// the tensor cores' rate).
+constexpr int64_t kMinLaneRows = 512;
+
+/// What every row block of one bounded search shares.
+struct BoundedPass {
+    const BoundedCorpus* corpus = nullptr;
+    const float* queries = nullptr;
+    int64_t k = 0, kk = 0, m = 0, nb = 0, gemmRows = 0;
+    int d = 0, dPad = 0;
+    bool l2 = false, bf16 = false, centred = false;
+    CandidatePlan plan;
+    TileSelection selection;
+    RescoreArgs rescore;  ///< the fields common to every block
+    float* distances = nullptr;
+    int64_t* labels = nullptr;
+    uint8_t* certified = nullptr;  ///< nq flags (device)
+};
+
+/// One lane of the bounded pass: a stream, its cuBLAS handle and the
+/// buffers of one row block. Two lanes take alternate row blocks, so that a
+/// block's selection and re-scoring (which read its whole distance tile)
+/// run beside the next block's GEMM (which writes one) instead of leaving
+/// the tensor cores idle (issue 39). Each lane's buffers are ordered on its
+/// own stream.
+struct BoundedLane {
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    int64_t ldMax;
+    TempBuffer<float> dist;
+    std::unique_ptr<RowSelector> sel;
+    size_t filterBytes;
+    TempBuffer<char> filterScratch;
+    TempBuffer<uint64_t> filtered;
+    TempBuffer<uint8_t> flags;
+    TempBuffer<uint64_t> rescored;
+    size_t sortBytes;
+    TempBuffer<char> sortTemp;
+    TempBuffer<double> leftOutLower;
+    // Query norms per block (the bound's |q|; for L2 also the decode's
+    // |q|^2, the same kernel as the FP32 path's, on the queries this pass
+    // multiplies: centred ones when the corpus is); the centred queries
+    // (L2) or their q.c (inner products); BF16x3: the split queries.
+    TempBuffer<float> querySqNorms;
+    TempBuffer<float> centredQueries;
+    TempBuffer<float> centreOffsets;
+    TempBuffer<Bf16Bits> querySplit;
+
+    BoundedLane(GpuResources* res, int device, cudaStream_t s, cublasHandle_t h,
+                const BoundedPass& b)
+            : stream(s),
+              blas(h),
+              ldMax((b.plan.cols + 3) / 4 * 4),
+              dist(res, device, size_t(b.plan.rows) * ldMax, s),
+              filterBytes(b.plan.sampled
+                                  ? select::sampledThresholdScratchBytes(b.plan.rows, b.nb, b.m)
+                                  : 0),
+              filterScratch(res, device, filterBytes, s),
+              filtered(res, device, b.plan.sampled ? size_t(b.plan.rows) * b.m : 0, s),
+              flags(res, device, b.plan.sampled ? size_t(b.plan.rows) : 0, s),
+              rescored(res, device, size_t(b.plan.rows) * b.m, s),
+              sortBytes(select::sortKeyRowsTempBytes(b.plan.rows, b.m)),
+              sortTemp(res, device, sortBytes, s),
+              leftOutLower(res, device, size_t(b.plan.rows), s),
+              querySqNorms(res, device, size_t(b.plan.rows), s),
+              centredQueries(res, device,
+                             b.centred && b.l2 ? size_t(b.plan.rows) * b.d : 0, s),
+              centreOffsets(res, device, b.centred && !b.l2 ? size_t(b.plan.rows) : 0, s),
+              querySplit(res, device, b.bf16 ? size_t(b.plan.rows) * 3 * b.dPad : 0, s) {
+        if (!b.plan.sampled) {
+            const TileSelection& c = b.selection;
+            sel.reset(new RowSelector(res, device, s, c.algo, b.plan.rows, b.plan.cols,
+                                      b.plan.colTiles, b.nb, b.m, c.group, c.thFactor));
+        }
+    }
+};
+
+/// The approximate products of `rows` queries q (prepared, centred or split
+/// as the lane holds them) with vectors [c0, c0 + w), into out (ld a row).
+void approximateProducts(const BoundedPass& b, BoundedLane& lane, const float* q, int64_t rows,
+                         int64_t c0, int64_t w, float* out, int64_t ld) {
+    const float alpha = b.l2 ? -2.f : -1.f;
+    if (b.bf16) {
+        gemmDotProductsBf16x3(lane.blas, lane.querySplit.data(), rows,
+                              b.corpus->split + size_t(c0) * 3 * b.dPad, w, b.dPad, alpha, out,
+                              ld);
+    } else {
+        gemmDotProductsTf32(lane.blas, q, rows, b.corpus->vectors + size_t(c0) * b.d, w, b.d,
+                            alpha, out, ld);
+    }
+}
+
+/// The m candidates of the lane's block (sorted approximate keys, device).
+const uint64_t* selectCandidates(const BoundedPass& b, BoundedLane& lane, const float* q,
+                                 int64_t rows) {
+    const BoundedCorpus& corpus = *b.corpus;
+    if (b.plan.sampled) {
+        approximateProducts(b, lane, q, rows, 0, std::min(b.gemmRows, lane.ldMax),
+                            lane.dist.data(), lane.ldMax);
+        select::sampledThresholdSelectKeys(lane.dist.data(), lane.ldMax,
+                                           b.l2 ? corpus.sqNorms : nullptr, rows, b.nb, b.m,
+                                           lane.filtered.data(), lane.flags.data(),
+                                           lane.filterScratch.data(), lane.filterBytes,
+                                           lane.stream);
+        return lane.filtered.data();
+    }
+    lane.sel->begin(rows);
+    for (int64_t c0 = 0; c0 < b.nb; c0 += b.plan.cols) {
+        const int64_t w = std::min(b.plan.cols, b.nb - c0);
+        const int64_t ld = (w + 3) / 4 * 4;
+        approximateProducts(b, lane, q, rows, c0, std::min(ld, b.gemmRows - c0),
+                            lane.dist.data(), ld);
+        lane.sel->addTile(lane.dist.data(), ld, b.l2 ? corpus.sqNorms + c0 : nullptr,
+                          uint32_t(c0), w);
+    }
+    return lane.sel->finish();
+}
+
+/// Steps 1-3 of BoundedFlatSearch.h for queries [q0, q0 + rows) on `lane`:
+/// candidates, FP32 re-scoring, the certificate, decoded results.
+void runBoundedBlock(const BoundedPass& b, BoundedLane& lane, int64_t q0, int64_t rows) {
+    const BoundedCorpus& corpus = *b.corpus;
+    cudaStream_t stream = lane.stream;
+    const float* q = b.queries + size_t(q0) * b.d;
+    if (b.centred && b.l2) {
+        subtractCentre(q, rows, b.d, corpus.centre, lane.centredQueries.data(), stream);
+        q = lane.centredQueries.data();
+    } else if (b.centred) {
+        centreDots(q, rows, b.d, corpus.centre, lane.centreOffsets.data(), stream);
+    }
+    rowSquaredNorms(q, rows, b.d, lane.querySqNorms.data(), stream);
+    if (b.bf16) splitRowsBf16(q, rows, b.d, SplitSide::Queries, lane.querySplit.data(), stream);
+    RescoreArgs a = b.rescore;
+    a.approxKeys = selectCandidates(b, lane, q, rows);
+    a.queries = q;
+    a.querySqNorms = lane.querySqNorms.data();
+    a.rescoredKeys = lane.rescored.data();
+    a.leftOutLower = lane.leftOutLower.data();
+    rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, stream>>>(a);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    select::sortKeyRows(lane.rescored.data(), rows, b.m, lane.sortTemp.data(), lane.sortBytes,
+                        stream);
+    certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
+            lane.rescored.data(), b.m, b.kk, lane.leftOutLower.data(), b.m == b.nb,
+            b.plan.sampled ? lane.flags.data() : nullptr, rows, b.certified + q0);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    // Every row is decoded; the uncertified ones are written over later.
+    const select::KeyDecode decode = b.l2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
+    select::decodeKeys(lane.rescored.data(), rows, b.kk, b.k, decode,
+                       b.l2 ? lane.querySqNorms.data() : nullptr,
+                       b.distances + size_t(q0) * b.k, b.labels + size_t(q0) * b.k, stream,
+                       b.m);
+    if (b.centred && !b.l2) {  // back from q.(x - c) to q.x
+        addRowOffsets(b.distances ? b.distances + size_t(q0) * b.k : nullptr, rows, b.k,
+                      lane.centreOffsets.data(), stream);
+    }
+}
+
+/// Makes `waiter` wait for the work queued on `done` so far.
+void streamWaits(cudaStream_t waiter, cudaStream_t done) {
+    if (waiter == done) return;
+    cudaEvent_t e;
+    FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaError_t err = cudaEventRecord(e, done);
+    if (err == cudaSuccess) err = cudaStreamWaitEvent(waiter, e, 0);
+    cudaEventDestroy(e);  // released once the wait is satisfied
+    FAISS_EXT_CUDA_CHECK(err);
+}
+
+/// On leaving scope (exceptions too), the main stream waits for the second
+/// lane's stream, so that memory freed in the main stream's order (the
+/// certified flags, the caller's buffers) outlives the lane's work.
+struct LaneJoin {
+    cudaStream_t main, lane;
+    ~LaneJoin() {
+        if (main == lane) return;
+        cudaEvent_t e;
+        if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+            cudaStreamSynchronize(lane);
+            return;
+        }
+        if (cudaEventRecord(e, lane) != cudaSuccess || cudaStreamWaitEvent(main, e, 0) != cudaSuccess)
+            cudaStreamSynchronize(lane);
+        cudaEventDestroy(e);
+    }
+};
+
+/// The candidate plan of one lane within `budget` bytes.
+CandidatePlan planLane(size_t budget, int64_t nq, const BoundedPass& b, bool sampledCandidates,
+                       size_t extraPerRow) {
+    CandidatePlan p;
+    if (sampledCandidates) p = planSampledCandidates(budget, nq, b.nb, b.m, extraPerRow);
+    if (!p.sampled) {
+        const TilePlan t = planSearch(budget, b.nb, nq, b.k, b.m, b.d, /*onHost=*/false, b.l2,
+                                      b.selection, extraPerRow);
+        p.rows = t.rows;
+        p.cols = t.cols;
+        p.colTiles = t.colTiles;
+    }
+    return p;
+}
+
+/// Runs the bounded pass over the nq queries (flags in b.certified);
+/// returns how many queries it saw (the rest go to the FP32 path) and adds
+/// the row blocks run on the second lane to *overlapped.
+int64_t runBoundedPass(GpuResources* res, int device, cudaStream_t stream, BoundedPass& b,
+                       int64_t nq, bool sampledCandidates, int64_t* overlapped) {
+    // Per row beyond the selection: m re-scored keys, their sort's
+    // temporary memory, the lower bound of the keys left out, the query's
+    // norm and (centred) the centred query (L2) or its q.c (inner
+    // products). BF16x3: the query's split row (3 dPad BF16).
+    const size_t extraPerRow = sizeof(uint64_t) * b.m + select::sortKeyRowsTempBytes(1, b.m) +
+                               64 + sizeof(float) * (1 + (b.centred ? size_t(b.d) : 0)) +
+                               (b.bf16 ? 3 * sizeof(Bf16Bits) * size_t(b.dPad) : 0);
+    const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
+    // Two lanes when each still gets blocks worth a GEMM.
+    b.plan = planLane(budget / 2, nq, b, sampledCandidates, extraPerRow);
+    const bool twoLanes = nq >= 2 * kMinLaneRows && b.plan.rows >= kMinLaneRows;
+    if (twoLanes) {
+        b.plan.rows = std::min(b.plan.rows, (nq + 1) / 2);
+    } else {
+        b.plan = planLane(budget, nq, b, sampledCandidates, extraPerRow);
+    }
+    cudaStream_t alt = twoLanes ? res->getAlternateStream(device) : stream;
+    cublasHandle_t altBlas = twoLanes ? res->getAlternateBlasHandle(device)
+                                      : res->getBlasHandle(device);
+    // the second lane starts after what the caller queued (the queries, the flags)
+    streamWaits(alt, stream);
+    LaneJoin join{stream, alt};
+    std::unique_ptr<BoundedLane> lanes[2];
+    lanes[0].reset(new BoundedLane(res, device, stream, res->getBlasHandle(device), b));
+    if (twoLanes) lanes[1].reset(new BoundedLane(res, device, alt, altBlas, b));
+    int64_t passed = 0;  // queries the pass has seen
+    int64_t block = 0;
+    for (int64_t q0 = 0; q0 < nq; q0 += b.plan.rows, ++block) {
+        // Bail out on the first block's share (block 0 ran on lane 0; the
+        // check waits for it only, while lane 1 goes on).
+        const int64_t checkAt = twoLanes ? 2 : 1;
+        if (block == checkAt && !firstBlockWorthIt(b.certified, b.plan.rows, stream)) break;
+        const int64_t rows = std::min(b.plan.rows, nq - q0);
+        const bool second = twoLanes && (block & 1);
+        runBoundedBlock(b, *lanes[second ? 1 : 0], q0, rows);
+        *overlapped += second ? 1 : 0;
+        passed = q0 + rows;
+    }
+    return passed;
+}
+
 }  // namespace
 
 void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
@@ -232,143 +482,47 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                            "boundedFlatSearch: dimension %d too large for the TF32 bound", d);
     const bool l2 = corpus.metric == FlatMetric::L2;
     FAISS_THROW_IF_NOT_MSG(!l2 || corpus.sqNorms, "boundedFlatSearch: L2 needs the stored norms");
-    const select::KeyDecode decode = l2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
-    const int64_t kk = std::min(k, nb);
     const bool bf16 = corpus.split != nullptr;
-    const int64_t m = boundedCandidateCount(kk, nb, bf16);
     FAISS_THROW_IF_NOT_MSG(!bf16 || corpus.splitDim == bf16PaddedDim(d),
                            "boundedFlatSearch: BF16 split of the corpus at the wrong width");
-    const int dPad = corpus.splitDim;
-    const Tf32BoundTerms terms = bf16 ? bf16x3BoundTerms(dPad, l2) : tf32BoundTerms(d, l2);
-    const double xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
-
-    const bool centred = corpus.centre != nullptr;
+    BoundedPass b;
+    b.corpus = &corpus;
+    b.queries = queries;
+    b.k = k;
+    b.kk = std::min(k, nb);
+    b.nb = nb;
+    b.d = d;
+    b.dPad = corpus.splitDim;
+    b.l2 = l2;
+    b.bf16 = bf16;
+    b.centred = corpus.centre != nullptr;
+    b.m = boundedCandidateCount(b.kk, nb, bf16);
     // The GEMMs may run past nb up to gemmRows (columns the selection skips).
-    const int64_t gemmRows = std::max(nb, corpus.gemmRows);
+    b.gemmRows = std::max(nb, corpus.gemmRows);
+    b.selection = candidateSelection;
+    b.distances = distances;
+    b.labels = labels;
+    const Tf32BoundTerms terms = bf16 ? bf16x3BoundTerms(b.dPad, l2) : tf32BoundTerms(d, l2);
+    RescoreArgs& a = b.rescore;
+    a.m = b.m;
+    a.vectors = corpus.vectors;
+    a.sqNorms = l2 ? corpus.sqNorms : nullptr;
+    a.nb = nb;
+    a.d = d;
+    a.l2 = l2;
+    a.terms = terms;
+    a.xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
+    a.xMaxSqNorm = corpus.maxSqNorm;
 
     std::vector<int64_t> fallbackRows;
+    int64_t overlapped = 0;
     {
-        // Per row beyond the selection: m re-scored keys, their sort's
-        // temporary memory, the lower bound of the keys left out, the
-        // query's norm and (centred) the centred query (L2) or its q.c (inner products).
-        // BF16x3: the query's split row (3 dPad BF16).
-        const size_t extraPerRow = sizeof(uint64_t) * m + select::sortKeyRowsTempBytes(1, m) + 64 +
-                                   sizeof(float) * (1 + (centred ? size_t(d) : 0)) +
-                                   (bf16 ? 3 * sizeof(Bf16Bits) * size_t(dPad) : 0);
         // One flag per query, read back once after the last block (a read
         // per block would stall the stream between blocks).
         TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
-        const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
-        CandidatePlan p;
-        if (sampledCandidates) p = planSampledCandidates(budget, nq, nb, m, extraPerRow);
-        if (!p.sampled) {
-            const TilePlan t = planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2,
-                                          candidateSelection, extraPerRow);
-            p.rows = t.rows;
-            p.cols = t.cols;
-            p.colTiles = t.colTiles;
-        }
-        const int64_t ldMax = (p.cols + 3) / 4 * 4;
-        TempBuffer<float> dist(res, device, size_t(p.rows) * ldMax, stream);
-        std::unique_ptr<RowSelector> sel;
-        if (!p.sampled) {
-            sel.reset(new RowSelector(res, device, stream, candidateSelection.algo, p.rows, p.cols,
-                                      p.colTiles, nb, m, candidateSelection.group,
-                                      candidateSelection.thFactor));
-        }
-        const size_t filterBytes = p.sampled ? select::sampledThresholdScratchBytes(p.rows, nb, m) : 0;
-        TempBuffer<char> filterScratch(res, device, filterBytes, stream);
-        TempBuffer<uint64_t> filtered(res, device, p.sampled ? size_t(p.rows) * m : 0, stream);
-        TempBuffer<uint8_t> flags(res, device, p.sampled ? size_t(p.rows) : 0, stream);
-        TempBuffer<uint64_t> rescored(res, device, size_t(p.rows) * m, stream);
-        const size_t sortBytes = select::sortKeyRowsTempBytes(p.rows, m);
-        TempBuffer<char> sortTemp(res, device, sortBytes, stream);
-        TempBuffer<double> leftOutLower(res, device, size_t(p.rows), stream);
-        // Query norms per block (the bound's |q|; for L2 also the decode's
-        // |q|^2, the same kernel as the FP32 path's, on the queries this
-        // pass multiplies: centred ones when the corpus is).
-        TempBuffer<float> querySqNorms(res, device, size_t(p.rows), stream);
-        TempBuffer<float> centredQueries(res, device, centred && l2 ? size_t(p.rows) * d : 0,
-                                         stream);
-        TempBuffer<float> centreOffsets(res, device, centred && !l2 ? size_t(p.rows) : 0, stream);
-        TempBuffer<Bf16Bits> querySplit(res, device, bf16 ? size_t(p.rows) * 3 * dPad : 0, stream);
-        const float alpha = l2 ? -2.f : -1.f;
-        cublasHandle_t blas = res->getBlasHandle(device);
-
-        RescoreArgs a;
-        a.m = m;
-        a.vectors = corpus.vectors;
-        a.sqNorms = l2 ? corpus.sqNorms : nullptr;
-        a.nb = nb;
-        a.d = d;
-        a.l2 = l2;
-        a.terms = terms;
-        a.xMaxNorm = xMaxNorm;
-        a.xMaxSqNorm = corpus.maxSqNorm;
-        a.rescoredKeys = rescored.data();
-        a.leftOutLower = leftOutLower.data();
-
-        int64_t passed = 0;  // queries the TF32 pass has seen (the rest fall back)
-        for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
-            if (q0 == p.rows && !firstBlockWorthIt(certified.data(), p.rows, stream)) break;
-            const int64_t rows = std::min(p.rows, nq - q0);
-            passed = q0 + rows;
-            const float* q = queries + size_t(q0) * d;
-            if (centred && l2) {
-                subtractCentre(q, rows, d, corpus.centre, centredQueries.data(), stream);
-                q = centredQueries.data();
-            } else if (centred) {
-                centreDots(q, rows, d, corpus.centre, centreOffsets.data(), stream);
-            }
-            rowSquaredNorms(q, rows, d, querySqNorms.data(), stream);
-            if (bf16) splitRowsBf16(q, rows, d, SplitSide::Queries, querySplit.data(), stream);
-            // The approximate products of this block's queries with vectors
-            // [c0, c0 + w), into out (ld floats a row).
-            auto products = [&](int64_t c0, int64_t w, float* out, int64_t ld) {
-                if (bf16) {
-                    gemmDotProductsBf16x3(blas, querySplit.data(), rows,
-                                          corpus.split + size_t(c0) * 3 * dPad, w, dPad, alpha,
-                                          out, ld);
-                } else {
-                    gemmDotProductsTf32(blas, q, rows, corpus.vectors + size_t(c0) * d, w, d, alpha,
-                                        out, ld);
-                }
-            };
-            if (p.sampled) {
-                products(0, std::min(gemmRows, ldMax), dist.data(), ldMax);
-                select::sampledThresholdSelectKeys(dist.data(), ldMax, l2 ? corpus.sqNorms : nullptr,
-                                                   rows, nb, m, filtered.data(), flags.data(),
-                                                   filterScratch.data(), filterBytes, stream);
-                a.approxKeys = filtered.data();
-            } else {
-                sel->begin(rows);
-                for (int64_t c0 = 0; c0 < nb; c0 += p.cols) {
-                    const int64_t w = std::min(p.cols, nb - c0);
-                    const int64_t ld = (w + 3) / 4 * 4;
-                    products(c0, std::min(ld, gemmRows - c0), dist.data(), ld);
-                    sel->addTile(dist.data(), ld, l2 ? corpus.sqNorms + c0 : nullptr,
-                                 uint32_t(c0), w);
-                }
-                a.approxKeys = sel->finish();
-            }
-            a.queries = q;
-            a.querySqNorms = querySqNorms.data();
-            rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, stream>>>(a);
-            FAISS_EXT_CUDA_CHECK_LAUNCH();
-            select::sortKeyRows(rescored.data(), rows, m, sortTemp.data(), sortBytes, stream);
-            certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
-                    rescored.data(), m, kk, leftOutLower.data(), m == nb,
-                    p.sampled ? flags.data() : nullptr, rows, certified.data() + q0);
-            FAISS_EXT_CUDA_CHECK_LAUNCH();
-            // Every row is decoded; the uncertified ones are written over below.
-            select::decodeKeys(rescored.data(), rows, kk, k, decode,
-                               l2 ? querySqNorms.data() : nullptr, distances + size_t(q0) * k,
-                               labels + size_t(q0) * k, stream, m);
-            if (centred && !l2) {  // back from q.(x - c) to q.x
-                addRowOffsets(distances ? distances + size_t(q0) * k : nullptr, rows, k,
-                              centreOffsets.data(), stream);
-            }
-        }
+        b.certified = certified.data();
+        const int64_t passed =
+                runBoundedPass(res, device, stream, b, nq, sampledCandidates, &overlapped);
         std::vector<uint8_t> hostCertified(static_cast<size_t>(nq), 0);
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCertified.data(), certified.data(), size_t(passed),
                                              cudaMemcpyDeviceToHost, stream));
@@ -384,6 +538,7 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
     if (stats) {
         stats->fallbackQueries += int64_t(fallbackRows.size());
         stats->certifiedQueries += nq - int64_t(fallbackRows.size());
+        stats->overlappedRowBlocks += overlapped;
     }
 }
 
