@@ -96,9 +96,9 @@ struct BoundedSearchStats {
     /// their candidates (data far from the origin, near ties at the k-th
     /// rank), or the vectors are kept on the host (FP32 only there).
     int64_t fallbackQueries = 0;
-    /// Row blocks of the bounded pass run on the resources' alternate
-    /// stream, beside the previous block's selection (large batches split
-    /// into blocks; impl/flat/BoundedFlatSearch.h).
+    /// Row blocks of the bounded pass whose GEMM was free to run beside the
+    /// previous block's selection (batches of several blocks are pipelined
+    /// over two streams; impl/flat/BoundedFlatSearch.h).
     int64_t overlappedRowBlocks = 0;
 };
 

@@ -124,8 +124,12 @@ StandardGpuResourcesImpl::DeviceState& StandardGpuResourcesImpl::alternate_(int 
     DeviceState& st = state_(device);
     if (st.altBlas) return st;
     DeviceScope scope(device);
+    // of the highest priority: work queued on it takes SMs as the default
+    // stream's kernels free them (BoundedFlatSearch.h)
+    int least = 0, greatest = 0;
+    FAISS_EXT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     cudaStream_t s = nullptr;
-    FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
     cublasHandle_t h = nullptr;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
         cudaStreamDestroy(s);

@@ -208,14 +208,14 @@ TEST(GpuFlatBounded, TiledSearchEqualsFp32) {
     EXPECT_EQ(s.fallbackQueries, 300);
 }
 
-TEST(GpuFlatBounded, LargeBatchesOverlapTwoLanesAndEqualFp32) {
-    // Batches of at least two blocks of 512 queries run every other row
-    // block on the resources' alternate stream (BoundedFlatSearch.h): the
-    // results still equal the FP32 path's and the counters show blocks on
-    // the second lane; with the default temporary memory (one block a lane)
-    // and with little (several blocks a lane, the bail-out check after
-    // block 2), for TF32 and BF16x3 products; and on data that falls back
-    // (every query counted once, the bail-out taken with lanes in flight).
+TEST(GpuFlatBounded, LargeBatchesArePipelinedAndEqualFp32) {
+    // Batches of at least two blocks of 512 queries are pipelined over two
+    // streams with two blocks in flight (BoundedFlatSearch.h): the results
+    // still equal the FP32 path's and the counters show overlapped blocks;
+    // with the default temporary memory (two blocks) and with little (each
+    // slot reused, the bail-out check after block 2), for TF32 and BF16x3
+    // products; and on data that falls back (every query counted once, the
+    // bail-out taken with blocks in flight).
     FAISS_EXT_REQUIRE_GPU();
     const int d = 64;
     const int64_t nq = 6000;
@@ -227,7 +227,7 @@ TEST(GpuFlatBounded, LargeBatchesOverlapTwoLanesAndEqualFp32) {
         for (auto p : {DistancePrecision::TF32Bounded, DistancePrecision::BF16x3Bounded}) {
             for (FlatMetric m : {FlatMetric::L2, FlatMetric::InnerProduct}) {
                 const std::string what =
-                        describe(m, d, 10, temp ? "two lanes, small temp" : "two lanes") +
+                        describe(m, d, 10, temp ? "pipelined, small temp" : "pipelined") +
                         (p == DistancePrecision::BF16x3Bounded ? " bf16x3" : " tf32");
                 const BoundedSearchStats s = compareOn(res, m, d, xb, xq, 10, what, {}, p);
                 EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, nq) << what;
@@ -239,7 +239,7 @@ TEST(GpuFlatBounded, LargeBatchesOverlapTwoLanesAndEqualFp32) {
     res.setTempMemory(size_t(224) << 20);
     const auto farB = twoBoxes(20000, d, kSeed + 13);
     const auto farQ = twoBoxes(nq, d, kSeed + 14);
-    const std::string what = describe(FlatMetric::InnerProduct, d, 10, "two lanes far");
+    const std::string what = describe(FlatMetric::InnerProduct, d, 10, "pipelined far");
     const BoundedSearchStats s = compareOn(res, FlatMetric::InnerProduct, d, farB, farQ, 10, what);
     EXPECT_EQ(s.fallbackQueries, nq) << what;
 }

@@ -217,10 +217,10 @@ CandidatePlan planSampledCandidates(size_t budget, int64_t nq, int64_t nb, int64
 }
 
 
-/// Row blocks of at least this many queries are split over two lanes
-/// (fewer: one lane with the whole budget, as a GEMM of few rows runs below
-/// the tensor cores' rate).
-constexpr int64_t kMinLaneRows = 512;
+/// Batches of at least two row blocks of this many queries are pipelined
+/// (fewer: one stream and the whole budget for one block, as a GEMM of few
+/// rows runs below the tensor cores' rate).
+constexpr int64_t kMinPipelinedRows = 512;
 
 /// What every row block of one bounded search shares.
 struct BoundedPass {
@@ -237,15 +237,35 @@ struct BoundedPass {
     uint8_t* certified = nullptr;  ///< nq flags (device)
 };
 
-/// One lane of the bounded pass: a stream, its cuBLAS handle and the
-/// buffers of one row block. Two lanes take alternate row blocks, so that a
-/// block's selection and re-scoring (which read its whole distance tile)
-/// run beside the next block's GEMM (which writes one) instead of leaving
-/// the tensor cores idle (issue 39). Each lane's buffers are ordered on its
-/// own stream.
-struct BoundedLane {
-    cudaStream_t stream;
-    cublasHandle_t blas;
+/// The two streams of a pipelined pass: the GEMMs (and the queries'
+/// preparation) on the caller's stream; the selection, re-scoring and
+/// certificate on the resources' alternate stream, of higher priority, so
+/// that a block's selection takes SMs as the next block's GEMM frees them
+/// instead of waiting for the whole GEMM (measured, H200: with each block's
+/// work on one stream of two, every GEMM ran alone before its selection;
+/// issue 39). Both are the caller's stream when the pass is not pipelined.
+struct PassStreams {
+    cudaStream_t gemm;
+    cublasHandle_t blas;  ///< bound to `gemm`
+    cudaStream_t select;
+};
+
+/// An event destroyed with its owner.
+struct OwnedEvent {
+    cudaEvent_t e = nullptr;
+    OwnedEvent() { FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
+    ~OwnedEvent() {
+        if (e) cudaEventDestroy(e);
+    }
+    OwnedEvent(const OwnedEvent&) = delete;
+    OwnedEvent& operator=(const OwnedEvent&) = delete;
+};
+
+/// The buffers of one row block in flight (two alternate when pipelined),
+/// allocated in the GEMM stream's order, and the events that hand the
+/// block between the streams: gemmDone (a distance tile written),
+/// tileRead (the selection has read it), blockDone (the slot is free).
+struct BoundedSlot {
     int64_t ldMax;
     TempBuffer<float> dist;
     std::unique_ptr<RowSelector> sel;
@@ -265,148 +285,163 @@ struct BoundedLane {
     TempBuffer<float> centredQueries;
     TempBuffer<float> centreOffsets;
     TempBuffer<Bf16Bits> querySplit;
+    OwnedEvent gemmDone, tileRead, blockDone;
+    bool used = false;  ///< blockDone recorded by an earlier block
 
-    BoundedLane(GpuResources* res, int device, cudaStream_t s, cublasHandle_t h,
-                const BoundedPass& b)
-            : stream(s),
-              blas(h),
-              ldMax((b.plan.cols + 3) / 4 * 4),
-              dist(res, device, size_t(b.plan.rows) * ldMax, s),
+    BoundedSlot(GpuResources* res, int device, const PassStreams& st, const BoundedPass& b)
+            : ldMax((b.plan.cols + 3) / 4 * 4),
+              dist(res, device, size_t(b.plan.rows) * ldMax, st.gemm),
               filterBytes(b.plan.sampled
                                   ? select::sampledThresholdScratchBytes(b.plan.rows, b.nb, b.m)
                                   : 0),
-              filterScratch(res, device, filterBytes, s),
-              filtered(res, device, b.plan.sampled ? size_t(b.plan.rows) * b.m : 0, s),
-              flags(res, device, b.plan.sampled ? size_t(b.plan.rows) : 0, s),
-              rescored(res, device, size_t(b.plan.rows) * b.m, s),
+              filterScratch(res, device, filterBytes, st.gemm),
+              filtered(res, device, b.plan.sampled ? size_t(b.plan.rows) * b.m : 0, st.gemm),
+              flags(res, device, b.plan.sampled ? size_t(b.plan.rows) : 0, st.gemm),
+              rescored(res, device, size_t(b.plan.rows) * b.m, st.gemm),
               sortBytes(select::sortKeyRowsTempBytes(b.plan.rows, b.m)),
-              sortTemp(res, device, sortBytes, s),
-              leftOutLower(res, device, size_t(b.plan.rows), s),
-              querySqNorms(res, device, size_t(b.plan.rows), s),
+              sortTemp(res, device, sortBytes, st.gemm),
+              leftOutLower(res, device, size_t(b.plan.rows), st.gemm),
+              querySqNorms(res, device, size_t(b.plan.rows), st.gemm),
               centredQueries(res, device,
-                             b.centred && b.l2 ? size_t(b.plan.rows) * b.d : 0, s),
-              centreOffsets(res, device, b.centred && !b.l2 ? size_t(b.plan.rows) : 0, s),
-              querySplit(res, device, b.bf16 ? size_t(b.plan.rows) * 3 * b.dPad : 0, s) {
-        if (!b.plan.sampled) {
+                             b.centred && b.l2 ? size_t(b.plan.rows) * b.d : 0, st.gemm),
+              centreOffsets(res, device, b.centred && !b.l2 ? size_t(b.plan.rows) : 0, st.gemm),
+              querySplit(res, device, b.bf16 ? size_t(b.plan.rows) * 3 * b.dPad : 0, st.gemm) {
+        if (!b.plan.sampled) {  // it selects on the selection stream
             const TileSelection& c = b.selection;
-            sel.reset(new RowSelector(res, device, s, c.algo, b.plan.rows, b.plan.cols,
+            sel.reset(new RowSelector(res, device, st.select, c.algo, b.plan.rows, b.plan.cols,
                                       b.plan.colTiles, b.nb, b.m, c.group, c.thFactor));
         }
     }
 };
 
+/// `waiter` waits for `e` (nothing when both sides are one stream: the
+/// stream's order already holds).
+void handOver(cudaStream_t from, cudaEvent_t e, cudaStream_t waiter) {
+    if (from == waiter) return;
+    FAISS_EXT_CUDA_CHECK(cudaEventRecord(e, from));
+    FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(waiter, e, 0));
+}
+
 /// The approximate products of `rows` queries q (prepared, centred or split
-/// as the lane holds them) with vectors [c0, c0 + w), into out (ld a row).
-void approximateProducts(const BoundedPass& b, BoundedLane& lane, const float* q, int64_t rows,
-                         int64_t c0, int64_t w, float* out, int64_t ld) {
+/// as the slot holds them) with vectors [c0, c0 + w), into out (ld a row),
+/// on the GEMM stream.
+void approximateProducts(const BoundedPass& b, const PassStreams& st, BoundedSlot& slot,
+                         const float* q, int64_t rows, int64_t c0, int64_t w, float* out,
+                         int64_t ld) {
     const float alpha = b.l2 ? -2.f : -1.f;
     if (b.bf16) {
-        gemmDotProductsBf16x3(lane.blas, lane.querySplit.data(), rows,
+        gemmDotProductsBf16x3(st.blas, slot.querySplit.data(), rows,
                               b.corpus->split + size_t(c0) * 3 * b.dPad, w, b.dPad, alpha, out,
                               ld);
     } else {
-        gemmDotProductsTf32(lane.blas, q, rows, b.corpus->vectors + size_t(c0) * b.d, w, b.d,
+        gemmDotProductsTf32(st.blas, q, rows, b.corpus->vectors + size_t(c0) * b.d, w, b.d,
                             alpha, out, ld);
     }
 }
 
-/// The m candidates of the lane's block (sorted approximate keys, device).
-const uint64_t* selectCandidates(const BoundedPass& b, BoundedLane& lane, const float* q,
-                                 int64_t rows) {
+/// The m candidates of the slot's block (sorted approximate keys, device,
+/// ready on the selection stream): GEMM tiles on the GEMM stream, each
+/// handed to the selection stream.
+const uint64_t* selectCandidates(const BoundedPass& b, const PassStreams& st, BoundedSlot& slot,
+                                 const float* q, int64_t rows) {
     const BoundedCorpus& corpus = *b.corpus;
     if (b.plan.sampled) {
-        approximateProducts(b, lane, q, rows, 0, std::min(b.gemmRows, lane.ldMax),
-                            lane.dist.data(), lane.ldMax);
-        select::sampledThresholdSelectKeys(lane.dist.data(), lane.ldMax,
+        approximateProducts(b, st, slot, q, rows, 0, std::min(b.gemmRows, slot.ldMax),
+                            slot.dist.data(), slot.ldMax);
+        handOver(st.gemm, slot.gemmDone.e, st.select);
+        select::sampledThresholdSelectKeys(slot.dist.data(), slot.ldMax,
                                            b.l2 ? corpus.sqNorms : nullptr, rows, b.nb, b.m,
-                                           lane.filtered.data(), lane.flags.data(),
-                                           lane.filterScratch.data(), lane.filterBytes,
-                                           lane.stream);
-        return lane.filtered.data();
+                                           slot.filtered.data(), slot.flags.data(),
+                                           slot.filterScratch.data(), slot.filterBytes, st.select);
+        return slot.filtered.data();
     }
-    lane.sel->begin(rows);
+    slot.sel->begin(rows);
     for (int64_t c0 = 0; c0 < b.nb; c0 += b.plan.cols) {
         const int64_t w = std::min(b.plan.cols, b.nb - c0);
         const int64_t ld = (w + 3) / 4 * 4;
-        approximateProducts(b, lane, q, rows, c0, std::min(ld, b.gemmRows - c0),
-                            lane.dist.data(), ld);
-        lane.sel->addTile(lane.dist.data(), ld, b.l2 ? corpus.sqNorms + c0 : nullptr,
+        if (c0 > 0 && st.gemm != st.select) {  // the tile is read before it is written again
+            FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(st.gemm, slot.tileRead.e, 0));
+        }
+        approximateProducts(b, st, slot, q, rows, c0, std::min(ld, b.gemmRows - c0),
+                            slot.dist.data(), ld);
+        handOver(st.gemm, slot.gemmDone.e, st.select);
+        slot.sel->addTile(slot.dist.data(), ld, b.l2 ? corpus.sqNorms + c0 : nullptr,
                           uint32_t(c0), w);
+        if (st.gemm != st.select) FAISS_EXT_CUDA_CHECK(cudaEventRecord(slot.tileRead.e, st.select));
     }
-    return lane.sel->finish();
+    return slot.sel->finish();
 }
 
-/// Steps 1-3 of BoundedFlatSearch.h for queries [q0, q0 + rows) on `lane`:
-/// candidates, FP32 re-scoring, the certificate, decoded results.
-void runBoundedBlock(const BoundedPass& b, BoundedLane& lane, int64_t q0, int64_t rows) {
+/// Steps 1-3 of BoundedFlatSearch.h for queries [q0, q0 + rows) in `slot`:
+/// the queries' preparation and GEMMs on the GEMM stream; candidates,
+/// FP32 re-scoring, the certificate and decoded results on the selection
+/// stream.
+void runBoundedBlock(const BoundedPass& b, const PassStreams& st, BoundedSlot& slot, int64_t q0,
+                     int64_t rows) {
     const BoundedCorpus& corpus = *b.corpus;
-    cudaStream_t stream = lane.stream;
+    cudaStream_t gs = st.gemm;
+    cudaStream_t ss = st.select;
+    // the slot's block before this one is done with its buffers
+    if (slot.used && gs != ss) FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(gs, slot.blockDone.e, 0));
     const float* q = b.queries + size_t(q0) * b.d;
     if (b.centred && b.l2) {
-        subtractCentre(q, rows, b.d, corpus.centre, lane.centredQueries.data(), stream);
-        q = lane.centredQueries.data();
+        subtractCentre(q, rows, b.d, corpus.centre, slot.centredQueries.data(), gs);
+        q = slot.centredQueries.data();
     } else if (b.centred) {
-        centreDots(q, rows, b.d, corpus.centre, lane.centreOffsets.data(), stream);
+        centreDots(q, rows, b.d, corpus.centre, slot.centreOffsets.data(), gs);
     }
-    rowSquaredNorms(q, rows, b.d, lane.querySqNorms.data(), stream);
-    if (b.bf16) splitRowsBf16(q, rows, b.d, SplitSide::Queries, lane.querySplit.data(), stream);
+    rowSquaredNorms(q, rows, b.d, slot.querySqNorms.data(), gs);
+    if (b.bf16) splitRowsBf16(q, rows, b.d, SplitSide::Queries, slot.querySplit.data(), gs);
     RescoreArgs a = b.rescore;
-    a.approxKeys = selectCandidates(b, lane, q, rows);
+    a.approxKeys = selectCandidates(b, st, slot, q, rows);
     a.queries = q;
-    a.querySqNorms = lane.querySqNorms.data();
-    a.rescoredKeys = lane.rescored.data();
-    a.leftOutLower = lane.leftOutLower.data();
-    rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, stream>>>(a);
+    a.querySqNorms = slot.querySqNorms.data();
+    a.rescoredKeys = slot.rescored.data();
+    a.leftOutLower = slot.leftOutLower.data();
+    rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, ss>>>(a);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
-    select::sortKeyRows(lane.rescored.data(), rows, b.m, lane.sortTemp.data(), lane.sortBytes,
-                        stream);
-    certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
-            lane.rescored.data(), b.m, b.kk, lane.leftOutLower.data(), b.m == b.nb,
-            b.plan.sampled ? lane.flags.data() : nullptr, rows, b.certified + q0);
+    select::sortKeyRows(slot.rescored.data(), rows, b.m, slot.sortTemp.data(), slot.sortBytes,
+                        ss);
+    certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, ss>>>(
+            slot.rescored.data(), b.m, b.kk, slot.leftOutLower.data(), b.m == b.nb,
+            b.plan.sampled ? slot.flags.data() : nullptr, rows, b.certified + q0);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     // Every row is decoded; the uncertified ones are written over later.
     const select::KeyDecode decode = b.l2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
-    select::decodeKeys(lane.rescored.data(), rows, b.kk, b.k, decode,
-                       b.l2 ? lane.querySqNorms.data() : nullptr,
-                       b.distances + size_t(q0) * b.k, b.labels + size_t(q0) * b.k, stream,
-                       b.m);
+    select::decodeKeys(slot.rescored.data(), rows, b.kk, b.k, decode,
+                       b.l2 ? slot.querySqNorms.data() : nullptr,
+                       b.distances + size_t(q0) * b.k, b.labels + size_t(q0) * b.k, ss, b.m);
     if (b.centred && !b.l2) {  // back from q.(x - c) to q.x
         addRowOffsets(b.distances ? b.distances + size_t(q0) * b.k : nullptr, rows, b.k,
-                      lane.centreOffsets.data(), stream);
+                      slot.centreOffsets.data(), ss);
     }
+    if (gs != ss) FAISS_EXT_CUDA_CHECK(cudaEventRecord(slot.blockDone.e, ss));
+    slot.used = true;
 }
 
-/// Makes `waiter` wait for the work queued on `done` so far.
-void streamWaits(cudaStream_t waiter, cudaStream_t done) {
-    if (waiter == done) return;
-    cudaEvent_t e;
-    FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    cudaError_t err = cudaEventRecord(e, done);
-    if (err == cudaSuccess) err = cudaStreamWaitEvent(waiter, e, 0);
-    cudaEventDestroy(e);  // released once the wait is satisfied
-    FAISS_EXT_CUDA_CHECK(err);
-}
-
-/// On leaving scope (exceptions too), the main stream waits for the second
-/// lane's stream, so that memory freed in the main stream's order (the
-/// certified flags, the caller's buffers) outlives the lane's work.
-struct LaneJoin {
-    cudaStream_t main, lane;
-    ~LaneJoin() {
-        if (main == lane) return;
+/// On leaving scope (exceptions too), the caller's stream waits for the
+/// selection stream, so that memory freed in the caller's order (the
+/// slots' buffers, the certified flags, the caller's own) outlives the
+/// selection's work.
+struct SelectionJoin {
+    cudaStream_t main, other;
+    ~SelectionJoin() {
+        if (main == other) return;
         cudaEvent_t e;
         if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
-            cudaStreamSynchronize(lane);
+            cudaStreamSynchronize(other);
             return;
         }
-        if (cudaEventRecord(e, lane) != cudaSuccess || cudaStreamWaitEvent(main, e, 0) != cudaSuccess)
-            cudaStreamSynchronize(lane);
+        if (cudaEventRecord(e, other) != cudaSuccess ||
+            cudaStreamWaitEvent(main, e, 0) != cudaSuccess) {
+            cudaStreamSynchronize(other);
+        }
         cudaEventDestroy(e);
     }
 };
 
-/// The candidate plan of one lane within `budget` bytes.
-CandidatePlan planLane(size_t budget, int64_t nq, const BoundedPass& b, bool sampledCandidates,
+/// The candidate plan of one slot within `budget` bytes.
+CandidatePlan planSlot(size_t budget, int64_t nq, const BoundedPass& b, bool sampledCandidates,
                        size_t extraPerRow) {
     CandidatePlan p;
     if (sampledCandidates) p = planSampledCandidates(budget, nq, b.nb, b.m, extraPerRow);
@@ -422,7 +457,8 @@ CandidatePlan planLane(size_t budget, int64_t nq, const BoundedPass& b, bool sam
 
 /// Runs the bounded pass over the nq queries (flags in b.certified);
 /// returns how many queries it saw (the rest go to the FP32 path) and adds
-/// the row blocks run on the second lane to *overlapped.
+/// the row blocks whose GEMM could overlap an earlier block's selection to
+/// *overlapped.
 int64_t runBoundedPass(GpuResources* res, int device, cudaStream_t stream, BoundedPass& b,
                        int64_t nq, bool sampledCandidates, int64_t* overlapped) {
     // Per row beyond the selection: m re-scored keys, their sort's
@@ -433,34 +469,35 @@ int64_t runBoundedPass(GpuResources* res, int device, cudaStream_t stream, Bound
                                64 + sizeof(float) * (1 + (b.centred ? size_t(b.d) : 0)) +
                                (b.bf16 ? 3 * sizeof(Bf16Bits) * size_t(b.dPad) : 0);
     const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
-    // Two lanes when each still gets blocks worth a GEMM.
-    b.plan = planLane(budget / 2, nq, b, sampledCandidates, extraPerRow);
-    const bool twoLanes = nq >= 2 * kMinLaneRows && b.plan.rows >= kMinLaneRows;
-    if (twoLanes) {
+    // Two slots in flight when each still gets blocks worth a GEMM.
+    b.plan = planSlot(budget / 2, nq, b, sampledCandidates, extraPerRow);
+    const bool pipelined = nq >= 2 * kMinPipelinedRows && b.plan.rows >= kMinPipelinedRows;
+    if (pipelined) {
         b.plan.rows = std::min(b.plan.rows, (nq + 1) / 2);
     } else {
-        b.plan = planLane(budget, nq, b, sampledCandidates, extraPerRow);
+        b.plan = planSlot(budget, nq, b, sampledCandidates, extraPerRow);
     }
-    cudaStream_t alt = twoLanes ? res->getAlternateStream(device) : stream;
-    cublasHandle_t altBlas = twoLanes ? res->getAlternateBlasHandle(device)
-                                      : res->getBlasHandle(device);
-    // the second lane starts after what the caller queued (the queries, the flags)
-    streamWaits(alt, stream);
-    LaneJoin join{stream, alt};
-    std::unique_ptr<BoundedLane> lanes[2];
-    lanes[0].reset(new BoundedLane(res, device, stream, res->getBlasHandle(device), b));
-    if (twoLanes) lanes[1].reset(new BoundedLane(res, device, alt, altBlas, b));
+    PassStreams st{stream, res->getBlasHandle(device),
+                   pipelined ? res->getAlternateStream(device) : stream};
+    std::unique_ptr<BoundedSlot> slots[2];
+    slots[0].reset(new BoundedSlot(res, device, st, b));
+    if (pipelined) slots[1].reset(new BoundedSlot(res, device, st, b));
+    // the selection stream starts after what the caller and the slots queued
+    OwnedEvent ready;
+    handOver(st.gemm, ready.e, st.select);
+    SelectionJoin join{st.gemm, st.select};
     int64_t passed = 0;  // queries the pass has seen
     int64_t block = 0;
     for (int64_t q0 = 0; q0 < nq; q0 += b.plan.rows, ++block) {
-        // Bail out on the first block's share (block 0 ran on lane 0; the
-        // check waits for it only, while lane 1 goes on).
-        const int64_t checkAt = twoLanes ? 2 : 1;
-        if (block == checkAt && !firstBlockWorthIt(b.certified, b.plan.rows, stream)) break;
+        // Bail out on the first block's share (checked before block 2 when
+        // pipelined, so that block 1's GEMM is not held up).
+        if (block == (pipelined ? 2 : 1)) {
+            if (pipelined) FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(stream, slots[0]->blockDone.e, 0));
+            if (!firstBlockWorthIt(b.certified, b.plan.rows, stream)) break;
+        }
         const int64_t rows = std::min(b.plan.rows, nq - q0);
-        const bool second = twoLanes && (block & 1);
-        runBoundedBlock(b, *lanes[second ? 1 : 0], q0, rows);
-        *overlapped += second ? 1 : 0;
+        runBoundedBlock(b, st, *slots[pipelined ? block & 1 : 0], q0, rows);
+        *overlapped += pipelined && block > 0 ? 1 : 0;
         passed = q0 + rows;
     }
     return passed;
