@@ -16,6 +16,7 @@
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
+#include "faiss_ext/gpu/impl/graph/EntrySample.h"
 #include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -30,7 +31,6 @@ namespace gpu {
 /// The search graph (ntotal x graphDegree ids) on the device.
 struct GpuIndexSearchGraph::SearchGraphState {
     DeviceVector<int> ids;
-    DeviceVector<int> entryIds;  ///< the entry-point sample (node ids)
     DeviceVector<uint16_t> x16;  ///< FP16 copy of the vectors times scale16 (fp16Traversal)
     float scale16 = 1.f;
     /// Nodes removed since the graph was last pruned from the k-NN lists
@@ -466,25 +466,11 @@ void GpuIndexSearchGraph::fillHalfCopy_() {
 
 void GpuIndexSearchGraph::rebuildEntryPoints_() {
     entries_.reset();
-    graph_->entryIds.release();
     if (sConfig_.entryPoints == 0 || ntotal == 0) return;
-    std::vector<int> ids = graph::sampleEntryPoints(ntotal, sConfig_.entryPoints, sConfig_.seed);
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    DeviceVector<int> entryIds;
-    entryIds.allocate(resources_.get(), config_.device, ids.size(), kWho, "entry-point ids");
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(entryIds.data(), ids.data(), sizeof(int) * ids.size(),
-                                         cudaMemcpyHostToDevice, stream));
-    TempBuffer<float> rows(resources_.get(), config_.device, ids.size() * d, stream);
-    graph::gatherRows(stream, knn_->getVectorsDevice(), d, entryIds.data(), int(ids.size()),
-                      rows.data());
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     // the stored vectors are prepared already: plain L2 or inner product
-    std::unique_ptr<FlatStorage> entries(new FlatStorage(resources_.get(), config_.device, d,
-                                                         storedMetric(metric_type),
-                                                         VectorStorage::Device));
-    entries->append(rows.data(), int64_t(ids.size()), /*prepared=*/true);
-    entries_ = std::move(entries);
-    std::swap(graph_->entryIds, entryIds);
+    entries_.reset(new graph::EntrySample(resources_.get(), config_.device, d,
+                                          storedMetric(metric_type), knn_->getVectorsDevice(),
+                                          ntotal, sConfig_.entryPoints, sConfig_.seed));
 }
 
 void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
@@ -512,23 +498,15 @@ void GpuIndexSearchGraph::beamSearch_(idx_t n, const float* q, int64_t k,
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     bool ip = metric_type == faiss::METRIC_INNER_PRODUCT;
     graph::EntrySeeds seeds;
-    std::unique_ptr<TempBuffer<float>> seedD;
-    std::unique_ptr<TempBuffer<int64_t>> seedI;
-    int perQuery = entries_ ? std::min<int64_t>(r.entrySeeds, entries_->size()) : 0;
+    std::unique_ptr<TempBuffer<int64_t>> seedRanks;
+    int perQuery = entries_ ? std::min(r.entrySeeds, entries_->size()) : 0;
     perQuery = std::min(perQuery, std::max(32, r.beam.searchWidth * sConfig_.graphDegree));
     if (perQuery > 0) {
-        seedD.reset(
-            new TempBuffer<float>(resources_.get(), config_.device, size_t(n) * perQuery, stream));
-        seedI.reset(new TempBuffer<int64_t>(resources_.get(), config_.device, size_t(n) * perQuery,
-                                            stream));
-        // the queries are on the device, finite and prepared: the exact
-        // engine directly, planned as any flat search (FlatSearchPlan.h)
-        FlatSearchOptions o = planFlatSearch(entries_->size(), true, storedMetric(metric_type), d,
-                                             n, perQuery, FlatSearchRequest());
-        o.queriesPrepared = true;
-        entries_->search(q, n, perQuery, seedD->data(), seedI->data(), o);
-        seeds.entryIds = graph_->entryIds.data();
-        seeds.rank = seedI->data();
+        seedRanks.reset(new TempBuffer<int64_t>(resources_.get(), config_.device,
+                                                size_t(n) * perQuery, stream));
+        entries_->nearest(q, n, perQuery, seedRanks->data());
+        seeds.entryIds = entries_->nodeIds();
+        seeds.rank = seedRanks->data();
         seeds.perQuery = perQuery;
     }
     graph::SearchVectors vectors;
@@ -602,8 +580,7 @@ std::vector<int> GpuIndexSearchGraph::getSearchGraph() const {
 
 std::vector<int> GpuIndexSearchGraph::getEntryPoints() const {
     auto lock = lockOps_();
-    return copyToHost(resources_.get(), config_.device, graph_->entryIds.data(),
-                      graph_->entryIds.size());
+    return entries_ ? entries_->nodeIdsOnHost() : std::vector<int>();
 }
 
 std::vector<int> GpuIndexSearchGraph::getKnnGraph() const {
@@ -615,7 +592,6 @@ void GpuIndexSearchGraph::reset() {
     auto lock = lockOps_();
     knn_->reset();
     graph_->ids.release();
-    graph_->entryIds.release();
     graph_->x16.release();
     graph_->removedSincePrune = 0;
     entries_.reset();

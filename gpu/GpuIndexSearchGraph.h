@@ -43,6 +43,7 @@ class IdSelection;
 class RemovalMapping;
 namespace graph {
 struct SelectionCorpus;
+class EntrySample;
 }
 
 /// Build options and search defaults of GpuIndexSearchGraph.
@@ -269,7 +270,7 @@ class GpuIndexSearchGraph : public GpuIndex {
     GpuIndexSearchGraphConfig sConfig_;
     std::unique_ptr<GpuKnnGraphGNND> knn_;
     std::unique_ptr<SearchGraphState> graph_;
-    std::unique_ptr<FlatStorage> entries_;  ///< the entry-point sample's vectors (exact engine)
+    std::unique_ptr<graph::EntrySample> entries_;  ///< the entry-point sample (null: none)
     double knnSeconds_ = 0, optimizeSeconds_ = 0;
 };
 
