@@ -18,8 +18,9 @@ namespace gpu {
 
 namespace {
 constexpr int kSlots = HostQueryPipeline::kSlots;
-/// Rows are staged and uploaded in pieces of about this many bytes.
-constexpr size_t kStagingPieceBytes = size_t(1) << 20;
+/// Rows are staged and uploaded in pieces of about this many bytes (the
+/// first upload starts once each thread has copied one).
+constexpr size_t kStagingPieceBytes = size_t(256) << 10;
 
 /// The buffers of one chunk in flight: pinned host memory and device memory
 /// for its queries and results.

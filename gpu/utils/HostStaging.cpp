@@ -5,6 +5,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <vector>
 #include <cstring>
 #include <limits>
 
@@ -12,8 +15,10 @@ namespace faiss_ext {
 namespace gpu {
 
 namespace {
-/// Below this many floats one thread copies (thread start-up costs more).
-constexpr int64_t kParallelCopyFloats = int64_t(1) << 18;
+/// A thread for every this many floats (256 KB), up to kMaxCopyThreads:
+/// 10,000 queries of 128 floats took 300 us before the first upload
+/// started with a thread a MB (H200 host, bench/trace_search --host).
+constexpr int64_t kParallelCopyFloats = int64_t(1) << 16;
 /// Threads of a large copy: memory bandwidth, not cores, limits it.
 constexpr int kMaxCopyThreads = 8;
 
@@ -41,28 +46,86 @@ int64_t copyRowsCheckingFinite(const float* src, float* dst, int64_t n, int d) {
                                           [](int64_t, int64_t) {});
 }
 
+namespace {
+
+/// Piece states of copyRowsCheckingFiniteInPieces.
+enum PieceState : int { kPending = 0, kCopied = 1, kDropped = 2 };
+
+/// The first bad row of rows [lo, hi) copied piece by piece (n: none), each
+/// piece's state set as it is done; pieces after a bad one are dropped.
+int64_t copyShare(const float* src, float* dst, int64_t lo, int64_t hi, int d, int64_t pieceRows,
+                  std::atomic<int>* state, int64_t n) {
+    int64_t bad = n;
+    for (int64_t p0 = lo; p0 < hi; p0 += pieceRows) {
+        const int64_t p1 = std::min(hi, p0 + pieceRows);
+        std::atomic<int>& s = state[(p0 - lo) / pieceRows];
+        if (bad < n) {
+            s.store(kDropped, std::memory_order_release);
+            continue;
+        }
+        std::memcpy(dst + size_t(p0) * d, src + size_t(p0) * d, sizeof(float) * size_t(p1 - p0) * d);
+        for (int64_t i = p0; i < p1 && bad == n; ++i)
+            if (rowHasNonFinite(dst + size_t(i) * d, d)) bad = i;
+        s.store(bad < n ? kDropped : kCopied, std::memory_order_release);
+    }
+    return bad;
+}
+
+}  // namespace
+
 int64_t copyRowsCheckingFiniteInPieces(
         const float* src, float* dst, int64_t n, int d, int64_t pieceRows,
         const std::function<void(int64_t row0, int64_t rows)>& onPiece) {
     FAISS_THROW_IF_NOT_FMT(n >= 0 && d >= 1 && pieceRows >= 1,
                            "copyRowsCheckingFinite: n = %lld, d = %d, pieceRows = %lld",
                            (long long)n, d, (long long)pieceRows);
-    const int threads = copyThreads(n * d);
+    if (n == 0) return -1;
+    const int copiers = copyThreads(n * d);
+    // each copier's share, cut into pieces: share t is rows [n t / T, n (t + 1) / T)
+    std::vector<int64_t> shareLo(size_t(copiers) + 1), firstPiece(size_t(copiers) + 1, 0);
+    for (int t = 0; t <= copiers; ++t) {
+        shareLo[size_t(t)] = n * t / copiers;
+        if (t > 0) {
+            const int64_t rows = shareLo[size_t(t)] - shareLo[size_t(t) - 1];
+            firstPiece[size_t(t)] = firstPiece[size_t(t) - 1] + (rows + pieceRows - 1) / pieceRows;
+        }
+    }
+    const int64_t pieces = firstPiece[size_t(copiers)];
+    std::unique_ptr<std::atomic<int>[]> state(new std::atomic<int>[size_t(pieces)]);
+    for (int64_t i = 0; i < pieces; ++i) state[size_t(i)].store(kPending);
     int64_t first = n;
-#pragma omp parallel num_threads(threads) reduction(min : first)
+    // thread 0 (the caller) hands the copied pieces to onPiece; threads
+    // 1..copiers copy
+#pragma omp parallel num_threads(copiers + 1) reduction(min : first)
     {
+        // OpenMP may give fewer threads than asked: the copiers take the
+        // shares in turn, and a lone thread copies them all before handing
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        const int64_t lo = n * t / T, hi = n * (t + 1) / T;
-        for (int64_t p0 = lo; p0 < hi && first == std::numeric_limits<int64_t>::max(); p0 += pieceRows) {
-            const int64_t p1 = std::min(hi, p0 + pieceRows);
-            std::memcpy(dst + size_t(p0) * d, src + size_t(p0) * d,
-                        sizeof(float) * size_t(p1 - p0) * d);
-            for (int64_t i = p0; i < p1; ++i)
-                if (rowHasNonFinite(dst + size_t(i) * d, d)) {
-                    first = i;
-                    break;
+        auto copyFrom = [&](int c0, int step) {
+            for (int c = c0; c <= copiers; c += step)
+                first = std::min(first, copyShare(src, dst, shareLo[size_t(c) - 1], shareLo[size_t(c)],
+                                                  d, pieceRows, state.get() + firstPiece[size_t(c) - 1],
+                                                  n));
+        };
+        if (T == 1) copyFrom(1, 1);
+        else if (t > 0) copyFrom(t, T - 1);
+        if (t == 0) {
+            std::vector<char> handed(size_t(pieces), 0);
+            for (int64_t left = pieces; left > 0;) {
+                for (int c = 1; c <= copiers; ++c) {
+                    for (int64_t i = firstPiece[size_t(c) - 1]; i < firstPiece[size_t(c)]; ++i) {
+                        if (handed[size_t(i)]) continue;
+                        const int st = state[size_t(i)].load(std::memory_order_acquire);
+                        if (st == kPending) break;  // this share's later pieces are not done either
+                        handed[size_t(i)] = 1;
+                        --left;
+                        if (st != kCopied) continue;
+                        const int64_t r0 = shareLo[size_t(c) - 1] +
+                                           (i - firstPiece[size_t(c) - 1]) * pieceRows;
+                        onPiece(r0, std::min(pieceRows, shareLo[size_t(c)] - r0));
+                    }
                 }
-            if (first == std::numeric_limits<int64_t>::max()) onPiece(p0, p1 - p0);
+            }
         }
     }
     return first < n ? first : -1;
