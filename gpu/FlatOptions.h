@@ -96,10 +96,6 @@ struct BoundedSearchStats {
     /// their candidates (data far from the origin, near ties at the k-th
     /// rank), or the vectors are kept on the host (FP32 only there).
     int64_t fallbackQueries = 0;
-    /// Row blocks of the bounded pass whose GEMM was free to run beside the
-    /// previous block's selection (batches of several blocks are pipelined
-    /// over two streams; impl/flat/BoundedFlatSearch.h).
-    int64_t overlappedRowBlocks = 0;
 };
 
 }  // namespace gpu

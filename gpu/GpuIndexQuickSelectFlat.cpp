@@ -275,14 +275,12 @@ BoundedSearchStats GpuIndexQuickSelectFlat::getBoundedStats() const {
     BoundedSearchStats s;
     s.certifiedQueries = boundedCertified_.load();
     s.fallbackQueries = boundedFallback_.load();
-    s.overlappedRowBlocks = boundedOverlapped_.load();
     return s;
 }
 
 void GpuIndexQuickSelectFlat::resetBoundedStats() {
     boundedCertified_.store(0);
     boundedFallback_.store(0);
-    boundedOverlapped_.store(0);
 }
 
 void GpuIndexQuickSelectFlat::knnGraph(int64_t k, bool excludeSelf, float* distances,
@@ -338,7 +336,6 @@ void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, fl
     storage_->search(x, n, k, distances, labels, o);  // counts only once it succeeds
     boundedCertified_ += stats.certifiedQueries;
     boundedFallback_ += stats.fallbackQueries;
-    boundedOverlapped_ += stats.overlappedRowBlocks;
 }
 
 void GpuIndexQuickSelectFlat::checkRangeSearchParams_(const faiss::SearchParameters* params) const {

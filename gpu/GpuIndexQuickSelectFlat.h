@@ -182,7 +182,6 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
     // getBoundedStats(): searches of several threads add to them.
     mutable std::atomic<int64_t> boundedCertified_{0};
     mutable std::atomic<int64_t> boundedFallback_{0};
-    mutable std::atomic<int64_t> boundedOverlapped_{0};
 };
 
 }  // namespace gpu

@@ -16,10 +16,6 @@ void GpuResources::syncDefaultStream(int device) {
 
 size_t GpuResources::getDeviceMemoryLimit(int) { return SIZE_MAX; }
 
-cudaStream_t GpuResources::getAlternateStream(int device) { return getDefaultStream(device); }
-
-cublasHandle_t GpuResources::getAlternateBlasHandle(int device) { return getBlasHandle(device); }
-
 cudaError_t GpuResources::allocResident(int device, void** p, size_t bytes) {
     *p = nullptr;
     int prev = -1;

@@ -28,16 +28,6 @@ public:
     /// The stream all work of our indexes on `device` is ordered on.
     virtual cudaStream_t getDefaultStream(int device) = 0;
 
-    /// A second stream of `device` (StandardGpuResources: of the highest
-    /// priority), with its own cuBLAS handle, for work of one call that
-    /// overlaps the default stream's (FAISS's getAlternateStreams): the
-    /// bounded exact search selects on it while the next GEMM runs on the
-    /// default stream. Callers order it against the default stream by
-    /// events both ways. Default: the default stream and handle (no overlap).
-    virtual cudaStream_t getAlternateStream(int device);
-    /// The cuBLAS handle bound to getAlternateStream(device).
-    virtual cublasHandle_t getAlternateBlasHandle(int device);
-
     /// Allocates `bytes` of temporary memory ordered on `stream`; throws
     /// faiss::FaissException (and allocates nothing) when the request would
     /// pass the temporary memory limit or the device is out of memory.

@@ -23,8 +23,6 @@ StandardGpuResourcesImpl::~StandardGpuResourcesImpl() {
         DeviceScope scope(kv.first);
         if (kv.second.blas) cublasDestroy(kv.second.blas);
         if (kv.second.stream && kv.second.ownStream) cudaStreamDestroy(kv.second.stream);
-        if (kv.second.altBlas) cublasDestroy(kv.second.altBlas);
-        if (kv.second.altStream) cudaStreamDestroy(kv.second.altStream);
     }
     if (pinned_) cudaFreeHost(pinned_);
 }
@@ -118,45 +116,6 @@ cublasHandle_t StandardGpuResourcesImpl::getBlasHandle(int device) {
 cudaStream_t StandardGpuResourcesImpl::getDefaultStream(int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     return state_(device).stream;
-}
-
-StandardGpuResourcesImpl::DeviceState& StandardGpuResourcesImpl::alternate_(int device) {
-    DeviceState& st = state_(device);
-    if (st.altBlas) return st;
-    DeviceScope scope(device);
-    // of the highest priority: work queued on it takes SMs as the default
-    // stream's kernels free them (BoundedFlatSearch.h)
-    int least = 0, greatest = 0;
-    FAISS_EXT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    cudaStream_t s = nullptr;
-    FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
-    cublasHandle_t h = nullptr;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
-        cudaStreamDestroy(s);
-        FAISS_THROW_FMT("StandardGpuResources: cannot create a second cuBLAS handle on device %d",
-                        device);
-    }
-    // the same settings as the default handle's (exact search: no TF32)
-    if (cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS) {
-        cublasDestroy(h);
-        cudaStreamDestroy(s);
-        FAISS_THROW_FMT("StandardGpuResources: cannot set up the alternate stream on device %d",
-                        device);
-    }
-    st.altStream = s;
-    st.altBlas = h;
-    return st;
-}
-
-cudaStream_t StandardGpuResourcesImpl::getAlternateStream(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return alternate_(device).altStream;
-}
-
-cublasHandle_t StandardGpuResourcesImpl::getAlternateBlasHandle(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return alternate_(device).altBlas;
 }
 
 void* StandardGpuResourcesImpl::allocTemp(int device, size_t bytes, cudaStream_t stream) {

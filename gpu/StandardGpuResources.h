@@ -36,8 +36,6 @@ public:
     void initializeForDevice(int device) override;
     cublasHandle_t getBlasHandle(int device) override;
     cudaStream_t getDefaultStream(int device) override;
-    cudaStream_t getAlternateStream(int device) override;
-    cublasHandle_t getAlternateBlasHandle(int device) override;
     void* allocTemp(int device, size_t bytes, cudaStream_t stream) override;
     void freeTemp(int device, void* p, size_t bytes, cudaStream_t stream) override;
     size_t getTempMemoryAvailable(int device) override;
@@ -49,14 +47,10 @@ private:
         cublasHandle_t blas = nullptr;
         cudaStream_t stream = nullptr;
         bool ownStream = true;
-        cublasHandle_t altBlas = nullptr;  ///< created on first use, with altStream
-        cudaStream_t altStream = nullptr;
         size_t tempLimit = 0;
         size_t tempInUse = 0;
     };
     DeviceState& state_(int device);
-    /// state_(device) with its alternate stream and handle made.
-    DeviceState& alternate_(int device);
 
     std::mutex mutex_;
     std::map<int, DeviceState> devices_;

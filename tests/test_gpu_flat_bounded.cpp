@@ -43,17 +43,6 @@ namespace {
 const FlatMetric kMetrics[] = {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine,
                                FlatMetric::Pearson};
 
-/// n points in two tiny boxes at +500 and -500 in every coordinate: the
-/// mean is near the origin, so no centring helps, and inner products within
-/// a box are ties at the bound's scale (every query falls back).
-std::vector<float> twoBoxes(int64_t n, int d, uint64_t seed) {
-    auto x = randomVectors(n, d, seed, 500.f, 500.01f);
-    for (int64_t i = 0; i < n; i += 2) {
-        for (int j = 0; j < d; ++j) x[size_t(i) * d + j] = -x[size_t(i) * d + j];
-    }
-    return x;
-}
-
 }  // namespace
 
 TEST(GpuFlatBounded, GridEqualsFp32) {
@@ -200,48 +189,19 @@ TEST(GpuFlatBounded, TiledSearchEqualsFp32) {
     // to FP32): two tiny boxes at +500 and -500 in every coordinate, so
     // that the corpus mean is near the origin and no centring helps; the
     // inner products within a box are ties at the bound's scale.
-    const auto farB = twoBoxes(30000, d, kSeed + 2);
-    const auto farQ = twoBoxes(300, d, kSeed + 3);
+    auto twoBoxes = [&](int64_t n, uint64_t seed) {
+        auto x = randomVectors(n, d, seed, 500.f, 500.01f);
+        for (int64_t i = 0; i < n; i += 2) {
+            for (int j = 0; j < d; ++j) x[size_t(i) * d + j] = -x[size_t(i) * d + j];
+        }
+        return x;
+    };
+    const auto farB = twoBoxes(30000, kSeed + 2);
+    const auto farQ = twoBoxes(300, kSeed + 3);
     const BoundedSearchStats s =
         compareOn(res, FlatMetric::InnerProduct, d, farB, farQ, 50,
                   describe(FlatMetric::InnerProduct, d, 50, "tiled far"));
     EXPECT_EQ(s.fallbackQueries, 300);
-}
-
-TEST(GpuFlatBounded, LargeBatchesArePipelinedAndEqualFp32) {
-    // Batches of at least two blocks of 512 queries are pipelined over two
-    // streams with two blocks in flight (BoundedFlatSearch.h): the results
-    // still equal the FP32 path's and the counters show overlapped blocks;
-    // with the default temporary memory (two blocks) and with little (each
-    // slot reused, the bail-out check after block 2), for TF32 and BF16x3
-    // products; and on data that falls back (every query counted once, the
-    // bail-out taken with blocks in flight).
-    FAISS_EXT_REQUIRE_GPU();
-    const int d = 64;
-    const int64_t nq = 6000;
-    const auto xb = clusteredVectors(20000, d, 40, kSeed + 11);
-    const auto xq = clusteredVectors(nq, d, 40, kSeed + 12);
-    for (size_t temp : {size_t(0), size_t(224) << 20}) {
-        StandardGpuResources res;
-        if (temp) res.setTempMemory(temp);
-        for (auto p : {DistancePrecision::TF32Bounded, DistancePrecision::BF16x3Bounded}) {
-            for (FlatMetric m : {FlatMetric::L2, FlatMetric::InnerProduct}) {
-                const std::string what =
-                        describe(m, d, 10, temp ? "pipelined, small temp" : "pipelined") +
-                        (p == DistancePrecision::BF16x3Bounded ? " bf16x3" : " tf32");
-                const BoundedSearchStats s = compareOn(res, m, d, xb, xq, 10, what, {}, p);
-                EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, nq) << what;
-                EXPECT_GE(s.overlappedRowBlocks, 1) << what;
-            }
-        }
-    }
-    StandardGpuResources res;
-    res.setTempMemory(size_t(224) << 20);
-    const auto farB = twoBoxes(20000, d, kSeed + 13);
-    const auto farQ = twoBoxes(nq, d, kSeed + 14);
-    const std::string what = describe(FlatMetric::InnerProduct, d, 10, "pipelined far");
-    const BoundedSearchStats s = compareOn(res, FlatMetric::InnerProduct, d, farB, farQ, 10, what);
-    EXPECT_EQ(s.fallbackQueries, nq) << what;
 }
 
 TEST(GpuFlatBounded, HostStorageRunsFp32AndCountsFallbacks) {

@@ -216,293 +216,6 @@ CandidatePlan planSampledCandidates(size_t budget, int64_t nq, int64_t nb, int64
     return p;
 }
 
-
-/// Batches of at least two row blocks of this many queries are pipelined
-/// (fewer: one stream and the whole budget for one block, as a GEMM of few
-/// rows runs below the tensor cores' rate).
-constexpr int64_t kMinPipelinedRows = 512;
-
-/// What every row block of one bounded search shares.
-struct BoundedPass {
-    const BoundedCorpus* corpus = nullptr;
-    const float* queries = nullptr;
-    int64_t k = 0, kk = 0, m = 0, nb = 0, gemmRows = 0;
-    int d = 0, dPad = 0;
-    bool l2 = false, bf16 = false, centred = false;
-    CandidatePlan plan;
-    TileSelection selection;
-    RescoreArgs rescore;  ///< the fields common to every block
-    float* distances = nullptr;
-    int64_t* labels = nullptr;
-    uint8_t* certified = nullptr;  ///< nq flags (device)
-};
-
-/// The two streams of a pipelined pass: the GEMMs (and the queries'
-/// preparation) on the caller's stream; the selection, re-scoring and
-/// certificate on the resources' alternate stream, of higher priority, so
-/// that a block's selection takes SMs as the next block's GEMM frees them
-/// instead of waiting for the whole GEMM (measured, H200: with each block's
-/// work on one stream of two, every GEMM ran alone before its selection;
-/// issue 39). Both are the caller's stream when the pass is not pipelined.
-struct PassStreams {
-    cudaStream_t gemm;
-    cublasHandle_t blas;  ///< bound to `gemm`
-    cudaStream_t select;
-};
-
-/// An event destroyed with its owner.
-struct OwnedEvent {
-    cudaEvent_t e = nullptr;
-    OwnedEvent() { FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
-    ~OwnedEvent() {
-        if (e) cudaEventDestroy(e);
-    }
-    OwnedEvent(const OwnedEvent&) = delete;
-    OwnedEvent& operator=(const OwnedEvent&) = delete;
-};
-
-/// The buffers of one row block in flight (two alternate when pipelined),
-/// allocated in the GEMM stream's order, and the events that hand the
-/// block between the streams: gemmDone (a distance tile written),
-/// tileRead (the selection has read it), blockDone (the slot is free).
-struct BoundedSlot {
-    int64_t ldMax;
-    TempBuffer<float> dist;
-    std::unique_ptr<RowSelector> sel;
-    size_t filterBytes;
-    TempBuffer<char> filterScratch;
-    TempBuffer<uint64_t> filtered;
-    TempBuffer<uint8_t> flags;
-    TempBuffer<uint64_t> rescored;
-    size_t sortBytes;
-    TempBuffer<char> sortTemp;
-    TempBuffer<double> leftOutLower;
-    // Query norms per block (the bound's |q|; for L2 also the decode's
-    // |q|^2, the same kernel as the FP32 path's, on the queries this pass
-    // multiplies: centred ones when the corpus is); the centred queries
-    // (L2) or their q.c (inner products); BF16x3: the split queries.
-    TempBuffer<float> querySqNorms;
-    TempBuffer<float> centredQueries;
-    TempBuffer<float> centreOffsets;
-    TempBuffer<Bf16Bits> querySplit;
-    OwnedEvent gemmDone, tileRead, blockDone;
-    bool used = false;  ///< blockDone recorded by an earlier block
-
-    BoundedSlot(GpuResources* res, int device, const PassStreams& st, const BoundedPass& b)
-            : ldMax((b.plan.cols + 3) / 4 * 4),
-              dist(res, device, size_t(b.plan.rows) * ldMax, st.gemm),
-              filterBytes(b.plan.sampled
-                                  ? select::sampledThresholdScratchBytes(b.plan.rows, b.nb, b.m)
-                                  : 0),
-              filterScratch(res, device, filterBytes, st.gemm),
-              filtered(res, device, b.plan.sampled ? size_t(b.plan.rows) * b.m : 0, st.gemm),
-              flags(res, device, b.plan.sampled ? size_t(b.plan.rows) : 0, st.gemm),
-              rescored(res, device, size_t(b.plan.rows) * b.m, st.gemm),
-              sortBytes(select::sortKeyRowsTempBytes(b.plan.rows, b.m)),
-              sortTemp(res, device, sortBytes, st.gemm),
-              leftOutLower(res, device, size_t(b.plan.rows), st.gemm),
-              querySqNorms(res, device, size_t(b.plan.rows), st.gemm),
-              centredQueries(res, device,
-                             b.centred && b.l2 ? size_t(b.plan.rows) * b.d : 0, st.gemm),
-              centreOffsets(res, device, b.centred && !b.l2 ? size_t(b.plan.rows) : 0, st.gemm),
-              querySplit(res, device, b.bf16 ? size_t(b.plan.rows) * 3 * b.dPad : 0, st.gemm) {
-        if (!b.plan.sampled) {  // it selects on the selection stream
-            const TileSelection& c = b.selection;
-            sel.reset(new RowSelector(res, device, st.select, c.algo, b.plan.rows, b.plan.cols,
-                                      b.plan.colTiles, b.nb, b.m, c.group, c.thFactor));
-        }
-    }
-};
-
-/// `waiter` waits for `e` (nothing when both sides are one stream: the
-/// stream's order already holds).
-void handOver(cudaStream_t from, cudaEvent_t e, cudaStream_t waiter) {
-    if (from == waiter) return;
-    FAISS_EXT_CUDA_CHECK(cudaEventRecord(e, from));
-    FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(waiter, e, 0));
-}
-
-/// The approximate products of `rows` queries q (prepared, centred or split
-/// as the slot holds them) with vectors [c0, c0 + w), into out (ld a row),
-/// on the GEMM stream.
-void approximateProducts(const BoundedPass& b, const PassStreams& st, BoundedSlot& slot,
-                         const float* q, int64_t rows, int64_t c0, int64_t w, float* out,
-                         int64_t ld) {
-    const float alpha = b.l2 ? -2.f : -1.f;
-    if (b.bf16) {
-        gemmDotProductsBf16x3(st.blas, slot.querySplit.data(), rows,
-                              b.corpus->split + size_t(c0) * 3 * b.dPad, w, b.dPad, alpha, out,
-                              ld);
-    } else {
-        gemmDotProductsTf32(st.blas, q, rows, b.corpus->vectors + size_t(c0) * b.d, w, b.d,
-                            alpha, out, ld);
-    }
-}
-
-/// The m candidates of the slot's block (sorted approximate keys, device,
-/// ready on the selection stream): GEMM tiles on the GEMM stream, each
-/// handed to the selection stream.
-const uint64_t* selectCandidates(const BoundedPass& b, const PassStreams& st, BoundedSlot& slot,
-                                 const float* q, int64_t rows) {
-    const BoundedCorpus& corpus = *b.corpus;
-    if (b.plan.sampled) {
-        approximateProducts(b, st, slot, q, rows, 0, std::min(b.gemmRows, slot.ldMax),
-                            slot.dist.data(), slot.ldMax);
-        handOver(st.gemm, slot.gemmDone.e, st.select);
-        select::sampledThresholdSelectKeys(slot.dist.data(), slot.ldMax,
-                                           b.l2 ? corpus.sqNorms : nullptr, rows, b.nb, b.m,
-                                           slot.filtered.data(), slot.flags.data(),
-                                           slot.filterScratch.data(), slot.filterBytes, st.select);
-        return slot.filtered.data();
-    }
-    slot.sel->begin(rows);
-    for (int64_t c0 = 0; c0 < b.nb; c0 += b.plan.cols) {
-        const int64_t w = std::min(b.plan.cols, b.nb - c0);
-        const int64_t ld = (w + 3) / 4 * 4;
-        if (c0 > 0 && st.gemm != st.select) {  // the tile is read before it is written again
-            FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(st.gemm, slot.tileRead.e, 0));
-        }
-        approximateProducts(b, st, slot, q, rows, c0, std::min(ld, b.gemmRows - c0),
-                            slot.dist.data(), ld);
-        handOver(st.gemm, slot.gemmDone.e, st.select);
-        slot.sel->addTile(slot.dist.data(), ld, b.l2 ? corpus.sqNorms + c0 : nullptr,
-                          uint32_t(c0), w);
-        if (st.gemm != st.select) FAISS_EXT_CUDA_CHECK(cudaEventRecord(slot.tileRead.e, st.select));
-    }
-    return slot.sel->finish();
-}
-
-/// Steps 1-3 of BoundedFlatSearch.h for queries [q0, q0 + rows) in `slot`:
-/// the queries' preparation and GEMMs on the GEMM stream; candidates,
-/// FP32 re-scoring, the certificate and decoded results on the selection
-/// stream.
-void runBoundedBlock(const BoundedPass& b, const PassStreams& st, BoundedSlot& slot, int64_t q0,
-                     int64_t rows) {
-    const BoundedCorpus& corpus = *b.corpus;
-    cudaStream_t gs = st.gemm;
-    cudaStream_t ss = st.select;
-    // the slot's block before this one is done with its buffers
-    if (slot.used && gs != ss) FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(gs, slot.blockDone.e, 0));
-    const float* q = b.queries + size_t(q0) * b.d;
-    if (b.centred && b.l2) {
-        subtractCentre(q, rows, b.d, corpus.centre, slot.centredQueries.data(), gs);
-        q = slot.centredQueries.data();
-    } else if (b.centred) {
-        centreDots(q, rows, b.d, corpus.centre, slot.centreOffsets.data(), gs);
-    }
-    rowSquaredNorms(q, rows, b.d, slot.querySqNorms.data(), gs);
-    if (b.bf16) splitRowsBf16(q, rows, b.d, SplitSide::Queries, slot.querySplit.data(), gs);
-    RescoreArgs a = b.rescore;
-    a.approxKeys = selectCandidates(b, st, slot, q, rows);
-    a.queries = q;
-    a.querySqNorms = slot.querySqNorms.data();
-    a.rescoredKeys = slot.rescored.data();
-    a.leftOutLower = slot.leftOutLower.data();
-    rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, ss>>>(a);
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
-    select::sortKeyRows(slot.rescored.data(), rows, b.m, slot.sortTemp.data(), slot.sortBytes,
-                        ss);
-    certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, ss>>>(
-            slot.rescored.data(), b.m, b.kk, slot.leftOutLower.data(), b.m == b.nb,
-            b.plan.sampled ? slot.flags.data() : nullptr, rows, b.certified + q0);
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
-    // Every row is decoded; the uncertified ones are written over later.
-    const select::KeyDecode decode = b.l2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
-    select::decodeKeys(slot.rescored.data(), rows, b.kk, b.k, decode,
-                       b.l2 ? slot.querySqNorms.data() : nullptr,
-                       b.distances + size_t(q0) * b.k, b.labels + size_t(q0) * b.k, ss, b.m);
-    if (b.centred && !b.l2) {  // back from q.(x - c) to q.x
-        addRowOffsets(b.distances ? b.distances + size_t(q0) * b.k : nullptr, rows, b.k,
-                      slot.centreOffsets.data(), ss);
-    }
-    if (gs != ss) FAISS_EXT_CUDA_CHECK(cudaEventRecord(slot.blockDone.e, ss));
-    slot.used = true;
-}
-
-/// On leaving scope (exceptions too), the caller's stream waits for the
-/// selection stream, so that memory freed in the caller's order (the
-/// slots' buffers, the certified flags, the caller's own) outlives the
-/// selection's work.
-struct SelectionJoin {
-    cudaStream_t main, other;
-    ~SelectionJoin() {
-        if (main == other) return;
-        cudaEvent_t e;
-        if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
-            cudaStreamSynchronize(other);
-            return;
-        }
-        if (cudaEventRecord(e, other) != cudaSuccess ||
-            cudaStreamWaitEvent(main, e, 0) != cudaSuccess) {
-            cudaStreamSynchronize(other);
-        }
-        cudaEventDestroy(e);
-    }
-};
-
-/// The candidate plan of one slot within `budget` bytes.
-CandidatePlan planSlot(size_t budget, int64_t nq, const BoundedPass& b, bool sampledCandidates,
-                       size_t extraPerRow) {
-    CandidatePlan p;
-    if (sampledCandidates) p = planSampledCandidates(budget, nq, b.nb, b.m, extraPerRow);
-    if (!p.sampled) {
-        const TilePlan t = planSearch(budget, b.nb, nq, b.k, b.m, b.d, /*onHost=*/false, b.l2,
-                                      b.selection, extraPerRow);
-        p.rows = t.rows;
-        p.cols = t.cols;
-        p.colTiles = t.colTiles;
-    }
-    return p;
-}
-
-/// Runs the bounded pass over the nq queries (flags in b.certified);
-/// returns how many queries it saw (the rest go to the FP32 path) and adds
-/// the row blocks whose GEMM could overlap an earlier block's selection to
-/// *overlapped.
-int64_t runBoundedPass(GpuResources* res, int device, cudaStream_t stream, BoundedPass& b,
-                       int64_t nq, bool sampledCandidates, int64_t* overlapped) {
-    // Per row beyond the selection: m re-scored keys, their sort's
-    // temporary memory, the lower bound of the keys left out, the query's
-    // norm and (centred) the centred query (L2) or its q.c (inner
-    // products). BF16x3: the query's split row (3 dPad BF16).
-    const size_t extraPerRow = sizeof(uint64_t) * b.m + select::sortKeyRowsTempBytes(1, b.m) +
-                               64 + sizeof(float) * (1 + (b.centred ? size_t(b.d) : 0)) +
-                               (b.bf16 ? 3 * sizeof(Bf16Bits) * size_t(b.dPad) : 0);
-    const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
-    // Two slots in flight when each still gets blocks worth a GEMM.
-    b.plan = planSlot(budget / 2, nq, b, sampledCandidates, extraPerRow);
-    const bool pipelined = nq >= 2 * kMinPipelinedRows && b.plan.rows >= kMinPipelinedRows;
-    if (pipelined) {
-        b.plan.rows = std::min(b.plan.rows, (nq + 1) / 2);
-    } else {
-        b.plan = planSlot(budget, nq, b, sampledCandidates, extraPerRow);
-    }
-    PassStreams st{stream, res->getBlasHandle(device),
-                   pipelined ? res->getAlternateStream(device) : stream};
-    std::unique_ptr<BoundedSlot> slots[2];
-    slots[0].reset(new BoundedSlot(res, device, st, b));
-    if (pipelined) slots[1].reset(new BoundedSlot(res, device, st, b));
-    // the selection stream starts after what the caller and the slots queued
-    OwnedEvent ready;
-    handOver(st.gemm, ready.e, st.select);
-    SelectionJoin join{st.gemm, st.select};
-    int64_t passed = 0;  // queries the pass has seen
-    int64_t block = 0;
-    for (int64_t q0 = 0; q0 < nq; q0 += b.plan.rows, ++block) {
-        // Bail out on the first block's share (checked before block 2 when
-        // pipelined, so that block 1's GEMM is not held up).
-        if (block == (pipelined ? 2 : 1)) {
-            if (pipelined) FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(stream, slots[0]->blockDone.e, 0));
-            if (!firstBlockWorthIt(b.certified, b.plan.rows, stream)) break;
-        }
-        const int64_t rows = std::min(b.plan.rows, nq - q0);
-        runBoundedBlock(b, st, *slots[pipelined ? block & 1 : 0], q0, rows);
-        *overlapped += pipelined && block > 0 ? 1 : 0;
-        passed = q0 + rows;
-    }
-    return passed;
-}
-
 }  // namespace
 
 void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
@@ -519,47 +232,143 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                            "boundedFlatSearch: dimension %d too large for the TF32 bound", d);
     const bool l2 = corpus.metric == FlatMetric::L2;
     FAISS_THROW_IF_NOT_MSG(!l2 || corpus.sqNorms, "boundedFlatSearch: L2 needs the stored norms");
+    const select::KeyDecode decode = l2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
+    const int64_t kk = std::min(k, nb);
     const bool bf16 = corpus.split != nullptr;
+    const int64_t m = boundedCandidateCount(kk, nb, bf16);
     FAISS_THROW_IF_NOT_MSG(!bf16 || corpus.splitDim == bf16PaddedDim(d),
                            "boundedFlatSearch: BF16 split of the corpus at the wrong width");
-    BoundedPass b;
-    b.corpus = &corpus;
-    b.queries = queries;
-    b.k = k;
-    b.kk = std::min(k, nb);
-    b.nb = nb;
-    b.d = d;
-    b.dPad = corpus.splitDim;
-    b.l2 = l2;
-    b.bf16 = bf16;
-    b.centred = corpus.centre != nullptr;
-    b.m = boundedCandidateCount(b.kk, nb, bf16);
+    const int dPad = corpus.splitDim;
+    const Tf32BoundTerms terms = bf16 ? bf16x3BoundTerms(dPad, l2) : tf32BoundTerms(d, l2);
+    const double xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
+
+    const bool centred = corpus.centre != nullptr;
     // The GEMMs may run past nb up to gemmRows (columns the selection skips).
-    b.gemmRows = std::max(nb, corpus.gemmRows);
-    b.selection = candidateSelection;
-    b.distances = distances;
-    b.labels = labels;
-    const Tf32BoundTerms terms = bf16 ? bf16x3BoundTerms(b.dPad, l2) : tf32BoundTerms(d, l2);
-    RescoreArgs& a = b.rescore;
-    a.m = b.m;
-    a.vectors = corpus.vectors;
-    a.sqNorms = l2 ? corpus.sqNorms : nullptr;
-    a.nb = nb;
-    a.d = d;
-    a.l2 = l2;
-    a.terms = terms;
-    a.xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
-    a.xMaxSqNorm = corpus.maxSqNorm;
+    const int64_t gemmRows = std::max(nb, corpus.gemmRows);
 
     std::vector<int64_t> fallbackRows;
-    int64_t overlapped = 0;
     {
+        // Per row beyond the selection: m re-scored keys, their sort's
+        // temporary memory, the lower bound of the keys left out, the
+        // query's norm and (centred) the centred query (L2) or its q.c (inner products).
+        // BF16x3: the query's split row (3 dPad BF16).
+        const size_t extraPerRow = sizeof(uint64_t) * m + select::sortKeyRowsTempBytes(1, m) + 64 +
+                                   sizeof(float) * (1 + (centred ? size_t(d) : 0)) +
+                                   (bf16 ? 3 * sizeof(Bf16Bits) * size_t(dPad) : 0);
         // One flag per query, read back once after the last block (a read
         // per block would stall the stream between blocks).
         TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
-        b.certified = certified.data();
-        const int64_t passed =
-                runBoundedPass(res, device, stream, b, nq, sampledCandidates, &overlapped);
+        const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
+        CandidatePlan p;
+        if (sampledCandidates) p = planSampledCandidates(budget, nq, nb, m, extraPerRow);
+        if (!p.sampled) {
+            const TilePlan t = planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2,
+                                          candidateSelection, extraPerRow);
+            p.rows = t.rows;
+            p.cols = t.cols;
+            p.colTiles = t.colTiles;
+        }
+        const int64_t ldMax = (p.cols + 3) / 4 * 4;
+        TempBuffer<float> dist(res, device, size_t(p.rows) * ldMax, stream);
+        std::unique_ptr<RowSelector> sel;
+        if (!p.sampled) {
+            sel.reset(new RowSelector(res, device, stream, candidateSelection.algo, p.rows, p.cols,
+                                      p.colTiles, nb, m, candidateSelection.group,
+                                      candidateSelection.thFactor));
+        }
+        const size_t filterBytes = p.sampled ? select::sampledThresholdScratchBytes(p.rows, nb, m) : 0;
+        TempBuffer<char> filterScratch(res, device, filterBytes, stream);
+        TempBuffer<uint64_t> filtered(res, device, p.sampled ? size_t(p.rows) * m : 0, stream);
+        TempBuffer<uint8_t> flags(res, device, p.sampled ? size_t(p.rows) : 0, stream);
+        TempBuffer<uint64_t> rescored(res, device, size_t(p.rows) * m, stream);
+        const size_t sortBytes = select::sortKeyRowsTempBytes(p.rows, m);
+        TempBuffer<char> sortTemp(res, device, sortBytes, stream);
+        TempBuffer<double> leftOutLower(res, device, size_t(p.rows), stream);
+        // Query norms per block (the bound's |q|; for L2 also the decode's
+        // |q|^2, the same kernel as the FP32 path's, on the queries this
+        // pass multiplies: centred ones when the corpus is).
+        TempBuffer<float> querySqNorms(res, device, size_t(p.rows), stream);
+        TempBuffer<float> centredQueries(res, device, centred && l2 ? size_t(p.rows) * d : 0,
+                                         stream);
+        TempBuffer<float> centreOffsets(res, device, centred && !l2 ? size_t(p.rows) : 0, stream);
+        TempBuffer<Bf16Bits> querySplit(res, device, bf16 ? size_t(p.rows) * 3 * dPad : 0, stream);
+        const float alpha = l2 ? -2.f : -1.f;
+        cublasHandle_t blas = res->getBlasHandle(device);
+
+        RescoreArgs a;
+        a.m = m;
+        a.vectors = corpus.vectors;
+        a.sqNorms = l2 ? corpus.sqNorms : nullptr;
+        a.nb = nb;
+        a.d = d;
+        a.l2 = l2;
+        a.terms = terms;
+        a.xMaxNorm = xMaxNorm;
+        a.xMaxSqNorm = corpus.maxSqNorm;
+        a.rescoredKeys = rescored.data();
+        a.leftOutLower = leftOutLower.data();
+
+        int64_t passed = 0;  // queries the TF32 pass has seen (the rest fall back)
+        for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
+            if (q0 == p.rows && !firstBlockWorthIt(certified.data(), p.rows, stream)) break;
+            const int64_t rows = std::min(p.rows, nq - q0);
+            passed = q0 + rows;
+            const float* q = queries + size_t(q0) * d;
+            if (centred && l2) {
+                subtractCentre(q, rows, d, corpus.centre, centredQueries.data(), stream);
+                q = centredQueries.data();
+            } else if (centred) {
+                centreDots(q, rows, d, corpus.centre, centreOffsets.data(), stream);
+            }
+            rowSquaredNorms(q, rows, d, querySqNorms.data(), stream);
+            if (bf16) splitRowsBf16(q, rows, d, SplitSide::Queries, querySplit.data(), stream);
+            // The approximate products of this block's queries with vectors
+            // [c0, c0 + w), into out (ld floats a row).
+            auto products = [&](int64_t c0, int64_t w, float* out, int64_t ld) {
+                if (bf16) {
+                    gemmDotProductsBf16x3(blas, querySplit.data(), rows,
+                                          corpus.split + size_t(c0) * 3 * dPad, w, dPad, alpha,
+                                          out, ld);
+                } else {
+                    gemmDotProductsTf32(blas, q, rows, corpus.vectors + size_t(c0) * d, w, d, alpha,
+                                        out, ld);
+                }
+            };
+            if (p.sampled) {
+                products(0, std::min(gemmRows, ldMax), dist.data(), ldMax);
+                select::sampledThresholdSelectKeys(dist.data(), ldMax, l2 ? corpus.sqNorms : nullptr,
+                                                   rows, nb, m, filtered.data(), flags.data(),
+                                                   filterScratch.data(), filterBytes, stream);
+                a.approxKeys = filtered.data();
+            } else {
+                sel->begin(rows);
+                for (int64_t c0 = 0; c0 < nb; c0 += p.cols) {
+                    const int64_t w = std::min(p.cols, nb - c0);
+                    const int64_t ld = (w + 3) / 4 * 4;
+                    products(c0, std::min(ld, gemmRows - c0), dist.data(), ld);
+                    sel->addTile(dist.data(), ld, l2 ? corpus.sqNorms + c0 : nullptr,
+                                 uint32_t(c0), w);
+                }
+                a.approxKeys = sel->finish();
+            }
+            a.queries = q;
+            a.querySqNorms = querySqNorms.data();
+            rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, stream>>>(a);
+            FAISS_EXT_CUDA_CHECK_LAUNCH();
+            select::sortKeyRows(rescored.data(), rows, m, sortTemp.data(), sortBytes, stream);
+            certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
+                    rescored.data(), m, kk, leftOutLower.data(), m == nb,
+                    p.sampled ? flags.data() : nullptr, rows, certified.data() + q0);
+            FAISS_EXT_CUDA_CHECK_LAUNCH();
+            // Every row is decoded; the uncertified ones are written over below.
+            select::decodeKeys(rescored.data(), rows, kk, k, decode,
+                               l2 ? querySqNorms.data() : nullptr, distances + size_t(q0) * k,
+                               labels + size_t(q0) * k, stream, m);
+            if (centred && !l2) {  // back from q.(x - c) to q.x
+                addRowOffsets(distances ? distances + size_t(q0) * k : nullptr, rows, k,
+                              centreOffsets.data(), stream);
+            }
+        }
         std::vector<uint8_t> hostCertified(static_cast<size_t>(nq), 0);
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCertified.data(), certified.data(), size_t(passed),
                                              cudaMemcpyDeviceToHost, stream));
@@ -575,7 +384,6 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
     if (stats) {
         stats->fallbackQueries += int64_t(fallbackRows.size());
         stats->certifiedQueries += nq - int64_t(fallbackRows.size());
-        stats->overlappedRowBlocks += overlapped;
     }
 }
 

@@ -30,14 +30,6 @@
 //      certifies less than kBoundedBailOutShare of its queries, the later
 //      blocks skip the TF32 pass and go to the fallback directly.
 //
-// Pipelined when the batch fills two blocks of at least kMinPipelinedRows
-// queries: two blocks are in flight, each with its own buffers (half the
-// temporary memory each); the GEMMs run on the caller's stream and the
-// selection, re-scoring and certificate on the resources' alternate stream
-// of higher priority, so that a block's selection (which reads its whole
-// distance tile) takes SMs while the next block's GEMM writes the other
-// tile, instead of the two taking turns (issue 39).
-//
 // Compared with a threshold made of approximate keys plus their bounds
 // (max over the kk best of key_j + e(q, x_j)), the re-scored kk-th key is
 // exact, so the gap the certificate needs between ranks kk and m is about

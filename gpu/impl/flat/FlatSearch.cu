@@ -560,8 +560,6 @@ bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq
     if (opt.boundedStats) {
         opt.boundedStats->certifiedQueries += tf32.certifiedQueries + bf16.certifiedQueries;
         opt.boundedStats->fallbackQueries += bf16.fallbackQueries;
-        opt.boundedStats->overlappedRowBlocks +=
-                tf32.overlappedRowBlocks + bf16.overlappedRowBlocks;
     }
     return true;
 }

@@ -1,0 +1,84 @@
+// bench_host_staging: the host side of a numpy query's trip to the GPU, on
+// its own: copyRowsCheckingFiniteInPieces (the staging of host queries into
+// pinned memory, gpu/utils/HostStaging.h) timed to its first piece and to
+// its end, against one thread's memcpy, with a pause between calls as a
+// search would leave. Evidence for tuning the staging, not a test.
+//
+//   bench_host_staging [--rows 10000] [--d 128] [--reps 20] [--gap-us 2000]
+#include "bench/BenchUtil.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/HostStaging.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace faiss_ext;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double us(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bench::Args a(argc, argv, {"help", "git"});
+    if (a.printedHelpOrGit("bench_host_staging [--rows N] [--d D] [--reps R] [--gap-us U]\n")) return 0;
+    a.checkKnown({"rows", "d", "reps", "gap-us", "help", "git"});
+    const int64_t rows = a.getInt("rows", 10000);
+    const int d = int(a.getInt("d", 128));
+    const int reps = int(a.getInt("reps", 20));
+    const int gapUs = int(a.getInt("gap-us", 2000));
+    std::vector<float> src(size_t(rows) * d);
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (float& v : src) v = u(rng);
+    float* pinned = nullptr;
+    FAISS_EXT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned), sizeof(float) * src.size(),
+                                       cudaHostAllocDefault));
+    for (int64_t piece : {int64_t(1) << 20, int64_t(256) << 10}) {
+        const int64_t pieceRows = std::max<int64_t>(1, piece / (4 * d));
+        std::vector<double> first, total;
+        for (int r = 0; r < reps + 2; ++r) {
+            std::this_thread::sleep_for(std::chrono::microseconds(gapUs));
+            Clock::time_point t0 = Clock::now(), t1 = t0;
+            bool seen = false;
+            gpu::copyRowsCheckingFiniteInPieces(src.data(), pinned, rows, d, pieceRows,
+                                                [&](int64_t, int64_t) {
+                                                    if (!seen) t1 = Clock::now();
+                                                    seen = true;
+                                                });
+            Clock::time_point t2 = Clock::now();
+            if (r < 2) continue;
+            first.push_back(us(t0, t1));
+            total.push_back(us(t0, t2));
+        }
+        std::printf("staging %lld x %d, pieces of %lld KB: first piece %.1f us, all %.1f us "
+                    "(medians of %d)\n",
+                    (long long)rows, d, (long long)(piece >> 10), median(first), median(total), reps);
+    }
+    std::vector<double> one;
+    for (int r = 0; r < reps; ++r) {
+        std::this_thread::sleep_for(std::chrono::microseconds(gapUs));
+        Clock::time_point t0 = Clock::now();
+        std::memcpy(pinned, src.data(), sizeof(float) * src.size());
+        one.push_back(us(t0, Clock::now()));
+    }
+    std::printf("one thread's memcpy: %.1f us\n", median(one));
+    cudaFreeHost(pinned);
+    return 0;
+}
