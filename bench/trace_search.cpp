@@ -9,10 +9,12 @@
 //
 //   trace_search --base B.fbin --query Q.fbin --nq 200 --k 3000 [--reps 3]
 //                [--min-us 2] [--index flat|graph] [--precision P] [--itopk N]
-//                [--host]
+//                [--host] [--no-pinned]
 // API calls shorter than --min-us microseconds are left out of the listing
 // (their total is still printed). --host passes queries and results in host
-// memory (a numpy caller's path); GPU work is listed with its stream.
+// memory (a numpy caller's path); --no-pinned leaves the resources without a
+// pinned staging buffer (host queries then go by pageable copies); GPU work
+// is listed with its stream.
 #include "bench/BenchData.h"
 #include "bench/BenchDevice.h"
 #include "bench/BenchUtil.h"
@@ -40,7 +42,7 @@ namespace {
 
 const char* kUsage =
         "trace_search --base B.fbin --query Q.fbin [--nq N] [--k K] [--reps R] [--min-us U]\n"
-        "             [--index flat|graph] [--precision P] [--itopk N] [--host]\n"
+        "             [--index flat|graph] [--precision P] [--itopk N] [--host] [--no-pinned]\n"
         "  Prints the CUPTI timeline of R searches (after two warm-ups) of a\n"
         "  GpuIndexQuickSelectFlat (precision P, default auto) or a\n"
         "  GpuIndexSearchGraph (default build, itopk N), L2, with device queries\n"
@@ -186,10 +188,10 @@ TracedIndex buildIndex(const Args& args, gpu::StandardGpuResources* res, const M
 
 int main(int argc, char** argv) {
     try {
-        Args args(argc, argv, {"help", "git", "host"});
+        Args args(argc, argv, {"help", "git", "host", "no-pinned"});
         if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"base", "query", "nq", "k", "reps", "min-us", "index", "precision",
-                         "itopk", "host", "help", "git"});
+                         "itopk", "host", "no-pinned", "help", "git"});
         if (!args.has("base") || !args.has("query"))
             throw std::invalid_argument("--base and --query are required (see --help)");
         const Matrix base = readVectors(args.get("base"));
@@ -200,6 +202,7 @@ int main(int argc, char** argv) {
         const double minUs = args.getDouble("min-us", 2.0);
         const bool host = args.has("host");
         gpu::StandardGpuResources res;
+        if (args.has("no-pinned")) res.setPinnedMemory(0);
         TracedIndex t = buildIndex(args, &res, base);
         DeviceArray<float> dQ(query.x.size());
         DeviceArray<float> dD(size_t(query.n) * k);

@@ -11,7 +11,6 @@
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -58,10 +57,7 @@ void GpuIndex::searchPagedHostInput_(idx_t n, const float* x, idx_t k, float* di
     // its upload (each search has a fixed cost and drains the GPU at its
     // end: measured, chunking a 10,000-query batch cost more than it hid);
     // larger batches are pipelined
-    // EXPERIMENT (to be removed): FAISS_EXT_HOST_CHUNKS=1 pipelines batches of one slot too
-    const char* exp = std::getenv("FAISS_EXT_HOST_CHUNKS");
-    const bool chunkSmall = exp && exp[0] == '1' && n >= 2 * firstRows;
-    job.chunks = n <= maxRows && !chunkSmall ? std::vector<int64_t>{n}
+    job.chunks = n <= maxRows ? std::vector<int64_t>{n}
                               : hostQueryChunks(n, firstRows, maxRows, kChunkGrowth);
     job.searchChunk = [&](idx_t m, const float* devX, float* outD, idx_t* outL) {
         searchImpl_(m, devX, k, outD, outL, params);
