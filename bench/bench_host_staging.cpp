@@ -5,6 +5,10 @@
 // search would leave. Evidence for tuning the staging, not a test.
 //
 //   bench_host_staging [--rows 10000] [--d 128] [--reps 20] [--gap-us 2000]
+//                      [--pinned-mb M] [--sources S]
+// --pinned-mb: the size of the pinned buffer written (the resources' default
+// is 256); --sources: distinct source copies cycled through (cold sources
+// when their total passes the CPU's caches).
 #include "bench/BenchUtil.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/HostStaging.h"
@@ -37,19 +41,29 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
     bench::Args a(argc, argv, {"help", "git"});
-    if (a.printedHelpOrGit("bench_host_staging [--rows N] [--d D] [--reps R] [--gap-us U]\n")) return 0;
-    a.checkKnown({"rows", "d", "reps", "gap-us", "help", "git"});
+    if (a.printedHelpOrGit("bench_host_staging [--rows N] [--d D] [--reps R] [--gap-us U] "
+                           "[--pinned-mb M] [--sources S]\n"))
+        return 0;
+    a.checkKnown({"rows", "d", "reps", "gap-us", "pinned-mb", "sources", "help", "git"});
     const int64_t rows = a.getInt("rows", 10000);
     const int d = int(a.getInt("d", 128));
     const int reps = int(a.getInt("reps", 20));
     const int gapUs = int(a.getInt("gap-us", 2000));
-    std::vector<float> src(size_t(rows) * d);
+    const int sources = int(std::max<int64_t>(1, a.getInt("sources", 1)));
+    const size_t count = size_t(rows) * d;
+    std::vector<float> all(count * sources);
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
-    for (float& v : src) v = u(rng);
+    for (float& v : all) v = u(rng);
+    const size_t pinnedBytes =
+            std::max(sizeof(float) * count, size_t(a.getInt("pinned-mb", 0)) << 20);
     float* pinned = nullptr;
-    FAISS_EXT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned), sizeof(float) * src.size(),
-                                       cudaHostAllocDefault));
+    FAISS_EXT_CUDA_CHECK(
+            cudaHostAlloc(reinterpret_cast<void**>(&pinned), pinnedBytes, cudaHostAllocDefault));
+    std::printf("pinned buffer %zu MB, %d source(s) of %zu KB\n", pinnedBytes >> 20, sources,
+                (sizeof(float) * count) >> 10);
+    int next = 0;
+    auto source = [&] { return all.data() + count * size_t(next++ % sources); };
     for (int64_t piece : {int64_t(1) << 20, int64_t(256) << 10}) {
         const int64_t pieceRows = std::max<int64_t>(1, piece / (4 * d));
         std::vector<double> first, total;
@@ -57,7 +71,7 @@ int main(int argc, char** argv) {
             std::this_thread::sleep_for(std::chrono::microseconds(gapUs));
             Clock::time_point t0 = Clock::now(), t1 = t0;
             bool seen = false;
-            gpu::copyRowsCheckingFiniteInPieces(src.data(), pinned, rows, d, pieceRows,
+            gpu::copyRowsCheckingFiniteInPieces(source(), pinned, rows, d, pieceRows,
                                                 [&](int64_t, int64_t) {
                                                     if (!seen) t1 = Clock::now();
                                                     seen = true;
@@ -75,7 +89,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
         std::this_thread::sleep_for(std::chrono::microseconds(gapUs));
         Clock::time_point t0 = Clock::now();
-        std::memcpy(pinned, src.data(), sizeof(float) * src.size());
+        std::memcpy(pinned, source(), sizeof(float) * count);
         one.push_back(us(t0, Clock::now()));
     }
     std::printf("one thread's memcpy: %.1f us\n", median(one));
