@@ -14,7 +14,6 @@
 #include "faiss_ext/CpuTwin.h"
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
-#include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/graph/EntrySample.h"
 #include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
