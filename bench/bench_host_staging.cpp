@@ -5,10 +5,12 @@
 // search would leave. Evidence for tuning the staging, not a test.
 //
 //   bench_host_staging [--rows 10000] [--d 128] [--reps 20] [--gap-us 2000]
-//                      [--pinned-mb M] [--sources S]
+//                      [--pinned-mb M] [--sources S] [--results-kb R]
 // --pinned-mb: the size of the pinned buffer written (the resources' default
 // is 256); --sources: distinct source copies cycled through (cold sources
-// when their total passes the CPU's caches).
+// when their total passes the CPU's caches); --results-kb: before each
+// staging, copyBytesInParallel of R KB, as a search copies its results out
+// (its OpenMP team is smaller than the staging's).
 #include "bench/BenchUtil.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/HostStaging.h"
@@ -42,9 +44,12 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
     bench::Args a(argc, argv, {"help", "git"});
     if (a.printedHelpOrGit("bench_host_staging [--rows N] [--d D] [--reps R] [--gap-us U] "
-                           "[--pinned-mb M] [--sources S]\n"))
+                           "[--pinned-mb M] [--sources S] [--results-kb R]\n"))
         return 0;
-    a.checkKnown({"rows", "d", "reps", "gap-us", "pinned-mb", "sources", "help", "git"});
+    a.checkKnown({"rows", "d", "reps", "gap-us", "pinned-mb", "sources", "results-kb", "help",
+                  "git"});
+    const size_t resultBytes = size_t(a.getInt("results-kb", 0)) << 10;
+    std::vector<char> results(resultBytes), resultsOut(resultBytes);
     const int64_t rows = a.getInt("rows", 10000);
     const int d = int(a.getInt("d", 128));
     const int reps = int(a.getInt("reps", 20));
@@ -69,6 +74,7 @@ int main(int argc, char** argv) {
         std::vector<double> first, total;
         for (int r = 0; r < reps + 2; ++r) {
             std::this_thread::sleep_for(std::chrono::microseconds(gapUs));
+            if (resultBytes) gpu::copyBytesInParallel(resultsOut.data(), results.data(), resultBytes);
             Clock::time_point t0 = Clock::now(), t1 = t0;
             bool seen = false;
             gpu::copyRowsCheckingFiniteInPieces(source(), pinned, rows, d, pieceRows,

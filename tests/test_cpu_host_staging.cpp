@@ -4,6 +4,7 @@
 #include "faiss_ext/gpu/utils/HostStaging.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 using faiss_ext::gpu::copyRowsCheckingFinite;
@@ -87,6 +89,38 @@ TEST(CpuHostStaging, PiecesCoverEveryRowOnceAndStopAtABadRow) {
             EXPECT_EQ(seen[size_t(bad)], 0) << n << " " << piece;
         }
     }
+}
+
+TEST(CpuHostStaging, PiecesAreHandedOnTheCallingThreadWhateverTheTeam) {
+    // onPiece queues uploads: only the caller's thread may call it (CUDA
+    // calls from the copying threads contended in the driver). With one
+    // thread, the default, and more threads than cores (one team size for
+    // every region, copiers fewer than the team).
+    const int saved = omp_get_max_threads();
+    const int d = 16;
+    const int64_t n = 40000;
+    const std::vector<float> src = randomRows(n, d, 5);
+    for (int threads : {1, saved, 8}) {
+        omp_set_num_threads(threads);
+        std::vector<float> dst(src.size(), -1.f);
+        const std::thread::id caller = std::this_thread::get_id();
+        int64_t rowsHanded = 0, foreign = 0;
+        EXPECT_EQ(faiss_ext::gpu::copyRowsCheckingFiniteInPieces(
+                          src.data(), dst.data(), n, d, 999,
+                          [&](int64_t, int64_t rows) {
+                              rowsHanded += rows;  // one thread: no lock needed
+                              foreign += std::this_thread::get_id() != caller;
+                          }),
+                  -1)
+                << threads;
+        EXPECT_EQ(foreign, 0) << threads;
+        EXPECT_EQ(rowsHanded, n) << threads;
+        EXPECT_EQ(dst, src) << threads;
+        std::vector<unsigned char> bytes(size_t(3) << 20, 7), out(bytes.size(), 0);
+        faiss_ext::gpu::copyBytesInParallel(out.data(), bytes.data(), bytes.size());
+        EXPECT_EQ(out, bytes) << threads;
+    }
+    omp_set_num_threads(saved);
 }
 
 TEST(CpuHostStaging, ParallelByteCopyIsExact) {

@@ -40,6 +40,15 @@ int copyThreads(int64_t floats) {
     return int(std::min<int64_t>(std::min(kMaxCopyThreads, omp_get_max_threads()),
                                  std::max<int64_t>(1, floats / kParallelCopyFloats)));
 }
+
+/// The size of every OpenMP team here, whatever the work: libgomp starts
+/// threads anew when a region asks for more than the one before, and a
+/// search alternates the staging of its queries with the copy of its
+/// results. Measured on the H200 host (bench/bench_host_staging
+/// --results-kb 1200): teams of 9 and 4 in turn delayed each staging's
+/// first piece to 440 us, against 20 us with one team size. Threads past
+/// the work's share wait at the region's end.
+int teamSize() { return std::min(kMaxCopyThreads, omp_get_max_threads()) + 1; }
 }  // namespace
 
 int64_t copyRowsCheckingFinite(const float* src, float* dst, int64_t n, int d) {
@@ -97,7 +106,7 @@ int64_t copyRowsCheckingFiniteInPieces(
     int64_t first = n;
     // thread 0 (the caller) hands the copied pieces to onPiece; threads
     // 1..copiers copy
-#pragma omp parallel num_threads(copiers + 1) reduction(min : first)
+#pragma omp parallel num_threads(teamSize()) reduction(min : first)
     {
         // OpenMP may give fewer threads than asked: the copiers take the
         // shares in turn, and a lone thread copies them all before handing
@@ -138,11 +147,14 @@ void copyBytesInParallel(void* dst, const void* src, size_t bytes) {
         std::memcpy(dst, src, bytes);
         return;
     }
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(teamSize())
     {
-        const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        const size_t lo = bytes * t / T, hi = bytes * (t + 1) / T;
-        std::memcpy(static_cast<char*>(dst) + lo, static_cast<const char*>(src) + lo, hi - lo);
+        // `threads` parts, whatever the team's size
+        const int T = std::min(threads, omp_get_num_threads());
+        for (int part = omp_get_thread_num(); part < threads; part += T) {
+            const size_t lo = bytes * part / threads, hi = bytes * (part + 1) / threads;
+            std::memcpy(static_cast<char*>(dst) + lo, static_cast<const char*>(src) + lo, hi - lo);
+        }
     }
 }
 
