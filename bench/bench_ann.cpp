@@ -365,7 +365,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                         p1.integer("itopk", itopk)
                             .integer("search_width", w)
                             .integer("entry_seeds", es)
-                        .integer("entry_points", cfg.entryPoints)
+                            .integer("entry_points", cfg.entryPoints)
                             .integer("fp16", half)
                             .integer("blocks_per_query", blocks)
                             .integer("graph_degree", cfg.graphDegree)
