@@ -98,10 +98,13 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     int seedRounds = 1;
     /// Seed of the random entry points and of the entry-point sample.
     uint64_t seed = 1234;
-    /// Size of the entry-point sample (0: random entry points only). An
-    /// exact search over the sampled vectors gives each query its nearest
-    /// sampled nodes as starting points, which keeps the search out of the
-    /// wrong cluster on data of many separated clusters.
+    /// Size of the entry-point sample (0: random entry points only). Each
+    /// query starts from its nearest sampled nodes (found by TF32 products
+    /// with the sample: approximate, as starting points need only be near),
+    /// which keeps the search out of the wrong cluster on data of many
+    /// separated clusters. Larger samples help queries unlike the data
+    /// (docs/search-graph.md, Limits) at the cost of one GEMM of the batch
+    /// with the sample.
     int entryPoints = 4096;
     /// Sampled nodes each query starts from (0..128; 0: random only).
     int entrySeeds = 8;
