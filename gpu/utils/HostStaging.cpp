@@ -6,10 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <vector>
-#include <cstring>
-#include <limits>
 
 namespace faiss_ext {
 namespace gpu {
@@ -61,24 +60,75 @@ namespace {
 /// Piece states of copyRowsCheckingFiniteInPieces.
 enum PieceState : int { kPending = 0, kCopied = 1, kDropped = 2 };
 
-/// The first bad row of rows [lo, hi) copied piece by piece (n: none), each
+/// The rows of a copy cut into `copiers` contiguous shares (share c, from 1,
+/// is rows [shareLo[c - 1], shareLo[c])), each cut into pieces of pieceRows
+/// (share c's pieces are [firstPiece[c - 1], firstPiece[c])), and the state
+/// of every piece.
+struct PieceTable {
+    int copiers;
+    int64_t pieceRows;
+    std::vector<int64_t> shareLo, firstPiece;
+    std::unique_ptr<std::atomic<int>[]> state;
+
+    PieceTable(int64_t n, int copiers_, int64_t pieceRows_)
+            : copiers(copiers_),
+              pieceRows(pieceRows_),
+              shareLo(size_t(copiers_) + 1),
+              firstPiece(size_t(copiers_) + 1, 0) {
+        for (int c = 0; c <= copiers; ++c) {
+            shareLo[size_t(c)] = n * c / copiers;
+            if (c > 0) {
+                const int64_t rows = shareLo[size_t(c)] - shareLo[size_t(c) - 1];
+                firstPiece[size_t(c)] =
+                        firstPiece[size_t(c) - 1] + (rows + pieceRows - 1) / pieceRows;
+            }
+        }
+        state.reset(new std::atomic<int>[size_t(pieces())]);
+        for (int64_t i = 0; i < pieces(); ++i) state[size_t(i)].store(kPending);
+    }
+    int64_t pieces() const { return firstPiece[size_t(copiers)]; }
+};
+
+/// The first bad row of share c copied piece by piece (n: none), each
 /// piece's state set as it is done; pieces after a bad one are dropped.
-int64_t copyShare(const float* src, float* dst, int64_t lo, int64_t hi, int d, int64_t pieceRows,
-                  std::atomic<int>* state, int64_t n) {
+int64_t copyShare(const float* src, float* dst, int d, int64_t n, PieceTable& t, int c) {
+    const int64_t lo = t.shareLo[size_t(c) - 1], hi = t.shareLo[size_t(c)];
+    std::atomic<int>* state = t.state.get() + t.firstPiece[size_t(c) - 1];
     int64_t bad = n;
-    for (int64_t p0 = lo; p0 < hi; p0 += pieceRows) {
-        const int64_t p1 = std::min(hi, p0 + pieceRows);
-        std::atomic<int>& s = state[(p0 - lo) / pieceRows];
+    for (int64_t p0 = lo; p0 < hi; p0 += t.pieceRows) {
+        const int64_t p1 = std::min(hi, p0 + t.pieceRows);
+        std::atomic<int>& s = state[(p0 - lo) / t.pieceRows];
         if (bad < n) {
             s.store(kDropped, std::memory_order_release);
             continue;
         }
-        std::memcpy(dst + size_t(p0) * d, src + size_t(p0) * d, sizeof(float) * size_t(p1 - p0) * d);
+        std::memcpy(dst + size_t(p0) * d, src + size_t(p0) * d,
+                    sizeof(float) * size_t(p1 - p0) * d);
         for (int64_t i = p0; i < p1 && bad == n; ++i)
             if (rowHasNonFinite(dst + size_t(i) * d, d)) bad = i;
         s.store(bad < n ? kDropped : kCopied, std::memory_order_release);
     }
     return bad;
+}
+
+/// Calls onPiece for every piece copied, as the copiers finish them (each
+/// share's in order), until no piece is pending.
+void handCopiedPieces(const PieceTable& t,
+                      const std::function<void(int64_t row0, int64_t rows)>& onPiece) {
+    std::vector<int64_t> next(t.firstPiece.begin(), t.firstPiece.end() - 1);  // per share
+    for (int64_t left = t.pieces(); left > 0;) {
+        for (int c = 1; c <= t.copiers; ++c) {
+            int64_t& i = next[size_t(c) - 1];
+            for (; i < t.firstPiece[size_t(c)]; ++i, --left) {
+                const int st = t.state[size_t(i)].load(std::memory_order_acquire);
+                if (st == kPending) break;  // this share's later pieces are not done either
+                if (st != kCopied) continue;
+                const int64_t r0 =
+                        t.shareLo[size_t(c) - 1] + (i - t.firstPiece[size_t(c) - 1]) * t.pieceRows;
+                onPiece(r0, std::min(t.pieceRows, t.shareLo[size_t(c)] - r0));
+            }
+        }
+    }
 }
 
 }  // namespace
@@ -90,19 +140,7 @@ int64_t copyRowsCheckingFiniteInPieces(
                            "copyRowsCheckingFinite: n = %lld, d = %d, pieceRows = %lld",
                            (long long)n, d, (long long)pieceRows);
     if (n == 0) return -1;
-    const int copiers = copyThreads(n * d);
-    // each copier's share, cut into pieces: share t is rows [n t / T, n (t + 1) / T)
-    std::vector<int64_t> shareLo(size_t(copiers) + 1), firstPiece(size_t(copiers) + 1, 0);
-    for (int t = 0; t <= copiers; ++t) {
-        shareLo[size_t(t)] = n * t / copiers;
-        if (t > 0) {
-            const int64_t rows = shareLo[size_t(t)] - shareLo[size_t(t) - 1];
-            firstPiece[size_t(t)] = firstPiece[size_t(t) - 1] + (rows + pieceRows - 1) / pieceRows;
-        }
-    }
-    const int64_t pieces = firstPiece[size_t(copiers)];
-    std::unique_ptr<std::atomic<int>[]> state(new std::atomic<int>[size_t(pieces)]);
-    for (int64_t i = 0; i < pieces; ++i) state[size_t(i)].store(kPending);
+    PieceTable table(n, copyThreads(n * d), pieceRows);
     int64_t first = n;
     // thread 0 (the caller) hands the copied pieces to onPiece; threads
     // 1..copiers copy
@@ -111,32 +149,12 @@ int64_t copyRowsCheckingFiniteInPieces(
         // OpenMP may give fewer threads than asked: the copiers take the
         // shares in turn, and a lone thread copies them all before handing
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        auto copyFrom = [&](int c0, int step) {
-            for (int c = c0; c <= copiers; c += step)
-                first = std::min(first, copyShare(src, dst, shareLo[size_t(c) - 1], shareLo[size_t(c)],
-                                                  d, pieceRows, state.get() + firstPiece[size_t(c) - 1],
-                                                  n));
-        };
-        if (T == 1) copyFrom(1, 1);
-        else if (t > 0) copyFrom(t, T - 1);
-        if (t == 0) {
-            std::vector<char> handed(size_t(pieces), 0);
-            for (int64_t left = pieces; left > 0;) {
-                for (int c = 1; c <= copiers; ++c) {
-                    for (int64_t i = firstPiece[size_t(c) - 1]; i < firstPiece[size_t(c)]; ++i) {
-                        if (handed[size_t(i)]) continue;
-                        const int st = state[size_t(i)].load(std::memory_order_acquire);
-                        if (st == kPending) break;  // this share's later pieces are not done either
-                        handed[size_t(i)] = 1;
-                        --left;
-                        if (st != kCopied) continue;
-                        const int64_t r0 = shareLo[size_t(c) - 1] +
-                                           (i - firstPiece[size_t(c) - 1]) * pieceRows;
-                        onPiece(r0, std::min(pieceRows, shareLo[size_t(c)] - r0));
-                    }
-                }
-            }
+        const int c0 = T == 1 ? 1 : t, step = T == 1 ? 1 : T - 1;
+        if (c0 > 0) {
+            for (int c = c0; c <= table.copiers; c += step)
+                first = std::min(first, copyShare(src, dst, d, n, table, c));
         }
+        if (t == 0) handCopiedPieces(table, onPiece);
     }
     return first < n ? first : -1;
 }
