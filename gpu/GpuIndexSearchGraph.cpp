@@ -579,7 +579,9 @@ std::vector<int> GpuIndexSearchGraph::getSearchGraph() const {
 
 std::vector<int> GpuIndexSearchGraph::getEntryPoints() const {
     auto lock = lockOps_();
-    return entries_ ? entries_->nodeIdsOnHost() : std::vector<int>();
+    return entries_ ? copyToHost(resources_.get(), config_.device, entries_->nodeIds(),
+                                 size_t(entries_->size()))
+                    : std::vector<int>();
 }
 
 std::vector<int> GpuIndexSearchGraph::getKnnGraph() const {

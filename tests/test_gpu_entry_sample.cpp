@@ -47,6 +47,15 @@ struct DeviceBuffer {
     }
 };
 
+/// The sample's node ids on the host.
+std::vector<int> nodeIdsOf(const graph::EntrySample& sample) {
+    std::vector<int> ids(size_t(sample.size()));
+    FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
+    FAISS_EXT_CUDA_CHECK(cudaMemcpy(ids.data(), sample.nodeIds(), sizeof(int) * ids.size(),
+                                    cudaMemcpyDeviceToHost));
+    return ids;
+}
+
 /// Distance (L2) or negated product (inner product) of two rows, in double.
 double keyOf(const float* a, const float* b, int d, bool l2) {
     double s = 0;
@@ -73,7 +82,7 @@ void checkNearest(int d, int64_t nb, int count, int perQuery, bool l2, float off
                               1234);
     ASSERT_EQ(sample.size(), int(std::min<int64_t>(nb, count))) << what;
     sample.nearest(dQ.p, nq, perQuery, dOut.p);
-    const std::vector<int> ids = sample.nodeIdsOnHost();
+    const std::vector<int> ids = nodeIdsOf(sample);
     const std::vector<int64_t> got = dOut.toHost();
     // TF32 keeps 10 bits of each factor: products within ~2^-10 of |q||x|
     const double tol = 4e-3 * double(d) * (std::fabs(offset) + 1) * (std::fabs(offset) + 1) + 1e-5;
@@ -136,7 +145,7 @@ TEST(GpuEntrySample, DataFarFromTheOriginKeepsItsSeeds) {
     graph::EntrySample sample(res.getResources().get(), 0, d, FlatMetric::L2, dFar.p, 5000, 1000,
                               99);
     sample.nearest(dQ.p, 40, 8, dOut.p);
-    const std::vector<int> ids = sample.nodeIdsOnHost();
+    const std::vector<int> ids = nodeIdsOf(sample);
     const std::vector<int64_t> got = dOut.toHost();
     for (int i = 0; i < 40; ++i) {
         std::vector<float> q(xq.begin() + i * d, xq.begin() + (i + 1) * d);

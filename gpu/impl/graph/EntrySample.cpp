@@ -3,6 +3,7 @@
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
@@ -73,15 +74,6 @@ EntrySample::EntrySample(GpuResources* res, int device, int d, FlatMetric metric
 }
 
 EntrySample::~EntrySample() = default;
-
-std::vector<int> EntrySample::nodeIdsOnHost() const {
-    std::vector<int> out(ids_.size());
-    cudaStream_t stream = res_->getDefaultStream(device_);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(out.data(), ids_.data(), sizeof(int) * out.size(),
-                                         cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return out;
-}
 
 void EntrySample::nearest(const float* q, int64_t nq, int perQuery, int64_t* out) const {
     FAISS_THROW_IF_NOT_FMT(perQuery >= 1 && perQuery <= size(),

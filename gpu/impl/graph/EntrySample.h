@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/GpuResources.h"
@@ -37,8 +36,6 @@ public:
     int size() const { return int(ids_.size()); }
     /// Their node ids (device, sorted).
     const int* nodeIds() const { return ids_.data(); }
-    /// Their node ids on the host.
-    std::vector<int> nodeIdsOnHost() const;
 
     /// For nq prepared queries q (device), the perQuery (1..size()) sampled
     /// nodes nearest to each, as positions in the sample, nearest first:
