@@ -61,6 +61,32 @@ TEST(CpuHostStaging, FindsTheFirstRowHoldingANanOrAnInfinity) {
     EXPECT_EQ(copyRowsCheckingFinite(edge.data(), out.data(), 1, int(edge.size())), -1);
 }
 
+TEST(CpuHostStaging, ABadValueIsFoundAtEveryPositionAndAlignment) {
+    // the copy streams aligned blocks of 8 floats with a scalar head and
+    // tail: a bad value in the head, the blocks or the tail, with source and
+    // destination at every offset from 16 bytes
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int d : {1, 3, 8, 13, 37}) {
+        const int64_t n = 5;
+        for (int shift = 0; shift < 4; ++shift) {
+            // room for n rows after a shift of up to 3 floats
+            std::vector<float> src0 = randomRows(n, d, unsigned(d)), dst0(src0.size() + 3);
+            src0.resize(src0.size() + 3, 1.f);
+            float* src = src0.data() + shift;
+            float* dst = dst0.data() + (3 - shift);
+            std::vector<float> clean(src, src + size_t(n) * d);
+            ASSERT_EQ(copyRowsCheckingFinite(src, dst, n, d), -1);
+            ASSERT_TRUE(std::equal(clean.begin(), clean.end(), dst)) << d << " " << shift;
+            for (int64_t at = 0; at < n * d; ++at) {
+                src[at] = nan;
+                EXPECT_EQ(copyRowsCheckingFinite(src, dst, n, d), at / d)
+                        << "d " << d << " shift " << shift << " at " << at;
+                src[at] = clean[size_t(at)];
+            }
+        }
+    }
+}
+
 TEST(CpuHostStaging, PiecesCoverEveryRowOnceAndStopAtABadRow) {
     const int d = 24;
     for (int64_t n : {int64_t(1), int64_t(500), int64_t(50000)}) {

@@ -4,6 +4,10 @@
 
 #include <omp.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -22,15 +26,56 @@ constexpr int64_t kParallelCopyFloats = int64_t(1) << 16;
 /// Threads of a large copy: memory bandwidth, not cores, limits it.
 constexpr int kMaxCopyThreads = 8;
 
+/// Whether the float's exponent bits are all set (a NaN or an infinity).
+inline uint32_t nonFiniteBit(float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return uint32_t((bits & 0x7f800000u) == 0x7f800000u);
+}
+
 /// Whether any of the d floats at r is a NaN or an infinity (all exponent
 /// bits set); branch-free so that the compiler vectorises it.
 bool rowHasNonFinite(const float* r, int d) {
     uint32_t bad = 0;
-    for (int j = 0; j < d; ++j) {
-        uint32_t bits;
-        std::memcpy(&bits, r + j, sizeof bits);
-        bad |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
+    for (int j = 0; j < d; ++j) bad |= nonFiniteBit(r[j]);
+    return bad != 0;
+}
+
+/// Copies count floats from src to dst and returns whether any of them is
+/// a NaN or an infinity. The stores are non-temporal (they bypass the
+/// CPU's caches) because dst is pinned memory the GPU reads by DMA right
+/// after: lines left dirty in the caches of the copying cores are read
+/// through the coherence path. Measured on the H200 host: 5 MB copied by
+/// eight threads with memcpy then uploaded in 200-220 us, after streaming
+/// stores in 100 us (the link's rate); the copy itself took as long.
+bool streamCopyCheckingFinite(const float* src, float* dst, size_t count) {
+    size_t i = 0;
+    uint32_t bad = 0;
+#if defined(__SSE2__)
+    for (; i < count && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) {
+        bad |= nonFiniteBit(src[i]);
+        dst[i] = src[i];
     }
+    const __m128i exponent = _mm_set1_epi32(0x7f800000);
+    __m128i anyBad = _mm_setzero_si128();
+    for (; i + 8 <= count; i += 8) {
+        const __m128 a = _mm_loadu_ps(src + i), b = _mm_loadu_ps(src + i + 4);
+        const __m128i ea = _mm_and_si128(_mm_castps_si128(a), exponent);
+        const __m128i eb = _mm_and_si128(_mm_castps_si128(b), exponent);
+        anyBad = _mm_or_si128(anyBad, _mm_or_si128(_mm_cmpeq_epi32(ea, exponent),
+                                                   _mm_cmpeq_epi32(eb, exponent)));
+        _mm_stream_ps(dst + i, a);
+        _mm_stream_ps(dst + i + 4, b);
+    }
+    bad |= uint32_t(_mm_movemask_epi8(anyBad) != 0);
+#endif
+    for (; i < count; ++i) {
+        bad |= nonFiniteBit(src[i]);
+        dst[i] = src[i];
+    }
+#if defined(__SSE2__)
+    _mm_sfence();  // the streamed stores are visible before the piece is handed on
+#endif
     return bad != 0;
 }
 
@@ -102,10 +147,11 @@ int64_t copyShare(const float* src, float* dst, int d, int64_t n, PieceTable& t,
             s.store(kDropped, std::memory_order_release);
             continue;
         }
-        std::memcpy(dst + size_t(p0) * d, src + size_t(p0) * d,
-                    sizeof(float) * size_t(p1 - p0) * d);
-        for (int64_t i = p0; i < p1 && bad == n; ++i)
-            if (rowHasNonFinite(dst + size_t(i) * d, d)) bad = i;
+        if (streamCopyCheckingFinite(src + size_t(p0) * d, dst + size_t(p0) * d,
+                                     size_t(p1 - p0) * d)) {
+            for (int64_t i = p0; i < p1 && bad == n; ++i)
+                if (rowHasNonFinite(src + size_t(i) * d, d)) bad = i;
+        }
         s.store(bad < n ? kDropped : kCopied, std::memory_order_release);
     }
     return bad;
