@@ -29,7 +29,7 @@ struct Searched {
 };
 
 Searched searchWith(const GpuIndexSearchGraph& index, const std::vector<float>& q, int64_t nq,
-                    int k, int blocks, int itopk = 32, FlatMetric metric = FlatMetric::L2) {
+                    int k, int blocks, int itopk = 32) {
     Searched s;
     s.D.resize(size_t(nq) * k);
     s.I.resize(size_t(nq) * k);
@@ -183,6 +183,50 @@ TEST(GpuSearchGraphBlocks, DeterministicAndChosenByBatchSize) {
     GpuIndexSearchGraph four(&res, d, FlatMetric::L2, cfg);
     four.add(n, x.data());
     EXPECT_EQ(searchWith(four, q, nq, k, 0).I, searchWith(four, q, nq, k, 4).I);
+}
+
+TEST(GpuSearchGraphBlocks, WideBlocksOfSmallBatchesSearchAsBatchesDo) {
+    // a grid of no more blocks than SMs runs blocks of 512 threads, a batch
+    // blocks of 128: the same search either way (random entry points only,
+    // which depend on the query alone; the sampled ones come from a GEMM
+    // whose kernel depends on the batch size), at FP32 and FP16 traversal
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    int64_t n = test::sized<int64_t>(20000, 3000);
+    int k = 10;
+    for (int d : {32, 200}) {
+        std::vector<float> x = test::clusteredVectors(n, d, 64, 71);
+        const int sms = multiprocessors();
+        const int64_t nq = 2 * sms;  // a grid past the SMs even at one block a query
+        std::vector<float> q = test::clusteredVectors(nq, d, 64, 72);
+        GpuIndexSearchGraph index(&res, d);
+        index.add(n, x.data());
+        auto search = [&](int64_t m, int64_t q0, int blocks, int fp16) {
+            Searched s;
+            s.D.resize(size_t(m) * k);
+            s.I.resize(size_t(m) * k);
+            SearchParametersSearchGraph sp;
+            sp.blocksPerQuery = blocks;
+            sp.entrySeeds = 0;
+            sp.fp16 = fp16;
+            index.search(m, q.data() + size_t(q0) * d, k, s.D.data(), s.I.data(), &sp);
+            return s;
+        };
+        for (int fp16 : {0, 1}) {
+            for (int blocks : {1, 16}) {
+                Searched batch = search(nq, 0, blocks, fp16);
+                for (int64_t i = 0; i < nq; i += 7) {
+                    Searched one = search(1, i, blocks, fp16);
+                    for (int j = 0; j < k; ++j) {
+                        ASSERT_EQ(one.I[j], batch.I[size_t(i) * k + j])
+                                << "d " << d << " fp16 " << fp16 << " blocks " << blocks
+                                << " query " << i << " rank " << j;
+                        ASSERT_EQ(one.D[j], batch.D[size_t(i) * k + j]);
+                    }
+                }
+            }
+        }
+    }
 }
 
 TEST(GpuSearchGraphBlocks, SeedPerSearch) {
