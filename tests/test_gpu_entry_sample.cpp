@@ -69,12 +69,11 @@ double keyOf(const float* a, const float* b, int d, bool l2) {
 /// to tol, and the j-th found no farther than the true j-th + tol (tol: a
 /// relative slack of TF32's products, on data spread `spread`).
 void checkNearest(int d, int64_t nb, int count, int perQuery, bool l2, float offset,
-                  const std::string& what) {
+                  const std::string& what, int64_t nq = 40) {
     StandardGpuResources res;
     auto xb = randomVectors(nb, d, kSeed + uint64_t(nb), offset - 1.f, offset + 1.f);
-    auto xq = randomVectors(40, d, kSeed + 3, offset - 1.f, offset + 1.f);
+    auto xq = randomVectors(nq, d, kSeed + 3, offset - 1.f, offset + 1.f);
     if (nb >= 4) std::copy(xb.begin(), xb.begin() + d, xb.begin() + 3 * d);  // a duplicate row
-    const int64_t nq = 40;
     DeviceBuffer<float> dB(xb), dQ(xq);
     DeviceBuffer<int64_t> dOut(std::vector<int64_t>(size_t(nq) * perQuery, -7));
     graph::EntrySample sample(res.getResources().get(), 0, d,
@@ -123,6 +122,23 @@ TEST(GpuEntrySample, NearestByWarpsMatchesTheExactAnswer) {
                                          std::to_string(perQuery) + " d=" + std::to_string(d));
                 }
             }
+        }
+    }
+}
+
+TEST(GpuEntrySample, BatchesOfAnySizeArePaddedForTheGemm) {
+    // the product GEMM runs on entryGemmRows(nq) rows, zeros past nq: every
+    // query's seeds are right whatever the padding (none at 256, most at 257)
+    FAISS_EXT_REQUIRE_GPU();
+    EXPECT_EQ(graph::entryGemmRows(1), 1);
+    EXPECT_EQ(graph::entryGemmRows(3), 4);
+    EXPECT_EQ(graph::entryGemmRows(255), 256);
+    EXPECT_EQ(graph::entryGemmRows(257), 512);
+    EXPECT_EQ(graph::entryGemmRows(10000), 10240);
+    for (bool l2 : {true, false}) {
+        for (int64_t nq : {1, 3, 255, 256, 257, 700}) {
+            checkNearest(24, 6000, 4096, 8, l2, 0.f,
+                         std::string(l2 ? "L2" : "IP") + " nq=" + std::to_string(nq), nq);
         }
     }
 }

@@ -82,14 +82,23 @@ void EntrySample::nearest(const float* q, int64_t nq, int perQuery, int64_t* out
     if (nq == 0) return;
     cudaStream_t stream = res_->getDefaultStream(device_);
     const bool l2 = metric_ == FlatMetric::L2;
-    // L2: the queries centred as the sample is; inner products rank the
-    // centred rows as the raw ones (q.(x - c) = q.x - q.c)
-    TempBuffer<float> centred(res_, device_, l2 ? size_t(nq) * d_ : 0, stream);
-    if (l2) {
-        subtractCentre(q, nq, d_, centre_.data(), centred.data(), stream);
-        q = centred.data();
+    const bool warps = perQuery <= kMaxNearestEntrySeeds;
+    // L2: the queries centred as the sample is (inner products rank the
+    // centred rows as the raw ones: q.(x - c) = q.x - q.c); the GEMM of
+    // nearestByWarps_ reads entryGemmRows(nq) rows, zeros past nq
+    const int64_t rows = warps ? entryGemmRows(nq) : nq;
+    TempBuffer<float> staged(res_, device_, l2 || rows > nq ? size_t(rows) * d_ : 0, stream);
+    if (staged.size() > 0) {
+        if (l2)
+            subtractCentre(q, nq, d_, centre_.data(), staged.data(), stream);
+        else
+            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(staged.data(), q, sizeof(float) * size_t(nq) * d_,
+                                                 cudaMemcpyDeviceToDevice, stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(staged.data() + size_t(nq) * d_, 0,
+                                             sizeof(float) * size_t(rows - nq) * d_, stream));
+        q = staged.data();
     }
-    if (perQuery <= kMaxNearestEntrySeeds) {
+    if (warps) {
         nearestByWarps_(q, nq, perQuery, out);
         return;
     }
@@ -106,13 +115,16 @@ void EntrySample::nearestByWarps_(const float* q, int64_t nq, int perQuery, int6
     cudaStream_t stream = res_->getDefaultStream(device_);
     const int64_t ld = entryDotsLd(size());
     const size_t room = std::min(kMaxDotsBytes, res_->getTempMemoryAvailable(device_) / 4);
-    const int64_t tile = std::max<int64_t>(1, std::min<int64_t>(nq, int64_t(room / (4 * ld))));
+    // tiles of whole steps, so that each tile's padded rows lie inside the
+    // entryGemmRows(nq) rows of q
+    int64_t tile = int64_t(room / (4 * ld)) / kEntryGemmRowStep * kEntryGemmRowStep;
+    tile = std::min(entryGemmRows(nq), std::max(kEntryGemmRowStep, tile));
     TempBuffer<float> dots(res_, device_, size_t(tile) * ld, stream);
     for (int64_t i = 0; i < nq; i += tile) {
         const int64_t rows = std::min(tile, nq - i);
         nearestEntryPoints(res_->getBlasHandle(device_), stream, rows_->vectors(),
                            metric_ == FlatMetric::L2 ? sqNorms_.data() : nullptr, size(), d_,
-                           q + size_t(i) * d_, rows, perQuery, dots.data(),
+                           q + size_t(i) * d_, rows, entryGemmRows(rows), perQuery, dots.data(),
                            out + size_t(i) * perQuery);
     }
 }

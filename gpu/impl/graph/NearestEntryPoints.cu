@@ -107,18 +107,27 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 
 int64_t entryDotsLd(int count) { return (int64_t(count) + 3) / 4 * 4; }
 
+int64_t entryGemmRows(int64_t nq) {
+    const int64_t step = kEntryGemmRowStep;
+    if (nq >= step) return (nq + step - 1) / step * step;
+    int64_t rows = 1;
+    while (rows < nq) rows <<= 1;
+    return rows;
+}
+
 void nearestEntryPoints(cublasHandle_t blas, cudaStream_t stream, const float* entries,
                         const float* sqNorms, int count, int d, const float* q, int64_t nq,
-                        int perQuery, float* dots, int64_t* out) {
-    FAISS_THROW_IF_NOT_FMT(count >= 1 && d >= 1 && nq >= 0 && perQuery >= 1 &&
+                        int64_t gemmRows, int perQuery, float* dots, int64_t* out) {
+    FAISS_THROW_IF_NOT_FMT(count >= 1 && d >= 1 && nq >= 0 && gemmRows >= nq && perQuery >= 1 &&
                                    perQuery <= kMaxNearestEntrySeeds,
                            "nearestEntryPoints: bad arguments (count %d, d %d, nq %lld, "
-                           "perQuery %d <= %d)",
-                           count, d, (long long)nq, perQuery, kMaxNearestEntrySeeds);
+                           "gemmRows %lld, perQuery %d <= %d)",
+                           count, d, (long long)nq, (long long)gemmRows, perQuery,
+                           kMaxNearestEntrySeeds);
     if (nq == 0) return;
     const int64_t ld = entryDotsLd(count);
     // L2: |x|^2 - 2 q.x ranks as |q - x|^2; inner products: -q.x, smaller first
-    gemmDotProductsTf32(blas, q, nq, entries, count, d, sqNorms ? -2.f : -1.f, dots, ld);
+    gemmDotProductsTf32(blas, q, gemmRows, entries, count, d, sqNorms ? -2.f : -1.f, dots, ld);
     const unsigned blocks = unsigned((nq + kWarpsPerBlock - 1) / kWarpsPerBlock);
     const int threads = 32 * kWarpsPerBlock;
     if (perQuery <= 8) {
