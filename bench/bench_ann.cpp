@@ -58,6 +58,9 @@ const char* kUsage =
     "  --width LIST      search widths (default 1)\n"
     "  --entry-seeds LIST  sampled entry points per query (default 8)\n"
     "  --runs N          timed runs, median reported (default 7)\n"
+    "  --temp-gb G       the resources' temporary memory limit (default: theirs, at most\n"
+    "                    16 GiB; a one-shot k-NN build past ~10M vectors needs more)\n"
+    "  --verbose         the graph index prints its build's progress (stdout, not JSON)\n"
     "  --latency N       single-query searches for the latency (default 200)\n"
     "  --latency-blocks LIST  blocks per query of extra single-query runs, each\n"
     "                    reported with its recall (0: automatic; default none)\n"
@@ -300,6 +303,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     cfg.knnBuild.addBuild = parseAddBuild(a.get("add-build", "auto"));
     if (a.has("entry-points")) cfg.entryPoints = int(a.getInt("entry-points", cfg.entryPoints));
     gpu::GpuIndexSearchGraph index(&res, b.d, FlatMetric::L2, cfg);
+    index.verbose = a.has("verbose");
     double t0 = nowSeconds();
     index.add(b.n, b.x.data());
     double build = nowSeconds() - t0;
@@ -542,7 +546,7 @@ void writeForAnchors(const Context& c, const std::string& dir) {
 
 int main(int argc, char** argv) {
     try {
-        Args a(argc, argv, {"help", "git", "device-queries"});
+        Args a(argc, argv, {"help", "git", "device-queries", "verbose"});
         if (a.printedHelpOrGit(kUsage)) return 0;
         a.checkKnown({"data",
                       "methods",
@@ -575,6 +579,8 @@ int main(int argc, char** argv) {
                       "hard-query-seed",
                       "entry-points",
                       "add-build",
+                      "temp-gb",
+                      "verbose",
                       "device-queries",
                       "help",
                       "git"});
@@ -591,6 +597,7 @@ int main(int argc, char** argv) {
         if (sets.size() > 1 && a.has("write-dir"))
             throw std::invalid_argument("--write-dir takes one data set (--write-root: several)");
         gpu::StandardGpuResources res;
+        if (a.has("temp-gb")) res.setTempMemory(size_t(a.getInt("temp-gb", 16)) << 30);
         for (const std::string& kind : sets) {
             Context c;
             double t0 = nowSeconds();

@@ -348,40 +348,92 @@ GnndAddBuild GpuIndexSearchGraph::getLastKnnAddBuild() const {
     return knn_->getLastAddBuild();
 }
 
+namespace {
+/// The buffers of the optimisation of a search graph of `total` vectors.
+struct OptimizeBuffers {
+    DeviceVector<int> next, scratch;
+    DeviceVector<uint16_t> x16;
+};
+
+size_t optimizeBufferBytes(int64_t total, int degree, int d, bool fp16) {
+    return sizeof(int) * (size_t(total) * degree + graph::optimizeScratchInts(total, degree)) +
+           (fp16 ? sizeof(uint16_t) * size_t(total) * d : 0);
+}
+
+void allocateOptimizeBuffers(OptimizeBuffers& b, GpuResources* res, int device, int64_t total,
+                             int degree, int d, bool fp16) {
+    b.next.allocate(res, device, size_t(total) * degree, kWho, "search graph");
+    b.scratch.allocate(res, device, graph::optimizeScratchInts(total, degree), kWho,
+                       "optimisation scratch");
+    if (fp16) b.x16.allocate(res, device, size_t(total) * d, kWho, "FP16 copy of the vectors");
+}
+}  // namespace
+
 void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
     int64_t total = ntotal + n;
     int degree = sConfig_.graphDegree, K = sConfig_.knnDegree;
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    // Every buffer of the optimisation is allocated before the k-NN graph
-    // changes, so running out of memory leaves the index as it was.
-    DeviceVector<int> next, scratch;
-    next.allocate(resources_.get(), config_.device, size_t(total) * degree, kWho, "search graph");
-    scratch.allocate(resources_.get(), config_.device, graph::optimizeScratchInts(total, degree),
-                     kWho, "optimisation scratch");
-    DeviceVector<uint16_t> x16;
-    if (sConfig_.fp16Traversal)
-        x16.allocate(resources_.get(), config_.device, size_t(total) * d, kWho,
-                     "FP16 copy of the vectors");
+    // Running out of memory must leave the index as it was. A later add
+    // allocates every buffer of the optimisation before the k-NN graph
+    // changes (a merged graph cannot be taken back). A first add allocates
+    // them once the k-NN build has freed its temporaries, and empties the
+    // k-NN graph again if they do not fit: at 100M x 96 the build's
+    // temporaries and these buffers together pass an H200's memory.
+    const bool first = ntotal == 0;
+    if (first) checkFirstAddFits_(total);
+    OptimizeBuffers buffers;
+    if (!first)
+        allocateOptimizeBuffers(buffers, resources_.get(), config_.device, total, degree, d,
+                                sConfig_.fp16Traversal);
     if (sConfig_.knnBuild.maxIterations == 0) {
         GpuKnnGraphGNNDConfig g = knn_->getConfig();
         g.maxIterations = GpuIndexSearchGraphConfig::knnBuildIterationsFor(total);
         knn_->setConfig(g);
     }
+    knn_->verbose = verbose;  // the build's progress, as faiss indexes print theirs
     auto t0 = std::chrono::steady_clock::now();
     knn_->add(n, x);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     knnSeconds_ = secondsSince(t0);
-    auto t1 = std::chrono::steady_clock::now();
-    graph::optimizeGraph(stream, knn_->getGraphIdsDevice(), total, knn_->getBuildDegree(), K,
-                         degree, next.data(), scratch.data());
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    optimizeSeconds_ = secondsSince(t1);
-    std::swap(graph_->ids, next);
-    std::swap(graph_->x16, x16);
+    float scale16 = 1.f;
+    std::unique_ptr<graph::EntrySample> entries;
+    try {
+        if (first)
+            allocateOptimizeBuffers(buffers, resources_.get(), config_.device, total, degree, d,
+                                    sConfig_.fp16Traversal);
+        auto t1 = std::chrono::steady_clock::now();
+        graph::optimizeGraph(stream, knn_->getGraphIdsDevice(), total, knn_->getBuildDegree(), K,
+                             degree, buffers.next.data(), buffers.scratch.data());
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+        optimizeSeconds_ = secondsSince(t1);
+        if (sConfig_.fp16Traversal) scale16 = halfCopyInto_(buffers.x16, total);
+        entries = makeEntryPoints_(total);
+    } catch (...) {
+        // (a later add has merged its vectors into the k-NN graph already)
+        if (first) knn_->reset();
+        throw;
+    }
+    std::swap(graph_->ids, buffers.next);
+    std::swap(graph_->x16, buffers.x16);
+    graph_->scale16 = scale16;
     graph_->removedSincePrune = 0;
+    entries_ = std::move(entries);
     ntotal = total;
-    fillHalfCopy_();
-    rebuildEntryPoints_();
+}
+
+void GpuIndexSearchGraph::checkFirstAddFits_(int64_t total) const {
+    const GnndMemoryEstimate knn =
+            GpuKnnGraphGNND::estimateMemory(total, d, sConfig_.knnDegree, knn_->getConfig());
+    const size_t opt = optimizeBufferBytes(total, sConfig_.graphDegree, d, sConfig_.fp16Traversal);
+    const size_t need = knn.vectors + knn.graph + opt, free = deviceFreeBytes(config_.device);
+    const double GB = 1e9;
+    FAISS_THROW_IF_NOT_FMT(need <= free,
+                           "%s: %lld vectors need %.1f GB of device memory after their k-NN "
+                           "build (vectors %.1f, k-NN lists %.1f, search graph with its "
+                           "optimisation%s %.1f) and %.1f GB are free; nothing was added "
+                           "(lower knnDegree or graphDegree, or set fp16Traversal false)",
+                           kWho, (long long)total, need / GB, knn.vectors / GB, knn.graph / GB,
+                           sConfig_.fp16Traversal ? " and FP16 copy" : "", opt / GB, free / GB);
 }
 
 size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
@@ -451,25 +503,34 @@ bool GpuIndexSearchGraph::patchGraph_(const RemovalMapping& mapping, int* next,
     return shortCount == 0;
 }
 
+float GpuIndexSearchGraph::halfCopyInto_(DeviceVector<uint16_t>& x16, int64_t total) const {
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    const size_t count = size_t(total) * d;
+    if (x16.size() != count)
+        x16.allocate(resources_.get(), config_.device, count, kWho, "FP16 copy of the vectors");
+    const float scale = graph::halfScaleFor(stream, knn_->getVectorsDevice(), count);
+    graph::toHalf(stream, knn_->getVectorsDevice(), count, scale, x16.data());
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return scale;
+}
+
 void GpuIndexSearchGraph::fillHalfCopy_() {
     if (!sConfig_.fp16Traversal || ntotal == 0) return;
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    if (graph_->x16.size() != size_t(ntotal) * d)
-        graph_->x16.allocate(resources_.get(), config_.device, size_t(ntotal) * d, kWho,
-                             "FP16 copy of the vectors");
-    size_t count = size_t(ntotal) * d;
-    graph_->scale16 = graph::halfScaleFor(stream, knn_->getVectorsDevice(), count);
-    graph::toHalf(stream, knn_->getVectorsDevice(), count, graph_->scale16, graph_->x16.data());
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    graph_->scale16 = halfCopyInto_(graph_->x16, ntotal);
+}
+
+std::unique_ptr<graph::EntrySample> GpuIndexSearchGraph::makeEntryPoints_(int64_t total) const {
+    if (sConfig_.entryPoints == 0 || total == 0) return nullptr;
+    // the stored vectors are prepared already: plain L2 or inner product
+    return std::unique_ptr<graph::EntrySample>(
+            new graph::EntrySample(resources_.get(), config_.device, d, storedMetric(metric_type),
+                                   knn_->getVectorsDevice(), total, sConfig_.entryPoints,
+                                   sConfig_.seed));
 }
 
 void GpuIndexSearchGraph::rebuildEntryPoints_() {
     entries_.reset();
-    if (sConfig_.entryPoints == 0 || ntotal == 0) return;
-    // the stored vectors are prepared already: plain L2 or inner product
-    entries_.reset(new graph::EntrySample(resources_.get(), config_.device, d,
-                                          storedMetric(metric_type), knn_->getVectorsDevice(),
-                                          ntotal, sConfig_.entryPoints, sConfig_.seed));
+    entries_ = makeEntryPoints_(ntotal);
 }
 
 void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,

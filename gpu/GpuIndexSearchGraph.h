@@ -39,6 +39,8 @@ namespace gpu {
 
 class GpuKnnGraphGNND;
 class FlatStorage;
+template <typename T>
+class DeviceVector;
 class IdSelection;
 class RemovalMapping;
 namespace graph {
@@ -249,7 +251,16 @@ class GpuIndexSearchGraph : public GpuIndex {
 
     void checkConfig_(const GpuIndexSearchGraphConfig& c) const;
     void rebuildEntryPoints_();
+    /// Throws, naming the parts, unless the device can hold `total` vectors,
+    /// their k-NN lists and the search graph's optimisation buffers.
+    void checkFirstAddFits_(int64_t total) const;
     void fillHalfCopy_();
+    /// Fills x16 (allocated if its size differs) with the FP16 copy of the
+    /// first `total` stored vectors; returns its scale.
+    float halfCopyInto_(DeviceVector<uint16_t>& x16, int64_t total) const;
+    /// The entry-point sample of the first `total` stored vectors (null
+    /// when entryPoints is 0).
+    std::unique_ptr<graph::EntrySample> makeEntryPoints_(int64_t total) const;
     /// The search graph of mapping's survivors patched from the current one
     /// into next (survivors x graphDegree device; shortRows: one device
     /// counter); false when a row ran out of neighbours (then next must be

@@ -68,15 +68,6 @@ int defaultSearchL(int degree) { return std::max(128, 2 * degree); }
 /// candidates (wider costs more than exact search over the selection).
 constexpr int64_t kMaxFilteredPool = 1024;
 
-size_t deviceFreeBytes(int device) {
-    DeviceScope scope(device);
-    size_t freeB = 0, totalB = 0;
-    if (cudaMemGetInfo(&freeB, &totalB) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return freeB;
-}
 
 }  // namespace
 

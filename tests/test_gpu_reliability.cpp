@@ -6,6 +6,7 @@
 // the results of serial calls.
 #include "faiss_ext/gpu/GpuIndexBiLevelLSH.h"
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -288,6 +289,27 @@ TEST(GpuReliabilityFailures, InjectedAllocationFailuresGNND) {
                       "gnnd search", built,
                       [&](faiss::Index* i) { i->search(nq, q.data(), 10, D.data(), I.data()); }, q,
                       10, false));
+}
+
+TEST(GpuReliabilityFailures, InjectedAllocationFailuresSearchGraphFirstAdd) {
+    // a first add allocates the optimisation's buffers, the FP16 copy and
+    // the entry sample after the k-NN build: a failure there must leave the
+    // index empty again
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int64_t n = sized<int64_t>(3000, 300), nq = sized<int64_t>(32, 8);
+    const auto x = clusteredVectors(n, kD, 20, 41);
+    const auto q = clusteredVectors(nq, kD, 20, 43);
+    GpuIndexSearchGraphConfig cfg;
+    cfg.graphDegree = 16;
+    cfg.knnDegree = 32;
+    cfg.knnBuild.maxIterations = 4;
+    Factory empty = [&] {
+        return std::unique_ptr<faiss::Index>(new GpuIndexSearchGraph(&res, kD, FlatMetric::L2, cfg));
+    };
+    expectSomeThrew(injectAtEveryAllocation("search graph first add", empty,
+                                            [&](faiss::Index* i) { i->add(n, x.data()); }, q, 10,
+                                            false));
 }
 
 TEST(GpuReliabilityFailures, TinyTemporaryMemoryThrowsAndLeavesIndexUsable) {

@@ -2,6 +2,7 @@
 // reachable from the entry points), the beam search (sorted, padded, recall
 // against exact search), the CPU twin (faiss::IndexHNSWFlat searching the
 // same graph), serialization through FAISS, and bad input.
+#include <cuda_runtime_api.h>
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/impl/AuxIndexStructures.h>
@@ -337,6 +338,35 @@ TEST(GpuSearchGraph, BadInputIsRefusedWithTheIndexUnchanged) {
     // an empty index answers with padding
     small.search(1, b.q.data(), 5, D.data(), I.data());
     EXPECT_EQ(I[0], -1);
+}
+
+TEST(GpuSearchGraph, AFirstAddPastDeviceMemoryIsRefusedBeforeAnything) {
+    // 1-d vectors with k-NN lists of 256 and a search graph of 128: about
+    // 3.6 KB a vector on the device, past its memory at total / 3000
+    // vectors, while the host holds them in a few hundred MB
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    size_t freeB = 0, totalB = 0;
+    ASSERT_EQ(cudaMemGetInfo(&freeB, &totalB), cudaSuccess);
+    const int64_t n = int64_t(totalB / 3000);
+    std::vector<float> x(size_t(n), 1.f);
+    GpuIndexSearchGraphConfig cfg;
+    cfg.graphDegree = 128;
+    cfg.knnDegree = 256;
+    GpuIndexSearchGraph index(&res, 1, FlatMetric::L2, cfg);
+    try {
+        index.add(n, x.data());
+        ADD_FAILURE() << n << " vectors were added";
+    } catch (const faiss::FaissException& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("device memory"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("k-NN lists"), std::string::npos) << msg;
+    }
+    EXPECT_EQ(index.ntotal, 0);
+    // still usable
+    std::vector<float> small = test::clusteredVectors(1000, 1, 4, 5);
+    index.add(1000, small.data());
+    EXPECT_EQ(index.ntotal, 1000);
 }
 
 TEST(GpuSearchGraph, SecondAddMergesAndRebuilds) {

@@ -29,6 +29,29 @@ void checkDevice(int device) {
                            n == 1 ? "" : "s");
 }
 
+namespace {
+/// Hands the unused memory that the device's default stream-ordered pool
+/// keeps (StandardGpuResources sets no release threshold, so that temporary
+/// memory is reused) back to the device, where cudaMalloc can get it.
+void trimDefaultPool(int device) {
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
+        cudaMemPoolTrimTo(pool, 0) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+}  // namespace
+
+size_t deviceFreeBytes(int device) {
+    DeviceScope scope(device);
+    trimDefaultPool(device);
+    size_t freeB = 0, totalB = 0;
+    if (cudaMemGetInfo(&freeB, &totalB) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return freeB;
+}
+
 int getCurrentDevice() {
     int dev = -1;
     const cudaError_t err = cudaGetDevice(&dev);
@@ -86,13 +109,19 @@ bool allocFailureInjectionPending() { return gFailCountdown.load() >= 0; }
 cudaError_t deviceMalloc(void** p, size_t bytes) {
     *p = nullptr;
     if (consumeAllocFailureInjection()) return cudaErrorMemoryAllocation;
+    int dev = -1;
+    cudaGetDevice(&dev);
     cudaError_t err = cudaMalloc(p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+        // the memory may be held, unused, by the temporary memory's pool
+        (void)cudaGetLastError();
+        trimDefaultPool(dev);
+        err = cudaMalloc(p, bytes);
+    }
     if (err != cudaSuccess) {
         *p = nullptr;
         return err;
     }
-    int dev = -1;
-    cudaGetDevice(&dev);
     AllocRegistry& r = registry();
     std::lock_guard<std::mutex> g(r.mutex);
     r.live[*p] = {dev, bytes};

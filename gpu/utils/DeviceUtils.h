@@ -22,6 +22,11 @@ void checkDevice(int device);
 /// Current device of the calling thread.
 int getCurrentDevice();
 
+/// Free memory of `device` as CUDA reports it (0 where it cannot tell),
+/// after the unused memory kept by the default stream-ordered pool (freed
+/// temporary memory) is handed back: what a large allocation can get.
+size_t deviceFreeBytes(int device);
+
 /// Whether p is a device (or managed) pointer; *device receives its device.
 bool isDevicePointer(const void* p, int* device = nullptr);
 
