@@ -167,7 +167,7 @@ GnndMemoryEstimate GpuKnnGraphGNND::estimateMemory(int64_t n, int d, int k,
     GnndMemoryEstimate e;
     e.vectors = size_t(n) * (size_t(d) + 1) * sizeof(float);
     e.graph = size_t(n) * K * (sizeof(int) + sizeof(float));
-    e.buildTemp = gnnd::buildTempBytes(n, p);  // the raw lists included
+    e.buildTemp = gnnd::buildTempBytes(n, p);  // the raw lists live in the graph's rows
     return e;
 }
 

@@ -59,8 +59,9 @@ size_t mergeTempBytes(int64_t nAB, const Params& p);
 
 /// Builds the canonical graph of x (n x d device, row major; norms: |x_i|^2
 /// for L2, may be null for inner product). Ids written are idOffset + local.
-/// ids / dists: n x K device, outputs. Works for any n >= 1 (lists hold
-/// min(K, n - 1) real entries).
+/// ids / dists: n x K device, outputs; they hold the raw lists during the
+/// build (finalised in place), so buildTempBytes counts no lists. Works for
+/// any n >= 1 (lists hold min(K, n - 1) real entries).
 void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
            const float* norms, int64_t n, int d, const Params& params, int64_t idOffset,
            int* ids, float* dists, const IterationCallback& cb);

@@ -22,10 +22,15 @@ namespace gnnd {
 
 namespace {
 
+/// The raw lists (ids and distances) of n nodes.
+size_t rawListBytes(int64_t n, const Params& p) {
+    return size_t(n) * p.K * (sizeof(uint32_t) + sizeof(float));
+}
+
+/// The iterations' own buffers (the raw lists apart).
 size_t iterationBytes(int64_t n, const Params& p) {
     size_t nn = size_t(n);
-    return nn * p.K * (sizeof(uint32_t) + sizeof(float))  // raw lists
-           + nn * 2 * p.p * sizeof(int) * 2                 // G_new, G_old
+    return nn * 2 * p.p * sizeof(int) * 2                 // G_new, G_old
            + nn * 4 * sizeof(int)                           // counts
            + nn * (p.K / kSegment) * sizeof(int)            // spinlocks
            + 256;                                           // update counter
@@ -146,7 +151,7 @@ size_t buildTempBytes(int64_t n, const Params& p) {
 }
 
 size_t mergeTempBytes(int64_t nAB, const Params& p) {
-    return iterationBytes(nAB, p) + 4096;
+    return rawListBytes(nAB, p) + iterationBytes(nAB, p) + 4096;
 }
 
 void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
@@ -161,11 +166,15 @@ void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
         return;
     }
-    TempBuffer<uint32_t> gIds(res, device, size_t(n) * params.K, stream);
-    TempBuffer<float> gDists(res, device, size_t(n) * params.K, stream);
+    // The output rows hold the raw lists (ids with their flag bits) and are
+    // finalised in place: each warp of the finalisation reads its node's raw
+    // row before it writes the final one, and reads no other row. A second
+    // n x K lists would cost 8 K bytes a vector (51 GB at 100M x K 64).
+    uint32_t* gIds = reinterpret_cast<uint32_t*>(ids);
+    float* gDists = dists;
     auto t0 = std::chrono::steady_clock::now();
-    launchRandomInit(stream, x, norms, n, d, params.K, params.innerProduct, params.seed,
-                     gIds.data(), gDists.data());
+    launchRandomInit(stream, x, norms, n, d, params.K, params.innerProduct, params.seed, gIds,
+                     gDists);
     if (params.verbose) {
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
         std::printf("GNND build of %lld vectors (K = %d, p = %d): random initial graph %.3f s\n",
@@ -173,10 +182,10 @@ void build(GpuResources* res, int device, cudaStream_t stream, const float* x,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     if (n > 2) {
-        iterate(res, device, stream, x, norms, n, d, params, -1, gIds.data(), gDists.data(), cb);
+        iterate(res, device, stream, x, norms, n, d, params, -1, gIds, gDists, cb);
     }
     auto t1 = std::chrono::steady_clock::now();
-    launchFinalize(stream, x, norms, n, d, params.K, params.innerProduct, gIds.data(), n, idOffset,
+    launchFinalize(stream, x, norms, n, d, params.K, params.innerProduct, gIds, n, idOffset,
                    idOffset, ids, dists, false);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (params.verbose) {

@@ -239,7 +239,10 @@ __device__ void writeCanonical(const float* keys, const uint32_t* ids, int64_t s
 }
 
 /// Final lists: raw segments (exact distances recomputed) plus set-aside
-/// canonical entries, de-duplicated by id, sorted, first K kept.
+/// canonical entries, de-duplicated by id, sorted, first K kept. Without
+/// set-aside entries cIds may be gIds and cDists the raw distances (build()
+/// finalises in place): a warp reads all of its node's raw row before it
+/// writes the final one, and no other row.
 __global__ void finalizeKernel(const float* x, int64_t n, int d, int K, bool ip,
                                const uint32_t* gIds, int64_t nA, int64_t offA, int64_t offB,
                                int* cIds, float* cDists, bool haveSetAside, int P2, int warps) {
