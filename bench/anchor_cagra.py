@@ -13,7 +13,7 @@ ids found.
 
 Through the cuVS anchor kit (../shared/tools/cuvs-anchor/make-kit: source its
 cuvs-anchor-env.sh first):
-  python3 bench/anchor_cagra.py --dirs /tmp/ann/hard,... [--git SHA]
+  python3 bench/anchor_cagra.py --dirs /tmp/ann/hard,... [--git SHA] [--metric inner_product]
 """
 import argparse
 import ctypes
@@ -76,13 +76,14 @@ def run_set(folder, a, cagra, Resources, device_ndarray, device):
     xb_dev, xq_dev = device_ndarray(xb), device_ndarray(xq)
     res.sync()
     for build_algo in a.builds.split(","):
-        params = cagra.IndexParams(metric="sqeuclidean", intermediate_graph_degree=128, graph_degree=64,
+        params = cagra.IndexParams(metric=a.metric, intermediate_graph_degree=128, graph_degree=64,
                                    build_algo=build_algo)
         t0 = time.perf_counter()
         index = cagra.build(params, xb_dev, resources=res)
         res.sync()
         build = time.perf_counter() - t0
-        bp = {"graph_degree": 64, "intermediate_graph_degree": 128, "build_algo": build_algo}
+        bp = {"graph_degree": 64, "intermediate_graph_degree": 128, "build_algo": build_algo,
+              "metric": a.metric}
         print(json.dumps(dict(base, method="cuvs:cagra-build", params=bp, seconds=build)), flush=True)
         for itopk in [int(v) for v in a.itopk.split(",")]:
             sp = cagra.SearchParams(itopk_size=itopk)
@@ -123,6 +124,8 @@ def main():
     ap.add_argument("--itopk", default="32,64,128,256,512")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--latency", type=int, default=100, help="single-query searches for the latency")
+    ap.add_argument("--metric", default="sqeuclidean", choices=["sqeuclidean", "inner_product"],
+                    help="inner_product for sets bench_ann wrote with --metric ip")
     a = ap.parse_args()
     cagra, Resources, device_ndarray = load_cuvs()
     device = gpu_name()

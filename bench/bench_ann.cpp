@@ -39,7 +39,12 @@ using namespace faiss_ext::bench;
 namespace {
 
 const char* kUsage =
-    "bench_ann --data LIST of clustered|hard|fmnist|fmnist-aug|fmnist-aug-pca [options]\n"
+    "bench_ann --data LIST of clustered|hard|fmnist|fmnist-aug|fmnist-aug-pca|files [options]\n"
+    "  --base F --query F  files: the vectors and queries (.fvecs, .bvecs or .fbin;\n"
+    "                    e.g. bench/vdb_data.py's embedding-like sets)\n"
+    "  --name NAME       files: the data set's name (default: the base file's stem)\n"
+    "  --metric l2|ip    distances of the exact and graph indexes (default l2; ip:\n"
+    "                    inner product, the name gets -ip; lsh takes l2 only)\n"
     "  --methods LIST    graph, lsh, exact (exact: our exact index only; default graph)\n"
     "  --nb N            base rows of generated / augmented sets (default 1M)\n"
     "  --nq N            queries (default 10000; Fashion-MNIST has 10000 in all)\n"
@@ -127,10 +132,22 @@ Data loadData(const Args& a, const std::string& kind, int64_t tuneQueries) {
             out.queries = augmentImages(test, nq, 12);
             if (kind == "fmnist-aug-pca") reducePca(out.base, out.queries, 128, 200000);
         }
+    } else if (kind == "files") {
+        if (!a.has("base") || !a.has("query"))
+            throw std::invalid_argument("--data files needs --base and --query");
+        out.base = readVectors(a.get("base"));
+        out.queries = readVectors(a.get("query"), nq);
+        if (out.base.d != out.queries.d)
+            throw std::invalid_argument("--base and --query differ in dimension");
+        const std::string base = a.get("base");
+        const size_t slash = base.find_last_of('/'), dot = base.find_last_of('.');
+        const size_t from = slash == std::string::npos ? 0 : slash + 1;
+        out.name = a.get("name", base.substr(from, dot == std::string::npos || dot < from
+                                                           ? std::string::npos
+                                                           : dot - from));
     } else {
         throw std::invalid_argument(
-            "--data must be clustered, hard, fmnist, fmnist-aug or "
-            "fmnist-aug-pca");
+            "--data must be clustered, hard, fmnist, fmnist-aug, fmnist-aug-pca or files");
     }
     if (out.name.empty()) out.name = kind;
     if (tuneQueries > 0) {
@@ -163,6 +180,7 @@ double timeMedian(int runs, F f) {
 
 struct Context {
     Data data;
+    bool ip = false;  ///< --metric ip: inner product (larger is nearer)
     int k = 10;
     int runs = 7;
     int latencyQueries = 200;
@@ -189,15 +207,16 @@ JsonLine line(const Context& c, const std::string& method) {
 double recallOf(const Context& c, const std::vector<int64_t>& I, int64_t rows = -1) {
     const Matrix& b = c.data.base;
     const Matrix& q = c.data.queries;
-    auto l2 = [&](int64_t qi, int64_t id) {
+    // the distance that breaks ties: squared L2, or the negated product
+    auto dist = [&](int64_t qi, int64_t id) {
         double s = 0;
         for (int j = 0; j < b.d; ++j) {
-            double t = double(q.x[size_t(qi) * q.d + j]) - b.x[size_t(id) * b.d + j];
-            s += t * t;
+            const double u = q.x[size_t(qi) * q.d + j], v = b.x[size_t(id) * b.d + j];
+            s += c.ip ? -u * v : (u - v) * (u - v);
         }
         return s;
     };
-    return recallAtK(rows < 0 ? q.n : rows, c.k, I.data(), c.k, c.gt.data(), c.k, l2, false);
+    return recallAtK(rows < 0 ? q.n : rows, c.k, I.data(), c.k, c.gt.data(), c.k, dist, false);
 }
 
 /// Single-query searches of the first queries: the median latency and the
@@ -261,7 +280,8 @@ double deviceResidentSeconds(const Context& c, const Index& index,
 void runExact(Context& c, gpu::StandardGpuResources& res) {
     const Matrix& b = c.data.base;
     const Matrix& q = c.data.queries;
-    gpu::GpuIndexQuickSelectFlat exact(&res, b.d);
+    gpu::GpuIndexQuickSelectFlat exact(&res, b.d,
+                                       c.ip ? faiss::METRIC_INNER_PRODUCT : faiss::METRIC_L2);
     exact.add(b.n, b.x.data());
     std::vector<float> D(size_t(q.n) * c.k);
     c.gt.assign(size_t(q.n) * c.k, -1);
@@ -302,7 +322,8 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
         cfg.knnBuild.terminationThreshold = std::stof(a.get("knn-threshold", "0.001"));
     cfg.knnBuild.addBuild = parseAddBuild(a.get("add-build", "auto"));
     if (a.has("entry-points")) cfg.entryPoints = int(a.getInt("entry-points", cfg.entryPoints));
-    gpu::GpuIndexSearchGraph index(&res, b.d, FlatMetric::L2, cfg);
+    gpu::GpuIndexSearchGraph index(&res, b.d, c.ip ? FlatMetric::InnerProduct : FlatMetric::L2,
+                                   cfg);
     index.verbose = a.has("verbose");
     double t0 = nowSeconds();
     index.add(b.n, b.x.data());
@@ -581,6 +602,10 @@ int main(int argc, char** argv) {
                       "add-build",
                       "temp-gb",
                       "verbose",
+                      "base",
+                      "query",
+                      "name",
+                      "metric",
                       "device-queries",
                       "help",
                       "git"});
@@ -596,6 +621,11 @@ int main(int argc, char** argv) {
         const std::vector<std::string> sets = parseList(a.get("data"));
         if (sets.size() > 1 && a.has("write-dir"))
             throw std::invalid_argument("--write-dir takes one data set (--write-root: several)");
+        const std::string metric = a.get("metric", "l2");
+        if (metric != "l2" && metric != "ip")
+            throw std::invalid_argument("--metric takes l2 or ip (got " + metric + ")");
+        const bool ip = metric == "ip";
+        if (ip && doLsh) throw std::invalid_argument("--methods lsh takes --metric l2 only");
         gpu::StandardGpuResources res;
         if (a.has("temp-gb")) res.setTempMemory(size_t(a.getInt("temp-gb", 16)) << 30);
         for (const std::string& kind : sets) {
@@ -605,6 +635,10 @@ int main(int argc, char** argv) {
             // an exact-only run writes the lsh run's query set for the anchors
             const bool holdOut = doLsh || a.has("tune-queries");
             c.data = loadData(a, kind, holdOut ? a.getInt("tune-queries", 1000) : 0);
+            c.ip = ip;
+            if (c.ip && c.data.name.size() >= 2 &&
+                c.data.name.compare(c.data.name.size() - 2, 2, "ip") != 0)
+                c.data.name += "-ip";
             std::fprintf(stderr, "[bench_ann] %s: nb %lld, nq %lld, d %d (%.1f s to make)\n",
                          c.data.name.c_str(), (long long)c.data.base.n, (long long)c.data.queries.n,
                          c.data.base.d, nowSeconds() - t0);

@@ -39,3 +39,35 @@ def selectors(xb, rng):
     for s in (0.01, 0.1, 0.5):
         out.append(("attribute", s, first > np.quantile(first, 1 - s)))
     return out
+
+
+def write_fbin(path, x):
+    """x as .fbin (int32 n, int32 d, then float32 rows), as bench_ann reads it."""
+    with open(path, "wb") as f:
+        np.array(x.shape, dtype=np.int32).tofile(f)
+        np.ascontiguousarray(x, dtype=np.float32).tofile(f)
+
+
+def main():
+    """Writes base.fbin and query.fbin of one mixture for bench_ann --data files
+    (and bench/anchor_cagra.py through bench_ann --write-dir): the vectors and
+    queries vdb_ops.py draws for the same seed, size and metric."""
+    import argparse
+    import os
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--write", required=True, help="folder for base.fbin and query.fbin")
+    ap.add_argument("--n", type=int, default=1000000)
+    ap.add_argument("--nq", type=int, default=10000)
+    ap.add_argument("--d", type=int, default=384)
+    ap.add_argument("--seed", type=int, default=9090)  # vdb_ops.py's
+    ap.add_argument("--metric", choices=["l2", "ip"], default="ip")
+    a = ap.parse_args()
+    os.makedirs(a.write, exist_ok=True)
+    write_fbin(os.path.join(a.write, "base.fbin"), dataset(a.seed, a.n, a.d, a.seed + 1, a.metric))
+    write_fbin(os.path.join(a.write, "query.fbin"), dataset(a.seed, a.nq, a.d, a.seed + 2, a.metric))
+    print(dataset_name(a.seed, a.n, a.d, a.metric))
+
+
+if __name__ == "__main__":
+    main()
