@@ -22,7 +22,8 @@ std::mt19937_64 rowRng(uint64_t seed, uint64_t stream, int64_t row) {
 struct HardMixture {
     int d = 0;
     std::vector<float> centres;      // clusters x d
-    std::vector<float> maps;         // clusters x d x d (row-major, scales folded in)
+    std::vector<float> maps;         // clusters x d x d (by column: column j of a map at j d;
+                                     // scales folded in)
     std::vector<double> cumulative;  // cumulative weights
 };
 
@@ -48,8 +49,28 @@ HardMixture makeHardMixture(const HardSpec& s) {
         m.cumulative[c] = total;
     }
     for (auto& v : m.cumulative) v /= total;
+    // drawn row by row, kept by column (addColumns)
+    std::vector<float> byColumn(m.maps.size());
+    for (int c = 0; c < s.clusters; ++c)
+        for (int r = 0; r < s.d; ++r)
+            for (int j = 0; j < s.d; ++j)
+                byColumn[(size_t(c) * s.d + j) * s.d + r] = m.maps[(size_t(c) * s.d + r) * s.d + j];
+    m.maps.swap(byColumn);
     // the rank order of the sizes is not the order of the centres
     return m;
+}
+
+/// row = centre + A z for A given by columns (aT: d x d, column j at
+/// aT + j d): each row[r] summed over j in order, as the row-wise product
+/// sums it, so the floats are the same; the loop over r vectorises.
+void addColumns(const float* __restrict__ aT, const float* __restrict__ z, int d,
+                const float* __restrict__ centre, float* __restrict__ row) {
+    for (int r = 0; r < d; ++r) row[r] = centre[r];
+    for (int j = 0; j < d; ++j) {
+        const float zj = z[j];
+        const float* __restrict__ col = aT + size_t(j) * d;
+        for (int r = 0; r < d; ++r) row[r] += col[r] * zj;
+    }
 }
 
 }  // namespace
@@ -77,13 +98,8 @@ Matrix generateHardRows(const HardSpec& spec, int64_t row0, int64_t n, uint64_t 
         c = std::min(c, spec.clusters - 1);
         std::vector<float> z(d);
         for (auto& v : z) v = g(rng);
-        const float* a = &m.maps[size_t(c) * d * d];
-        float* row = &out.x[size_t(i) * d];
-        for (int r = 0; r < d; ++r) {
-            float s = m.centres[size_t(c) * d + r];
-            for (int j = 0; j < d; ++j) s += a[size_t(r) * d + j] * z[j];
-            row[r] = s;
-        }
+        addColumns(&m.maps[size_t(c) * d * d], z.data(), d,
+                   &m.centres[size_t(c) * d], &out.x[size_t(i) * d]);
     }
     return out;
 }
