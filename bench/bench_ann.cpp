@@ -66,6 +66,8 @@ const char* kUsage =
     "  --temp-gb G       the resources' temporary memory limit (default: theirs, at most\n"
     "                    16 GiB; a one-shot k-NN build past ~10M vectors needs more)\n"
     "  --verbose         the graph index prints its build's progress (stdout, not JSON)\n"
+    "  --fp16-traversal 0  graph: build without the FP16 copy (2 d bytes a vector;\n"
+    "                    searches then traverse the FP32 vectors; --fp16 defaults to 0)\n"
     "  --latency N       single-query searches for the latency (default 200)\n"
     "  --latency-blocks LIST  blocks per query of extra single-query runs, each\n"
     "                    reported with its recall (0: automatic; default none)\n"
@@ -322,6 +324,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
         cfg.knnBuild.terminationThreshold = std::stof(a.get("knn-threshold", "0.001"));
     cfg.knnBuild.addBuild = parseAddBuild(a.get("add-build", "auto"));
     if (a.has("entry-points")) cfg.entryPoints = int(a.getInt("entry-points", cfg.entryPoints));
+    cfg.fp16Traversal = a.getInt("fp16-traversal", 1) != 0;
     gpu::GpuIndexSearchGraph index(&res, b.d, c.ip ? FlatMetric::InnerProduct : FlatMetric::L2,
                                    cfg);
     index.verbose = a.has("verbose");
@@ -337,7 +340,8 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
         .num("knn_threshold", cfg.knnBuild.terminationThreshold)
         .num("knn_seconds", index.getKnnBuildSeconds())
         .num("optimize_seconds", index.getOptimizeSeconds())
-        .str("add_build", addBuildName(index.getLastKnnAddBuild()));
+        .str("add_build", addBuildName(index.getLastKnnAddBuild()))
+        .integer("fp16_traversal", cfg.fp16Traversal ? 1 : 0);
     std::printf("%s\n", line(c, "ours:graph-build")
                             .raw("params", bp.text())
                             .num("seconds", build)
@@ -347,7 +351,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     std::fflush(stdout);
     std::vector<float> D(size_t(q.n) * c.k);
     std::vector<int64_t> I(size_t(q.n) * c.k);
-    for (int64_t half : parseIntList(a.get("fp16", "1")))
+    for (int64_t half : parseIntList(a.get("fp16", cfg.fp16Traversal ? "1" : "0")))
         for (int64_t es : parseIntList(a.get("entry-seeds", "8")))
             for (int64_t w : parseIntList(a.get("width", "1")))
                 for (int64_t itopk : parseIntList(a.get("itopk", "32,64,128,256"))) {
@@ -602,6 +606,7 @@ int main(int argc, char** argv) {
                       "add-build",
                       "temp-gb",
                       "verbose",
+                      "fp16-traversal",
                       "base",
                       "query",
                       "name",

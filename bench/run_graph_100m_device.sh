@@ -9,6 +9,11 @@
 #   cp build-gpu/bench/bench_ann .device/bin/bench/ && strip .device/bin/bench/bench_ann
 # and on the device (carry [".device"]):
 #   bash bench/run_graph_100m_device.sh $OUT [DEGREES (32:32)] [SAMPLES (16)] [TEMP_GB (100)] [NB (100M)]
+# FX_EXTRA adds bench_ann options, e.g. FX_EXTRA="--fp16-traversal 0 --knn-iterations 12".
+# Device memory of a first add, 100M x 96 (docs/search-graph.md, the plan):
+# k-NN lists of 64 fit the build (117.6 GB since 4daf199) and, without the
+# FP16 copy, the optimisation (128.8 GB): 32:64 16 100 with
+# FX_EXTRA="--fp16-traversal 0".
 # Writes OUT/ann_100m.jsonl (bench_ann's lines), OUT/ann_100m.err,
 # OUT/mem_trace.txt (time, device MiB, process RSS KiB) and OUT/mem_peak.txt.
 # Measured 2026-12-04 (commit 0cbf52c, 32:32, 16, 100): 313 s in all, build
@@ -31,7 +36,7 @@ source .device/env.sh >/dev/null
 monitor=$!
 timeout 560 .device/bin/bench/bench_ann --data hard --hard-d 96 --hard-clusters 3000 --nb "$nb" \
   --nq 10000 --degrees "$degrees" --knn-samples "$samples" --temp-gb "$temp" \
-  --itopk 32,64,128,256 --device-queries --runs 3 --latency 100 --verbose \
+  --itopk 32,64,128,256 --device-queries --runs 3 --latency 100 --verbose ${FX_EXTRA:-} \
   > "$out/ann_100m.txt" 2> "$out/ann_100m.err"
 echo "bench_ann exit $?"
 kill $monitor
