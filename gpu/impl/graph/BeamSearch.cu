@@ -24,6 +24,7 @@
 
 #include <algorithm>
 
+#include "faiss_ext/gpu/impl/flat/KernelLaunchCache.h"
 #include "faiss_ext/gpu/impl/graph/BlockBitonic.cuh"
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -414,16 +415,13 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-/// The seeds of queries [q0, ...).
 /// kWideBlockThreads where the grid of gridBlocks blocks leaves SMs idle,
 /// else kBlockThreads.
 static int blockThreadsFor(int64_t gridBlocks) {
-    int device = 0, sms = 0;
-    FAISS_EXT_CUDA_CHECK(cudaGetDevice(&device));
-    FAISS_EXT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return gridBlocks <= sms ? kWideBlockThreads : kBlockThreads;
+    return gridBlocks <= cachedSmCount(getCurrentDevice()) ? kWideBlockThreads : kBlockThreads;
 }
 
+/// The seeds of queries [q0, ...).
 static EntrySeeds shifted(EntrySeeds s, int64_t q0) {
     if (s.rank) s.rank += q0 * s.perQuery;
     return s;
