@@ -641,8 +641,8 @@ int main(int argc, char** argv) {
             const bool holdOut = doLsh || a.has("tune-queries");
             c.data = loadData(a, kind, holdOut ? a.getInt("tune-queries", 1000) : 0);
             c.ip = ip;
-            if (c.ip && c.data.name.size() >= 2 &&
-                c.data.name.compare(c.data.name.size() - 2, 2, "ip") != 0)
+            const std::string& name = c.data.name;
+            if (c.ip && (name.size() < 2 || name.compare(name.size() - 2, 2, "ip") != 0))
                 c.data.name += "-ip";
             std::fprintf(stderr, "[bench_ann] %s: nb %lld, nq %lld, d %d (%.1f s to make)\n",
                          c.data.name.c_str(), (long long)c.data.base.n, (long long)c.data.queries.n,
