@@ -355,11 +355,18 @@ struct OptimizeBuffers {
     DeviceVector<uint16_t> x16;
 };
 
-size_t optimizeBufferBytes(int64_t total, int degree, int d, bool fp16) {
-    return sizeof(int) * (size_t(total) * degree + graph::optimizeScratchInts(total, degree)) +
-           (fp16 ? sizeof(uint16_t) * size_t(total) * d : 0);
+/// Device bytes of the search graph and its optimisation after the k-NN
+/// build of a first add: the scratch is freed before the FP16 copy is made,
+/// so only the larger of the two counts.
+size_t firstAddGraphBytes(int64_t total, int degree, int d, bool fp16) {
+    const size_t scratch = sizeof(int) * graph::optimizeScratchInts(total, degree);
+    const size_t half = fp16 ? sizeof(uint16_t) * size_t(total) * d : 0;
+    return sizeof(int) * size_t(total) * degree + std::max(scratch, half);
 }
 
+/// The new search graph and the optimisation's scratch; the FP16 copy too
+/// where `fp16` (a later add allocates everything before the k-NN graph
+/// changes; a first add makes the FP16 copy after freeing the scratch).
 void allocateOptimizeBuffers(OptimizeBuffers& b, GpuResources* res, int device, int64_t total,
                              int degree, int d, bool fp16) {
     b.next.allocate(res, device, size_t(total) * degree, kWho, "search graph");
@@ -400,12 +407,13 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
     try {
         if (first)
             allocateOptimizeBuffers(buffers, resources_.get(), config_.device, total, degree, d,
-                                    sConfig_.fp16Traversal);
+                                    false);
         auto t1 = std::chrono::steady_clock::now();
         graph::optimizeGraph(stream, knn_->getGraphIdsDevice(), total, knn_->getBuildDegree(), K,
                              degree, buffers.next.data(), buffers.scratch.data());
         FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
         optimizeSeconds_ = secondsSince(t1);
+        buffers.scratch.release();  // room for a first add's FP16 copy
         if (sConfig_.fp16Traversal) scale16 = halfCopyInto_(buffers.x16, total);
         entries = makeEntryPoints_(total);
     } catch (...) {
@@ -424,7 +432,7 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
 void GpuIndexSearchGraph::checkFirstAddFits_(int64_t total) const {
     const GnndMemoryEstimate knn =
             GpuKnnGraphGNND::estimateMemory(total, d, sConfig_.knnDegree, knn_->getConfig());
-    const size_t opt = optimizeBufferBytes(total, sConfig_.graphDegree, d, sConfig_.fp16Traversal);
+    const size_t opt = firstAddGraphBytes(total, sConfig_.graphDegree, d, sConfig_.fp16Traversal);
     const size_t need = knn.vectors + knn.graph + opt, free = deviceFreeBytes(config_.device);
     const double GB = 1e9;
     FAISS_THROW_IF_NOT_FMT(need <= free,

@@ -136,29 +136,34 @@ __device__ bool contains(const int* row, int m, int id) {
 }
 
 /// Final list: the first half of the pruned list, then reverse edges, then
-/// the rest of the pruned list, without repeats, -1 padded.
-__global__ void mergeReverseKernel(const int* pruned, const int* reverse, const int* reverseCount,
-                                   int64_t n, int degree, int* out) {
+/// the rest of the pruned list, without repeats, -1 padded. In place: `list`
+/// holds the node's pruned list and receives the final one (each thread
+/// touches its own row only; the second half, which the reverse edges may
+/// overwrite, is read out first), so the optimisation needs no second
+/// n x degree buffer (about 24 GiB at 100M nodes of degree 64).
+__global__ void mergeReverseKernel(int* list, const int* reverse, const int* reverseCount,
+                                   int64_t n, int degree) {
     int64_t node = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (node >= n) return;
-    const int* p = pruned + node * degree;
+    int* o = list + node * degree;
     const int* rv = reverse + node * degree;
-    int* o = out + node * degree;
+    const int half = degree / 2;
+    int rest[kMaxSearchDegree - kMaxSearchDegree / 2];
+    for (int r = half; r < degree; ++r) rest[r - half] = o[r];
     int m = 0;
-    int half = degree / 2;
     for (int r = 0; r < half; ++r)
-        if (p[r] >= 0) o[m++] = p[r];
+        if (o[r] >= 0) o[m++] = o[r];
     int nr = min(reverseCount[node], degree);
     for (int t = 0; t < nr && m < degree; ++t)
         if (rv[t] != node && !contains(o, m, rv[t])) o[m++] = rv[t];
-    for (int r = half; r < degree && m < degree; ++r)
-        if (p[r] >= 0 && !contains(o, m, p[r])) o[m++] = p[r];
+    for (int r = 0; r < degree - half && m < degree; ++r)
+        if (rest[r] >= 0 && !contains(o, m, rest[r])) o[m++] = rest[r];
     for (; m < degree; ++m) o[m] = -1;
 }
 
 }  // namespace
 
-size_t optimizeScratchInts(int64_t n, int degree) { return size_t(n) * (2 * size_t(degree) + 1); }
+size_t optimizeScratchInts(int64_t n, int degree) { return size_t(n) * (size_t(degree) + 1); }
 
 void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, int K, int degree,
                    int* out, int* scratch) {
@@ -169,8 +174,9 @@ void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, i
                            "optimizeGraph: degree %d not in [1, min(K = %d, %d)]", degree, K,
                            kMaxSearchDegree);
     if (n == 0) return;
-    int* pruned = scratch;
-    int* reverse = pruned + size_t(n) * degree;
+    // the pruned lists are written to out and merged there in place
+    int* pruned = out;
+    int* reverse = scratch;
     int* reverseCount = reverse + size_t(n) * degree;
     size_t smem = size_t(kPruneWarps) * (2 * K + 2 * hashSlotsFor(K)) * sizeof(int);
     detourPruneKernel<<<blocksFor(n, kPruneWarps), 32 * kPruneWarps, smem, stream>>>(
@@ -182,8 +188,8 @@ void optimizeGraph(cudaStream_t stream, const int* knn, int64_t n, int stride, i
                                                                   reverseCount);
         FAISS_EXT_CUDA_CHECK_LAUNCH();
     }
-    mergeReverseKernel<<<blocksFor(n, 128), 128, 0, stream>>>(pruned, reverse, reverseCount, n,
-                                                              degree, out);
+    mergeReverseKernel<<<blocksFor(n, 128), 128, 0, stream>>>(out, reverse, reverseCount, n,
+                                                              degree);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
