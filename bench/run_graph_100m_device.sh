@@ -11,13 +11,12 @@
 #   bash bench/run_graph_100m_device.sh $OUT [DEGREES (32:32)] [SAMPLES (16)] [TEMP_GB (100)] [NB (100M)]
 # FX_EXTRA adds bench_ann options, e.g. FX_EXTRA="--fp16-traversal 0 --knn-iterations 12".
 # Device memory of a first add, 100M x 96 (docs/search-graph.md, the plan):
-# k-NN lists of 64 fit the build (117.6 GB since 4daf199) and, without the
-# FP16 copy, the optimisation (128.8 GB): 32:64 16 100 with
-# FX_EXTRA="--fp16-traversal 0".
+# graph 64 from k-NN lists of 64 with the FP16 copy fits since 14161c7
+# (peak 135.6 GB): 64:64 16 100.
 # Writes OUT/ann_100m.jsonl (bench_ann's lines), OUT/ann_100m.err,
 # OUT/mem_trace.txt (time, device MiB, process RSS KiB) and OUT/mem_peak.txt.
-# Measured 2026-12-04 (commit 0cbf52c, 32:32, 16, 100): 313 s in all, build
-# 72.5 s, peak 117.3 GB device and 38.2 GB host.
+# Measured 2026-12-04 (commit 14161c7, 64:64, 16, 100): 266 s in all, build
+# 81.1 s, peak 135.6 GB device and 38.2 GB host.
 set -u
 out=${1:?OUT}; degrees=${2:-32:32}; samples=${3:-16}; temp=${4:-100}; nb=${5:-100000000}
 source .device/env.sh >/dev/null
