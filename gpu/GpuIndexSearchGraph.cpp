@@ -14,6 +14,7 @@
 #include "faiss_ext/CpuTwin.h"
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/KernelLaunchCache.h"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/graph/EntrySample.h"
 #include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
@@ -70,8 +71,7 @@ std::vector<T> copyToHost(GpuResources* res, int device, const T* src, size_t co
 /// enough blocks to give every SM about two (at most 16, and as many as the
 /// merge can take at k rounded up to `mergeWidth`).
 int autoBlocksPerQuery(int device, int64_t nq, int mergeWidth) {
-    int sms = 0;
-    FAISS_EXT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int sms = cachedSmCount(device);  // queried once per device
     constexpr int kAutoMaxBlocks = 16;
     int blocks = 1;
     while (blocks < kAutoMaxBlocks && int64_t(2 * blocks) * nq <= 2 * int64_t(sms) &&
@@ -377,9 +377,8 @@ void allocateOptimizeBuffers(OptimizeBuffers& b, GpuResources* res, int device, 
 }  // namespace
 
 void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
-    int64_t total = ntotal + n;
-    int degree = sConfig_.graphDegree, K = sConfig_.knnDegree;
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    const int64_t total = ntotal + n;
+    const int degree = sConfig_.graphDegree;
     // Running out of memory must leave the index as it was. A later add
     // allocates every buffer of the optimisation before the k-NN graph
     // changes (a merged graph cannot be taken back). A first add allocates
@@ -392,27 +391,14 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
     if (!first)
         allocateOptimizeBuffers(buffers, resources_.get(), config_.device, total, degree, d,
                                 sConfig_.fp16Traversal);
-    if (sConfig_.knnBuild.maxIterations == 0) {
-        GpuKnnGraphGNNDConfig g = knn_->getConfig();
-        g.maxIterations = GpuIndexSearchGraphConfig::knnBuildIterationsFor(total);
-        knn_->setConfig(g);
-    }
-    knn_->verbose = verbose;  // the build's progress, as faiss indexes print theirs
-    auto t0 = std::chrono::steady_clock::now();
-    knn_->add(n, x);
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    knnSeconds_ = secondsSince(t0);
+    buildKnnLists_(n, x, total);
     float scale16 = 1.f;
     std::unique_ptr<graph::EntrySample> entries;
     try {
         if (first)
             allocateOptimizeBuffers(buffers, resources_.get(), config_.device, total, degree, d,
                                     false);
-        auto t1 = std::chrono::steady_clock::now();
-        graph::optimizeGraph(stream, knn_->getGraphIdsDevice(), total, knn_->getBuildDegree(), K,
-                             degree, buffers.next.data(), buffers.scratch.data());
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-        optimizeSeconds_ = secondsSince(t1);
+        optimizeInto_(buffers.next.data(), buffers.scratch.data(), total);
         buffers.scratch.release();  // room for a first add's FP16 copy
         if (sConfig_.fp16Traversal) scale16 = halfCopyInto_(buffers.x16, total);
         entries = makeEntryPoints_(total);
@@ -427,6 +413,28 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
     graph_->removedSincePrune = 0;
     entries_ = std::move(entries);
     ntotal = total;
+}
+
+void GpuIndexSearchGraph::buildKnnLists_(idx_t n, const float* x, int64_t total) {
+    if (sConfig_.knnBuild.maxIterations == 0) {
+        GpuKnnGraphGNNDConfig g = knn_->getConfig();
+        g.maxIterations = GpuIndexSearchGraphConfig::knnBuildIterationsFor(total);
+        knn_->setConfig(g);
+    }
+    knn_->verbose = verbose;  // the build's progress, as faiss indexes print theirs
+    const auto t0 = std::chrono::steady_clock::now();
+    knn_->add(n, x);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(resources_->getDefaultStream(config_.device)));
+    knnSeconds_ = secondsSince(t0);
+}
+
+void GpuIndexSearchGraph::optimizeInto_(int* next, int* scratch, int64_t total) {
+    cudaStream_t stream = resources_->getDefaultStream(config_.device);
+    const auto t0 = std::chrono::steady_clock::now();
+    graph::optimizeGraph(stream, knn_->getGraphIdsDevice(), total, knn_->getBuildDegree(),
+                         sConfig_.knnDegree, sConfig_.graphDegree, next, scratch);
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    optimizeSeconds_ = secondsSince(t0);
 }
 
 void GpuIndexSearchGraph::checkFirstAddFits_(int64_t total) const {

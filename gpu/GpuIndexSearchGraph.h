@@ -254,6 +254,13 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// Throws, naming the parts, unless the device can hold `total` vectors,
     /// their k-NN lists and the search graph's optimisation buffers.
     void checkFirstAddFits_(int64_t total) const;
+    /// The GNND build (or GGM merge) of an add's n vectors into the k-NN
+    /// graph of `total` (iterations by size unless configured); timed.
+    void buildKnnLists_(idx_t n, const float* x, int64_t total);
+    /// The search graph of the first `total` vectors pruned from the k-NN
+    /// graph into next (total x graphDegree), with scratch
+    /// (graph::optimizeScratchInts); timed.
+    void optimizeInto_(int* next, int* scratch, int64_t total);
     void fillHalfCopy_();
     /// Fills x16 (allocated if its size differs) with the FP16 copy of the
     /// first `total` stored vectors; returns its scale.
