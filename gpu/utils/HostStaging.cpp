@@ -102,78 +102,81 @@ int64_t copyRowsCheckingFinite(const float* src, float* dst, int64_t n, int d) {
 
 namespace {
 
-/// Piece states of copyRowsCheckingFiniteInPieces.
-enum PieceState : int { kPending = 0, kCopied = 1, kDropped = 2 };
-
-/// The rows of a copy cut into `copiers` contiguous shares (share c, from 1,
-/// is rows [shareLo[c - 1], shareLo[c])), each cut into pieces of pieceRows
-/// (share c's pieces are [firstPiece[c - 1], firstPiece[c])), and the state
-/// of every piece.
+/// The rows of a copy cut into pieces of pieceRows, in row order, and each
+/// piece into `copiers` contiguous shares, copier c (from 1) copying share
+/// c of every piece: the pieces are done one after another, first rows
+/// first, so the first upload starts after 1 / copiers of a piece's copy
+/// and the later pieces' copies overlap the earlier ones' uploads. (Shares
+/// of whole rows ranges, each cut into pieces, finished all their first
+/// pieces together: 10,000 x 128 staged and uploaded in 159 us at 1 MB
+/// pieces, H200 host.)
 struct PieceTable {
     int copiers;
-    int64_t pieceRows;
-    std::vector<int64_t> shareLo, firstPiece;
-    std::unique_ptr<std::atomic<int>[]> state;
+    int64_t n, pieceRows, pieces;
+    /// Copiers done with each piece.
+    std::unique_ptr<std::atomic<int>[]> done;
+    /// Whether a copier found a bad row in each piece.
+    std::unique_ptr<std::atomic<bool>[]> bad;
+    /// The first piece known to hold a bad row (`pieces`: none so far):
+    /// copiers stop past it; every piece up to it is copied by all.
+    std::atomic<int64_t> firstBadPiece;
 
-    PieceTable(int64_t n, int copiers_, int64_t pieceRows_)
+    PieceTable(int64_t n_, int copiers_, int64_t pieceRows_)
             : copiers(copiers_),
+              n(n_),
               pieceRows(pieceRows_),
-              shareLo(size_t(copiers_) + 1),
-              firstPiece(size_t(copiers_) + 1, 0) {
-        for (int c = 0; c <= copiers; ++c) {
-            shareLo[size_t(c)] = n * c / copiers;
-            if (c > 0) {
-                const int64_t rows = shareLo[size_t(c)] - shareLo[size_t(c) - 1];
-                firstPiece[size_t(c)] =
-                        firstPiece[size_t(c) - 1] + (rows + pieceRows - 1) / pieceRows;
-            }
+              pieces((n_ + pieceRows_ - 1) / pieceRows_),
+              done(new std::atomic<int>[size_t(pieces)]),
+              bad(new std::atomic<bool>[size_t(pieces)]),
+              firstBadPiece(pieces) {
+        for (int64_t p = 0; p < pieces; ++p) {
+            done[size_t(p)].store(0);
+            bad[size_t(p)].store(false);
         }
-        state.reset(new std::atomic<int>[size_t(pieces())]);
-        for (int64_t i = 0; i < pieces(); ++i) state[size_t(i)].store(kPending);
     }
-    int64_t pieces() const { return firstPiece[size_t(copiers)]; }
+    /// Rows [lo, hi) of copier c's share of piece p.
+    void share(int64_t p, int c, int64_t* lo, int64_t* hi) const {
+        const int64_t p0 = p * pieceRows, rows = std::min(pieceRows, n - p0);
+        *lo = p0 + rows * (c - 1) / copiers;
+        *hi = p0 + rows * c / copiers;
+    }
+    void markBad(int64_t p) {
+        bad[size_t(p)].store(true, std::memory_order_release);
+        int64_t seen = firstBadPiece.load();
+        while (p < seen && !firstBadPiece.compare_exchange_weak(seen, p)) {
+        }
+    }
 };
 
-/// The first bad row of share c copied piece by piece (n: none), each
-/// piece's state set as it is done; pieces after a bad one are dropped.
-int64_t copyShare(const float* src, float* dst, int d, int64_t n, PieceTable& t, int c) {
-    const int64_t lo = t.shareLo[size_t(c) - 1], hi = t.shareLo[size_t(c)];
-    std::atomic<int>* state = t.state.get() + t.firstPiece[size_t(c) - 1];
-    int64_t bad = n;
-    for (int64_t p0 = lo; p0 < hi; p0 += t.pieceRows) {
-        const int64_t p1 = std::min(hi, p0 + t.pieceRows);
-        std::atomic<int>& s = state[(p0 - lo) / t.pieceRows];
-        if (bad < n) {
-            s.store(kDropped, std::memory_order_release);
-            continue;
+/// The first bad row of copier c's shares (n: none), copied piece by piece
+/// up to the first piece known to hold a bad row.
+int64_t copyShare(const float* src, float* dst, int d, PieceTable& t, int c) {
+    int64_t first = t.n;
+    for (int64_t p = 0; p < t.pieces && p <= t.firstBadPiece.load(); ++p) {
+        int64_t lo, hi;
+        t.share(p, c, &lo, &hi);
+        if (streamCopyCheckingFinite(src + size_t(lo) * d, dst + size_t(lo) * d,
+                                     size_t(hi - lo) * d)) {
+            for (int64_t i = lo; i < hi && first == t.n; ++i)
+                if (rowHasNonFinite(src + size_t(i) * d, d)) first = i;
+            t.markBad(p);
         }
-        if (streamCopyCheckingFinite(src + size_t(p0) * d, dst + size_t(p0) * d,
-                                     size_t(p1 - p0) * d)) {
-            for (int64_t i = p0; i < p1 && bad == n; ++i)
-                if (rowHasNonFinite(src + size_t(i) * d, d)) bad = i;
-        }
-        s.store(bad < n ? kDropped : kCopied, std::memory_order_release);
+        t.done[size_t(p)].fetch_add(1, std::memory_order_release);
     }
-    return bad;
+    return first;
 }
 
-/// Calls onPiece for every piece copied, as the copiers finish them (each
-/// share's in order), until no piece is pending.
+/// Calls onPiece for every piece copied, in row order, up to the first
+/// piece holding a bad row.
 void handCopiedPieces(const PieceTable& t,
                       const std::function<void(int64_t row0, int64_t rows)>& onPiece) {
-    std::vector<int64_t> next(t.firstPiece.begin(), t.firstPiece.end() - 1);  // per share
-    for (int64_t left = t.pieces(); left > 0;) {
-        for (int c = 1; c <= t.copiers; ++c) {
-            int64_t& i = next[size_t(c) - 1];
-            for (; i < t.firstPiece[size_t(c)]; ++i, --left) {
-                const int st = t.state[size_t(i)].load(std::memory_order_acquire);
-                if (st == kPending) break;  // this share's later pieces are not done either
-                if (st != kCopied) continue;
-                const int64_t r0 =
-                        t.shareLo[size_t(c) - 1] + (i - t.firstPiece[size_t(c) - 1]) * t.pieceRows;
-                onPiece(r0, std::min(t.pieceRows, t.shareLo[size_t(c)] - r0));
-            }
+    for (int64_t p = 0; p < t.pieces; ++p) {
+        while (t.done[size_t(p)].load(std::memory_order_acquire) < t.copiers &&
+               p <= t.firstBadPiece.load()) {
         }
+        if (p >= t.firstBadPiece.load() || t.bad[size_t(p)].load(std::memory_order_acquire))
+            return;
+        onPiece(p * t.pieceRows, std::min(t.pieceRows, t.n - p * t.pieceRows));
     }
 }
 
@@ -198,7 +201,7 @@ int64_t copyRowsCheckingFiniteInPieces(
         const int c0 = T == 1 ? 1 : t, step = T == 1 ? 1 : T - 1;
         if (c0 > 0) {
             for (int c = c0; c <= table.copiers; c += step)
-                first = std::min(first, copyShare(src, dst, d, n, table, c));
+                first = std::min(first, copyShare(src, dst, d, table, c));
         }
         if (t == 0) handCopiedPieces(table, onPiece);
     }

@@ -22,16 +22,16 @@ namespace gpu {
 /// of host queries has to keep pace with the GPU's search of them.
 int64_t copyRowsCheckingFinite(const float* src, float* dst, int64_t n, int d);
 
-/// copyRowsCheckingFinite in pieces of at most pieceRows rows, several
-/// threads each copying a contiguous share of the rows, and onPiece(row0,
-/// rows) called for each piece copied and found finite, on the calling
-/// thread only, as the pieces are done (in no fixed order), so that the
-/// caller can start the upload of a piece while the next ones are copied.
-/// (CUDA calls from the copying threads themselves contended in the
+/// copyRowsCheckingFinite in pieces of at most pieceRows rows, in row
+/// order, several threads each copying a share of every piece, and
+/// onPiece(row0, rows) called for each piece copied and found finite, in
+/// row order, on the calling thread only, as the pieces are done, so that
+/// the caller can start the upload of a piece while the next ones are
+/// copied. (CUDA calls from the copying threads themselves contended in the
 /// driver: uploads queued from eight threads at once waited up to 20 ms,
-/// H200 host.) No piece holding or following a bad row in its thread's
-/// share is reported. pieceRows >= 1; onPiece must not throw (it runs
-/// inside an OpenMP region).
+/// H200 host.) No piece holding or following a bad row is reported.
+/// pieceRows >= 1; onPiece must not throw (it runs inside an OpenMP
+/// region).
 int64_t copyRowsCheckingFiniteInPieces(
         const float* src, float* dst, int64_t n, int d, int64_t pieceRows,
         const std::function<void(int64_t row0, int64_t rows)>& onPiece);
