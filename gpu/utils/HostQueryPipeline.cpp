@@ -19,10 +19,11 @@ namespace gpu {
 namespace {
 constexpr int kSlots = HostQueryPipeline::kSlots;
 /// Rows are staged and uploaded in pieces of about this many bytes (the
-/// first upload starts once each thread has copied one). Measured on the
-/// H200 host (bench_host_staging --upload): 10,000 x 128 staged and
-/// uploaded in 159 us with pieces of 1 MB, 193 us with 256 KB (small DMAs
-/// run below the link's rate); 5,000 x 784: 414 vs 524 us.
+/// first upload starts once the copiers have done the first piece).
+/// Measured on the H200 host (bench_host_staging --upload, f81c677):
+/// 10,000 x 128 staged and uploaded in 149 us with pieces of 512 KB or 1 MB,
+/// 173 us with 256 KB, 180 us with 2 MB; 5,000 x 784 in 388 us (1 MB) and
+/// 422 us (512 KB).
 constexpr size_t kStagingPieceBytes = size_t(1) << 20;
 
 /// The buffers of one chunk in flight: pinned host memory and device memory
