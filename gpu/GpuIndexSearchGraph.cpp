@@ -471,14 +471,10 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     // As in add(): the new graph's buffers first, so that running out of
     // memory leaves the index as it was.
-    DeviceVector<int> next, scratch;
-    next.allocate(resources_.get(), config_.device, size_t(total) * degree, kWho, "search graph");
-    scratch.allocate(resources_.get(), config_.device, graph::optimizeScratchInts(total, degree),
-                     kWho, "optimisation scratch");
-    DeviceVector<uint16_t> x16;  // filled by fillHalfCopy_ once the survivors are in place
-    if (sConfig_.fp16Traversal)
-        x16.allocate(resources_.get(), config_.device, size_t(total) * d, kWho,
-                     "FP16 copy of the vectors");
+    // (the FP16 copy is filled by fillHalfCopy_ once the survivors are in place)
+    OptimizeBuffers buffers;
+    allocateOptimizeBuffers(buffers, resources_.get(), config_.device, total, degree, d,
+                            sConfig_.fp16Traversal);
     const RemovalMapping mapping(resources_.get(), config_.device, stream, removed);
     TempBuffer<unsigned long long> shortRows(resources_.get(), config_.device, 1, stream);
     // Nodes removed since the last pruning, against the nodes it saw.
@@ -487,18 +483,19 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
                        kPatchedRemovalShare * double(ntotal + graph_->removedSincePrune);
     auto t0 = std::chrono::steady_clock::now();
     knn_->removeMapped(mapping);
-    const bool pruned = !(patch && patchGraph_(mapping, next.data(), shortRows.data()));
+    const bool pruned = !(patch && patchGraph_(mapping, buffers.next.data(), shortRows.data()));
     if (pruned) {
         // The k-NN lists lost the removed nodes; the search graph is pruned
         // again from them (CAGRA's optimisation), so no edge leads to a
         // removed node and the survivors' detours are re-ranked.
         graph::optimizeGraph(stream, knn_->getGraphIdsDevice(), total, knn_->getBuildDegree(),
-                             sConfig_.knnDegree, degree, next.data(), scratch.data());
+                             sConfig_.knnDegree, degree, buffers.next.data(),
+                             buffers.scratch.data());
     }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     optimizeSeconds_ = secondsSince(t0);
-    std::swap(graph_->ids, next);
-    std::swap(graph_->x16, x16);
+    std::swap(graph_->ids, buffers.next);
+    std::swap(graph_->x16, buffers.x16);
     graph_->removedSincePrune = pruned ? 0 : sincePrune;
     ntotal = total;
     fillHalfCopy_();

@@ -68,7 +68,6 @@ int defaultSearchL(int degree) { return std::max(128, 2 * degree); }
 /// candidates (wider costs more than exact search over the selection).
 constexpr int64_t kMaxFilteredPool = 1024;
 
-
 }  // namespace
 
 GpuKnnGraphGNND::GpuKnnGraphGNND(GpuResourcesProvider* provider, int dims, int k,

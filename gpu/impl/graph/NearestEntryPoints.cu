@@ -14,6 +14,7 @@
 #include "faiss_ext/gpu/impl/graph/NearestEntryPoints.h"
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
 #include "faiss_ext/gpu/utils/WarpSort.cuh"
 
 namespace faiss_ext {
@@ -109,10 +110,7 @@ int64_t entryDotsLd(int count) { return (int64_t(count) + 3) / 4 * 4; }
 
 int64_t entryGemmRows(int64_t nq) {
     const int64_t step = kEntryGemmRowStep;
-    if (nq >= step) return (nq + step - 1) / step * step;
-    int64_t rows = 1;
-    while (rows < nq) rows <<= 1;
-    return rows;
+    return nq >= step ? (nq + step - 1) / step * step : nextPow2(int(nq));
 }
 
 void nearestEntryPoints(cublasHandle_t blas, cudaStream_t stream, const float* entries,
