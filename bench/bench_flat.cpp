@@ -39,6 +39,7 @@
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/FusedTf32Candidates.h"
 #include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
@@ -80,6 +81,7 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
   --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4; the floor is the
                        fastest of full-row and 1,024 / 4,096-query tiles in it)
   --precision LIST     distance precisions of ours: fp32, tf32-bounded, bf16x3-bounded, auto
+                       (a -unfused suffix: the fused TF32 candidates off)
                        (default fp32)
   --single-query N     also time N one-query searches per k (median latency; ours)
                        and split it: fused kernel, merge, the rest (k <= 1024)
@@ -325,9 +327,19 @@ int main(int argc, char** argv) {
         const double cpuBudget = args.getDouble("cpu-budget", 3.0);
         const int64_t nRecall = std::min<int64_t>(c.nq, args.getInt("recall-nq", 256));
         const int singleCalls = int(std::max<int64_t>(0, args.getInt("single-query", 0)));
+        // A "-unfused" suffix (tf32-bounded-unfused, auto-unfused) runs the
+        // precision with the fused TF32 candidates off: the distance tiles
+        // written and filtered, as before the fused kernel.
         std::vector<gpu::DistancePrecision> precisions;
-        for (const std::string& name : parseList(args.get("precision", "fp32"))) {
+        std::vector<bool> fusedFlags;
+        const std::string unfusedSuffix = "-unfused";
+        for (std::string name : parseList(args.get("precision", "fp32"))) {
+            const bool unfused = name.size() > unfusedSuffix.size() &&
+                                 name.compare(name.size() - unfusedSuffix.size(),
+                                              unfusedSuffix.size(), unfusedSuffix) == 0;
+            if (unfused) name.resize(name.size() - unfusedSuffix.size());
             precisions.push_back(gpu::distancePrecisionFromName(name.c_str()));
+            fusedFlags.push_back(!unfused);
         }
 
         // Exact reference on the recall subset: FAISS on the CPU, at kMax.
@@ -528,14 +540,18 @@ int main(int argc, char** argv) {
                         }
                     }
                     std::vector<int64_t> fp32Ids;  // FP32's ids at this k, when it ran
-                    for (gpu::DistancePrecision precision : precisions) {
+                    for (size_t pi = 0; pi < precisions.size(); ++pi) {
+                        const gpu::DistancePrecision precision = precisions[pi];
                         // Auto reports its routes too (TF32, then BF16x3, then FP32).
                         const bool bounded = gpu::isBoundedPrecision(precision) ||
                                              precision == gpu::DistancePrecision::Auto;
+                        const bool fused = fusedFlags[pi];
                         const std::string method =
-                                bounded ? std::string("ours:quickselect-") +
-                                                  gpu::distancePrecisionName(precision)
-                                        : std::string("ours:quickselect");
+                                (bounded ? std::string("ours:quickselect-") +
+                                                   gpu::distancePrecisionName(precision)
+                                         : std::string("ours:quickselect")) +
+                                (fused ? "" : "-unfused");
+                        gpu::setFusedTf32CandidatesEnabled(fused);
                         try {
                             gpu::SearchParametersQuickSelectFlat sp;
                             sp.distancePrecision = precision;
@@ -562,6 +578,7 @@ int main(int argc, char** argv) {
                             p.integer("reps", reps).str("io", "device").num("add_seconds", addSec);
                             p.integer("recall_nq", nRecall).str("recall_ref", "faiss-cpu:IndexFlatL2");
                             p.str("precision", gpu::distancePrecisionName(precision));
+                            p.str("fused_tf32_candidates", fused ? "on" : "off");
                             p.str("resolved", gpu::distancePrecisionName(
                                                       index.resolveDistancePrecision(c.nq, k, &sp)));
                             if (bounded) {

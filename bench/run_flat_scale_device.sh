@@ -11,6 +11,8 @@
 #    BF16x3 GEMM floors (best tile shape), k 10 and 100;
 # 3. torch mm + topk and FAISS GPU GpuIndexFlatL2 on the same files, each in
 #    its own process, in the same call.
+# FX_SCALE_DATA=clustered: bench/gen_clustered's data instead (FX_SCALE_D, default 96;
+# FX_SCALE_SEED, default 6161), near the origin, where TF32 certifies.
 # FX_SCALE_SKIP_ANCHORS=1: ours and the floors only; FX_SCALE_ANCHOR_TIMEOUT:
 # seconds for each anchor (default 300).
 # Output: $OUT/flat_scale.jsonl (+ .err).
@@ -31,12 +33,18 @@ export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$ncpu OPENBLAS_NUM_THREADS=$ncpu
 recall_nq=${FX_SCALE_RECALL_NQ:-$((nb > 10000000 ? 32 : 256))}
 tmp=${FX_BENCH_TMP:-/tmp/fx_scale}
 mkdir -p "$tmp" "$OUT"
-name=far-hard-$((nb / 1000000))M-96-c3000
 out=$OUT/flat_scale.jsonl
 err=$OUT/flat_scale.err
-env LD_LIBRARY_PATH="$py_ld_path" timeout 300 python3 bench/gen_far_clusters.py --nb "$nb" --nq "$nq" \
-  --d 96 --clusters 3000 --out "$tmp/far" 2>> "$err"
-echo "gen rc=$? $(date +%T)"
+if [ "${FX_SCALE_DATA:-far}" = clustered ]; then  # near the origin: the bounded TF32 path's own ground
+  d=${FX_SCALE_D:-96}; seed=${FX_SCALE_SEED:-6161}
+  name=clustered-$((nb / 1000000))M-$d-seed$seed
+  .device/bin/bench/gen_clustered --nb "$nb" --nq "$nq" --d "$d" --seed "$seed" --out "$tmp/far" 2>> "$err"
+else
+  name=far-hard-$((nb / 1000000))M-96-c3000
+  env LD_LIBRARY_PATH="$py_ld_path" timeout 300 python3 bench/gen_far_clusters.py --nb "$nb" --nq "$nq" \
+    --d 96 --clusters 3000 --out "$tmp/far" 2>> "$err"
+fi
+echo "gen $name rc=$? $(date +%T)"
 timeout "${FX_SCALE_OURS_TIMEOUT:-400}" .device/bin/bench/bench_flat --base "$tmp/far_base.fbin" \
   --query "$tmp/far_query.fbin" --dataset "$name" --k 10,100 --methods ours,floor \
   --precision "${FX_SCALE_PRECISION:-fp32,tf32-bounded,bf16x3-bounded}" --reps "$reps" --recall-nq "$recall_nq" --ref-out "$tmp/ref" \

@@ -9,6 +9,7 @@
 #include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
+#include "faiss_ext/gpu/impl/flat/FusedTf32Candidates.h"
 #include "faiss_ext/gpu/impl/flat/RowSelector.h"
 #include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
@@ -193,6 +194,7 @@ namespace {
 /// tiles filtered by the sampled threshold (sampled; cols = nb).
 struct CandidatePlan {
     bool sampled = false;
+    bool fused = false;  ///< sampled, by fusedTf32Candidates (no distance tile)
     int64_t rows = 0;
     int64_t cols = 0;
     int64_t colTiles = 0;
@@ -211,6 +213,26 @@ CandidatePlan planSampledCandidates(size_t budget, int64_t nq, int64_t nb, int64
     p.rows = std::min<int64_t>({nq, select::kSampledThresholdMaxRows, (int64_t(1) << 31) / ld,
                                 int64_t(budget / perRow)});
     p.sampled = p.rows >= 1;
+    p.cols = nb;
+    p.colTiles = 1;
+    return p;
+}
+
+/// Rows of the first block of a fused search (see the bail-out below): at
+/// 1M vectors 8 x 7,813 tiles of 128 x 128, still a full grid.
+constexpr int64_t kFusedFirstBlockRows = 1024;
+
+/// Rows of one fusedTf32Candidates call within `budget` bytes (rows = 0
+/// where not even one row fits).
+CandidatePlan planFusedCandidates(size_t budget, int64_t nq, int64_t nb, int64_t m, int d,
+                                  size_t extraPerRow) {
+    CandidatePlan p;
+    const size_t fixed = fusedTf32CandidatesScratchBytes(1, nb, m, d);
+    const size_t perRow = fusedTf32CandidatesScratchBytes(2, nb, m, d) - fixed +
+                          sizeof(uint64_t) * size_t(m) + 1 + extraPerRow;
+    if (budget <= fixed) return p;
+    p.rows = std::min<int64_t>({nq, fusedTf32CandidatesMaxRows(), int64_t((budget - fixed) / perRow)});
+    p.sampled = p.fused = p.rows >= 1;
     p.cols = nb;
     p.colTiles = 1;
     return p;
@@ -260,7 +282,13 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
         const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
         CandidatePlan p;
-        if (sampledCandidates) p = planSampledCandidates(budget, nq, nb, m, extraPerRow);
+        // (centred L2 queries are multiplied from a temporary buffer, aligned)
+        const float* multiplied = centred && l2 ? nullptr : queries;
+        if (sampledCandidates && !bf16 &&
+            fusedTf32CandidatesApply(nb, m, d, multiplied, corpus.vectors)) {
+            p = planFusedCandidates(budget, nq, nb, m, d, extraPerRow);
+        }
+        if (sampledCandidates && !p.sampled) p = planSampledCandidates(budget, nq, nb, m, extraPerRow);
         if (!p.sampled) {
             const TilePlan t = planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2,
                                           candidateSelection, extraPerRow);
@@ -269,14 +297,16 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
             p.colTiles = t.colTiles;
         }
         const int64_t ldMax = (p.cols + 3) / 4 * 4;
-        TempBuffer<float> dist(res, device, size_t(p.rows) * ldMax, stream);
+        TempBuffer<float> dist(res, device, p.fused ? 0 : size_t(p.rows) * ldMax, stream);
         std::unique_ptr<RowSelector> sel;
         if (!p.sampled) {
             sel.reset(new RowSelector(res, device, stream, candidateSelection.algo, p.rows, p.cols,
                                       p.colTiles, nb, m, candidateSelection.group,
                                       candidateSelection.thFactor));
         }
-        const size_t filterBytes = p.sampled ? select::sampledThresholdScratchBytes(p.rows, nb, m) : 0;
+        const size_t filterBytes = p.fused     ? fusedTf32CandidatesScratchBytes(p.rows, nb, m, d)
+                                   : p.sampled ? select::sampledThresholdScratchBytes(p.rows, nb, m)
+                                               : 0;
         TempBuffer<char> filterScratch(res, device, filterBytes, stream);
         TempBuffer<uint64_t> filtered(res, device, p.sampled ? size_t(p.rows) * m : 0, stream);
         TempBuffer<uint8_t> flags(res, device, p.sampled ? size_t(p.rows) : 0, stream);
@@ -309,9 +339,13 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         a.leftOutLower = leftOutLower.data();
 
         int64_t passed = 0;  // queries the TF32 pass has seen (the rest fall back)
-        for (int64_t q0 = 0; q0 < nq; q0 += p.rows) {
-            if (q0 == p.rows && !firstBlockWorthIt(certified.data(), p.rows, stream)) break;
-            const int64_t rows = std::min(p.rows, nq - q0);
+        // The fused path takes all queries in one block where memory allows:
+        // its first block stays small, so that data TF32 cannot certify
+        // costs few queries' products before the bail-out.
+        const int64_t firstRows = p.fused ? std::min(p.rows, kFusedFirstBlockRows) : p.rows;
+        for (int64_t q0 = 0; q0 < nq; q0 += q0 == 0 ? firstRows : p.rows) {
+            if (q0 == firstRows && !firstBlockWorthIt(certified.data(), firstRows, stream)) break;
+            const int64_t rows = std::min(q0 == 0 ? firstRows : p.rows, nq - q0);
             passed = q0 + rows;
             const float* q = queries + size_t(q0) * d;
             if (centred && l2) {
@@ -334,7 +368,12 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                                         out, ld);
                 }
             };
-            if (p.sampled) {
+            if (p.fused) {
+                fusedTf32Candidates(blas, q, rows, corpus.vectors, nb, d, alpha,
+                                    l2 ? corpus.sqNorms : nullptr, m, filtered.data(),
+                                    flags.data(), filterScratch.data(), filterBytes, stream);
+                a.approxKeys = filtered.data();
+            } else if (p.sampled) {
                 products(0, std::min(gemmRows, ldMax), dist.data(), ldMax);
                 select::sampledThresholdSelectKeys(dist.data(), ldMax, l2 ? corpus.sqNorms : nullptr,
                                                    rows, nb, m, filtered.data(), flags.data(),

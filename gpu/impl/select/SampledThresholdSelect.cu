@@ -641,6 +641,14 @@ __global__ void __launch_bounds__(kThreads) filterKernel(FilterArgs a) {
     settleRow<kLargest, kItems>(a, row, sh.settle);
 }
 
+/// One block per row: settles the row once a caller's own filter has
+/// appended its candidates (sampledThresholdSettleKeys).
+template <int kItems>
+__global__ void __launch_bounds__(kThreads) settleKernel(FilterArgs a) {
+    __shared__ SettleShared<kItems> sh;
+    settleRow<false, kItems>(a, blockIdx.x, sh);
+}
+
 /// The scratch of sampledThresholdSelect, carved in this order.
 struct ScratchLayout {
     size_t thresholds, counts, done, candidates, total;
@@ -721,6 +729,11 @@ SampledThresholdPlan planFor(int64_t n, int64_t k) {
     return p;
 }
 
+/// kItems keys a thread sort k <= 256 * kItems keys when a row settles.
+int settleItems(unsigned k) {
+    return k <= 256 ? 1 : k <= 512 ? 2 : k <= 1024 ? 4 : k <= 2048 ? 8 : k <= 3072 ? 12 : 16;
+}
+
 /// The three steps of both entry points: a.values .. a.needsFallback set
 /// but for the scratch pointers, which are carved here.
 void runSampledThreshold(FilterArgs a, int64_t rows, bool largest, void* scratch,
@@ -757,13 +770,7 @@ void runSampledThreshold(FilterArgs a, int64_t rows, bool largest, void* scratch
     const bool vec4 = a.ld % 4 == 0 && (reinterpret_cast<uintptr_t>(a.values) & 15) == 0 &&
                       (reinterpret_cast<uintptr_t>(a.colAdd) & 15) == 0;
     const dim3 grid(unsigned((a.n + kChunk - 1) / kChunk), unsigned(rows));
-    // kItems keys a thread sort k <= 256 * kItems keys when the row settles.
-    const int items = a.k <= 256    ? 1
-                      : a.k <= 512  ? 2
-                      : a.k <= 1024 ? 4
-                      : a.k <= 2048 ? 8
-                      : a.k <= 3072 ? 12
-                                    : 16;
+    const int items = settleItems(a.k);
     // The threshold passes about rank / samples of a row.
     const bool dense = double(plan.rank) * double(kPerThread * 32) / double(plan.samples) >=
                        kDenseKeysPerWarpStep;
@@ -817,6 +824,72 @@ void sampledThresholdSelectKeys(const float* dist, int64_t ld, const float* colA
     a.outKeys = outKeys;
     a.needsFallback = needsFallback;
     runSampledThreshold(a, rows, /*largest=*/false, scratch, scratchBytes, stream);
+}
+
+SampledThresholdRowBuffers sampledThresholdRowBuffers(void* scratch, size_t scratchBytes,
+                                                      int64_t rows, int64_t n, int64_t k) {
+    const SampledThresholdPlan plan = sampledThresholdPlan(n, k);
+    const ScratchLayout layout(rows, plan.capacity);
+    FAISS_THROW_IF_NOT_FMT(scratch && scratchBytes >= layout.total && rows >= 1 &&
+                                   rows <= kSampledThresholdMaxRows,
+                           "sampled-threshold buffers: %zu bytes of scratch for %lld rows, %zu "
+                           "needed (1 to %lld rows)",
+                           scratchBytes, (long long)rows, layout.total,
+                           (long long)kSampledThresholdMaxRows);
+    char* base = static_cast<char*>(scratch);
+    SampledThresholdRowBuffers b;
+    b.thresholds = reinterpret_cast<const uint64_t*>(base + layout.thresholds);
+    b.counts = reinterpret_cast<unsigned*>(base + layout.counts);
+    b.candidates = reinterpret_cast<uint64_t*>(base + layout.candidates);
+    b.capacity = plan.capacity;
+    return b;
+}
+
+void sampledThresholdFromSharedSample(const float* sampleValues, const float* sampleColAdd,
+                                      int64_t rows, int64_t n, int64_t k, void* scratch,
+                                      size_t scratchBytes, cudaStream_t stream) {
+    FAISS_THROW_IF_NOT_FMT(sampledThresholdKeysApply(n, k),
+                           "sampled-threshold selection: k = %lld of n = %lld out of its range",
+                           (long long)k, (long long)n);
+    FAISS_THROW_IF_NOT_MSG(sampleValues, "sampled-threshold selection: null sample");
+    const SampledThresholdPlan plan = sampledThresholdPlan(n, k);
+    sampledThresholdRowBuffers(scratch, scratchBytes, rows, n, k);  // checks the scratch
+    const ScratchLayout layout(rows, plan.capacity);
+    char* base = static_cast<char*>(scratch);
+    // A row of `samples` entries read whole: runs of 8 in strata of 8.
+    const int runs = int(plan.samples / kRunLength);
+    thresholdKernel<false><<<unsigned(rows), kThreads, 0, stream>>>(
+            sampleValues, plan.samples, sampleColAdd, plan.samples, runs, unsigned(plan.rank),
+            reinterpret_cast<uint64_t*>(base + layout.thresholds),
+            reinterpret_cast<unsigned*>(base + layout.counts),
+            reinterpret_cast<unsigned*>(base + layout.done));
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+void sampledThresholdSettleKeys(int64_t rows, int64_t n, int64_t k, uint64_t* outKeys,
+                                uint8_t* needsFallback, void* scratch, size_t scratchBytes,
+                                cudaStream_t stream) {
+    FAISS_THROW_IF_NOT_MSG(outKeys && needsFallback,
+                           "sampled-threshold selection: null output keys or flags");
+    const SampledThresholdRowBuffers b =
+            sampledThresholdRowBuffers(scratch, scratchBytes, rows, n, k);
+    FilterArgs a{};
+    a.n = n;
+    a.k = unsigned(k);
+    a.counts = b.counts;
+    a.candidates = b.candidates;
+    a.capacity = b.capacity;
+    a.outKeys = outKeys;
+    a.needsFallback = needsFallback;
+    const int items = settleItems(a.k);
+    auto kernel = items == 1    ? settleKernel<1>
+                  : items == 2  ? settleKernel<2>
+                  : items == 4  ? settleKernel<4>
+                  : items == 8  ? settleKernel<8>
+                  : items == 12 ? settleKernel<12>
+                                : settleKernel<16>;
+    kernel<<<unsigned(rows), kThreads, 0, stream>>>(a);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
 SampledThresholdCounters sampledThresholdCounters() {

@@ -139,6 +139,47 @@ void sampledThresholdSelectKeys(const float* dist, int64_t ld, const float* colA
                                 int64_t n, int64_t k, uint64_t* outKeys, uint8_t* needsFallback,
                                 void* scratch, size_t scratchBytes, cudaStream_t stream);
 
+/// Its parts, for a caller that filters in its own kernel (the fused TF32
+/// GEMM and filter of the bounded flat search, flat/FusedTf32Candidates.h):
+/// the thresholds come from a sample of columns shared by every row, the
+/// filter is the caller's, the settle of the rows is this path's.
+struct SampledThresholdRowBuffers {
+    const uint64_t* thresholds = nullptr;  ///< per row, the key T (a NaN value: redo the row)
+    unsigned* counts = nullptr;            ///< per row, keys appended (may exceed capacity)
+    uint64_t* candidates = nullptr;        ///< row r's keys at r * capacity
+    int64_t capacity = 0;
+};
+
+/// The buffers in `scratch` (sampledThresholdScratchBytes(rows, n, k) bytes)
+/// for rows of n entries, k wanted (sampledThresholdKeysApply(n, k)).
+SampledThresholdRowBuffers sampledThresholdRowBuffers(void* scratch, size_t scratchBytes,
+                                                      int64_t rows, int64_t n, int64_t k);
+
+/// Column of sample entry s (0 <= s < sampledThresholdPlan(n, k).samples) of
+/// the sample shared by every row: the runs of row 0's sample.
+__host__ __device__ inline int64_t sampledThresholdSharedColumn(int64_t s, int64_t n,
+                                                                int64_t samples) {
+    const int64_t runs = samples / kSampledThresholdRunLength;
+    return sampledThresholdRunStart(0, s / kSampledThresholdRunLength, n, runs) +
+           s % kSampledThresholdRunLength;
+}
+
+/// Thresholds from the shared sample: sampleValues (rows x samples, the
+/// entries of the columns sampledThresholdSharedColumn in that order) plus
+/// sampleColAdd (samples floats, or null); each row's T has exactly
+/// sampledThresholdPlan(n, k).rank sampled keys at or below it. Zeroes the
+/// counts. Ordered on `stream`.
+void sampledThresholdFromSharedSample(const float* sampleValues, const float* sampleColAdd,
+                                      int64_t rows, int64_t n, int64_t k, void* scratch,
+                                      size_t scratchBytes, cudaStream_t stream);
+
+/// Settles every row once the caller's filter has appended its keys <= T:
+/// outKeys and needsFallback as sampledThresholdSelectKeys writes them.
+/// Ordered on `stream`.
+void sampledThresholdSettleKeys(int64_t rows, int64_t n, int64_t k, uint64_t* outKeys,
+                                uint8_t* needsFallback, void* scratch, size_t scratchBytes,
+                                cudaStream_t stream);
+
 /// Process-wide counters of selectK's use of the path (a testing and
 /// benchmarking hook, like setAllocFailureInjection): rows it selected and
 /// rows it flagged for the fallback since the process started.

@@ -1,0 +1,468 @@
+// The fused TF32 products and threshold filter (FusedTf32Candidates.h).
+//   gatherSharedSampleKernel  the sampled vectors (and their column terms)
+//   (cuBLAS TF32 GEMM)        the queries' products with them
+//   (select thresholds)       one threshold key per query from its sample
+//   fusedTf32FilterKernel     128 x 128 tiles of products on the tensor cores,
+//                             kept where at or below the query's threshold
+//   (select settle)           the m smallest kept keys per query, sorted
+// The tile loop follows the usual shape of a tensor-core GEMM (as in CUTLASS's
+// SM80 multistage kernels): 32 dimensions of both tiles staged in shared
+// memory by cp.async while earlier stages are multiplied, fragments loaded
+// by ldmatrix, each of 8 warps a 64 x 32 piece of the tile in registers.
+// What differs is the end: no product is written; each is compared with its
+// query's threshold in registers.
+#include "faiss_ext/gpu/impl/flat/FusedTf32Candidates.h"
+
+#include <atomic>
+
+#include <faiss/impl/FaissAssert.h>
+
+#include "faiss_ext/gpu/impl/flat/Distance.h"
+#include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
+#include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/Align.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+constexpr int kTileRows = 128;  ///< queries of a block tile
+constexpr int kTileCols = 128;  ///< vectors of a block tile
+constexpr int kStepDims = 32;   ///< dimensions of a pipeline stage (8 chunks of 16 bytes a row)
+constexpr int kStageRows = kTileRows + kTileCols;  ///< queries, then vectors
+constexpr int kStageFloats = kStageRows * kStepDims;
+constexpr int kWarpRows = 64;
+constexpr int kMmaRowTiles = kWarpRows / 16;  ///< m16n8k8: 16 queries a product tile
+
+/// The block's shape: kThreads / 32 warps, each kWarpRows x kWarpCols of the
+/// tile, kStages stages of 32 dimensions in flight.
+template <int kThreads_, int kWarpCols_, int kStages_>
+struct FusedConfig {
+    static constexpr int kThreads = kThreads_;
+    static constexpr int kWarpCols = kWarpCols_;
+    static constexpr int kStages = kStages_;
+    static constexpr int kMmaColTiles = kWarpCols / 8;  ///< 8 vectors a product tile
+    static_assert((kTileRows / kWarpRows) * (kTileCols / kWarpCols) * 32 == kThreads,
+                  "the warps cover the tile");
+    /// Rows each thread copies a stage (16-byte chunks: 8 a row).
+    static constexpr int kCopiesPerThread = kStageRows * (kStepDims / 4) / kThreads;
+    static constexpr int kCopyRowStep = kThreads / (kStepDims / 4);  ///< rows between a thread's copies
+    static_assert(kTileRows % kCopyRowStep == 0 && kCopyRowStep % 8 == 0,
+                  "a thread's copies split into queries and vectors, one swizzle");
+    static constexpr size_t kSharedBytes = sizeof(float) * kStageFloats * kStages;
+};
+
+/// The shape in use. Measured on the H200 (1M x 128, 10,000 queries, the
+/// kernel alone under ncu): 8 warps of 64 x 32 with 3 stages 24.5 ms, with
+/// 2 stages 27.3 ms; 4 warps of 64 x 64 (as cuBLAS's own 128 x 128 TF32
+/// tile) 53.8 ms: at 245 registers only 8 warps fit an SM, too few to hide
+/// the products' fixed latencies (ncu: stalls on "wait" dominate).
+using FusedShape = FusedConfig<256, 32, 3>;
+
+/// Query tiles that walk the vectors together (blocks in flight then share
+/// each vector tile through L2: the vectors are read from memory about
+/// rows / (kGroupQueryTiles x 128) times, not rows / 128 times).
+constexpr int64_t kGroupQueryTiles = 16;
+
+std::atomic<bool> gEnabled{true};
+std::atomic<int64_t> gRows{0};
+
+struct FusedArgs {
+    const float* queries;  ///< rows x d
+    int64_t rows;
+    const float* vectors;  ///< nb x d
+    int64_t nb;
+    int d;
+    float alpha;
+    const float* colAdd;  ///< nb, or null
+    const uint64_t* thresholds;
+    unsigned* counts;
+    uint64_t* candidates;
+    int64_t capacity;
+    int64_t queryTiles;
+    int64_t vectorTiles;
+};
+
+/// Float offset of (row, dim) in a stage. Rows are 32 floats, unpadded; the
+/// 16-byte chunk of a dimension is XORed with the row's low 3 bits, so that
+/// the 8 rows an ldmatrix phase reads (16 bytes each, the same chunk) fall
+/// on 32 different banks.
+__device__ __forceinline__ int stageOffset(int row, int dim) {
+    return row * kStepDims + (((dim >> 2) ^ (row & 7)) << 2) + (dim & 3);
+}
+
+/// Four 8 x 4 tiles of 32-bit values from shared memory (ldmatrix of four
+/// 8 x 8 b16 matrices): lanes 8 i .. 8 i + 7 give the row addresses of tile
+/// i; lane 4 g + t receives (row g, column t) of each tile, in r[0..3].
+__device__ __forceinline__ void loadTiles4(uint32_t (&r)[4], unsigned address) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+}
+
+/// 16 bytes global -> shared, asynchronously; zeros where !valid (src-size
+/// 0: nothing is read, `src` need only be a valid address).
+__device__ __forceinline__ void copy16(unsigned dst, const float* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int kPending>
+__device__ __forceinline__ void waitCopies() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+/// What a thread copies each stage: chunk `chunk` of rows r0, r0 + 16, ...
+/// of the stage (its first half queries, its second half vectors), from
+/// pointers that advance by kStepDims floats a stage.
+template <class C>
+struct StageCopier {
+    const float* src[2];  ///< the first query row's and the first vector row's chunk
+    int64_t rowStep;      ///< floats between a thread's consecutive rows (16 d)
+    unsigned rowValid;    ///< bit i: row r0 + 16 i exists
+    int dstOffset;        ///< stageOffset(r0, 4 chunk)
+    int dim;              ///< the chunk's first dimension (of stage 0)
+
+    __device__ StageCopier(const FusedArgs& a, int64_t q0, int64_t v0) {
+        const int r0 = threadIdx.x / (kStepDims / 4);
+        const int chunk = threadIdx.x % (kStepDims / 4);
+        dim = chunk * 4;
+        rowStep = int64_t(C::kCopyRowStep) * a.d;
+        rowValid = 0;
+#pragma unroll
+        for (int i = 0; i < C::kCopiesPerThread; ++i) {
+            const int r = r0 + i * C::kCopyRowStep;
+            const bool ok = r < kTileRows ? q0 + r < a.rows : v0 + (r - kTileRows) < a.nb;
+            rowValid |= unsigned(ok) << i;
+        }
+        src[0] = a.queries + (q0 + r0) * a.d + dim;
+        src[1] = a.vectors + (v0 + r0) * a.d + dim;
+        dstOffset = stageOffset(r0, dim);
+    }
+
+    /// Stage `s`'s copies into `stage` (zeros past d and past the rows).
+    __device__ __forceinline__ void issue(float* stage, int s, int d, const FusedArgs& a) const {
+        const int k0 = s * kStepDims;
+        const bool dimOk = k0 + dim < d;
+        const unsigned base = unsigned(__cvta_generic_to_shared(stage + dstOffset));
+        constexpr int kHalf = C::kCopiesPerThread / 2;
+#pragma unroll
+        for (int i = 0; i < C::kCopiesPerThread; ++i) {
+            const int side = i < kHalf ? 0 : 1;
+            const bool valid = dimOk && ((rowValid >> i) & 1u);
+            const float* p = src[side] + (i % kHalf) * rowStep + k0;
+            // (rows r0 + 16 i share r0's swizzle: 16 i is a multiple of 8)
+            copy16(base + unsigned(sizeof(float) * i * C::kCopyRowStep * kStepDims),
+                   valid ? p : a.queries, valid);
+        }
+    }
+};
+
+/// c += a b on the tensor cores: a 16 x 8 (row-major fragment), b 8 x 8
+/// (column-major), FP32 bits taken as TF32 (the low mantissa bits ignored:
+/// truncation, which Tf32ErrorBound.h assumes).
+__device__ __forceinline__ void mmaTf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <class C>
+using Accumulators = float[kMmaRowTiles][C::kMmaColTiles][4];
+
+/// The warp's products over one stage. In m16n8k8 (PTX ISA) lane 4 g + t
+/// holds a at (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4), b at (t, g),
+/// (t + 4, g); one ldmatrix.x4 loads an a fragment (tiles: rows 0-7 and
+/// 8-15 of dimensions k8 .. k8 + 3, then of k8 + 4 .. k8 + 7) or the b
+/// fragments of two 8-vector tiles, straight into the registers the product
+/// takes (as CUTLASS's SM80 TF32 kernels do).
+template <class C>
+__device__ __forceinline__ void multiplyStage(const float* stage, int warpRow, int warpCol,
+                                              Accumulators<C>& acc) {
+    static_assert(C::kMmaColTiles % 2 == 0, "b fragments load in pairs of tiles");
+    const int lane = threadIdx.x & 31;
+    const int tile = lane >> 3;  // the ldmatrix tile this lane addresses
+    const int r = lane & 7;      // its row in the tile
+    const unsigned base = unsigned(__cvta_generic_to_shared(stage));
+    // a: tile bit 0 picks rows + 8, bit 1 dimensions + 4; b: tile bit 0
+    // dimensions + 4, bit 1 the next 8 vectors.
+    const int aRow = warpRow * kWarpRows + (tile & 1) * 8 + r;
+    const int bRow = kTileRows + warpCol * C::kWarpCols + (tile >> 1) * 8 + r;
+#pragma unroll
+    for (int k8 = 0; k8 < kStepDims; k8 += 8) {
+        const unsigned aAddr = base + 4u * unsigned(stageOffset(aRow, k8 + (tile >> 1) * 4));
+        const unsigned bAddr = base + 4u * unsigned(stageOffset(bRow, k8 + (tile & 1) * 4));
+        uint32_t af[kMmaRowTiles][4];
+        uint32_t bf[C::kMmaColTiles / 2][4];
+        // (rows 16 i and 16 j further keep the swizzle: multiples of 8)
+#pragma unroll
+        for (int i = 0; i < kMmaRowTiles; ++i) loadTiles4(af[i], aAddr + 4u * 16 * kStepDims * i);
+#pragma unroll
+        for (int j = 0; j < C::kMmaColTiles / 2; ++j) loadTiles4(bf[j], bAddr + 4u * 16 * kStepDims * j);
+#pragma unroll
+        for (int i = 0; i < kMmaRowTiles; ++i) {
+#pragma unroll
+            for (int j = 0; j < C::kMmaColTiles; ++j) {
+                mmaTf32(acc[i][j], af[i], bf[j / 2][2 * (j % 2)], bf[j / 2][2 * (j % 2) + 1]);
+            }
+        }
+    }
+}
+
+/// Appends one product at or below its query's threshold key (ties in
+/// value go to the smaller column).
+__device__ __forceinline__ void keepIfBelow(const FusedArgs& a, int64_t row, int64_t col, float v,
+                                            uint64_t threshold) {
+    const uint32_t ob = select::orderedFloatBits(v);
+    if (col >= a.nb || !select::keyAtMost(ob, uint32_t(col), uint32_t(threshold >> 32),
+                                          uint32_t(threshold))) {
+        return;
+    }
+    const unsigned pos = atomicAdd(a.counts + row, 1u);
+    if (int64_t(pos) < a.capacity) {
+        a.candidates[row * a.capacity + pos] = (uint64_t(ob) << 32) | uint64_t(col);
+    }
+}
+
+/// Appends the thread's products at or below their query's threshold key:
+/// value alpha p + the column term (one FMA: alpha p is exact, so this is
+/// the unfused path's GEMM output plus colAdd, one rounding; -0 where there
+/// is no column term, which keeps -0 products -0). The thread's 16 values
+/// of a row are compared through their minimum first, without branches:
+/// nearly every row of a tile has none to keep (the thresholds keep about
+/// 0.15% of the products at 1M vectors), and a branch per value made this
+/// epilogue as long as the products.
+template <class C>
+__device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q0, int64_t v0,
+                                                   int warpRow, int warpCol,
+                                                   const Accumulators<C>& acc) {
+    const int lane = threadIdx.x & 31;
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    const int64_t col0 = v0 + warpCol * C::kWarpCols + 2 * t;
+    const int64_t row0 = q0 + warpRow * kWarpRows + g;
+    // All loads first, so that their latencies overlap.
+    float add[C::kMmaColTiles][2];
+    float tValue[kMmaRowTiles][2];
+#pragma unroll
+    for (int j = 0; j < C::kMmaColTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int64_t col = col0 + j * 8 + e;
+            add[j][e] = a.colAdd && col < a.nb ? __ldg(a.colAdd + col) : -0.f;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kMmaRowTiles; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int64_t row = row0 + i * 16 + 8 * h;
+            // (a NaN value where the row is out of range or to be redone: nothing passes)
+            const uint64_t threshold = row < a.rows ? __ldg(a.thresholds + row) : select::kMaxKey;
+            tValue[i][h] = select::floatFromOrderedBits(uint32_t(threshold >> 32));
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kMmaRowTiles; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float v[C::kMmaColTiles][2];
+            float lowest = INFINITY;
+#pragma unroll
+            for (int j = 0; j < C::kMmaColTiles; ++j) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    v[j][e] = fmaf(a.alpha, acc[i][j][2 * h + e], add[j][e]);
+                    lowest = fminf(lowest, v[j][e]);  // (a NaN value is skipped)
+                }
+            }
+            if (!(lowest <= tValue[i][h])) continue;
+            const int64_t row = row0 + i * 16 + 8 * h;
+            const uint64_t threshold = __ldg(a.thresholds + row);
+#pragma unroll
+            for (int j = 0; j < C::kMmaColTiles; ++j) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    if (v[j][e] <= tValue[i][h]) keepIfBelow(a, row, col0 + j * 8 + e, v[j][e], threshold);
+                }
+            }
+        }
+    }
+}
+
+/// One 128 x 128 tile of products per block, kGroupQueryTiles query tiles
+/// sweeping the vector tiles together (block ids run along the group's
+/// query tiles first). kStages stages of 32 dimensions in flight.
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 2) fusedTf32FilterKernel(FusedArgs a) {
+    extern __shared__ float4 sharedRaw[];
+    float* stages = reinterpret_cast<float*>(sharedRaw);
+    // (32-bit divisions: the grid holds fewer than 2^31 blocks)
+    const unsigned perGroup = unsigned(kGroupQueryTiles * a.vectorTiles);
+    const unsigned group = blockIdx.x / perGroup;
+    const unsigned firstTile = group * unsigned(kGroupQueryTiles);
+    const unsigned tilesInGroup = min(unsigned(kGroupQueryTiles), unsigned(a.queryTiles) - firstTile);
+    const unsigned within = blockIdx.x - group * perGroup;
+    const int64_t q0 = int64_t(firstTile + within % tilesInGroup) * kTileRows;
+    const int64_t v0 = int64_t(within / tilesInGroup) * kTileCols;
+    const int warp = threadIdx.x >> 5;
+    const int warpRow = warp / (kTileCols / C::kWarpCols);
+    const int warpCol = warp % (kTileCols / C::kWarpCols);
+
+    Accumulators<C> acc;
+#pragma unroll
+    for (int i = 0; i < kMmaRowTiles; ++i) {
+#pragma unroll
+        for (int j = 0; j < C::kMmaColTiles; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+        }
+    }
+    const StageCopier<C> copier(a, q0, v0);
+    const int steps = (a.d + kStepDims - 1) / kStepDims;
+    // Groups committed before step s: C::kStages - 1 + s (empty ones included),
+    // so waiting for all but C::kStages - 2 leaves stage s complete.
+#pragma unroll
+    for (int s = 0; s < C::kStages - 1; ++s) {
+        if (s < steps) copier.issue(stages + s * kStageFloats, s, a.d, a);
+        commitCopies();
+    }
+    for (int s = 0; s < steps; ++s) {
+        waitCopies<C::kStages - 2>();
+        __syncthreads();  // stage s visible to all; stage s - 1 no longer read
+        const int next = s + C::kStages - 1;
+        if (next < steps) copier.issue(stages + (next % C::kStages) * kStageFloats, next, a.d, a);
+        commitCopies();
+        multiplyStage<C>(stages + (s % C::kStages) * kStageFloats, warpRow, warpCol, acc);
+    }
+    keepBelowThreshold<C>(a, q0, v0, warpRow, warpCol, acc);
+}
+
+template <class C>
+void launchFused(const FusedArgs& a, cudaStream_t stream) {
+    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(fusedTf32FilterKernel<C>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              int(C::kSharedBytes)));
+    fusedTf32FilterKernel<C><<<unsigned(a.queryTiles * a.vectorTiles), C::kThreads,
+                               C::kSharedBytes, stream>>>(a);
+}
+
+/// The shared sample's vectors and column terms, in sample order.
+__global__ void gatherSharedSampleKernel(const float* vectors, int64_t nb, int d,
+                                         const float* colAdd, int64_t samples, float* outVectors,
+                                         float* outColAdd) {
+    const int64_t total = samples * d;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t s = i / d;
+        const int64_t dim = i - s * d;
+        const int64_t col = select::sampledThresholdSharedColumn(s, nb, samples);
+        outVectors[i] = vectors[col * d + dim];
+        if (dim == 0 && colAdd) outColAdd[s] = colAdd[col];
+    }
+}
+
+/// The scratch of one call, carved in this order.
+struct ScratchLayout {
+    size_t sampleVectors, sampleColAdd, sampleProducts, threshold, thresholdBytes, total;
+    ScratchLayout(int64_t rows, int64_t nb, int64_t m, int d) {
+        const int64_t samples = select::sampledThresholdPlan(nb, m).samples;
+        sampleVectors = 0;
+        sampleColAdd = sampleVectors + align256(sizeof(float) * size_t(samples) * size_t(d));
+        sampleProducts = sampleColAdd + align256(sizeof(float) * size_t(samples));
+        threshold = sampleProducts + align256(sizeof(float) * size_t(rows) * size_t(samples));
+        thresholdBytes = select::sampledThresholdScratchBytes(rows, nb, m);
+        total = threshold + align256(thresholdBytes);
+    }
+};
+
+}  // namespace
+
+bool fusedTf32CandidatesApply(int64_t nb, int64_t m, int d, const float* queries,
+                              const float* vectors) {
+    auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+    return gEnabled.load() && select::sampledThresholdKeysApply(nb, m) && d >= 1 && d % 4 == 0 &&
+           aligned(queries) && aligned(vectors);
+}
+
+int64_t fusedTf32CandidatesMaxRows() { return select::kSampledThresholdMaxRows; }
+
+size_t fusedTf32CandidatesScratchBytes(int64_t rows, int64_t nb, int64_t m, int d) {
+    return ScratchLayout(rows, nb, m, d).total;
+}
+
+void fusedTf32Candidates(cublasHandle_t blas, const float* queries, int64_t rows,
+                         const float* vectors, int64_t nb, int d, float alpha,
+                         const float* colAdd, int64_t m, uint64_t* outKeys,
+                         uint8_t* needsFallback, void* scratch, size_t scratchBytes,
+                         cudaStream_t stream) {
+    FAISS_THROW_IF_NOT_FMT(fusedTf32CandidatesApply(nb, m, d, queries, vectors),
+                           "fusedTf32Candidates: nb %lld, m %lld, d %d out of its range (or "
+                           "unaligned rows)",
+                           (long long)nb, (long long)m, d);
+    FAISS_THROW_IF_NOT_FMT(rows >= 1 && rows <= fusedTf32CandidatesMaxRows(),
+                           "fusedTf32Candidates: %lld rows (1 to %lld a call)", (long long)rows,
+                           (long long)fusedTf32CandidatesMaxRows());
+    const ScratchLayout layout(rows, nb, m, d);
+    FAISS_THROW_IF_NOT_FMT(scratch && scratchBytes >= layout.total,
+                           "fusedTf32Candidates: %zu bytes of scratch, %zu needed", scratchBytes,
+                           layout.total);
+    const int64_t queryTiles = (rows + kTileRows - 1) / kTileRows;
+    const int64_t vectorTiles = (nb + kTileCols - 1) / kTileCols;
+    FAISS_THROW_IF_NOT_FMT(queryTiles * vectorTiles < (int64_t(1) << 31),
+                           "fusedTf32Candidates: %lld x %lld tiles exceed one grid",
+                           (long long)queryTiles, (long long)vectorTiles);
+    char* base = static_cast<char*>(scratch);
+    float* sampleVectors = reinterpret_cast<float*>(base + layout.sampleVectors);
+    float* sampleColAdd = reinterpret_cast<float*>(base + layout.sampleColAdd);
+    float* sampleProducts = reinterpret_cast<float*>(base + layout.sampleProducts);
+    void* thresholdScratch = base + layout.threshold;
+    const int64_t samples = select::sampledThresholdPlan(nb, m).samples;
+
+    gatherSharedSampleKernel<<<gridStrideBlocks(samples * d), 256, 0, stream>>>(
+            vectors, nb, d, colAdd, samples, sampleVectors, sampleColAdd);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    gemmDotProductsTf32(blas, queries, rows, sampleVectors, samples, d, alpha, sampleProducts,
+                        samples);
+    select::sampledThresholdFromSharedSample(sampleProducts, colAdd ? sampleColAdd : nullptr,
+                                             rows, nb, m, thresholdScratch, layout.thresholdBytes,
+                                             stream);
+    const select::SampledThresholdRowBuffers buf = select::sampledThresholdRowBuffers(
+            thresholdScratch, layout.thresholdBytes, rows, nb, m);
+
+    FusedArgs a;
+    a.queries = queries;
+    a.rows = rows;
+    a.vectors = vectors;
+    a.nb = nb;
+    a.d = d;
+    a.alpha = alpha;
+    a.colAdd = colAdd;
+    a.thresholds = buf.thresholds;
+    a.counts = buf.counts;
+    a.candidates = buf.candidates;
+    a.capacity = buf.capacity;
+    a.queryTiles = queryTiles;
+    a.vectorTiles = vectorTiles;
+    launchFused<FusedShape>(a, stream);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    select::sampledThresholdSettleKeys(rows, nb, m, outKeys, needsFallback, thresholdScratch,
+                                       layout.thresholdBytes, stream);
+    gRows += rows;
+}
+
+void setFusedTf32CandidatesEnabled(bool enabled) { gEnabled.store(enabled); }
+
+bool fusedTf32CandidatesEnabled() { return gEnabled.load(); }
+
+int64_t fusedTf32CandidatesRows() { return gRows.load(); }
+
+}  // namespace gpu
+}  // namespace faiss_ext

@@ -1,0 +1,144 @@
+// The fused TF32 products and threshold filter (flat/FusedTf32Candidates.h):
+// called directly, its kept keys are the m smallest products up to the
+// TF32 bound (which fails for any slip in the tensor-core fragments, the
+// tile edges or the zero fill past d); through the index, TF32Bounded
+// searches that take it equal the FP32 path's, with the fused path on and
+// off, for the four metrics, dimensions not a multiple of the 32-dimension
+// stage, and query and vector counts off the 128 x 128 tiles.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "BoundedTestCompare.h"
+#include "TestUtils.h"
+#include "faiss_ext/Metric.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/flat/FusedTf32Candidates.h"
+#include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
+#include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+
+using faiss_ext::FlatMetric;
+using faiss_ext::gpu::BoundedSearchStats;
+using faiss_ext::gpu::DistancePrecision;
+using faiss_ext::gpu::StandardGpuResources;
+using namespace faiss_ext::test;
+
+namespace {
+
+/// Turns the fused path on or off for a scope (process-wide hook).
+struct FusedSwitch {
+    explicit FusedSwitch(bool on) { faiss_ext::gpu::setFusedTf32CandidatesEnabled(on); }
+    ~FusedSwitch() { faiss_ext::gpu::setFusedTf32CandidatesEnabled(true); }
+};
+
+double rowNorm(const std::vector<float>& v, int64_t row, int d) {
+    double s = 0;
+    for (int c = 0; c < d; ++c) s += double(v[size_t(row * d + c)]) * v[size_t(row * d + c)];
+    return std::sqrt(s);
+}
+
+}  // namespace
+
+TEST(GpuFusedTf32, KeepsTheSmallestProductsWithinTheBound) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    cublasHandle_t blas = res.getResources()->getBlasHandle(0);
+    cudaStream_t stream = res.getResources()->getDefaultStream(0);
+    const int64_t rows = 300, nb = sized<int64_t>(40003, 20011), m = 42;
+    for (int d : {36, 128}) {
+        for (bool l2 : {true, false}) {
+            const std::string what = "d=" + std::to_string(d) + (l2 ? " L2" : " IP");
+            const auto q = clusteredVectors(rows, d, 20, kSeed + uint64_t(d));
+            const auto x = clusteredVectors(nb, d, 20, kSeed + 1 + uint64_t(d));
+            std::vector<float> sq(static_cast<size_t>(nb));
+            for (int64_t j = 0; j < nb; ++j) sq[size_t(j)] = float(std::pow(rowNorm(x, j, d), 2));
+            DeviceCopy<float> dq(q), dx(x), dsq(sq);
+            const size_t bytes = faiss_ext::gpu::fusedTf32CandidatesScratchBytes(rows, nb, m, d);
+            DeviceCopy<char> scratch{std::vector<char>(bytes)};
+            DeviceCopy<uint64_t> keys{std::vector<uint64_t>(static_cast<size_t>(rows * m))};
+            DeviceCopy<uint8_t> flags{std::vector<uint8_t>(static_cast<size_t>(rows), 7)};
+            ASSERT_TRUE(faiss_ext::gpu::fusedTf32CandidatesApply(nb, m, d, dq.p, dx.p)) << what;
+            const float alpha = l2 ? -2.f : -1.f;
+            faiss_ext::gpu::fusedTf32Candidates(blas, dq.p, rows, dx.p, nb, d, alpha,
+                                                l2 ? dsq.p : nullptr, m, keys.p, flags.p,
+                                                scratch.p, bytes, stream);
+            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+            std::vector<uint64_t> k(static_cast<size_t>(rows * m));
+            std::vector<uint8_t> f(static_cast<size_t>(rows));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpy(k.data(), keys.p, 8 * k.size(), cudaMemcpyDeviceToHost));
+            FAISS_EXT_CUDA_CHECK(cudaMemcpy(f.data(), flags.p, f.size(), cudaMemcpyDeviceToHost));
+            const faiss_ext::gpu::Tf32BoundTerms t = faiss_ext::gpu::tf32BoundTerms(d, l2);
+            int64_t flagged = 0;
+            for (int64_t r = 0; r < rows; ++r) {
+                ASSERT_TRUE(f[size_t(r)] == 0 || f[size_t(r)] == 1) << what << " row " << r;
+                if (f[size_t(r)]) {
+                    ++flagged;
+                    continue;
+                }
+                // Exact keys (double) and each key's error allowance.
+                const double qn = rowNorm(q, r, d);
+                std::vector<double> exact(static_cast<size_t>(nb)), tol(static_cast<size_t>(nb));
+                for (int64_t j = 0; j < nb; ++j) {
+                    double dot = 0;
+                    for (int c = 0; c < d; ++c) dot += double(q[size_t(r * d + c)]) * x[size_t(j * d + c)];
+                    const double xn = std::sqrt(double(sq[size_t(j)]));
+                    exact[size_t(j)] = alpha * dot + (l2 ? double(sq[size_t(j)]) : 0.0);
+                    tol[size_t(j)] = t.absAlpha * t.dotCoef * qn * xn +
+                                     (l2 ? 4 * std::ldexp(1.0, -24) * (xn * xn + 2 * qn * xn) : 0) +
+                                     1e-30;
+                }
+                std::vector<char> kept(static_cast<size_t>(nb), 0);
+                double worstKept = -INFINITY;
+                for (int64_t i = 0; i < m; ++i) {
+                    const uint64_t key = k[size_t(r * m + i)];
+                    if (i > 0) ASSERT_LT(k[size_t(r * m + i - 1)], key) << what << " row " << r;
+                    const int64_t j = int64_t(uint32_t(key));
+                    ASSERT_LT(j, nb) << what << " row " << r;
+                    ASSERT_FALSE(kept[size_t(j)]) << what << " row " << r << " id " << j;
+                    kept[size_t(j)] = 1;
+                    worstKept = std::max(worstKept, exact[size_t(j)] - tol[size_t(j)]);
+                }
+                // Nothing left out is below a kept key by more than the bound.
+                for (int64_t j = 0; j < nb; ++j) {
+                    if (kept[size_t(j)]) continue;
+                    ASSERT_GE(exact[size_t(j)] + tol[size_t(j)], worstKept)
+                            << what << " row " << r << " left out " << j;
+                }
+            }
+            // The threshold settles nearly every row (a flag is a fallback).
+            EXPECT_LE(flagged, rows / 20) << what;
+        }
+    }
+}
+
+TEST(GpuFusedTf32, BoundedSearchEqualsFp32WithAndWithoutFusion) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int64_t nb = sized<int64_t>(50003, 20011);
+    const int64_t nq = sized<int64_t>(300, 130);
+    const FlatMetric metrics[] = {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine,
+                                  FlatMetric::Pearson};
+    for (int d : {20, 100}) {
+        const auto xb = clusteredVectors(nb, d, 40, kSeed + uint64_t(d));
+        const auto xq = clusteredVectors(nq, d, 40, kSeed + 5 + uint64_t(d));
+        for (FlatMetric metric : metrics) {
+            for (int64_t k : {1, 10, 100}) {
+                for (bool fused : {true, false}) {
+                    FusedSwitch on(fused);
+                    const std::string what = describe(metric, d, k, "clustered") +
+                                             (fused ? " fused" : " unfused");
+                    const int64_t before = faiss_ext::gpu::fusedTf32CandidatesRows();
+                    const BoundedSearchStats s = compareOn(res, metric, d, xb, xq, k, what);
+                    const int64_t fusedRows = faiss_ext::gpu::fusedTf32CandidatesRows() - before;
+                    EXPECT_EQ(fusedRows > 0, fused) << what;
+                    // Clustered data near the origin: the TF32 route answers.
+                    EXPECT_GE(s.certifiedQueries, nq * 9 / 10) << what;
+                }
+            }
+        }
+    }
+}
