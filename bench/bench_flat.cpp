@@ -39,7 +39,7 @@
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
-#include "faiss_ext/gpu/impl/flat/FusedTf32Candidates.h"
+#include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
 #include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
@@ -81,7 +81,7 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
   --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4; the floor is the
                        fastest of full-row and 1,024 / 4,096-query tiles in it)
   --precision LIST     distance precisions of ours: fp32, tf32-bounded, bf16x3-bounded, auto
-                       (a -unfused suffix: the fused TF32 candidates off)
+                       (a -unfused suffix: the fused candidates off)
                        (default fp32)
   --single-query N     also time N one-query searches per k (median latency; ours)
                        and split it: fused kernel, merge, the rest (k <= 1024)
@@ -328,7 +328,7 @@ int main(int argc, char** argv) {
         const int64_t nRecall = std::min<int64_t>(c.nq, args.getInt("recall-nq", 256));
         const int singleCalls = int(std::max<int64_t>(0, args.getInt("single-query", 0)));
         // A "-unfused" suffix (tf32-bounded-unfused, auto-unfused) runs the
-        // precision with the fused TF32 candidates off: the distance tiles
+        // precision with the fused candidates off: the distance tiles
         // written and filtered, as before the fused kernel.
         std::vector<gpu::DistancePrecision> precisions;
         std::vector<bool> fusedFlags;
@@ -551,7 +551,7 @@ int main(int argc, char** argv) {
                                                    gpu::distancePrecisionName(precision)
                                          : std::string("ours:quickselect")) +
                                 (fused ? "" : "-unfused");
-                        gpu::setFusedTf32CandidatesEnabled(fused);
+                        gpu::setFusedCandidatesEnabled(fused);
                         try {
                             gpu::SearchParametersQuickSelectFlat sp;
                             sp.distancePrecision = precision;
@@ -578,7 +578,7 @@ int main(int argc, char** argv) {
                             p.integer("reps", reps).str("io", "device").num("add_seconds", addSec);
                             p.integer("recall_nq", nRecall).str("recall_ref", "faiss-cpu:IndexFlatL2");
                             p.str("precision", gpu::distancePrecisionName(precision));
-                            p.str("fused_tf32_candidates", fused ? "on" : "off");
+                            p.str("fused_candidates", fused ? "on" : "off");
                             p.str("resolved", gpu::distancePrecisionName(
                                                       index.resolveDistancePrecision(c.nq, k, &sp)));
                             if (bounded) {

@@ -9,7 +9,7 @@
 #include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
-#include "faiss_ext/gpu/impl/flat/FusedTf32Candidates.h"
+#include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
 #include "faiss_ext/gpu/impl/flat/RowSelector.h"
 #include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
@@ -194,7 +194,7 @@ namespace {
 /// tiles filtered by the sampled threshold (sampled; cols = nb).
 struct CandidatePlan {
     bool sampled = false;
-    bool fused = false;  ///< sampled, by fusedTf32Candidates (no distance tile)
+    bool fused = false;  ///< sampled, by fusedCandidates (no distance tile)
     int64_t rows = 0;
     int64_t cols = 0;
     int64_t colTiles = 0;
@@ -222,16 +222,16 @@ CandidatePlan planSampledCandidates(size_t budget, int64_t nq, int64_t nb, int64
 /// 1M vectors 8 x 7,813 tiles of 128 x 128, still a full grid.
 constexpr int64_t kFusedFirstBlockRows = 1024;
 
-/// Rows of one fusedTf32Candidates call within `budget` bytes (rows = 0
-/// where not even one row fits).
-CandidatePlan planFusedCandidates(size_t budget, int64_t nq, int64_t nb, int64_t m, int d,
-                                  size_t extraPerRow) {
+/// Rows of one fusedCandidates call within `budget` bytes (rows = 0 where
+/// not even one row fits).
+CandidatePlan planFusedCandidates(size_t budget, int64_t nq, int64_t nb, int64_t m,
+                                  const FusedOperands& ops, size_t extraPerRow) {
     CandidatePlan p;
-    const size_t fixed = fusedTf32CandidatesScratchBytes(1, nb, m, d);
-    const size_t perRow = fusedTf32CandidatesScratchBytes(2, nb, m, d) - fixed +
+    const size_t fixed = fusedCandidatesScratchBytes(1, nb, m, ops);
+    const size_t perRow = fusedCandidatesScratchBytes(2, nb, m, ops) - fixed +
                           sizeof(uint64_t) * size_t(m) + 1 + extraPerRow;
     if (budget <= fixed) return p;
-    p.rows = std::min<int64_t>({nq, fusedTf32CandidatesMaxRows(), int64_t((budget - fixed) / perRow)});
+    p.rows = std::min<int64_t>({nq, fusedCandidatesMaxRows(), int64_t((budget - fixed) / perRow)});
     p.sampled = p.fused = p.rows >= 1;
     p.cols = nb;
     p.colTiles = 1;
@@ -282,11 +282,22 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
         const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
         CandidatePlan p;
-        // (centred L2 queries are multiplied from a temporary buffer, aligned)
-        const float* multiplied = centred && l2 ? nullptr : queries;
-        if (sampledCandidates && !bf16 &&
-            fusedTf32CandidatesApply(nb, m, d, multiplied, corpus.vectors)) {
-            p = planFusedCandidates(budget, nq, nb, m, d, extraPerRow);
+        // What the fused kernel multiplies for a block's queries q (the
+        // split queries under BF16x3).
+        auto fusedOperands = [&](const void* q) {
+            FusedOperands o;
+            o.bf16x3 = bf16;
+            o.d = bf16 ? dPad : d;
+            o.queries = q;
+            o.vectors = bf16 ? static_cast<const void*>(corpus.split) : corpus.vectors;
+            return o;
+        };
+        // (queries multiplied from a temporary buffer, centred or split, are
+        // aligned: the vectors stand in for them in the check)
+        const bool tempQueries = bf16 || (centred && l2);
+        const FusedOperands planned = fusedOperands(tempQueries ? fusedOperands(nullptr).vectors : queries);
+        if (sampledCandidates && fusedCandidatesApply(nb, m, planned)) {
+            p = planFusedCandidates(budget, nq, nb, m, planned, extraPerRow);
         }
         if (sampledCandidates && !p.sampled) p = planSampledCandidates(budget, nq, nb, m, extraPerRow);
         if (!p.sampled) {
@@ -304,7 +315,7 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                                       p.colTiles, nb, m, candidateSelection.group,
                                       candidateSelection.thFactor));
         }
-        const size_t filterBytes = p.fused     ? fusedTf32CandidatesScratchBytes(p.rows, nb, m, d)
+        const size_t filterBytes = p.fused     ? fusedCandidatesScratchBytes(p.rows, nb, m, planned)
                                    : p.sampled ? select::sampledThresholdScratchBytes(p.rows, nb, m)
                                                : 0;
         TempBuffer<char> filterScratch(res, device, filterBytes, stream);
@@ -369,9 +380,9 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                 }
             };
             if (p.fused) {
-                fusedTf32Candidates(blas, q, rows, corpus.vectors, nb, d, alpha,
-                                    l2 ? corpus.sqNorms : nullptr, m, filtered.data(),
-                                    flags.data(), filterScratch.data(), filterBytes, stream);
+                fusedCandidates(blas, fusedOperands(bf16 ? static_cast<const void*>(querySplit.data()) : q),
+                                rows, nb, alpha, l2 ? corpus.sqNorms : nullptr, m, filtered.data(),
+                                flags.data(), filterScratch.data(), filterBytes, stream);
                 a.approxKeys = filtered.data();
             } else if (p.sampled) {
                 products(0, std::min(gemmRows, ldMax), dist.data(), ldMax);

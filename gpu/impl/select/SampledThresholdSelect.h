@@ -140,7 +140,7 @@ void sampledThresholdSelectKeys(const float* dist, int64_t ld, const float* colA
                                 void* scratch, size_t scratchBytes, cudaStream_t stream);
 
 /// Its parts, for a caller that filters in its own kernel (the fused TF32
-/// GEMM and filter of the bounded flat search, flat/FusedTf32Candidates.h):
+/// GEMM and filter of the bounded flat search, flat/FusedCandidates.h):
 /// the thresholds come from a sample of columns shared by every row, the
 /// filter is the caller's, the settle of the rows is this path's.
 struct SampledThresholdRowBuffers {

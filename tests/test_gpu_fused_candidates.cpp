@@ -1,10 +1,10 @@
-// The fused TF32 products and threshold filter (flat/FusedTf32Candidates.h):
-// called directly, its kept keys are the m smallest products up to the
-// TF32 bound (which fails for any slip in the tensor-core fragments, the
-// tile edges or the zero fill past d); through the index, TF32Bounded
-// searches that take it equal the FP32 path's, with the fused path on and
-// off, for the four metrics, dimensions not a multiple of the 32-dimension
-// stage, and query and vector counts off the 128 x 128 tiles.
+// The fused products and threshold filter (flat/FusedCandidates.h), TF32
+// and BF16x3: called directly, its kept keys are the m smallest products up
+// to the precision's bound (which fails for any slip in the tensor-core
+// fragments, the tile edges or the zero fill past d); through the index,
+// bounded searches that take it equal the FP32 path's, with the fused path
+// on and off, for the four metrics, dimensions not a multiple of the
+// 32-word stage, and query and vector counts off the 128 x 128 tiles.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -16,7 +16,8 @@
 #include "TestUtils.h"
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
-#include "faiss_ext/gpu/impl/flat/FusedTf32Candidates.h"
+#include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
+#include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -31,8 +32,8 @@ namespace {
 
 /// Turns the fused path on or off for a scope (process-wide hook).
 struct FusedSwitch {
-    explicit FusedSwitch(bool on) { faiss_ext::gpu::setFusedTf32CandidatesEnabled(on); }
-    ~FusedSwitch() { faiss_ext::gpu::setFusedTf32CandidatesEnabled(true); }
+    explicit FusedSwitch(bool on) { faiss_ext::gpu::setFusedCandidatesEnabled(on); }
+    ~FusedSwitch() { faiss_ext::gpu::setFusedCandidatesEnabled(true); }
 };
 
 double rowNorm(const std::vector<float>& v, int64_t row, int d) {
@@ -43,35 +44,56 @@ double rowNorm(const std::vector<float>& v, int64_t row, int d) {
 
 }  // namespace
 
-TEST(GpuFusedTf32, KeepsTheSmallestProductsWithinTheBound) {
+TEST(GpuFusedCandidates, KeepsTheSmallestProductsWithinTheBound) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     cublasHandle_t blas = res.getResources()->getBlasHandle(0);
     cudaStream_t stream = res.getResources()->getDefaultStream(0);
     const int64_t rows = 300, nb = sized<int64_t>(40003, 20011), m = 42;
     for (int d : {36, 128}) {
+      for (bool bf16x3 : {false, true}) {
         for (bool l2 : {true, false}) {
-            const std::string what = "d=" + std::to_string(d) + (l2 ? " L2" : " IP");
+            const std::string what = "d=" + std::to_string(d) + (l2 ? " L2" : " IP") +
+                                     (bf16x3 ? " BF16x3" : " TF32");
             const auto q = clusteredVectors(rows, d, 20, kSeed + uint64_t(d));
             const auto x = clusteredVectors(nb, d, 20, kSeed + 1 + uint64_t(d));
             std::vector<float> sq(static_cast<size_t>(nb));
             for (int64_t j = 0; j < nb; ++j) sq[size_t(j)] = float(std::pow(rowNorm(x, j, d), 2));
             DeviceCopy<float> dq(q), dx(x), dsq(sq);
-            const size_t bytes = faiss_ext::gpu::fusedTf32CandidatesScratchBytes(rows, nb, m, d);
+            // BF16x3: the split rows of queries and vectors, as the index makes them.
+            const int dPad = faiss_ext::gpu::bf16PaddedDim(d);
+            DeviceCopy<uint16_t> qSplit{std::vector<uint16_t>(static_cast<size_t>(rows * 3 * dPad))};
+            DeviceCopy<uint16_t> xSplit{std::vector<uint16_t>(static_cast<size_t>(nb * 3 * dPad))};
+            faiss_ext::gpu::FusedOperands ops;
+            ops.bf16x3 = bf16x3;
+            if (bf16x3) {
+                faiss_ext::gpu::splitRowsBf16(dq.p, rows, d, faiss_ext::gpu::SplitSide::Queries,
+                                              qSplit.p, stream);
+                faiss_ext::gpu::splitRowsBf16(dx.p, nb, d, faiss_ext::gpu::SplitSide::Corpus,
+                                              xSplit.p, stream);
+                ops.queries = qSplit.p;
+                ops.vectors = xSplit.p;
+                ops.d = dPad;
+            } else {
+                ops.queries = dq.p;
+                ops.vectors = dx.p;
+                ops.d = d;
+            }
+            const size_t bytes = faiss_ext::gpu::fusedCandidatesScratchBytes(rows, nb, m, ops);
             DeviceCopy<char> scratch{std::vector<char>(bytes)};
             DeviceCopy<uint64_t> keys{std::vector<uint64_t>(static_cast<size_t>(rows * m))};
             DeviceCopy<uint8_t> flags{std::vector<uint8_t>(static_cast<size_t>(rows), 7)};
-            ASSERT_TRUE(faiss_ext::gpu::fusedTf32CandidatesApply(nb, m, d, dq.p, dx.p)) << what;
+            ASSERT_TRUE(faiss_ext::gpu::fusedCandidatesApply(nb, m, ops)) << what;
             const float alpha = l2 ? -2.f : -1.f;
-            faiss_ext::gpu::fusedTf32Candidates(blas, dq.p, rows, dx.p, nb, d, alpha,
-                                                l2 ? dsq.p : nullptr, m, keys.p, flags.p,
-                                                scratch.p, bytes, stream);
+            faiss_ext::gpu::fusedCandidates(blas, ops, rows, nb, alpha, l2 ? dsq.p : nullptr, m,
+                                            keys.p, flags.p, scratch.p, bytes, stream);
             FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
             std::vector<uint64_t> k(static_cast<size_t>(rows * m));
             std::vector<uint8_t> f(static_cast<size_t>(rows));
             FAISS_EXT_CUDA_CHECK(cudaMemcpy(k.data(), keys.p, 8 * k.size(), cudaMemcpyDeviceToHost));
             FAISS_EXT_CUDA_CHECK(cudaMemcpy(f.data(), flags.p, f.size(), cudaMemcpyDeviceToHost));
-            const faiss_ext::gpu::Tf32BoundTerms t = faiss_ext::gpu::tf32BoundTerms(d, l2);
+            const faiss_ext::gpu::Tf32BoundTerms t = bf16x3 ? faiss_ext::gpu::bf16x3BoundTerms(dPad, l2)
+                                                            : faiss_ext::gpu::tf32BoundTerms(d, l2);
             int64_t flagged = 0;
             for (int64_t r = 0; r < rows; ++r) {
                 ASSERT_TRUE(f[size_t(r)] == 0 || f[size_t(r)] == 1) << what << " row " << r;
@@ -112,10 +134,11 @@ TEST(GpuFusedTf32, KeepsTheSmallestProductsWithinTheBound) {
             // The threshold settles nearly every row (a flag is a fallback).
             EXPECT_LE(flagged, rows / 20) << what;
         }
+      }
     }
 }
 
-TEST(GpuFusedTf32, BoundedSearchEqualsFp32WithAndWithoutFusion) {
+TEST(GpuFusedCandidates, BoundedSearchEqualsFp32WithAndWithoutFusion) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     const int64_t nb = sized<int64_t>(50003, 20011);
@@ -127,16 +150,24 @@ TEST(GpuFusedTf32, BoundedSearchEqualsFp32WithAndWithoutFusion) {
         const auto xq = clusteredVectors(nq, d, 40, kSeed + 5 + uint64_t(d));
         for (FlatMetric metric : metrics) {
             for (int64_t k : {1, 10, 100}) {
-                for (bool fused : {true, false}) {
-                    FusedSwitch on(fused);
-                    const std::string what = describe(metric, d, k, "clustered") +
-                                             (fused ? " fused" : " unfused");
-                    const int64_t before = faiss_ext::gpu::fusedTf32CandidatesRows();
-                    const BoundedSearchStats s = compareOn(res, metric, d, xb, xq, k, what);
-                    const int64_t fusedRows = faiss_ext::gpu::fusedTf32CandidatesRows() - before;
-                    EXPECT_EQ(fusedRows > 0, fused) << what;
-                    // Clustered data near the origin: the TF32 route answers.
-                    EXPECT_GE(s.certifiedQueries, nq * 9 / 10) << what;
+                for (DistancePrecision precision :
+                     {DistancePrecision::TF32Bounded, DistancePrecision::BF16x3Bounded}) {
+                    const bool bf16x3 = precision == DistancePrecision::BF16x3Bounded;
+                    for (bool fused : {true, false}) {
+                        FusedSwitch on(fused);
+                        const std::string what = describe(metric, d, k, "clustered") +
+                                                 (bf16x3 ? " BF16x3" : " TF32") +
+                                                 (fused ? " fused" : " unfused");
+                        const auto before = faiss_ext::gpu::fusedCandidateRows();
+                        const BoundedSearchStats s =
+                                compareOn(res, metric, d, xb, xq, k, what, {}, precision);
+                        const auto after = faiss_ext::gpu::fusedCandidateRows();
+                        const int64_t fusedRows =
+                                bf16x3 ? after.bf16x3 - before.bf16x3 : after.tf32 - before.tf32;
+                        EXPECT_EQ(fusedRows > 0, fused) << what;
+                        // Clustered data near the origin: the bounded route answers.
+                        EXPECT_GE(s.certifiedQueries, nq * 9 / 10) << what;
+                    }
                 }
             }
         }

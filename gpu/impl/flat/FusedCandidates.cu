@@ -1,8 +1,8 @@
-// The fused TF32 products and threshold filter (FusedTf32Candidates.h).
+// The fused products and threshold filter (FusedCandidates.h).
 //   gatherSharedSampleKernel  the sampled vectors (and their column terms)
-//   (cuBLAS TF32 GEMM)        the queries' products with them
+//   (cuBLAS GEMM)             the queries' products with them (TF32 or BF16x3)
 //   (select thresholds)       one threshold key per query from its sample
-//   fusedTf32FilterKernel     128 x 128 tiles of products on the tensor cores,
+//   fusedFilterKernel         128 x 128 tiles of products on the tensor cores,
 //                             kept where at or below the query's threshold
 //   (select settle)           the m smallest kept keys per query, sorted
 // The tile loop follows the usual shape of a tensor-core GEMM (as in CUTLASS's
@@ -11,7 +11,7 @@
 // by ldmatrix, each of 8 warps a 64 x 32 piece of the tile in registers.
 // What differs is the end: no product is written; each is compared with its
 // query's threshold in registers.
-#include "faiss_ext/gpu/impl/flat/FusedTf32Candidates.h"
+#include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
 
 #include <atomic>
 
@@ -68,14 +68,18 @@ using FusedShape = FusedConfig<256, 32, 3>;
 constexpr int64_t kGroupQueryTiles = 16;
 
 std::atomic<bool> gEnabled{true};
-std::atomic<int64_t> gRows{0};
+std::atomic<int64_t> gTf32Rows{0};
+std::atomic<int64_t> gBf16x3Rows{0};
 
+/// The kernel sees rows as 32-bit words (FP32 values, or pairs of BF16):
+/// it only copies them and hands them to the tensor cores, whose product
+/// instruction says how to read them.
 struct FusedArgs {
-    const float* queries;  ///< rows x d
+    const float* queries;  ///< rows x d words
     int64_t rows;
-    const float* vectors;  ///< nb x d
+    const float* vectors;  ///< nb x d words
     int64_t nb;
-    int d;
+    int d;  ///< words a row (a multiple of 4: whole 16-byte chunks)
     float alpha;
     const float* colAdd;  ///< nb, or null
     const uint64_t* thresholds;
@@ -174,16 +178,28 @@ __device__ __forceinline__ void mmaTf32(float (&c)[4], const uint32_t (&a)[4], u
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/// c += a b for BF16 a 16 x 16 and b 16 x 8, FP32 accumulation: the same
+/// registers as mmaTf32's, each holding two BF16 of consecutive k.
+__device__ __forceinline__ void mmaBf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 template <class C>
 using Accumulators = float[kMmaRowTiles][C::kMmaColTiles][4];
 
 /// The warp's products over one stage. In m16n8k8 (PTX ISA) lane 4 g + t
 /// holds a at (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4), b at (t, g),
-/// (t + 4, g); one ldmatrix.x4 loads an a fragment (tiles: rows 0-7 and
+/// (t + 4, g) (for m16n8k16 BF16 the same registers hold pairs of k: 2t,
+/// 2t + 1 and 2t + 8, 2t + 9; a "dimension" below is then a pair of BF16,
+/// and an 8-word step is 16 of k); one ldmatrix.x4 loads an a fragment (tiles: rows 0-7 and
 /// 8-15 of dimensions k8 .. k8 + 3, then of k8 + 4 .. k8 + 7) or the b
 /// fragments of two 8-vector tiles, straight into the registers the product
 /// takes (as CUTLASS's SM80 TF32 kernels do).
-template <class C>
+template <class C, bool kBf16>
 __device__ __forceinline__ void multiplyStage(const float* stage, int warpRow, int warpCol,
                                               Accumulators<C>& acc) {
     static_assert(C::kMmaColTiles % 2 == 0, "b fragments load in pairs of tiles");
@@ -210,7 +226,13 @@ __device__ __forceinline__ void multiplyStage(const float* stage, int warpRow, i
         for (int i = 0; i < kMmaRowTiles; ++i) {
 #pragma unroll
             for (int j = 0; j < C::kMmaColTiles; ++j) {
-                mmaTf32(acc[i][j], af[i], bf[j / 2][2 * (j % 2)], bf[j / 2][2 * (j % 2) + 1]);
+                const uint32_t b0 = bf[j / 2][2 * (j % 2)];
+                const uint32_t b1 = bf[j / 2][2 * (j % 2) + 1];
+                if (kBf16) {
+                    mmaBf16(acc[i][j], af[i], b0, b1);
+                } else {
+                    mmaTf32(acc[i][j], af[i], b0, b1);
+                }
             }
         }
     }
@@ -300,8 +322,8 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
 /// One 128 x 128 tile of products per block, kGroupQueryTiles query tiles
 /// sweeping the vector tiles together (block ids run along the group's
 /// query tiles first). kStages stages of 32 dimensions in flight.
-template <class C>
-__global__ void __launch_bounds__(C::kThreads, 2) fusedTf32FilterKernel(FusedArgs a) {
+template <class C, bool kBf16>
+__global__ void __launch_bounds__(C::kThreads, 2) fusedFilterKernel(FusedArgs a) {
     extern __shared__ float4 sharedRaw[];
     float* stages = reinterpret_cast<float*>(sharedRaw);
     // (32-bit divisions: the grid holds fewer than 2^31 blocks)
@@ -340,42 +362,46 @@ __global__ void __launch_bounds__(C::kThreads, 2) fusedTf32FilterKernel(FusedArg
         const int next = s + C::kStages - 1;
         if (next < steps) copier.issue(stages + (next % C::kStages) * kStageFloats, next, a.d, a);
         commitCopies();
-        multiplyStage<C>(stages + (s % C::kStages) * kStageFloats, warpRow, warpCol, acc);
+        multiplyStage<C, kBf16>(stages + (s % C::kStages) * kStageFloats, warpRow, warpCol, acc);
     }
     keepBelowThreshold<C>(a, q0, v0, warpRow, warpCol, acc);
 }
 
-template <class C>
+template <class C, bool kBf16>
 void launchFused(const FusedArgs& a, cudaStream_t stream) {
-    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(fusedTf32FilterKernel<C>,
+    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(fusedFilterKernel<C, kBf16>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               int(C::kSharedBytes)));
-    fusedTf32FilterKernel<C><<<unsigned(a.queryTiles * a.vectorTiles), C::kThreads,
-                               C::kSharedBytes, stream>>>(a);
+    fusedFilterKernel<C, kBf16><<<unsigned(a.queryTiles * a.vectorTiles), C::kThreads,
+                                  C::kSharedBytes, stream>>>(a);
 }
 
-/// The shared sample's vectors and column terms, in sample order.
-__global__ void gatherSharedSampleKernel(const float* vectors, int64_t nb, int d,
-                                         const float* colAdd, int64_t samples, float* outVectors,
-                                         float* outColAdd) {
-    const int64_t total = samples * d;
+/// The shared sample's rows (`words` 32-bit words each) and column terms,
+/// in sample order.
+__global__ void gatherSharedSampleKernel(const uint32_t* vectors, int64_t nb, int words,
+                                         const float* colAdd, int64_t samples,
+                                         uint32_t* outVectors, float* outColAdd) {
+    const int64_t total = samples * words;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
          i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t s = i / d;
-        const int64_t dim = i - s * d;
+        const int64_t s = i / words;
+        const int64_t w = i - s * words;
         const int64_t col = select::sampledThresholdSharedColumn(s, nb, samples);
-        outVectors[i] = vectors[col * d + dim];
-        if (dim == 0 && colAdd) outColAdd[s] = colAdd[col];
+        outVectors[i] = vectors[col * words + w];
+        if (w == 0 && colAdd) outColAdd[s] = colAdd[col];
     }
 }
+
+/// 32-bit words of one row of the operands.
+int rowWords(const FusedOperands& ops) { return ops.bf16x3 ? 3 * ops.d / 2 : ops.d; }
 
 /// The scratch of one call, carved in this order.
 struct ScratchLayout {
     size_t sampleVectors, sampleColAdd, sampleProducts, threshold, thresholdBytes, total;
-    ScratchLayout(int64_t rows, int64_t nb, int64_t m, int d) {
+    ScratchLayout(int64_t rows, int64_t nb, int64_t m, int words) {
         const int64_t samples = select::sampledThresholdPlan(nb, m).samples;
         sampleVectors = 0;
-        sampleColAdd = sampleVectors + align256(sizeof(float) * size_t(samples) * size_t(d));
+        sampleColAdd = sampleVectors + align256(sizeof(uint32_t) * size_t(samples) * size_t(words));
         sampleProducts = sampleColAdd + align256(sizeof(float) * size_t(samples));
         threshold = sampleProducts + align256(sizeof(float) * size_t(rows) * size_t(samples));
         thresholdBytes = select::sampledThresholdScratchBytes(rows, nb, m);
@@ -383,66 +409,80 @@ struct ScratchLayout {
     }
 };
 
+/// The products of the queries with the sampled rows, as the unfused path
+/// computes them (cuBLAS, the operands' precision).
+void sampleProducts(cublasHandle_t blas, const FusedOperands& ops, int64_t rows,
+                    const uint32_t* sampleRows, int64_t samples, float alpha, float* out) {
+    if (ops.bf16x3) {
+        gemmDotProductsBf16x3(blas, static_cast<const Bf16Bits*>(ops.queries), rows,
+                              reinterpret_cast<const Bf16Bits*>(sampleRows), samples, ops.d, alpha,
+                              out, samples);
+    } else {
+        gemmDotProductsTf32(blas, static_cast<const float*>(ops.queries), rows,
+                            reinterpret_cast<const float*>(sampleRows), samples, ops.d, alpha, out,
+                            samples);
+    }
+}
+
 }  // namespace
 
-bool fusedTf32CandidatesApply(int64_t nb, int64_t m, int d, const float* queries,
-                              const float* vectors) {
+bool fusedCandidatesApply(int64_t nb, int64_t m, const FusedOperands& ops) {
     auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-    return gEnabled.load() && select::sampledThresholdKeysApply(nb, m) && d >= 1 && d % 4 == 0 &&
-           aligned(queries) && aligned(vectors);
+    const bool wholeChunks = ops.d >= 1 && ops.d % (ops.bf16x3 ? 8 : 4) == 0;
+    return gEnabled.load() && select::sampledThresholdKeysApply(nb, m) && wholeChunks &&
+           ops.queries && ops.vectors && aligned(ops.queries) && aligned(ops.vectors);
 }
 
-int64_t fusedTf32CandidatesMaxRows() { return select::kSampledThresholdMaxRows; }
+int64_t fusedCandidatesMaxRows() { return select::kSampledThresholdMaxRows; }
 
-size_t fusedTf32CandidatesScratchBytes(int64_t rows, int64_t nb, int64_t m, int d) {
-    return ScratchLayout(rows, nb, m, d).total;
+size_t fusedCandidatesScratchBytes(int64_t rows, int64_t nb, int64_t m, const FusedOperands& ops) {
+    return ScratchLayout(rows, nb, m, rowWords(ops)).total;
 }
 
-void fusedTf32Candidates(cublasHandle_t blas, const float* queries, int64_t rows,
-                         const float* vectors, int64_t nb, int d, float alpha,
-                         const float* colAdd, int64_t m, uint64_t* outKeys,
-                         uint8_t* needsFallback, void* scratch, size_t scratchBytes,
-                         cudaStream_t stream) {
-    FAISS_THROW_IF_NOT_FMT(fusedTf32CandidatesApply(nb, m, d, queries, vectors),
-                           "fusedTf32Candidates: nb %lld, m %lld, d %d out of its range (or "
+void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows, int64_t nb,
+                     float alpha, const float* colAdd, int64_t m, uint64_t* outKeys,
+                     uint8_t* needsFallback, void* scratch, size_t scratchBytes,
+                     cudaStream_t stream) {
+    FAISS_THROW_IF_NOT_FMT(fusedCandidatesApply(nb, m, ops),
+                           "fusedCandidates: nb %lld, m %lld, d %d (%s) out of its range (or "
                            "unaligned rows)",
-                           (long long)nb, (long long)m, d);
-    FAISS_THROW_IF_NOT_FMT(rows >= 1 && rows <= fusedTf32CandidatesMaxRows(),
-                           "fusedTf32Candidates: %lld rows (1 to %lld a call)", (long long)rows,
-                           (long long)fusedTf32CandidatesMaxRows());
-    const ScratchLayout layout(rows, nb, m, d);
+                           (long long)nb, (long long)m, ops.d, ops.bf16x3 ? "BF16x3" : "TF32");
+    FAISS_THROW_IF_NOT_FMT(rows >= 1 && rows <= fusedCandidatesMaxRows(),
+                           "fusedCandidates: %lld rows (1 to %lld a call)", (long long)rows,
+                           (long long)fusedCandidatesMaxRows());
+    const int words = rowWords(ops);
+    const ScratchLayout layout(rows, nb, m, words);
     FAISS_THROW_IF_NOT_FMT(scratch && scratchBytes >= layout.total,
-                           "fusedTf32Candidates: %zu bytes of scratch, %zu needed", scratchBytes,
+                           "fusedCandidates: %zu bytes of scratch, %zu needed", scratchBytes,
                            layout.total);
     const int64_t queryTiles = (rows + kTileRows - 1) / kTileRows;
     const int64_t vectorTiles = (nb + kTileCols - 1) / kTileCols;
     FAISS_THROW_IF_NOT_FMT(queryTiles * vectorTiles < (int64_t(1) << 31),
-                           "fusedTf32Candidates: %lld x %lld tiles exceed one grid",
+                           "fusedCandidates: %lld x %lld tiles exceed one grid",
                            (long long)queryTiles, (long long)vectorTiles);
     char* base = static_cast<char*>(scratch);
-    float* sampleVectors = reinterpret_cast<float*>(base + layout.sampleVectors);
+    uint32_t* sampleRows = reinterpret_cast<uint32_t*>(base + layout.sampleVectors);
     float* sampleColAdd = reinterpret_cast<float*>(base + layout.sampleColAdd);
-    float* sampleProducts = reinterpret_cast<float*>(base + layout.sampleProducts);
+    float* products = reinterpret_cast<float*>(base + layout.sampleProducts);
     void* thresholdScratch = base + layout.threshold;
     const int64_t samples = select::sampledThresholdPlan(nb, m).samples;
 
-    gatherSharedSampleKernel<<<gridStrideBlocks(samples * d), 256, 0, stream>>>(
-            vectors, nb, d, colAdd, samples, sampleVectors, sampleColAdd);
+    gatherSharedSampleKernel<<<gridStrideBlocks(samples * words), 256, 0, stream>>>(
+            static_cast<const uint32_t*>(ops.vectors), nb, words, colAdd, samples, sampleRows,
+            sampleColAdd);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
-    gemmDotProductsTf32(blas, queries, rows, sampleVectors, samples, d, alpha, sampleProducts,
-                        samples);
-    select::sampledThresholdFromSharedSample(sampleProducts, colAdd ? sampleColAdd : nullptr,
-                                             rows, nb, m, thresholdScratch, layout.thresholdBytes,
-                                             stream);
+    sampleProducts(blas, ops, rows, sampleRows, samples, alpha, products);
+    select::sampledThresholdFromSharedSample(products, colAdd ? sampleColAdd : nullptr, rows, nb,
+                                             m, thresholdScratch, layout.thresholdBytes, stream);
     const select::SampledThresholdRowBuffers buf = select::sampledThresholdRowBuffers(
             thresholdScratch, layout.thresholdBytes, rows, nb, m);
 
     FusedArgs a;
-    a.queries = queries;
+    a.queries = static_cast<const float*>(ops.queries);
     a.rows = rows;
-    a.vectors = vectors;
+    a.vectors = static_cast<const float*>(ops.vectors);
     a.nb = nb;
-    a.d = d;
+    a.d = words;
     a.alpha = alpha;
     a.colAdd = colAdd;
     a.thresholds = buf.thresholds;
@@ -451,18 +491,27 @@ void fusedTf32Candidates(cublasHandle_t blas, const float* queries, int64_t rows
     a.capacity = buf.capacity;
     a.queryTiles = queryTiles;
     a.vectorTiles = vectorTiles;
-    launchFused<FusedShape>(a, stream);
+    if (ops.bf16x3) {
+        launchFused<FusedShape, true>(a, stream);
+    } else {
+        launchFused<FusedShape, false>(a, stream);
+    }
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     select::sampledThresholdSettleKeys(rows, nb, m, outKeys, needsFallback, thresholdScratch,
                                        layout.thresholdBytes, stream);
-    gRows += rows;
+    (ops.bf16x3 ? gBf16x3Rows : gTf32Rows) += rows;
 }
 
-void setFusedTf32CandidatesEnabled(bool enabled) { gEnabled.store(enabled); }
+void setFusedCandidatesEnabled(bool enabled) { gEnabled.store(enabled); }
 
-bool fusedTf32CandidatesEnabled() { return gEnabled.load(); }
+bool fusedCandidatesEnabled() { return gEnabled.load(); }
 
-int64_t fusedTf32CandidatesRows() { return gRows.load(); }
+FusedCandidateRows fusedCandidateRows() {
+    FusedCandidateRows r;
+    r.tf32 = gTf32Rows.load();
+    r.bf16x3 = gBf16x3Rows.load();
+    return r;
+}
 
 }  // namespace gpu
 }  // namespace faiss_ext
