@@ -51,90 +51,98 @@ TEST(GpuFusedCandidates, KeepsTheSmallestProductsWithinTheBound) {
     cudaStream_t stream = res.getResources()->getDefaultStream(0);
     const int64_t rows = 300, nb = sized<int64_t>(40003, 20011), m = 42;
     for (int d : {36, 128}) {
-      for (bool bf16x3 : {false, true}) {
-        for (bool l2 : {true, false}) {
-            const std::string what = "d=" + std::to_string(d) + (l2 ? " L2" : " IP") +
-                                     (bf16x3 ? " BF16x3" : " TF32");
-            const auto q = clusteredVectors(rows, d, 20, kSeed + uint64_t(d));
-            const auto x = clusteredVectors(nb, d, 20, kSeed + 1 + uint64_t(d));
-            std::vector<float> sq(static_cast<size_t>(nb));
-            for (int64_t j = 0; j < nb; ++j) sq[size_t(j)] = float(std::pow(rowNorm(x, j, d), 2));
-            DeviceCopy<float> dq(q), dx(x), dsq(sq);
-            // BF16x3: the split rows of queries and vectors, as the index makes them.
-            const int dPad = faiss_ext::gpu::bf16PaddedDim(d);
-            DeviceCopy<uint16_t> qSplit{std::vector<uint16_t>(static_cast<size_t>(rows * 3 * dPad))};
-            DeviceCopy<uint16_t> xSplit{std::vector<uint16_t>(static_cast<size_t>(nb * 3 * dPad))};
-            faiss_ext::gpu::FusedOperands ops;
-            ops.bf16x3 = bf16x3;
-            if (bf16x3) {
-                faiss_ext::gpu::splitRowsBf16(dq.p, rows, d, faiss_ext::gpu::SplitSide::Queries,
-                                              qSplit.p, stream);
-                faiss_ext::gpu::splitRowsBf16(dx.p, nb, d, faiss_ext::gpu::SplitSide::Corpus,
-                                              xSplit.p, stream);
-                ops.queries = qSplit.p;
-                ops.vectors = xSplit.p;
-                ops.d = dPad;
-            } else {
-                ops.queries = dq.p;
-                ops.vectors = dx.p;
-                ops.d = d;
-            }
-            const size_t bytes = faiss_ext::gpu::fusedCandidatesScratchBytes(rows, nb, m, ops);
-            DeviceCopy<char> scratch{std::vector<char>(bytes)};
-            DeviceCopy<uint64_t> keys{std::vector<uint64_t>(static_cast<size_t>(rows * m))};
-            DeviceCopy<uint8_t> flags{std::vector<uint8_t>(static_cast<size_t>(rows), 7)};
-            ASSERT_TRUE(faiss_ext::gpu::fusedCandidatesApply(nb, m, ops)) << what;
-            const float alpha = l2 ? -2.f : -1.f;
-            faiss_ext::gpu::fusedCandidates(blas, ops, rows, nb, alpha, l2 ? dsq.p : nullptr, m,
-                                            keys.p, flags.p, scratch.p, bytes, stream);
-            FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-            std::vector<uint64_t> k(static_cast<size_t>(rows * m));
-            std::vector<uint8_t> f(static_cast<size_t>(rows));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpy(k.data(), keys.p, 8 * k.size(), cudaMemcpyDeviceToHost));
-            FAISS_EXT_CUDA_CHECK(cudaMemcpy(f.data(), flags.p, f.size(), cudaMemcpyDeviceToHost));
-            const faiss_ext::gpu::Tf32BoundTerms t = bf16x3 ? faiss_ext::gpu::bf16x3BoundTerms(dPad, l2)
-                                                            : faiss_ext::gpu::tf32BoundTerms(d, l2);
-            int64_t flagged = 0;
-            for (int64_t r = 0; r < rows; ++r) {
-                ASSERT_TRUE(f[size_t(r)] == 0 || f[size_t(r)] == 1) << what << " row " << r;
-                if (f[size_t(r)]) {
-                    ++flagged;
-                    continue;
+        for (bool bf16x3 : {false, true}) {
+            for (bool l2 : {true, false}) {
+                const std::string what = "d=" + std::to_string(d) + (l2 ? " L2" : " IP") +
+                                         (bf16x3 ? " BF16x3" : " TF32");
+                const auto q = clusteredVectors(rows, d, 20, kSeed + uint64_t(d));
+                const auto x = clusteredVectors(nb, d, 20, kSeed + 1 + uint64_t(d));
+                std::vector<float> sq(static_cast<size_t>(nb));
+                for (int64_t j = 0; j < nb; ++j)
+                    sq[size_t(j)] = float(std::pow(rowNorm(x, j, d), 2));
+                DeviceCopy<float> dq(q), dx(x), dsq(sq);
+                // BF16x3: the split rows of queries and vectors, as the index makes them.
+                const int dPad = faiss_ext::gpu::bf16PaddedDim(d);
+                DeviceCopy<uint16_t> qSplit{
+                    std::vector<uint16_t>(static_cast<size_t>(rows * 3 * dPad))};
+                DeviceCopy<uint16_t> xSplit{
+                    std::vector<uint16_t>(static_cast<size_t>(nb * 3 * dPad))};
+                faiss_ext::gpu::FusedOperands ops;
+                ops.bf16x3 = bf16x3;
+                if (bf16x3) {
+                    faiss_ext::gpu::splitRowsBf16(dq.p, rows, d, faiss_ext::gpu::SplitSide::Queries,
+                                                  qSplit.p, stream);
+                    faiss_ext::gpu::splitRowsBf16(dx.p, nb, d, faiss_ext::gpu::SplitSide::Corpus,
+                                                  xSplit.p, stream);
+                    ops.queries = qSplit.p;
+                    ops.vectors = xSplit.p;
+                    ops.d = dPad;
+                } else {
+                    ops.queries = dq.p;
+                    ops.vectors = dx.p;
+                    ops.d = d;
                 }
-                // Exact keys (double) and each key's error allowance.
-                const double qn = rowNorm(q, r, d);
-                std::vector<double> exact(static_cast<size_t>(nb)), tol(static_cast<size_t>(nb));
-                for (int64_t j = 0; j < nb; ++j) {
-                    double dot = 0;
-                    for (int c = 0; c < d; ++c) dot += double(q[size_t(r * d + c)]) * x[size_t(j * d + c)];
-                    const double xn = std::sqrt(double(sq[size_t(j)]));
-                    exact[size_t(j)] = alpha * dot + (l2 ? double(sq[size_t(j)]) : 0.0);
-                    tol[size_t(j)] = t.absAlpha * t.dotCoef * qn * xn +
-                                     (l2 ? 4 * std::ldexp(1.0, -24) * (xn * xn + 2 * qn * xn) : 0) +
-                                     1e-30;
-                }
-                std::vector<char> kept(static_cast<size_t>(nb), 0);
-                double worstKept = -INFINITY;
-                for (int64_t i = 0; i < m; ++i) {
-                    const uint64_t key = k[size_t(r * m + i)];
-                    if (i > 0) ASSERT_LT(k[size_t(r * m + i - 1)], key) << what << " row " << r;
-                    const int64_t j = int64_t(uint32_t(key));
-                    ASSERT_LT(j, nb) << what << " row " << r;
-                    ASSERT_FALSE(kept[size_t(j)]) << what << " row " << r << " id " << j;
-                    kept[size_t(j)] = 1;
-                    worstKept = std::max(worstKept, exact[size_t(j)] - tol[size_t(j)]);
-                }
-                // Nothing left out is below a kept key by more than the bound.
-                for (int64_t j = 0; j < nb; ++j) {
-                    if (kept[size_t(j)]) continue;
-                    ASSERT_GE(exact[size_t(j)] + tol[size_t(j)], worstKept)
+                const size_t bytes = faiss_ext::gpu::fusedCandidatesScratchBytes(rows, nb, m, ops);
+                DeviceCopy<char> scratch{std::vector<char>(bytes)};
+                DeviceCopy<uint64_t> keys{std::vector<uint64_t>(static_cast<size_t>(rows * m))};
+                DeviceCopy<uint8_t> flags{std::vector<uint8_t>(static_cast<size_t>(rows), 7)};
+                ASSERT_TRUE(faiss_ext::gpu::fusedCandidatesApply(nb, m, ops)) << what;
+                const float alpha = l2 ? -2.f : -1.f;
+                faiss_ext::gpu::fusedCandidates(blas, ops, rows, nb, alpha, l2 ? dsq.p : nullptr, m,
+                                                keys.p, flags.p, scratch.p, bytes, stream);
+                FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+                std::vector<uint64_t> k(static_cast<size_t>(rows * m));
+                std::vector<uint8_t> f(static_cast<size_t>(rows));
+                FAISS_EXT_CUDA_CHECK(
+                    cudaMemcpy(k.data(), keys.p, 8 * k.size(), cudaMemcpyDeviceToHost));
+                FAISS_EXT_CUDA_CHECK(
+                    cudaMemcpy(f.data(), flags.p, f.size(), cudaMemcpyDeviceToHost));
+                const faiss_ext::gpu::Tf32BoundTerms t =
+                    bf16x3 ? faiss_ext::gpu::bf16x3BoundTerms(dPad, l2)
+                           : faiss_ext::gpu::tf32BoundTerms(d, l2);
+                int64_t flagged = 0;
+                for (int64_t r = 0; r < rows; ++r) {
+                    ASSERT_TRUE(f[size_t(r)] == 0 || f[size_t(r)] == 1) << what << " row " << r;
+                    if (f[size_t(r)]) {
+                        ++flagged;
+                        continue;
+                    }
+                    // Exact keys (double) and each key's error allowance.
+                    const double qn = rowNorm(q, r, d);
+                    std::vector<double> exact(static_cast<size_t>(nb)),
+                        tol(static_cast<size_t>(nb));
+                    for (int64_t j = 0; j < nb; ++j) {
+                        double dot = 0;
+                        for (int c = 0; c < d; ++c)
+                            dot += double(q[size_t(r * d + c)]) * x[size_t(j * d + c)];
+                        const double xn = std::sqrt(double(sq[size_t(j)]));
+                        exact[size_t(j)] = alpha * dot + (l2 ? double(sq[size_t(j)]) : 0.0);
+                        tol[size_t(j)] =
+                            t.absAlpha * t.dotCoef * qn * xn +
+                            (l2 ? 4 * std::ldexp(1.0, -24) * (xn * xn + 2 * qn * xn) : 0) + 1e-30;
+                    }
+                    std::vector<char> kept(static_cast<size_t>(nb), 0);
+                    double worstKept = -INFINITY;
+                    for (int64_t i = 0; i < m; ++i) {
+                        const uint64_t key = k[size_t(r * m + i)];
+                        if (i > 0) ASSERT_LT(k[size_t(r * m + i - 1)], key) << what << " row " << r;
+                        const int64_t j = int64_t(uint32_t(key));
+                        ASSERT_LT(j, nb) << what << " row " << r;
+                        ASSERT_FALSE(kept[size_t(j)]) << what << " row " << r << " id " << j;
+                        kept[size_t(j)] = 1;
+                        worstKept = std::max(worstKept, exact[size_t(j)] - tol[size_t(j)]);
+                    }
+                    // Nothing left out is below a kept key by more than the bound.
+                    for (int64_t j = 0; j < nb; ++j) {
+                        if (kept[size_t(j)]) continue;
+                        ASSERT_GE(exact[size_t(j)] + tol[size_t(j)], worstKept)
                             << what << " row " << r << " left out " << j;
+                    }
                 }
+                // The threshold settles nearly every row (a flag is a fallback).
+                EXPECT_LE(flagged, rows / 20) << what;
             }
-            // The threshold settles nearly every row (a flag is a fallback).
-            EXPECT_LE(flagged, rows / 20) << what;
         }
-      }
     }
 }
 
@@ -160,10 +168,10 @@ TEST(GpuFusedCandidates, BoundedSearchEqualsFp32WithAndWithoutFusion) {
                                                  (fused ? " fused" : " unfused");
                         const auto before = faiss_ext::gpu::fusedCandidateRows();
                         const BoundedSearchStats s =
-                                compareOn(res, metric, d, xb, xq, k, what, {}, precision);
+                            compareOn(res, metric, d, xb, xq, k, what, {}, precision);
                         const auto after = faiss_ext::gpu::fusedCandidateRows();
                         const int64_t fusedRows =
-                                bf16x3 ? after.bf16x3 - before.bf16x3 : after.tf32 - before.tf32;
+                            bf16x3 ? after.bf16x3 - before.bf16x3 : after.tf32 - before.tf32;
                         EXPECT_EQ(fusedRows > 0, fused) << what;
                         // Clustered data near the origin: the bounded route answers.
                         EXPECT_GE(s.certifiedQueries, nq * 9 / 10) << what;

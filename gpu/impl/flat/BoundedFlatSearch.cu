@@ -219,8 +219,9 @@ CandidatePlan planSampledCandidates(size_t budget, int64_t nq, int64_t nb, int64
 }
 
 /// Rows of the first block of a fused search (see the bail-out below): at
-/// 1M vectors 8 x 7,813 tiles of 128 x 128, still a full grid.
-constexpr int64_t kFusedFirstBlockRows = 1024;
+/// 1M vectors 2 x 7,813 tiles of 128 x 128, still a full grid. (1,024 cost
+/// `Auto` 5% on the hard 10M set, where TF32 certifies nothing.)
+constexpr int64_t kFusedFirstBlockRows = 256;
 
 /// Rows of one fusedCandidates call within `budget` bytes (rows = 0 where
 /// not even one row fits).
@@ -235,6 +236,28 @@ CandidatePlan planFusedCandidates(size_t budget, int64_t nq, int64_t nb, int64_t
     p.sampled = p.fused = p.rows >= 1;
     p.cols = nb;
     p.colTiles = 1;
+    return p;
+}
+
+/// How a search's candidates are taken, by preference: fused (no distance
+/// tile), full-row tiles filtered by the sampled threshold (both where
+/// `sampled`: the caller's algorithm was Auto), tiles folded by a
+/// RowSelector.
+CandidatePlan planCandidates(size_t budget, int64_t nq, int64_t k, int64_t m, int d, bool l2,
+                             bool sampled, const FusedOperands& fused, int64_t nb,
+                             const TileSelection& selection, size_t extraPerRow) {
+    CandidatePlan p;
+    if (sampled && fusedCandidatesApply(nb, m, fused)) {
+        p = planFusedCandidates(budget, nq, nb, m, fused, extraPerRow);
+    }
+    if (sampled && !p.sampled) p = planSampledCandidates(budget, nq, nb, m, extraPerRow);
+    if (!p.sampled) {
+        const TilePlan t =
+                planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2, selection, extraPerRow);
+        p.rows = t.rows;
+        p.cols = t.cols;
+        p.colTiles = t.colTiles;
+    }
     return p;
 }
 
@@ -281,32 +304,24 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
         // per block would stall the stream between blocks).
         TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
         const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
-        CandidatePlan p;
         // What the fused kernel multiplies for a block's queries q (the
         // split queries under BF16x3).
+        const void* multipliedVectors = bf16 ? static_cast<const void*>(corpus.split) : corpus.vectors;
         auto fusedOperands = [&](const void* q) {
             FusedOperands o;
             o.bf16x3 = bf16;
             o.d = bf16 ? dPad : d;
             o.queries = q;
-            o.vectors = bf16 ? static_cast<const void*>(corpus.split) : corpus.vectors;
+            o.vectors = multipliedVectors;
             return o;
         };
         // (queries multiplied from a temporary buffer, centred or split, are
         // aligned: the vectors stand in for them in the check)
         const bool tempQueries = bf16 || (centred && l2);
-        const FusedOperands planned = fusedOperands(tempQueries ? fusedOperands(nullptr).vectors : queries);
-        if (sampledCandidates && fusedCandidatesApply(nb, m, planned)) {
-            p = planFusedCandidates(budget, nq, nb, m, planned, extraPerRow);
-        }
-        if (sampledCandidates && !p.sampled) p = planSampledCandidates(budget, nq, nb, m, extraPerRow);
-        if (!p.sampled) {
-            const TilePlan t = planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2,
-                                          candidateSelection, extraPerRow);
-            p.rows = t.rows;
-            p.cols = t.cols;
-            p.colTiles = t.colTiles;
-        }
+        const FusedOperands planned = fusedOperands(tempQueries ? multipliedVectors : queries);
+        const CandidatePlan p =
+                planCandidates(budget, nq, k, m, d, l2, sampledCandidates, planned, nb,
+                               candidateSelection, extraPerRow);
         const int64_t ldMax = (p.cols + 3) / 4 * 4;
         TempBuffer<float> dist(res, device, p.fused ? 0 : size_t(p.rows) * ldMax, stream);
         std::unique_ptr<RowSelector> sel;

@@ -11,13 +11,12 @@
 // by ldmatrix, each of 8 warps a 64 x 32 piece of the tile in registers.
 // What differs is the end: no product is written; each is compared with its
 // query's threshold in registers.
-#include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
+#include <faiss/impl/FaissAssert.h>
 
 #include <atomic>
 
-#include <faiss/impl/FaissAssert.h>
-
 #include "faiss_ext/gpu/impl/flat/Distance.h"
+#include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
 #include "faiss_ext/gpu/utils/Align.h"
@@ -49,7 +48,8 @@ struct FusedConfig {
                   "the warps cover the tile");
     /// Rows each thread copies a stage (16-byte chunks: 8 a row).
     static constexpr int kCopiesPerThread = kStageRows * (kStepDims / 4) / kThreads;
-    static constexpr int kCopyRowStep = kThreads / (kStepDims / 4);  ///< rows between a thread's copies
+    static constexpr int kCopyRowStep =
+        kThreads / (kStepDims / 4);  ///< rows between a thread's copies
     static_assert(kTileRows % kCopyRowStep == 0 && kCopyRowStep % 8 == 0,
                   "a thread's copies split into queries and vectors, one swizzle");
     static constexpr size_t kSharedBytes = sizeof(float) * kStageFloats * kStages;
@@ -221,7 +221,8 @@ __device__ __forceinline__ void multiplyStage(const float* stage, int warpRow, i
 #pragma unroll
         for (int i = 0; i < kMmaRowTiles; ++i) loadTiles4(af[i], aAddr + 4u * 16 * kStepDims * i);
 #pragma unroll
-        for (int j = 0; j < C::kMmaColTiles / 2; ++j) loadTiles4(bf[j], bAddr + 4u * 16 * kStepDims * j);
+        for (int j = 0; j < C::kMmaColTiles / 2; ++j)
+            loadTiles4(bf[j], bAddr + 4u * 16 * kStepDims * j);
 #pragma unroll
         for (int i = 0; i < kMmaRowTiles; ++i) {
 #pragma unroll
@@ -243,8 +244,8 @@ __device__ __forceinline__ void multiplyStage(const float* stage, int warpRow, i
 __device__ __forceinline__ void keepIfBelow(const FusedArgs& a, int64_t row, int64_t col, float v,
                                             uint64_t threshold) {
     const uint32_t ob = select::orderedFloatBits(v);
-    if (col >= a.nb || !select::keyAtMost(ob, uint32_t(col), uint32_t(threshold >> 32),
-                                          uint32_t(threshold))) {
+    if (col >= a.nb ||
+        !select::keyAtMost(ob, uint32_t(col), uint32_t(threshold >> 32), uint32_t(threshold))) {
         return;
     }
     const unsigned pos = atomicAdd(a.counts + row, 1u);
@@ -312,7 +313,8 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
             for (int j = 0; j < C::kMmaColTiles; ++j) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    if (v[j][e] <= tValue[i][h]) keepIfBelow(a, row, col0 + j * 8 + e, v[j][e], threshold);
+                    if (v[j][e] <= tValue[i][h])
+                        keepIfBelow(a, row, col0 + j * 8 + e, v[j][e], threshold);
                 }
             }
         }
@@ -330,7 +332,8 @@ __global__ void __launch_bounds__(C::kThreads, 2) fusedFilterKernel(FusedArgs a)
     const unsigned perGroup = unsigned(kGroupQueryTiles * a.vectorTiles);
     const unsigned group = blockIdx.x / perGroup;
     const unsigned firstTile = group * unsigned(kGroupQueryTiles);
-    const unsigned tilesInGroup = min(unsigned(kGroupQueryTiles), unsigned(a.queryTiles) - firstTile);
+    const unsigned tilesInGroup =
+        min(unsigned(kGroupQueryTiles), unsigned(a.queryTiles) - firstTile);
     const unsigned within = blockIdx.x - group * perGroup;
     const int64_t q0 = int64_t(firstTile + within % tilesInGroup) * kTileRows;
     const int64_t v0 = int64_t(within / tilesInGroup) * kTileCols;
@@ -372,15 +375,15 @@ void launchFused(const FusedArgs& a, cudaStream_t stream) {
     FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(fusedFilterKernel<C, kBf16>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               int(C::kSharedBytes)));
-    fusedFilterKernel<C, kBf16><<<unsigned(a.queryTiles * a.vectorTiles), C::kThreads,
-                                  C::kSharedBytes, stream>>>(a);
+    fusedFilterKernel<C, kBf16>
+        <<<unsigned(a.queryTiles * a.vectorTiles), C::kThreads, C::kSharedBytes, stream>>>(a);
 }
 
 /// The shared sample's rows (`words` 32-bit words each) and column terms,
 /// in sample order.
 __global__ void gatherSharedSampleKernel(const uint32_t* vectors, int64_t nb, int words,
-                                         const float* colAdd, int64_t samples,
-                                         uint32_t* outVectors, float* outColAdd) {
+                                         const float* colAdd, int64_t samples, uint32_t* outVectors,
+                                         float* outColAdd) {
     const int64_t total = samples * words;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
          i += int64_t(gridDim.x) * blockDim.x) {
@@ -468,14 +471,14 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
     const int64_t samples = select::sampledThresholdPlan(nb, m).samples;
 
     gatherSharedSampleKernel<<<gridStrideBlocks(samples * words), 256, 0, stream>>>(
-            static_cast<const uint32_t*>(ops.vectors), nb, words, colAdd, samples, sampleRows,
-            sampleColAdd);
+        static_cast<const uint32_t*>(ops.vectors), nb, words, colAdd, samples, sampleRows,
+        sampleColAdd);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     sampleProducts(blas, ops, rows, sampleRows, samples, alpha, products);
-    select::sampledThresholdFromSharedSample(products, colAdd ? sampleColAdd : nullptr, rows, nb,
-                                             m, thresholdScratch, layout.thresholdBytes, stream);
-    const select::SampledThresholdRowBuffers buf = select::sampledThresholdRowBuffers(
-            thresholdScratch, layout.thresholdBytes, rows, nb, m);
+    select::sampledThresholdFromSharedSample(products, colAdd ? sampleColAdd : nullptr, rows, nb, m,
+                                             thresholdScratch, layout.thresholdBytes, stream);
+    const select::SampledThresholdRowBuffers buf =
+        select::sampledThresholdRowBuffers(thresholdScratch, layout.thresholdBytes, rows, nb, m);
 
     FusedArgs a;
     a.queries = static_cast<const float*>(ops.queries);
