@@ -1,0 +1,120 @@
+// The host side of the fused candidates (flat/FusedCandidates.h), without a
+// GPU: which operands it takes, that its scratch grows with the rows, that
+// bad calls are refused before anything touches the device, and that the
+// vectors of the shared sample it gathers are distinct rows inside the
+// corpus, one run of 8 in each stratum (select/SampledThresholdSelect.h).
+#include <faiss/impl/FaissException.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
+#include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
+
+using faiss_ext::gpu::FusedOperands;
+using namespace faiss_ext::gpu;
+
+namespace {
+
+/// Operands at 16-byte aligned fake addresses (never dereferenced here).
+FusedOperands operands(bool bf16x3, int d, uintptr_t offset = 0) {
+    FusedOperands o;
+    o.bf16x3 = bf16x3;
+    o.d = d;
+    o.queries = reinterpret_cast<const void*>(uintptr_t(1) << 20 | offset);
+    o.vectors = reinterpret_cast<const void*>(uintptr_t(1) << 30);
+    return o;
+}
+
+}  // namespace
+
+TEST(CpuFusedCandidates, TakesWholeChunkRowsAlignedAndLongEnough) {
+    const int64_t nb = 1000000, m = 42;
+    EXPECT_TRUE(fusedCandidatesApply(nb, m, operands(false, 128)));
+    EXPECT_TRUE(fusedCandidatesApply(nb, m, operands(false, 4)));
+    EXPECT_FALSE(fusedCandidatesApply(nb, m, operands(false, 130)));  // not whole 16-byte chunks
+    EXPECT_FALSE(fusedCandidatesApply(nb, m, operands(false, 0)));
+    EXPECT_TRUE(fusedCandidatesApply(nb, m, operands(true, 104)));  // BF16x3: the padded width
+    EXPECT_FALSE(fusedCandidatesApply(nb, m, operands(true, 100)));
+    EXPECT_FALSE(fusedCandidatesApply(nb, m, operands(false, 128, 4)));  // misaligned queries
+    FusedOperands none = operands(false, 128);
+    none.vectors = nullptr;
+    EXPECT_FALSE(fusedCandidatesApply(nb, m, none));
+    // Rows the sampled threshold cannot serve: too short, or m too large for them.
+    EXPECT_FALSE(fusedCandidatesApply(10000, m, operands(false, 128)));
+    EXPECT_FALSE(fusedCandidatesApply(20000, 4096, operands(false, 128)));
+    // The testing hook turns it off.
+    setFusedCandidatesEnabled(false);
+    EXPECT_FALSE(fusedCandidatesApply(nb, m, operands(false, 128)));
+    setFusedCandidatesEnabled(true);
+    EXPECT_TRUE(fusedCandidatesEnabled());
+}
+
+TEST(CpuFusedCandidates, ScratchGrowsWithRowsAndHoldsTheSample) {
+    for (const FusedOperands& ops : {operands(false, 96), operands(true, 96)}) {
+        for (int64_t nb : {int64_t(20000), int64_t(1000000), int64_t(10000000)}) {
+            const int64_t m = 42;
+            const size_t one = fusedCandidatesScratchBytes(1, nb, m, ops);
+            const size_t two = fusedCandidatesScratchBytes(2, nb, m, ops);
+            const size_t many = fusedCandidatesScratchBytes(1000, nb, m, ops);
+            const select::SampledThresholdPlan plan = select::sampledThresholdPlan(nb, m);
+            const int64_t words = ops.bf16x3 ? 3 * ops.d / 2 : ops.d;
+            // The sample's rows, and per row its products and candidate buffer.
+            EXPECT_GE(one, size_t(4 * plan.samples * words + 8 * plan.capacity));
+            EXPECT_GT(two, one);
+            EXPECT_GE(many - one, size_t(999) * size_t(4 * plan.samples + 8 * plan.capacity))
+                    << "nb " << nb;
+        }
+    }
+}
+
+TEST(CpuFusedCandidates, BadCallsAreRefusedBeforeTheDevice) {
+    // Every one of these throws from its checks; none reaches a kernel (the
+    // pointers are fake, the machine may have no GPU).
+    uint64_t keys[4];
+    uint8_t flags[4];
+    char scratch[16];
+    const FusedOperands good = operands(false, 128);
+    auto call = [&](const FusedOperands& ops, int64_t rows, int64_t nb, int64_t m, size_t bytes) {
+        fusedCandidates(nullptr, ops, rows, nb, -2.f, nullptr, m, keys, flags, scratch, bytes,
+                        nullptr);
+    };
+    EXPECT_THROW(call(operands(false, 130), 10, 1000000, 42, 16), faiss::FaissException);
+    EXPECT_THROW(call(good, 10, 1000, 42, 16), faiss::FaissException);
+    EXPECT_THROW(call(good, 0, 1000000, 42, 16), faiss::FaissException);
+    EXPECT_THROW(call(good, fusedCandidatesMaxRows() + 1, 1000000, 42, 16),
+                 faiss::FaissException);
+    try {
+        call(good, 10, 1000000, 42, 16);  // scratch far too small
+        ADD_FAILURE() << "a call with 16 bytes of scratch was not refused";
+    } catch (const faiss::FaissException& e) {
+        EXPECT_NE(std::string(e.what()).find("scratch"), std::string::npos) << e.what();
+    }
+}
+
+TEST(CpuFusedCandidates, SharedSampleIsDistinctRowsOneRunPerStratum) {
+    for (int64_t n : {int64_t(16384), int64_t(20011), int64_t(1000003), int64_t(100000000),
+                      int64_t(4294967295)}) {
+        for (int64_t k : {int64_t(1), int64_t(42), int64_t(200), int64_t(1024)}) {
+            if (!select::sampledThresholdKeysApply(n, k)) continue;
+            const int64_t samples = select::sampledThresholdPlan(n, k).samples;
+            const int64_t runs = samples / select::kSampledThresholdRunLength;
+            const int64_t stratum = n / runs;
+            int64_t previous = -1;
+            for (int64_t s = 0; s < samples; ++s) {
+                const int64_t col = select::sampledThresholdSharedColumn(s, n, samples);
+                ASSERT_GT(col, previous) << "n " << n << " k " << k << " sample " << s;
+                ASSERT_LT(col, n) << "n " << n << " k " << k << " sample " << s;
+                const int64_t run = s / select::kSampledThresholdRunLength;
+                // A run starts inside its stratum (aligned down by at most 7).
+                ASSERT_GE(col - s % select::kSampledThresholdRunLength, run * stratum - 7)
+                        << "n " << n << " sample " << s;
+                ASSERT_LT(col, (run + 1) * stratum + select::kSampledThresholdRunLength)
+                        << "n " << n << " sample " << s;
+                previous = col;
+            }
+        }
+    }
+}
