@@ -115,10 +115,10 @@ struct PieceTable {
     int64_t n, pieceRows, pieces;
     /// Copiers done with each piece.
     std::unique_ptr<std::atomic<int>[]> done;
-    /// Whether a copier found a bad row in each piece.
-    std::unique_ptr<std::atomic<bool>[]> bad;
     /// The first piece known to hold a bad row (`pieces`: none so far):
-    /// copiers stop past it; every piece up to it is copied by all.
+    /// copiers stop past it; every piece up to it is copied by all. A copier
+    /// lowers it before it counts the piece done, so once all copiers are
+    /// done with a piece, the piece is bad exactly when this is <= it.
     std::atomic<int64_t> firstBadPiece;
 
     PieceTable(int64_t n_, int copiers_, int64_t pieceRows_)
@@ -127,12 +127,8 @@ struct PieceTable {
               pieceRows(pieceRows_),
               pieces((n_ + pieceRows_ - 1) / pieceRows_),
               done(new std::atomic<int>[size_t(pieces)]),
-              bad(new std::atomic<bool>[size_t(pieces)]),
               firstBadPiece(pieces) {
-        for (int64_t p = 0; p < pieces; ++p) {
-            done[size_t(p)].store(0);
-            bad[size_t(p)].store(false);
-        }
+        for (int64_t p = 0; p < pieces; ++p) done[size_t(p)].store(0);
     }
     /// Rows [lo, hi) of copier c's share of piece p.
     void share(int64_t p, int c, int64_t* lo, int64_t* hi) const {
@@ -141,7 +137,6 @@ struct PieceTable {
         *hi = p0 + rows * c / copiers;
     }
     void markBad(int64_t p) {
-        bad[size_t(p)].store(true, std::memory_order_release);
         int64_t seen = firstBadPiece.load();
         while (p < seen && !firstBadPiece.compare_exchange_weak(seen, p)) {
         }
@@ -174,8 +169,7 @@ void handCopiedPieces(const PieceTable& t,
         while (t.done[size_t(p)].load(std::memory_order_acquire) < t.copiers &&
                p <= t.firstBadPiece.load()) {
         }
-        if (p >= t.firstBadPiece.load() || t.bad[size_t(p)].load(std::memory_order_acquire))
-            return;
+        if (p >= t.firstBadPiece.load()) return;
         onPiece(p * t.pieceRows, std::min(t.pieceRows, t.n - p * t.pieceRows));
     }
 }
