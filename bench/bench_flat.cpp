@@ -612,6 +612,7 @@ int main(int argc, char** argv) {
                             std::fprintf(stderr, "[bench_flat] %s k=%lld failed: %s\n", method.c_str(),
                                          (long long)k, e.what());
                         }
+                        gpu::setFusedCandidatesEnabled(true);  // the library's default again
                     }
                 }
             } catch (const std::exception& e) {
