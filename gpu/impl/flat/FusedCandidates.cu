@@ -121,14 +121,14 @@ __device__ __forceinline__ void waitCopies() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-/// What a thread copies each stage: chunk `chunk` of rows r0, r0 + 16, ...
-/// of the stage (its first half queries, its second half vectors), from
-/// pointers that advance by kStepDims floats a stage.
+/// What a thread copies each stage: chunk `chunk` of rows r0, r0 +
+/// kCopyRowStep, ... of the stage (its first half queries, its second half
+/// vectors), from pointers that advance by kStepDims words a stage.
 template <class C>
 struct StageCopier {
     const float* src[2];  ///< the first query row's and the first vector row's chunk
-    int64_t rowStep;      ///< floats between a thread's consecutive rows (16 d)
-    unsigned rowValid;    ///< bit i: row r0 + 16 i exists
+    int64_t rowStep;      ///< words between a thread's consecutive rows (kCopyRowStep d)
+    unsigned rowValid;    ///< bit i: row r0 + kCopyRowStep i exists
     int dstOffset;        ///< stageOffset(r0, 4 chunk)
     int dim;              ///< the chunk's first dimension (of stage 0)
 
@@ -160,7 +160,7 @@ struct StageCopier {
             const int side = i < kHalf ? 0 : 1;
             const bool valid = dimOk && ((rowValid >> i) & 1u);
             const float* p = src[side] + (i % kHalf) * rowStep + k0;
-            // (rows r0 + 16 i share r0's swizzle: 16 i is a multiple of 8)
+            // (rows r0 + kCopyRowStep i share r0's swizzle: kCopyRowStep is a multiple of 8)
             copy16(base + unsigned(sizeof(float) * i * C::kCopyRowStep * kStepDims),
                    valid ? p : a.queries, valid);
         }
