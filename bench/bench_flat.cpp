@@ -40,6 +40,7 @@
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
 #include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
+#include "faiss_ext/gpu/impl/flat/FusedCandidatesWgmma.h"
 #include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
@@ -81,12 +82,20 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
   --floor-mem-gib G    distance tile of the GEMM floor, GiB (default 4; the floor is the
                        fastest of full-row and 1,024 / 4,096-query tiles in it)
   --precision LIST     distance precisions of ours: fp32, tf32-bounded, bf16x3-bounded, auto
-                       (a -unfused suffix: the fused candidates off)
+                       (a -unfused suffix: the fused candidates off; -mma: fused by
+                       the mma.sync kernel, not Hopper's warpgroup one)
                        (default fp32)
   --single-query N     also time N one-query searches per k (median latency; ours)
                        and split it: fused kernel, merge, the rest (k <= 1024)
   --git                print the commit compiled in and exit
 )";
+
+/// How a bounded precision takes its candidates (a suffix of its name).
+enum class FusedMode { Default, Unfused, MmaSync };
+
+const char* fusedModeSuffix(FusedMode m) {
+    return m == FusedMode::Unfused ? "-unfused" : m == FusedMode::MmaSync ? "-mma" : "";
+}
 
 struct Common {
     std::string suite = "flat", dataset, git;
@@ -329,17 +338,23 @@ int main(int argc, char** argv) {
         const int singleCalls = int(std::max<int64_t>(0, args.getInt("single-query", 0)));
         // A "-unfused" suffix (tf32-bounded-unfused, auto-unfused) runs the
         // precision with the fused candidates off: the distance tiles
-        // written and filtered, as before the fused kernel.
+        // written and filtered, as before the fused kernel. A "-mma" suffix
+        // keeps them fused but multiplied by the mma.sync kernel where the
+        // warpgroup one would serve (Hopper).
         std::vector<gpu::DistancePrecision> precisions;
-        std::vector<bool> fusedFlags;
-        const std::string unfusedSuffix = "-unfused";
+        std::vector<FusedMode> fusedModes;
         for (std::string name : parseList(args.get("precision", "fp32"))) {
-            const bool unfused = name.size() > unfusedSuffix.size() &&
-                                 name.compare(name.size() - unfusedSuffix.size(),
-                                              unfusedSuffix.size(), unfusedSuffix) == 0;
-            if (unfused) name.resize(name.size() - unfusedSuffix.size());
+            FusedMode mode = FusedMode::Default;
+            for (const FusedMode m : {FusedMode::Unfused, FusedMode::MmaSync}) {
+                const std::string suffix = fusedModeSuffix(m);
+                if (name.size() > suffix.size() &&
+                    name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+                    name.resize(name.size() - suffix.size());
+                    mode = m;
+                }
+            }
             precisions.push_back(gpu::distancePrecisionFromName(name.c_str()));
-            fusedFlags.push_back(!unfused);
+            fusedModes.push_back(mode);
         }
 
         // Exact reference on the recall subset: FAISS on the CPU, at kMax.
@@ -545,13 +560,14 @@ int main(int argc, char** argv) {
                         // Auto reports its routes too (TF32, then BF16x3, then FP32).
                         const bool bounded = gpu::isBoundedPrecision(precision) ||
                                              precision == gpu::DistancePrecision::Auto;
-                        const bool fused = fusedFlags[pi];
+                        const FusedMode fusedMode = fusedModes[pi];
                         const std::string method =
                                 (bounded ? std::string("ours:quickselect-") +
                                                    gpu::distancePrecisionName(precision)
                                          : std::string("ours:quickselect")) +
-                                (fused ? "" : "-unfused");
-                        gpu::setFusedCandidatesEnabled(fused);
+                                fusedModeSuffix(fusedMode);
+                        gpu::setFusedCandidatesEnabled(fusedMode != FusedMode::Unfused);
+                        gpu::setFusedWgmmaEnabled(fusedMode != FusedMode::MmaSync);
                         try {
                             gpu::SearchParametersQuickSelectFlat sp;
                             sp.distancePrecision = precision;
@@ -578,7 +594,11 @@ int main(int argc, char** argv) {
                             p.integer("reps", reps).str("io", "device").num("add_seconds", addSec);
                             p.integer("recall_nq", nRecall).str("recall_ref", "faiss-cpu:IndexFlatL2");
                             p.str("precision", gpu::distancePrecisionName(precision));
-                            p.str("fused_candidates", fused ? "on" : "off");
+                            p.str("fused_candidates",
+                                  fusedMode == FusedMode::Unfused ? "off"
+                                  : fusedMode == FusedMode::Default && gpu::fusedWgmmaAvailable(0)
+                                          ? "wgmma"
+                                          : "mma.sync");
                             p.str("resolved", gpu::distancePrecisionName(
                                                       index.resolveDistancePrecision(c.nq, k, &sp)));
                             if (bounded) {
@@ -612,7 +632,8 @@ int main(int argc, char** argv) {
                             std::fprintf(stderr, "[bench_flat] %s k=%lld failed: %s\n", method.c_str(),
                                          (long long)k, e.what());
                         }
-                        gpu::setFusedCandidatesEnabled(true);  // the library's default again
+                        gpu::setFusedCandidatesEnabled(true);  // the library's defaults again
+                        gpu::setFusedWgmmaEnabled(true);
                     }
                 }
             } catch (const std::exception& e) {

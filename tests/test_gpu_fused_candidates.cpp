@@ -1,5 +1,6 @@
 // The fused products and threshold filter (flat/FusedCandidates.h), TF32
-// and BF16x3: called directly, its kept keys are the m smallest products up
+// and BF16x3, by both kernels (Hopper's warpgroup products where the device
+// has them, and mma.sync): called directly, its kept keys are the m smallest products up
 // to the precision's bound (which fails for any slip in the tensor-core
 // fragments, the tile edges or the zero fill past d); through the index,
 // bounded searches that take it equal the FP32 path's, with the fused path
@@ -17,6 +18,7 @@
 #include "faiss_ext/Metric.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
+#include "faiss_ext/gpu/impl/flat/FusedCandidatesWgmma.h"
 #include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
@@ -34,6 +36,13 @@ namespace {
 struct FusedSwitch {
     explicit FusedSwitch(bool on) { faiss_ext::gpu::setFusedCandidatesEnabled(on); }
     ~FusedSwitch() { faiss_ext::gpu::setFusedCandidatesEnabled(true); }
+};
+
+/// Picks the fused kernel for a scope: the warpgroup one where available
+/// (true) or mma.sync (false; process-wide hook).
+struct KernelSwitch {
+    explicit KernelSwitch(bool wgmma) { faiss_ext::gpu::setFusedWgmmaEnabled(wgmma); }
+    ~KernelSwitch() { faiss_ext::gpu::setFusedWgmmaEnabled(true); }
 };
 
 double rowNorm(const std::vector<float>& v, int64_t row, int d) {
@@ -84,63 +93,83 @@ TEST(GpuFusedCandidates, KeepsTheSmallestProductsWithinTheBound) {
                 }
                 const size_t bytes = faiss_ext::gpu::fusedCandidatesScratchBytes(rows, nb, m, ops);
                 DeviceCopy<char> scratch{std::vector<char>(bytes)};
-                DeviceCopy<uint64_t> keys{std::vector<uint64_t>(static_cast<size_t>(rows * m))};
-                DeviceCopy<uint8_t> flags{std::vector<uint8_t>(static_cast<size_t>(rows), 7)};
                 ASSERT_TRUE(faiss_ext::gpu::fusedCandidatesApply(nb, m, ops)) << what;
                 const float alpha = l2 ? -2.f : -1.f;
-                faiss_ext::gpu::fusedCandidates(blas, ops, rows, nb, alpha, l2 ? dsq.p : nullptr, m,
-                                                keys.p, flags.p, scratch.p, bytes, stream);
-                FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-                std::vector<uint64_t> k(static_cast<size_t>(rows * m));
-                std::vector<uint8_t> f(static_cast<size_t>(rows));
-                FAISS_EXT_CUDA_CHECK(
-                    cudaMemcpy(k.data(), keys.p, 8 * k.size(), cudaMemcpyDeviceToHost));
-                FAISS_EXT_CUDA_CHECK(
-                    cudaMemcpy(f.data(), flags.p, f.size(), cudaMemcpyDeviceToHost));
                 const faiss_ext::gpu::Tf32BoundTerms t =
                     bf16x3 ? faiss_ext::gpu::bf16x3BoundTerms(dPad, l2)
                            : faiss_ext::gpu::tf32BoundTerms(d, l2);
-                int64_t flagged = 0;
-                for (int64_t r = 0; r < rows; ++r) {
-                    ASSERT_TRUE(f[size_t(r)] == 0 || f[size_t(r)] == 1) << what << " row " << r;
-                    if (f[size_t(r)]) {
-                        ++flagged;
-                        continue;
-                    }
-                    // Exact keys (double) and each key's error allowance.
+                // Exact keys (double) and each key's error allowance, per row.
+                std::vector<std::vector<double>> exact(static_cast<size_t>(rows)),
+                    tol(static_cast<size_t>(rows));
+                auto exactRow = [&](int64_t r) {
+                    if (!exact[size_t(r)].empty()) return;
                     const double qn = rowNorm(q, r, d);
-                    std::vector<double> exact(static_cast<size_t>(nb)),
-                        tol(static_cast<size_t>(nb));
+                    exact[size_t(r)].resize(static_cast<size_t>(nb));
+                    tol[size_t(r)].resize(static_cast<size_t>(nb));
                     for (int64_t j = 0; j < nb; ++j) {
                         double dot = 0;
                         for (int c = 0; c < d; ++c)
                             dot += double(q[size_t(r * d + c)]) * x[size_t(j * d + c)];
                         const double xn = std::sqrt(double(sq[size_t(j)]));
-                        exact[size_t(j)] = alpha * dot + (l2 ? double(sq[size_t(j)]) : 0.0);
-                        tol[size_t(j)] =
+                        exact[size_t(r)][size_t(j)] =
+                            alpha * dot + (l2 ? double(sq[size_t(j)]) : 0.0);
+                        tol[size_t(r)][size_t(j)] =
                             t.absAlpha * t.dotCoef * qn * xn +
                             (l2 ? 4 * std::ldexp(1.0, -24) * (xn * xn + 2 * qn * xn) : 0) + 1e-30;
                     }
-                    std::vector<char> kept(static_cast<size_t>(nb), 0);
-                    double worstKept = -INFINITY;
-                    for (int64_t i = 0; i < m; ++i) {
-                        const uint64_t key = k[size_t(r * m + i)];
-                        if (i > 0) ASSERT_LT(k[size_t(r * m + i - 1)], key) << what << " row " << r;
-                        const int64_t j = int64_t(uint32_t(key));
-                        ASSERT_LT(j, nb) << what << " row " << r;
-                        ASSERT_FALSE(kept[size_t(j)]) << what << " row " << r << " id " << j;
-                        kept[size_t(j)] = 1;
-                        worstKept = std::max(worstKept, exact[size_t(j)] - tol[size_t(j)]);
+                };
+                // Both kernels where the device has the warpgroup one (Hopper), else mma.sync.
+                for (bool wgmma : {true, false}) {
+                    const std::string which = what + (wgmma ? " wgmma" : " mma.sync");
+                    KernelSwitch kernel(wgmma);
+                    DeviceCopy<uint64_t> keys{std::vector<uint64_t>(static_cast<size_t>(rows * m))};
+                    DeviceCopy<uint8_t> flags{std::vector<uint8_t>(static_cast<size_t>(rows), 7)};
+                    const auto before = faiss_ext::gpu::fusedCandidateRows();
+                    faiss_ext::gpu::fusedCandidates(blas, ops, rows, nb, alpha, l2 ? dsq.p : nullptr,
+                                                    m, keys.p, flags.p, scratch.p, bytes, stream);
+                    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+                    const auto after = faiss_ext::gpu::fusedCandidateRows();
+                    EXPECT_EQ(after.wgmma - before.wgmma,
+                              wgmma && faiss_ext::gpu::fusedWgmmaAvailable(0) ? rows : 0)
+                        << which;
+                    std::vector<uint64_t> k(static_cast<size_t>(rows * m));
+                    std::vector<uint8_t> f(static_cast<size_t>(rows));
+                    FAISS_EXT_CUDA_CHECK(
+                        cudaMemcpy(k.data(), keys.p, 8 * k.size(), cudaMemcpyDeviceToHost));
+                    FAISS_EXT_CUDA_CHECK(
+                        cudaMemcpy(f.data(), flags.p, f.size(), cudaMemcpyDeviceToHost));
+                    int64_t flagged = 0;
+                    for (int64_t r = 0; r < rows; ++r) {
+                        ASSERT_TRUE(f[size_t(r)] == 0 || f[size_t(r)] == 1) << which << " row " << r;
+                        if (f[size_t(r)]) {
+                            ++flagged;
+                            continue;
+                        }
+                        exactRow(r);
+                        const std::vector<double>& ex = exact[size_t(r)];
+                        const std::vector<double>& tl = tol[size_t(r)];
+                        std::vector<char> kept(static_cast<size_t>(nb), 0);
+                        double worstKept = -INFINITY;
+                        for (int64_t i = 0; i < m; ++i) {
+                            const uint64_t key = k[size_t(r * m + i)];
+                            if (i > 0)
+                                ASSERT_LT(k[size_t(r * m + i - 1)], key) << which << " row " << r;
+                            const int64_t j = int64_t(uint32_t(key));
+                            ASSERT_LT(j, nb) << which << " row " << r;
+                            ASSERT_FALSE(kept[size_t(j)]) << which << " row " << r << " id " << j;
+                            kept[size_t(j)] = 1;
+                            worstKept = std::max(worstKept, ex[size_t(j)] - tl[size_t(j)]);
+                        }
+                        // Nothing left out is below a kept key by more than the bound.
+                        for (int64_t j = 0; j < nb; ++j) {
+                            if (kept[size_t(j)]) continue;
+                            ASSERT_GE(ex[size_t(j)] + tl[size_t(j)], worstKept)
+                                << which << " row " << r << " left out " << j;
+                        }
                     }
-                    // Nothing left out is below a kept key by more than the bound.
-                    for (int64_t j = 0; j < nb; ++j) {
-                        if (kept[size_t(j)]) continue;
-                        ASSERT_GE(exact[size_t(j)] + tol[size_t(j)], worstKept)
-                            << what << " row " << r << " left out " << j;
-                    }
+                    // The threshold settles nearly every row (a flag is a fallback).
+                    EXPECT_LE(flagged, rows / 20) << which;
                 }
-                // The threshold settles nearly every row (a flag is a fallback).
-                EXPECT_LE(flagged, rows / 20) << what;
             }
         }
     }

@@ -17,6 +17,8 @@
 
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
+#include "faiss_ext/gpu/impl/flat/FusedCandidatesWgmma.h"
+#include "faiss_ext/gpu/impl/flat/FusedTileParts.cuh"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
 #include "faiss_ext/gpu/utils/Align.h"
@@ -28,11 +30,8 @@ namespace gpu {
 
 namespace {
 
-constexpr int kTileRows = 128;  ///< queries of a block tile
-constexpr int kTileCols = 128;  ///< vectors of a block tile
-constexpr int kStepDims = 32;   ///< dimensions of a pipeline stage (8 chunks of 16 bytes a row)
-constexpr int kStageRows = kTileRows + kTileCols;  ///< queries, then vectors
-constexpr int kStageFloats = kStageRows * kStepDims;
+using namespace fused;
+
 constexpr int kWarpRows = 64;
 constexpr int kMmaRowTiles = kWarpRows / 16;  ///< m16n8k8: 16 queries a product tile
 
@@ -46,12 +45,6 @@ struct FusedConfig {
     static constexpr int kMmaColTiles = kWarpCols / 8;  ///< 8 vectors a product tile
     static_assert((kTileRows / kWarpRows) * (kTileCols / kWarpCols) * 32 == kThreads,
                   "the warps cover the tile");
-    /// Rows each thread copies a stage (16-byte chunks: 8 a row).
-    static constexpr int kCopiesPerThread = kStageRows * (kStepDims / 4) / kThreads;
-    static constexpr int kCopyRowStep =
-        kThreads / (kStepDims / 4);  ///< rows between a thread's copies
-    static_assert(kTileRows % kCopyRowStep == 0 && kCopyRowStep % 8 == 0,
-                  "a thread's copies split into queries and vectors, one swizzle");
     static constexpr size_t kSharedBytes = sizeof(float) * kStageFloats * kStages;
 };
 
@@ -62,41 +55,11 @@ struct FusedConfig {
 /// the products' fixed latencies (ncu: stalls on "wait" dominate).
 using FusedShape = FusedConfig<256, 32, 3>;
 
-/// Query tiles that walk the vectors together (blocks in flight then share
-/// each vector tile through L2: the vectors are read from memory about
-/// rows / (kGroupQueryTiles x 128) times, not rows / 128 times).
-constexpr int64_t kGroupQueryTiles = 16;
-
 std::atomic<bool> gEnabled{true};
 std::atomic<int64_t> gTf32Rows{0};
 std::atomic<int64_t> gBf16x3Rows{0};
-
-/// The kernel sees rows as 32-bit words (FP32 values, or pairs of BF16):
-/// it only copies them and hands them to the tensor cores, whose product
-/// instruction says how to read them.
-struct FusedArgs {
-    const float* queries;  ///< rows x d words
-    int64_t rows;
-    const float* vectors;  ///< nb x d words
-    int64_t nb;
-    int d;  ///< words a row (a multiple of 4: whole 16-byte chunks)
-    float alpha;
-    const float* colAdd;  ///< nb, or null
-    const uint64_t* thresholds;
-    unsigned* counts;
-    uint64_t* candidates;
-    int64_t capacity;
-    int64_t queryTiles;
-    int64_t vectorTiles;
-};
-
-/// Float offset of (row, dim) in a stage. Rows are 32 floats, unpadded; the
-/// 16-byte chunk of a dimension is XORed with the row's low 3 bits, so that
-/// the 8 rows an ldmatrix phase reads (16 bytes each, the same chunk) fall
-/// on 32 different banks.
-__device__ __forceinline__ int stageOffset(int row, int dim) {
-    return row * kStepDims + (((dim >> 2) ^ (row & 7)) << 2) + (dim & 3);
-}
+std::atomic<bool> gWgmmaEnabled{true};
+std::atomic<int64_t> gWgmmaRows{0};
 
 /// Four 8 x 4 tiles of 32-bit values from shared memory (ldmatrix of four
 /// 8 x 8 b16 matrices): lanes 8 i .. 8 i + 7 give the row addresses of tile
@@ -106,66 +69,6 @@ __device__ __forceinline__ void loadTiles4(uint32_t (&r)[4], unsigned address) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(address));
 }
-
-/// 16 bytes global -> shared, asynchronously; zeros where !valid (src-size
-/// 0: nothing is read, `src` need only be a valid address).
-__device__ __forceinline__ void copy16(unsigned dst, const float* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int kPending>
-__device__ __forceinline__ void waitCopies() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
-/// What a thread copies each stage: chunk `chunk` of rows r0, r0 +
-/// kCopyRowStep, ... of the stage (its first half queries, its second half
-/// vectors), from pointers that advance by kStepDims words a stage.
-template <class C>
-struct StageCopier {
-    const float* src[2];  ///< the first query row's and the first vector row's chunk
-    int64_t rowStep;      ///< words between a thread's consecutive rows (kCopyRowStep d)
-    unsigned rowValid;    ///< bit i: row r0 + kCopyRowStep i exists
-    int dstOffset;        ///< stageOffset(r0, 4 chunk)
-    int dim;              ///< the chunk's first dimension (of stage 0)
-
-    __device__ StageCopier(const FusedArgs& a, int64_t q0, int64_t v0) {
-        const int r0 = threadIdx.x / (kStepDims / 4);
-        const int chunk = threadIdx.x % (kStepDims / 4);
-        dim = chunk * 4;
-        rowStep = int64_t(C::kCopyRowStep) * a.d;
-        rowValid = 0;
-#pragma unroll
-        for (int i = 0; i < C::kCopiesPerThread; ++i) {
-            const int r = r0 + i * C::kCopyRowStep;
-            const bool ok = r < kTileRows ? q0 + r < a.rows : v0 + (r - kTileRows) < a.nb;
-            rowValid |= unsigned(ok) << i;
-        }
-        src[0] = a.queries + (q0 + r0) * a.d + dim;
-        src[1] = a.vectors + (v0 + r0) * a.d + dim;
-        dstOffset = stageOffset(r0, dim);
-    }
-
-    /// Stage `s`'s copies into `stage` (zeros past d and past the rows).
-    __device__ __forceinline__ void issue(float* stage, int s, int d, const FusedArgs& a) const {
-        const int k0 = s * kStepDims;
-        const bool dimOk = k0 + dim < d;
-        const unsigned base = unsigned(__cvta_generic_to_shared(stage + dstOffset));
-        constexpr int kHalf = C::kCopiesPerThread / 2;
-#pragma unroll
-        for (int i = 0; i < C::kCopiesPerThread; ++i) {
-            const int side = i < kHalf ? 0 : 1;
-            const bool valid = dimOk && ((rowValid >> i) & 1u);
-            const float* p = src[side] + (i % kHalf) * rowStep + k0;
-            // (rows r0 + kCopyRowStep i share r0's swizzle: kCopyRowStep is a multiple of 8)
-            copy16(base + unsigned(sizeof(float) * i * C::kCopyRowStep * kStepDims),
-                   valid ? p : a.queries, valid);
-        }
-    }
-};
 
 /// c += a b on the tensor cores: a 16 x 8 (row-major fragment), b 8 x 8
 /// (column-major), FP32 bits taken as TF32 (the low mantissa bits ignored:
@@ -239,21 +142,6 @@ __device__ __forceinline__ void multiplyStage(const float* stage, int warpRow, i
     }
 }
 
-/// Appends one product at or below its query's threshold key (ties in
-/// value go to the smaller column).
-__device__ __forceinline__ void keepIfBelow(const FusedArgs& a, int64_t row, int64_t col, float v,
-                                            uint64_t threshold) {
-    const uint32_t ob = select::orderedFloatBits(v);
-    if (col >= a.nb ||
-        !select::keyAtMost(ob, uint32_t(col), uint32_t(threshold >> 32), uint32_t(threshold))) {
-        return;
-    }
-    const unsigned pos = atomicAdd(a.counts + row, 1u);
-    if (int64_t(pos) < a.capacity) {
-        a.candidates[row * a.capacity + pos] = (uint64_t(ob) << 32) | uint64_t(col);
-    }
-}
-
 /// Appends the thread's products at or below their query's threshold key:
 /// value alpha p + the column term (one FMA: alpha p is exact, so this is
 /// the unfused path's GEMM output plus colAdd, one rounding; -0 where there
@@ -286,10 +174,7 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
     for (int i = 0; i < kMmaRowTiles; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const int64_t row = row0 + i * 16 + 8 * h;
-            // (a NaN value where the row is out of range or to be redone: nothing passes)
-            const uint64_t threshold = row < a.rows ? __ldg(a.thresholds + row) : select::kMaxKey;
-            tValue[i][h] = select::floatFromOrderedBits(uint32_t(threshold >> 32));
+            tValue[i][h] = thresholdValue(a, row0 + i * 16 + 8 * h);
         }
     }
 #pragma unroll
@@ -328,15 +213,8 @@ template <class C, bool kBf16>
 __global__ void __launch_bounds__(C::kThreads, 2) fusedFilterKernel(FusedArgs a) {
     extern __shared__ float4 sharedRaw[];
     float* stages = reinterpret_cast<float*>(sharedRaw);
-    // (32-bit divisions: the grid holds fewer than 2^31 blocks)
-    const unsigned perGroup = unsigned(kGroupQueryTiles * a.vectorTiles);
-    const unsigned group = blockIdx.x / perGroup;
-    const unsigned firstTile = group * unsigned(kGroupQueryTiles);
-    const unsigned tilesInGroup =
-        min(unsigned(kGroupQueryTiles), unsigned(a.queryTiles) - firstTile);
-    const unsigned within = blockIdx.x - group * perGroup;
-    const int64_t q0 = int64_t(firstTile + within % tilesInGroup) * kTileRows;
-    const int64_t v0 = int64_t(within / tilesInGroup) * kTileCols;
+    int64_t q0, v0;
+    blockTile(a, blockIdx.x, q0, v0);
     const int warp = threadIdx.x >> 5;
     const int warpRow = warp / (kTileCols / C::kWarpCols);
     const int warpCol = warp % (kTileCols / C::kWarpCols);
@@ -350,7 +228,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) fusedFilterKernel(FusedArgs a)
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
         }
     }
-    const StageCopier<C> copier(a, q0, v0);
+    const StageCopier<C::kThreads> copier(a, q0, v0);
     const int steps = (a.d + kStepDims - 1) / kStepDims;
     // Groups committed before step s: C::kStages - 1 + s (empty ones included),
     // so waiting for all but C::kStages - 2 leaves stage s complete.
@@ -494,7 +372,13 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
     a.capacity = buf.capacity;
     a.queryTiles = queryTiles;
     a.vectorTiles = vectorTiles;
-    if (ops.bf16x3) {
+    int device = 0;
+    FAISS_EXT_CUDA_CHECK(cudaGetDevice(&device));
+    const bool wgmma = gWgmmaEnabled.load() && fusedWgmmaAvailable(device);
+    if (wgmma) {
+        FAISS_EXT_CUDA_CHECK(launchFusedWgmma(a, ops.bf16x3, stream));
+        gWgmmaRows += rows;
+    } else if (ops.bf16x3) {
         launchFused<FusedShape, true>(a, stream);
     } else {
         launchFused<FusedShape, false>(a, stream);
@@ -509,10 +393,13 @@ void setFusedCandidatesEnabled(bool enabled) { gEnabled.store(enabled); }
 
 bool fusedCandidatesEnabled() { return gEnabled.load(); }
 
+void setFusedWgmmaEnabled(bool enabled) { gWgmmaEnabled.store(enabled); }
+
 FusedCandidateRows fusedCandidateRows() {
     FusedCandidateRows r;
     r.tf32 = gTf32Rows.load();
     r.bf16x3 = gBf16x3Rows.load();
+    r.wgmma = gWgmmaRows.load();
     return r;
 }
 

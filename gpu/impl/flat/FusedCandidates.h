@@ -80,11 +80,18 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
 void setFusedCandidatesEnabled(bool enabled);
 bool fusedCandidatesEnabled();
 
+/// Testing and benchmarking hook (process-wide, default on): off, the
+/// mma.sync kernel multiplies the tiles on Hopper too, instead of the
+/// warpgroup kernel of FusedCandidatesWgmma.h.
+void setFusedWgmmaEnabled(bool enabled);
+
 /// Query rows fusedCandidates has taken since the process started, TF32 and
-/// BF16x3 (so that tests can tell the fused path ran).
+/// BF16x3, and of those the rows the warpgroup kernel multiplied (so that
+/// tests can tell which path ran).
 struct FusedCandidateRows {
     int64_t tf32 = 0;
     int64_t bf16x3 = 0;
+    int64_t wgmma = 0;
 };
 FusedCandidateRows fusedCandidateRows();
 

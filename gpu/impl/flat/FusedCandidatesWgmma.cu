@@ -1,0 +1,227 @@
+// The fused candidates' warpgroup kernel (FusedCandidatesWgmma.h).
+//
+// Each block multiplies one 128 x 128 tile: warpgroup w (128 threads) the
+// queries 64 w .. 64 w + 63 with all 128 vectors, by wgmma m64n128 (PTX ISA,
+// "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"). Both operands
+// are read by the tensor cores from the stage in shared memory through
+// matrix descriptors: rows of 128 bytes whose 16-byte chunks are XORed with
+// the row's low 3 bits (FusedTileParts.cuh's stageOffset) are what wgmma
+// calls the 128-byte swizzle, K-major, in atoms of 8 rows (1,024 bytes).
+// No fragment is held in registers, which is what capped the mma.sync
+// kernel's occupancy. The copies are FusedTileParts.cuh's cp.async stages;
+// the end is the same threshold test as FusedCandidates.cu's.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "faiss_ext/gpu/impl/flat/FusedCandidatesWgmma.h"
+#include "faiss_ext/gpu/impl/flat/FusedTileParts.cuh"
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+using namespace fused;
+
+constexpr int kThreads = 256;  ///< two warpgroups, 64 queries each
+constexpr int kWarpgroupRows = 64;
+constexpr int kStages = 3;
+constexpr unsigned kRowBytes = sizeof(float) * kStepDims;  ///< 128: one swizzle row
+constexpr unsigned kStageBytes = sizeof(float) * kStageFloats;
+/// Stages, plus room to start them at a multiple of 1,024 bytes (the
+/// swizzle's atom; dynamic shared memory is only 16-byte aligned).
+constexpr size_t kSharedBytes = size_t(kStageBytes) * kStages + 1024;
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+/// The descriptor of a K-major operand at shared address `address` (a row
+/// of 128 bytes a query or vector, 128-byte swizzle): start address >> 4
+/// (bits 0-13), leading offset unused by swizzled K-major layouts (1, bits
+/// 16-29), 1,024 bytes between 8-row atoms (bits 32-45), swizzle mode 1 =
+/// 128 bytes (bits 62-63). A step of k within the 128-byte row moves the
+/// start address only: the swizzle applies to the address bits, so the
+/// atom must start at a multiple of 1,024 bytes (base offset 0).
+__device__ __forceinline__ uint64_t swizzledKMajor(unsigned address) {
+    return uint64_t((address & 0x3FFFF) >> 4) | (uint64_t(1) << 16) |
+           (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+/// d (64 x 128, the warpgroup's accumulators) += a b over 8 dimensions:
+/// wgmma m64n128k8, TF32 from FP32 bits (truncated, as Tf32ErrorBound.h
+/// assumes), FP32 accumulation; a (64 queries) and b (128 vectors) K-major
+/// in shared memory, described by their descriptors.
+__device__ __forceinline__ void warpgroupTf32(float (&d)[64], uint64_t a, uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(1));
+}
+
+/// The same over 16 BF16 (a pair a 32-bit word): wgmma m64n128k16, BF16
+/// inputs, FP32 accumulation, both operands K-major (no transposes).
+__device__ __forceinline__ void warpgroupBf16(float (&d)[64], uint64_t a, uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(1));
+}
+/// The warpgroup's accumulators pinned after a wait (the asm statements
+/// above produce them, as far as the compiler knows, when issued).
+__device__ __forceinline__ void settleAccumulators(float (&d)[64]) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/// Appends the thread's products at or below their query's threshold key,
+/// as FusedCandidates.cu's keepBelowThreshold: value alpha p + the column
+/// term (one FMA), rows compared through their minimum first. In wgmma's
+/// accumulator layout (that of mma m16n8 repeated over 16 column tiles)
+/// lane 4 g + t of warp w holds d[4 j + 2 h + e] = (row 16 w + g + 8 h,
+/// column 8 j + 2 t + e).
+__device__ __forceinline__ void keepWarpgroupBelowThreshold(const FusedArgs& a, int64_t q0,
+                                                            int64_t v0, int warpgroup,
+                                                            float (&d)[64]) {
+    const int lane = threadIdx.x & 31;
+    const int warp = (threadIdx.x >> 5) & 3;
+    const int64_t row0 = q0 + warpgroup * kWarpgroupRows + warp * 16 + (lane >> 2);
+    const int64_t col0 = v0 + 2 * (lane & 3);
+    const float tValue[2] = {thresholdValue(a, row0), thresholdValue(a, row0 + 8)};
+    // Columns from the thread's first onward, and their terms (32-bit
+    // offsets from here on keep the registers for the 64 products).
+    const int colsLeft = int(min(a.nb - col0, int64_t(1) << 30));
+    const float* add = a.colAdd ? a.colAdd + col0 : nullptr;
+    float lowest[2] = {INFINITY, INFINITY};
+    // Eight column tiles at a time: their 16 terms loaded first, so that
+    // the loads' latencies overlap without holding all 32.
+#pragma unroll
+    for (int j0 = 0; j0 < 16; j0 += 8) {
+        float terms[8][2];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int c = 8 * (j0 + j) + e;
+                terms[j][e] = add && c < colsLeft ? __ldg(add + c) : -0.f;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    float& v = d[4 * (j0 + j) + 2 * h + e];
+                    v = fmaf(a.alpha, v, terms[j][e]);
+                    lowest[h] = fminf(lowest[h], v);  // (a NaN value is skipped)
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (!(lowest[h] <= tValue[h])) continue;
+        const int64_t row = row0 + 8 * h;
+        const uint64_t threshold = __ldg(a.thresholds + row);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float v = d[4 * j + 2 * h + e];
+                if (v <= tValue[h]) keepIfBelow(a, row, col0 + 8 * j + e, v, threshold);
+            }
+        }
+    }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+/// One 128 x 128 tile of products per block (blockTile's order), kStages
+/// stages of 32 dimensions in flight: while the warpgroups multiply stage
+/// s, the copies of stage s + kStages - 1 land.
+template <bool kBf16>
+__global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ float4 sharedRaw[];
+    const unsigned raw = unsigned(__cvta_generic_to_shared(sharedRaw));
+    const unsigned stagesAddress = (raw + 1023u) & ~1023u;
+    float* stages = reinterpret_cast<float*>(reinterpret_cast<char*>(sharedRaw) +
+                                             (stagesAddress - raw));
+    int64_t q0, v0;
+    blockTile(a, blockIdx.x, q0, v0);
+    const int warpgroup = threadIdx.x >> 7;
+
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = 0.f;
+    const StageCopier<kThreads> copier(a, q0, v0);
+    const int steps = (a.d + kStepDims - 1) / kStepDims;
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < steps) copier.issue(stages + s * kStageFloats, s, a.d, a);
+        commitCopies();
+    }
+    for (int s = 0; s < steps; ++s) {
+        waitCopies<kStages - 2>();
+        // The copies (generic proxy) made visible to the products (async
+        // proxy), then to every thread; stage s - 1's products are done
+        // (waited for below), so its buffer may be refilled.
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        const int next = s + kStages - 1;
+        if (next < steps) copier.issue(stages + (next % kStages) * kStageFloats, next, a.d, a);
+        commitCopies();
+        const unsigned stage = stagesAddress + unsigned(s % kStages) * kStageBytes;
+        const unsigned rowsA = stage + unsigned(warpgroup * kWarpgroupRows) * kRowBytes;
+        const unsigned rowsB = stage + unsigned(kTileRows) * kRowBytes;
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {  // 32 bytes of each row a product: 8 TF32 or 16 BF16
+            if (kBf16) {
+                warpgroupBf16(d, swizzledKMajor(rowsA + 32u * k), swizzledKMajor(rowsB + 32u * k));
+            } else {
+                warpgroupTf32(d, swizzledKMajor(rowsA + 32u * k), swizzledKMajor(rowsB + 32u * k));
+            }
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        settleAccumulators(d);
+    }
+    keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d);
+#else
+    __trap();  // never launched: fusedWgmmaAvailable is false without sm_90a code
+#endif
+}
+
+}  // namespace
+
+bool fusedWgmmaAvailable(int device) {
+#if FAISS_EXT_FUSED_WGMMA
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+        return false;
+    }
+    return major == 9 && minor == 0;
+#else
+    (void)device;
+    return false;
+#endif
+}
+
+cudaError_t launchFusedWgmma(const FusedArgs& a, bool bf16, cudaStream_t stream) {
+    auto kernel = bf16 ? fusedFilterWgmmaKernel<true> : fusedFilterWgmmaKernel<false>;
+    const cudaError_t e = cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedBytes));
+    if (e != cudaSuccess) return e;
+    kernel<<<unsigned(a.queryTiles * a.vectorTiles), kThreads, kSharedBytes, stream>>>(a);
+    return cudaGetLastError();
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext
