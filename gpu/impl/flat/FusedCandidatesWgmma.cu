@@ -12,6 +12,7 @@
 // the end is the same threshold test as FusedCandidates.cu's.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -51,25 +52,25 @@ __device__ __forceinline__ uint64_t swizzledKMajor(unsigned address) {
 /// d (64 x 128, the warpgroup's accumulators) += a b over 8 dimensions:
 /// wgmma m64n128k8, TF32 from FP32 bits (truncated, as Tf32ErrorBound.h
 /// assumes), FP32 accumulation; a (64 queries) and b (128 vectors) K-major
-/// in shared memory, described by their descriptors.
-__device__ __forceinline__ void warpgroupTf32(float (&d)[64], uint64_t a, uint64_t b) {
+/// in shared memory, described by their descriptors; accumulate 0: d = a b.
+__device__ __forceinline__ void warpgroupTf32(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(1));
+        : "l"(a), "l"(b), "r"(accumulate));
 }
 
 /// The same over 16 BF16 (a pair a 32-bit word): wgmma m64n128k16, BF16
 /// inputs, FP32 accumulation, both operands K-major (no transposes).
-__device__ __forceinline__ void warpgroupBf16(float (&d)[64], uint64_t a, uint64_t b) {
+__device__ __forceinline__ void warpgroupBf16(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(1));
+        : "l"(a), "l"(b), "r"(accumulate));
 }
 /// The warpgroup's accumulators pinned after a wait (the asm statements
 /// above produce them, as far as the compiler knows, when issued).
@@ -84,9 +85,10 @@ __device__ __forceinline__ void settleAccumulators(float (&d)[64]) {
 /// accumulator layout (that of mma m16n8 repeated over 16 column tiles)
 /// lane 4 g + t of warp w holds d[4 j + 2 h + e] = (row 16 w + g + 8 h,
 /// column 8 j + 2 t + e).
-__device__ __forceinline__ void keepWarpgroupBelowThreshold(const FusedArgs& a, int64_t q0,
-                                                            int64_t v0, int warpgroup,
-                                                            float (&d)[64]) {
+template <bool kWholeTile>
+__device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a, int64_t q0,
+                                                              int64_t v0, int warpgroup,
+                                                              float (&d)[64]) {
     const int lane = threadIdx.x & 31;
     const int warp = (threadIdx.x >> 5) & 3;
     const int64_t row0 = q0 + warpgroup * kWarpgroupRows + warp * 16 + (lane >> 2);
@@ -107,7 +109,8 @@ __device__ __forceinline__ void keepWarpgroupBelowThreshold(const FusedArgs& a, 
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int c = 8 * (j0 + j) + e;
-                terms[j][e] = add && c < colsLeft ? __ldg(add + c) : -0.f;
+                terms[j][e] = kWholeTile ? __ldg(add + c)
+                                         : add && c < colsLeft ? __ldg(add + c) : -0.f;
             }
         }
 #pragma unroll
@@ -136,6 +139,18 @@ __device__ __forceinline__ void keepWarpgroupBelowThreshold(const FusedArgs& a, 
                 if (v <= tValue[h]) keepIfBelow(a, row, col0 + 8 * j + e, v, threshold);
             }
         }
+    }
+}
+
+/// The column terms loaded without bounds checks where the tile holds 128
+/// vectors and there are terms (the common case), with them elsewhere.
+__device__ __forceinline__ void keepWarpgroupBelowThreshold(const FusedArgs& a, int64_t q0,
+                                                            int64_t v0, int warpgroup,
+                                                            float (&d)[64]) {
+    if (a.colAdd && v0 + kTileCols <= a.nb) {
+        keepWarpgroupBelowThresholdIn<true>(a, q0, v0, warpgroup, d);
+    } else {
+        keepWarpgroupBelowThresholdIn<false>(a, q0, v0, warpgroup, d);
     }
 }
 
@@ -183,9 +198,9 @@ __global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs 
 #pragma unroll
         for (int k = 0; k < 4; ++k) {  // 32 bytes of each row a product: 8 TF32 or 16 BF16
             if (kBf16) {
-                warpgroupBf16(d, swizzledKMajor(rowsA + 32u * k), swizzledKMajor(rowsB + 32u * k));
+                warpgroupBf16(d, swizzledKMajor(rowsA + 32u * k), swizzledKMajor(rowsB + 32u * k), 1);
             } else {
-                warpgroupTf32(d, swizzledKMajor(rowsA + 32u * k), swizzledKMajor(rowsB + 32u * k));
+                warpgroupTf32(d, swizzledKMajor(rowsA + 32u * k), swizzledKMajor(rowsB + 32u * k), 1);
             }
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -196,6 +211,207 @@ __global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs 
 #else
     __trap();  // never launched: fusedWgmmaAvailable is false without sm_90a code
 #endif
+}
+
+
+/// Floats of a panel: 128 rows x 32 words (16 KB), laid out as a stage's half.
+constexpr int kPanelFloats = kTileRows * kStepDims;
+constexpr unsigned kPanelBytes = sizeof(float) * kPanelFloats;
+/// Vector tiles of one work item of the resident kernel: an item is one
+/// query tile against kItemTiles consecutive vector tiles (8,192 vectors).
+constexpr int64_t kItemTiles = 64;
+
+/// A thread's share of copying one panel: words 32 p .. 32 p + 31 of 128
+/// consecutive rows (rows r0, r0 + 32, r0 + 64, r0 + 96; chunk `dim / 4`).
+struct PanelCopier {
+    int r0;
+    int dim;
+    int dstOffset;
+
+    __device__ PanelCopier() {
+        r0 = threadIdx.x / (kStepDims / 4);
+        dim = (threadIdx.x % (kStepDims / 4)) * 4;
+        dstOffset = stageOffset(r0, dim);
+    }
+
+    /// Rows first .. first + 127 of src (count rows of d words), panel p,
+    /// into `panel` (zeros past d and past the rows).
+    __device__ __forceinline__ void issue(float* panel, const float* src, int64_t first,
+                                          int64_t count, int d, int p) const {
+        constexpr int kRowStep = kThreads / (kStepDims / 4);
+        const int k = p * kStepDims + dim;
+        const unsigned base = unsigned(__cvta_generic_to_shared(panel + dstOffset));
+#pragma unroll
+        for (int i = 0; i < kTileRows / kRowStep; ++i) {
+            const int64_t row = first + r0 + i * kRowStep;
+            const bool valid = k < d && row < count;
+            // (rows r0 + 32 i share r0's swizzle)
+            copy16(base + unsigned(sizeof(float) * i * kRowStep * kStepDims),
+                   valid ? src + row * d + k : src, valid);
+        }
+    }
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+/// A thread's share of an item's vector panels, issued in step order (panel
+/// 0 .. panels - 1 of one tile, then of the next) into stages 0, 1, ...,
+/// kStages - 1, 0, ...: counters instead of a division a step.
+template <int kStages>
+struct VectorStream {
+    const float* row;  ///< the thread's first row of the tile, at its chunk
+    int64_t tileRow;   ///< the tile's first vector
+    int64_t rowStep;   ///< words between the thread's rows (32 d)
+    int panel;
+    int stage;
+
+    __device__ VectorStream(const FusedArgs& a, const PanelCopier& c, int64_t firstTile) {
+        tileRow = firstTile * kTileCols;
+        row = a.vectors + (tileRow + c.r0) * a.d + c.dim;
+        rowStep = int64_t(kThreads / (kStepDims / 4)) * a.d;
+        panel = 0;
+        stage = 0;
+    }
+
+    __device__ __forceinline__ void issueNext(const FusedArgs& a, const PanelCopier& c,
+                                              float* stages, int panels) {
+        constexpr int kRowStep = kThreads / (kStepDims / 4);
+        const bool dimOk = panel * kStepDims + c.dim < a.d;
+        const unsigned base = unsigned(
+                __cvta_generic_to_shared(stages + stage * kPanelFloats + c.dstOffset));
+        const float* src = row + panel * kStepDims;
+#pragma unroll
+        for (int i = 0; i < kTileRows / kRowStep; ++i) {
+            const bool valid = dimOk && tileRow + c.r0 + i * kRowStep < a.nb;
+            copy16(base + unsigned(sizeof(float) * i * kRowStep * kStepDims),
+                   valid ? src + i * rowStep : a.vectors, valid);
+        }
+        stage = stage + 1 == kStages ? 0 : stage + 1;
+        if (++panel == panels) {
+            panel = 0;
+            tileRow += kTileCols;
+            row += kTileCols * int64_t(a.d);
+        }
+    }
+};
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+/// The same products with the query tile resident: each block takes work
+/// items (one query tile, kItemTiles vector tiles) in turn, loads the
+/// query tile's `panels` panels once, and streams only the vector tiles
+/// through kStages stages of one panel each, the pipeline running on
+/// across the item's tiles (no refill between them). Half the shared-memory
+/// traffic of a tile a block, and no block start, prologue or epilogue
+/// wait per tile. Items run chunk by chunk (all query tiles of vectors
+/// 0 .. 8,191, then the next), so the blocks in flight read the same vector
+/// tiles through L2.
+template <bool kBf16, int kStages>
+__global__ void __launch_bounds__(kThreads, 2)
+        fusedFilterResidentKernel(FusedArgs a, int panels, int64_t items) {
+    constexpr int kLookahead = kStages - 1;  ///< steps copied ahead
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ float4 sharedRaw[];
+    const unsigned raw = unsigned(__cvta_generic_to_shared(sharedRaw));
+    const unsigned queryAddress = (raw + 1023u) & ~1023u;
+    float* queryPanels =
+            reinterpret_cast<float*>(reinterpret_cast<char*>(sharedRaw) + (queryAddress - raw));
+    float* stages = queryPanels + panels * kPanelFloats;
+    const unsigned stageAddress = queryAddress + unsigned(panels) * kPanelBytes;
+    const int warpgroup = threadIdx.x >> 7;
+    const PanelCopier copier;
+    float d[64];
+    for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+        const int64_t chunk = item / a.queryTiles;
+        const int64_t q0 = (item - chunk * a.queryTiles) * kTileRows;
+        const int64_t firstTile = chunk * kItemTiles;
+        const int steps = int(min(kItemTiles, a.vectorTiles - firstTile)) * panels;
+        __syncthreads();  // every thread is past the last item's products
+        for (int p = 0; p < panels; ++p) {
+            copier.issue(queryPanels + p * kPanelFloats, a.queries, q0, a.rows, a.d, p);
+        }
+        // (the query panels join the first stage's group)
+        VectorStream<kStages> stream(a, copier, firstTile);
+#pragma unroll
+        for (int s = 0; s < kLookahead; ++s) {
+            if (s < steps) stream.issueNext(a, copier, stages, panels);
+            commitCopies();
+        }
+        int p = 0;      // the panel of step s
+        int stage = 0;  // its stage
+        int64_t v0 = firstTile * kTileCols;
+        for (int s = 0; s < steps; ++s) {
+            waitCopies<kLookahead - 1>();
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            // Step s visible to all; the products of step s - 1 done in
+            // both warpgroups, so that its stage may be refilled.
+            __syncthreads();
+            const int next = s + kLookahead;
+            if (next < steps) stream.issueNext(a, copier, stages, panels);
+            commitCopies();
+            const unsigned rowsA = queryAddress + unsigned(p) * kPanelBytes +
+                                   unsigned(warpgroup * kWarpgroupRows) * kRowBytes;
+            const unsigned rowsB = stageAddress + unsigned(stage) * kPanelBytes;
+            stage = stage + 1 == kStages ? 0 : stage + 1;
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {  // 32 bytes of each row a product
+                const int accumulate = p > 0 || k > 0;  // a tile's first product starts it
+                if (kBf16) {
+                    warpgroupBf16(d, swizzledKMajor(rowsA + 32u * k),
+                                  swizzledKMajor(rowsB + 32u * k), accumulate);
+                } else {
+                    warpgroupTf32(d, swizzledKMajor(rowsA + 32u * k),
+                                  swizzledKMajor(rowsB + 32u * k), accumulate);
+                }
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (++p == panels) {
+                settleAccumulators(d);
+                keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d);
+                p = 0;
+                v0 += kTileCols;
+            }
+        }
+    }
+#else
+    __trap();  // never launched: fusedWgmmaAvailable is false without sm_90a code
+#endif
+}
+
+/// Dynamic shared memory of the resident kernel: the query panels and
+/// kStages vector panels, from a multiple of 1,024 bytes.
+size_t residentSharedBytes(int panels, int stages) {
+    return size_t(kPanelBytes) * size_t(panels + stages) + 1024;
+}
+
+/// Launches the resident kernel with kStages stages if two blocks of it
+/// fit an SM (the other block's products cover one's waits); false where
+/// they do not (nothing launched).
+template <bool kBf16, int kStages>
+bool launchResident(const FusedArgs& a, int panels, cudaStream_t stream, cudaError_t& error) {
+    auto kernel = fusedFilterResidentKernel<kBf16, kStages>;
+    const size_t bytes = residentSharedBytes(panels, kStages);
+    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    if (error == cudaSuccess)  // (all of the SM's unified memory for shared memory if asked)
+        error = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     int(cudaSharedmemCarveoutMaxShared));
+    if (error != cudaSuccess) return true;
+    int device = 0, sms = 0, perSm = 0;
+    error = cudaGetDevice(&device);
+    if (error == cudaSuccess)
+        error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (error == cudaSuccess)
+        error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, bytes);
+    if (error != cudaSuccess) return true;
+    if (perSm < 2) return false;
+    const int64_t chunks = (a.vectorTiles + kItemTiles - 1) / kItemTiles;
+    const int64_t items = a.queryTiles * chunks;
+    const int64_t grid = std::min<int64_t>(items, int64_t(sms) * perSm);
+    kernel<<<unsigned(grid), kThreads, bytes, stream>>>(a, panels, items);
+    error = cudaGetLastError();
+    return true;
 }
 
 }  // namespace
@@ -215,9 +431,19 @@ bool fusedWgmmaAvailable(int device) {
 }
 
 cudaError_t launchFusedWgmma(const FusedArgs& a, bool bf16, cudaStream_t stream) {
+    // The resident kernel where its panels leave room for two blocks an SM
+    // (at most 5 panels: TF32 rows of up to 160 words, BF16x3 of d <= 96),
+    // with three stages where they fit, else two; the tile kernel otherwise.
+    const int panels = (a.d + kStepDims - 1) / kStepDims;
+    cudaError_t e = cudaSuccess;
+    const bool launched = bf16 ? launchResident<true, 3>(a, panels, stream, e) ||
+                                         launchResident<true, 2>(a, panels, stream, e)
+                               : launchResident<false, 3>(a, panels, stream, e) ||
+                                         launchResident<false, 2>(a, panels, stream, e);
+    if (launched) return e;
     auto kernel = bf16 ? fusedFilterWgmmaKernel<true> : fusedFilterWgmmaKernel<false>;
-    const cudaError_t e = cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedBytes));
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(kSharedBytes));
     if (e != cudaSuccess) return e;
     kernel<<<unsigned(a.queryTiles * a.vectorTiles), kThreads, kSharedBytes, stream>>>(a);
     return cudaGetLastError();
