@@ -2,7 +2,9 @@
 // GPU: which operands it takes, that its scratch grows with the rows, that
 // bad calls are refused before anything touches the device, and that the
 // vectors of the shared sample it gathers are distinct rows inside the
-// corpus, one run of 8 in each stratum (select/SampledThresholdSelect.h).
+// corpus, one run of 8 in each stratum (select/SampledThresholdSelect.h);
+// and that the warpgroup kernel is only planned where a device can run it.
+#include <cuda_runtime_api.h>
 #include <faiss/impl/FaissException.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
+#include "faiss_ext/gpu/impl/flat/FusedCandidatesWgmma.h"
 #include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 
 using faiss_ext::gpu::FusedOperands;
@@ -117,4 +120,21 @@ TEST(CpuFusedCandidates, SharedSampleIsDistinctRowsOneRunPerStratum) {
             }
         }
     }
+}
+
+TEST(CpuFusedCandidates, WarpgroupKernelOnlyOnComputeCapability90) {
+    // Out-of-range devices never take the warpgroup kernel (and nothing
+    // throws or aborts: the query is an attribute read).
+    EXPECT_FALSE(fusedWgmmaAvailable(-1));
+    EXPECT_FALSE(fusedWgmmaAvailable(1 << 20));
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        cudaGetLastError();  // (the failed query's error is not left behind)
+        EXPECT_FALSE(fusedWgmmaAvailable(0));  // no GPU: the mma.sync path would be planned
+        return;
+    }
+    int major = 0, minor = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), cudaSuccess);
+    if (major != 9 || minor != 0) EXPECT_FALSE(fusedWgmmaAvailable(0));
 }

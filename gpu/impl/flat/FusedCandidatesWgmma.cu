@@ -421,6 +421,7 @@ bool fusedWgmmaAvailable(int device) {
     int major = 0, minor = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+        cudaGetLastError();  // (a later launch check must not see this query's error)
         return false;
     }
     return major == 9 && minor == 0;
