@@ -1,15 +1,20 @@
-// The fused candidates' warpgroup kernel (FusedCandidatesWgmma.h).
+// The fused candidates' warpgroup kernels (FusedCandidatesWgmma.h).
 //
-// Each block multiplies one 128 x 128 tile: warpgroup w (128 threads) the
-// queries 64 w .. 64 w + 63 with all 128 vectors, by wgmma m64n128 (PTX ISA,
+// Warpgroup w (128 threads) of a block multiplies the queries 64 w .. 64 w +
+// 63 of a 128-query tile with 128 vectors by wgmma m64n128 (PTX ISA,
 // "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"). Both operands
-// are read by the tensor cores from the stage in shared memory through
-// matrix descriptors: rows of 128 bytes whose 16-byte chunks are XORed with
-// the row's low 3 bits (FusedTileParts.cuh's stageOffset) are what wgmma
-// calls the 128-byte swizzle, K-major, in atoms of 8 rows (1,024 bytes).
-// No fragment is held in registers, which is what capped the mma.sync
-// kernel's occupancy. The copies are FusedTileParts.cuh's cp.async stages;
-// the end is the same threshold test as FusedCandidates.cu's.
+// are read by the tensor cores from shared memory through matrix
+// descriptors: rows of 128 bytes whose 16-byte chunks are XORed with the
+// row's low 3 bits (FusedTileParts.cuh's stageOffset) are what wgmma calls
+// the 128-byte swizzle, K-major, in atoms of 8 rows (1,024 bytes). No
+// fragment is held in registers, which is what capped the mma.sync
+// kernel's occupancy. Two kernels:
+//   fusedFilterResidentKernel  the query tile resident in shared memory,
+//                              the vector tiles streamed past it (where
+//                              its panels leave room for two blocks an SM);
+//   fusedFilterWgmmaKernel     one 128 x 128 tile a block, both sides
+//                              staged by FusedTileParts.cuh's copier.
+// The end is the same threshold test as FusedCandidates.cu's.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,11 +33,11 @@ using namespace fused;
 
 constexpr int kThreads = 256;  ///< two warpgroups, 64 queries each
 constexpr int kWarpgroupRows = 64;
-constexpr int kStages = 3;
+constexpr int kStages = 3;  ///< of the tile kernel
 constexpr unsigned kRowBytes = sizeof(float) * kStepDims;  ///< 128: one swizzle row
 constexpr unsigned kStageBytes = sizeof(float) * kStageFloats;
-/// Stages, plus room to start them at a multiple of 1,024 bytes (the
-/// swizzle's atom; dynamic shared memory is only 16-byte aligned).
+/// Stages of the tile kernel, plus room to start them at a multiple of
+/// 1,024 bytes (alignedShared).
 constexpr size_t kSharedBytes = size_t(kStageBytes) * kStages + 1024;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -72,11 +77,44 @@ __device__ __forceinline__ void warpgroupBf16(float (&d)[64], uint64_t a, uint64
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "l"(a), "l"(b), "r"(accumulate));
 }
+/// The block's dynamic shared memory from its first multiple of 1,024
+/// bytes (the swizzle's atom; dynamic shared memory is only 16-byte
+/// aligned): its generic pointer, and its shared address in `address`.
+__device__ __forceinline__ float* alignedShared(float4* raw, unsigned& address) {
+    const unsigned rawAddress = unsigned(__cvta_generic_to_shared(raw));
+    address = (rawAddress + 1023u) & ~1023u;
+    return reinterpret_cast<float*>(reinterpret_cast<char*>(raw) + (address - rawAddress));
+}
+
 /// The warpgroup's accumulators pinned after a wait (the asm statements
 /// above produce them, as far as the compiler knows, when issued).
 __device__ __forceinline__ void settleAccumulators(float (&d)[64]) {
 #pragma unroll
     for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/// d (+)= the products of 32 words of the warpgroup's 64 query rows at
+/// shared address rowsA with the 128 vector rows at rowsB (4 wgmma of 32
+/// bytes a row each: 8 TF32 or 16 BF16), waited for; `start` (the first
+/// panel of a tile) sets d instead of adding to it.
+template <bool kBf16>
+__device__ __forceinline__ void multiplyPanel(float (&d)[64], unsigned rowsA, unsigned rowsB,
+                                              bool start) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const uint64_t a = swizzledKMajor(rowsA + 32u * k);
+        const uint64_t b = swizzledKMajor(rowsB + 32u * k);
+        const int accumulate = !start || k > 0;
+        if (kBf16) {
+            warpgroupBf16(d, a, b, accumulate);
+        } else {
+            warpgroupTf32(d, a, b, accumulate);
+        }
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    settleAccumulators(d);
 }
 
 /// Appends the thread's products at or below their query's threshold key,
@@ -163,15 +201,13 @@ template <bool kBf16>
 __global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ float4 sharedRaw[];
-    const unsigned raw = unsigned(__cvta_generic_to_shared(sharedRaw));
-    const unsigned stagesAddress = (raw + 1023u) & ~1023u;
-    float* stages = reinterpret_cast<float*>(reinterpret_cast<char*>(sharedRaw) +
-                                             (stagesAddress - raw));
+    unsigned stagesAddress;
+    float* stages = alignedShared(sharedRaw, stagesAddress);
     int64_t q0, v0;
     blockTile(a, blockIdx.x, q0, v0);
     const int warpgroup = threadIdx.x >> 7;
 
-    float d[64];
+    float d[64];  // (set, not read, by the first products; zeroed for the operands' sake)
 #pragma unroll
     for (int i = 0; i < 64; ++i) d[i] = 0.f;
     const StageCopier<kThreads> copier(a, q0, v0);
@@ -185,27 +221,15 @@ __global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs 
         waitCopies<kStages - 2>();
         // The copies (generic proxy) made visible to the products (async
         // proxy), then to every thread; stage s - 1's products are done
-        // (waited for below), so its buffer may be refilled.
+        // (waited for in multiplyPanel), so its buffer may be refilled.
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
         const int next = s + kStages - 1;
         if (next < steps) copier.issue(stages + (next % kStages) * kStageFloats, next, a.d, a);
         commitCopies();
         const unsigned stage = stagesAddress + unsigned(s % kStages) * kStageBytes;
-        const unsigned rowsA = stage + unsigned(warpgroup * kWarpgroupRows) * kRowBytes;
-        const unsigned rowsB = stage + unsigned(kTileRows) * kRowBytes;
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {  // 32 bytes of each row a product: 8 TF32 or 16 BF16
-            if (kBf16) {
-                warpgroupBf16(d, swizzledKMajor(rowsA + 32u * k), swizzledKMajor(rowsB + 32u * k), 1);
-            } else {
-                warpgroupTf32(d, swizzledKMajor(rowsA + 32u * k), swizzledKMajor(rowsB + 32u * k), 1);
-            }
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        settleAccumulators(d);
+        multiplyPanel<kBf16>(d, stage + unsigned(warpgroup * kWarpgroupRows) * kRowBytes,
+                             stage + unsigned(kTileRows) * kRowBytes, s == 0);
     }
     keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d);
 #else
@@ -217,9 +241,21 @@ __global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs 
 /// Floats of a panel: 128 rows x 32 words (16 KB), laid out as a stage's half.
 constexpr int kPanelFloats = kTileRows * kStepDims;
 constexpr unsigned kPanelBytes = sizeof(float) * kPanelFloats;
-/// Vector tiles of one work item of the resident kernel: an item is one
-/// query tile against kItemTiles consecutive vector tiles (8,192 vectors).
-constexpr int64_t kItemTiles = 64;
+/// Vector tiles of one work item of the resident kernel (an item is one
+/// query tile against consecutive vector tiles): at most kMaxItemTiles
+/// (8,192 vectors; 1M vectors and 10,000 queries make 9,471 items), fewer
+/// where that would leave fewer than kItemsPerBlock items a block in
+/// flight (few queries: 128 queries of 1M make 977 items of 8 tiles), but
+/// at least kMinItemTiles, whose streamed panels outweigh the query tile's
+/// 8 to 1.
+constexpr int64_t kMaxItemTiles = 64;
+constexpr int64_t kMinItemTiles = 8;
+constexpr int64_t kItemsPerBlock = 4;
+
+int64_t residentItemTiles(int64_t queryTiles, int64_t vectorTiles, int64_t blocksInFlight) {
+    const int64_t balanced = queryTiles * vectorTiles / (kItemsPerBlock * blocksInFlight);
+    return std::max(kMinItemTiles, std::min(kMaxItemTiles, balanced));
+}
 
 /// A thread's share of copying one panel: words 32 p .. 32 p + 31 of 128
 /// consecutive rows (rows r0, r0 + 32, r0 + 64, r0 + 96; chunk `dim / 4`).
@@ -298,34 +334,34 @@ struct VectorStream {
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 /// The same products with the query tile resident: each block takes work
-/// items (one query tile, kItemTiles vector tiles) in turn, loads the
+/// items (one query tile, itemTiles vector tiles) in turn, loads the
 /// query tile's `panels` panels once, and streams only the vector tiles
 /// through kStages stages of one panel each, the pipeline running on
 /// across the item's tiles (no refill between them). Half the shared-memory
 /// traffic of a tile a block, and no block start, prologue or epilogue
-/// wait per tile. Items run chunk by chunk (all query tiles of vectors
-/// 0 .. 8,191, then the next), so the blocks in flight read the same vector
-/// tiles through L2.
+/// wait per tile. Items run chunk by chunk (all query tiles of the first
+/// itemTiles vector tiles, then the next), so the blocks in flight read the
+/// same vector tiles through L2.
 template <bool kBf16, int kStages>
 __global__ void __launch_bounds__(kThreads, 2)
-        fusedFilterResidentKernel(FusedArgs a, int panels, int64_t items) {
+        fusedFilterResidentKernel(FusedArgs a, int panels, int64_t itemTiles, int64_t items) {
     constexpr int kLookahead = kStages - 1;  ///< steps copied ahead
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ float4 sharedRaw[];
-    const unsigned raw = unsigned(__cvta_generic_to_shared(sharedRaw));
-    const unsigned queryAddress = (raw + 1023u) & ~1023u;
-    float* queryPanels =
-            reinterpret_cast<float*>(reinterpret_cast<char*>(sharedRaw) + (queryAddress - raw));
+    unsigned queryAddress;
+    float* queryPanels = alignedShared(sharedRaw, queryAddress);
     float* stages = queryPanels + panels * kPanelFloats;
     const unsigned stageAddress = queryAddress + unsigned(panels) * kPanelBytes;
     const int warpgroup = threadIdx.x >> 7;
     const PanelCopier copier;
-    float d[64];
+    float d[64];  // (set, not read, by a tile's first products; zeroed for the operands' sake)
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = 0.f;
     for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
         const int64_t chunk = item / a.queryTiles;
         const int64_t q0 = (item - chunk * a.queryTiles) * kTileRows;
-        const int64_t firstTile = chunk * kItemTiles;
-        const int steps = int(min(kItemTiles, a.vectorTiles - firstTile)) * panels;
+        const int64_t firstTile = chunk * itemTiles;
+        const int steps = int(min(itemTiles, a.vectorTiles - firstTile)) * panels;
         __syncthreads();  // every thread is past the last item's products
         for (int p = 0; p < panels; ++p) {
             copier.issue(queryPanels + p * kPanelFloats, a.queries, q0, a.rows, a.d, p);
@@ -351,24 +387,9 @@ __global__ void __launch_bounds__(kThreads, 2)
             commitCopies();
             const unsigned rowsA = queryAddress + unsigned(p) * kPanelBytes +
                                    unsigned(warpgroup * kWarpgroupRows) * kRowBytes;
-            const unsigned rowsB = stageAddress + unsigned(stage) * kPanelBytes;
+            multiplyPanel<kBf16>(d, rowsA, stageAddress + unsigned(stage) * kPanelBytes, p == 0);
             stage = stage + 1 == kStages ? 0 : stage + 1;
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {  // 32 bytes of each row a product
-                const int accumulate = p > 0 || k > 0;  // a tile's first product starts it
-                if (kBf16) {
-                    warpgroupBf16(d, swizzledKMajor(rowsA + 32u * k),
-                                  swizzledKMajor(rowsB + 32u * k), accumulate);
-                } else {
-                    warpgroupTf32(d, swizzledKMajor(rowsA + 32u * k),
-                                  swizzledKMajor(rowsB + 32u * k), accumulate);
-                }
-            }
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
             if (++p == panels) {
-                settleAccumulators(d);
                 keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d);
                 p = 0;
                 v0 += kTileCols;
@@ -406,10 +427,11 @@ bool launchResident(const FusedArgs& a, int panels, cudaStream_t stream, cudaErr
         error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, bytes);
     if (error != cudaSuccess) return true;
     if (perSm < 2) return false;
-    const int64_t chunks = (a.vectorTiles + kItemTiles - 1) / kItemTiles;
-    const int64_t items = a.queryTiles * chunks;
-    const int64_t grid = std::min<int64_t>(items, int64_t(sms) * perSm);
-    kernel<<<unsigned(grid), kThreads, bytes, stream>>>(a, panels, items);
+    const int64_t inFlight = int64_t(sms) * perSm;
+    const int64_t itemTiles = residentItemTiles(a.queryTiles, a.vectorTiles, inFlight);
+    const int64_t items = a.queryTiles * ((a.vectorTiles + itemTiles - 1) / itemTiles);
+    const int64_t grid = std::min(items, inFlight);
+    kernel<<<unsigned(grid), kThreads, bytes, stream>>>(a, panels, itemTiles, items);
     error = cudaGetLastError();
     return true;
 }
