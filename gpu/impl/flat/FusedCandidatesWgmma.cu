@@ -33,7 +33,7 @@ using namespace fused;
 
 constexpr int kThreads = 256;  ///< two warpgroups, 64 queries each
 constexpr int kWarpgroupRows = 64;
-constexpr int kStages = 3;  ///< of the tile kernel
+constexpr int kStages = 3;                                 ///< of the tile kernel
 constexpr unsigned kRowBytes = sizeof(float) * kStepDims;  ///< 128: one swizzle row
 constexpr unsigned kStageBytes = sizeof(float) * kStageFloats;
 /// Stages of the tile kernel, plus room to start them at a multiple of
@@ -50,31 +50,57 @@ constexpr size_t kSharedBytes = size_t(kStageBytes) * kStages + 1024;
 /// start address only: the swizzle applies to the address bits, so the
 /// atom must start at a multiple of 1,024 bytes (base offset 0).
 __device__ __forceinline__ uint64_t swizzledKMajor(unsigned address) {
-    return uint64_t((address & 0x3FFFF) >> 4) | (uint64_t(1) << 16) |
-           (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+    return uint64_t((address & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+           (uint64_t(1) << 62);
 }
 
 /// d (64 x 128, the warpgroup's accumulators) += a b over 8 dimensions:
 /// wgmma m64n128k8, TF32 from FP32 bits (truncated, as Tf32ErrorBound.h
 /// assumes), FP32 accumulation; a (64 queries) and b (128 vectors) K-major
 /// in shared memory, described by their descriptors; accumulate 0: d = a b.
-__device__ __forceinline__ void warpgroupTf32(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+__device__ __forceinline__ void warpgroupTf32(float (&d)[64], uint64_t a, uint64_t b,
+                                              int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63])
         : "l"(a), "l"(b), "r"(accumulate));
 }
 
 /// The same over 16 BF16 (a pair a 32-bit word): wgmma m64n128k16, BF16
 /// inputs, FP32 accumulation, both operands K-major (no transposes).
-__device__ __forceinline__ void warpgroupBf16(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+__device__ __forceinline__ void warpgroupBf16(float (&d)[64], uint64_t a, uint64_t b,
+                                              int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63])
         : "l"(a), "l"(b), "r"(accumulate));
 }
 /// The block's dynamic shared memory from its first multiple of 1,024
@@ -147,8 +173,9 @@ __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int c = 8 * (j0 + j) + e;
-                terms[j][e] = kWholeTile ? __ldg(add + c)
-                                         : add && c < colsLeft ? __ldg(add + c) : -0.f;
+                terms[j][e] = kWholeTile            ? __ldg(add + c)
+                              : add && c < colsLeft ? __ldg(add + c)
+                                                    : -0.f;
             }
         }
 #pragma unroll
@@ -237,7 +264,6 @@ __global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs 
 #endif
 }
 
-
 /// Floats of a panel: 128 rows x 32 words (16 KB), laid out as a stage's half.
 constexpr int kPanelFloats = kTileRows * kStepDims;
 constexpr unsigned kPanelBytes = sizeof(float) * kPanelFloats;
@@ -313,8 +339,8 @@ struct VectorStream {
                                               float* stages, int panels) {
         constexpr int kRowStep = kThreads / (kStepDims / 4);
         const bool dimOk = panel * kStepDims + c.dim < a.d;
-        const unsigned base = unsigned(
-                __cvta_generic_to_shared(stages + stage * kPanelFloats + c.dstOffset));
+        const unsigned base =
+            unsigned(__cvta_generic_to_shared(stages + stage * kPanelFloats + c.dstOffset));
         const float* src = row + panel * kStepDims;
 #pragma unroll
         for (int i = 0; i < kTileRows / kRowStep; ++i) {
@@ -344,7 +370,7 @@ struct VectorStream {
 /// same vector tiles through L2.
 template <bool kBf16, int kStages>
 __global__ void __launch_bounds__(kThreads, 2)
-        fusedFilterResidentKernel(FusedArgs a, int panels, int64_t itemTiles, int64_t items) {
+    fusedFilterResidentKernel(FusedArgs a, int panels, int64_t itemTiles, int64_t items) {
     constexpr int kLookahead = kStages - 1;  ///< steps copied ahead
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ float4 sharedRaw[];
@@ -414,13 +440,19 @@ template <bool kBf16, int kStages>
 bool launchResident(const FusedArgs& a, int panels, cudaStream_t stream, cudaError_t& error) {
     auto kernel = fusedFilterResidentKernel<kBf16, kStages>;
     const size_t bytes = residentSharedBytes(panels, kStages);
+    int device = 0, sms = 0, perSm = 0, blockLimit = 0;
+    error = cudaGetDevice(&device);
+    if (error == cudaSuccess)
+        error =
+            cudaDeviceGetAttribute(&blockLimit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (error != cudaSuccess) return true;
+    // Rows too wide for one block's shared memory (TF32 past d = 352 with
+    // three stages): the tile kernel serves (asking for more would fail).
+    if (bytes > size_t(blockLimit)) return false;
     error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
     if (error == cudaSuccess)  // (all of the SM's unified memory for shared memory if asked)
         error = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      int(cudaSharedmemCarveoutMaxShared));
-    if (error != cudaSuccess) return true;
-    int device = 0, sms = 0, perSm = 0;
-    error = cudaGetDevice(&device);
     if (error == cudaSuccess)
         error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (error == cudaSuccess)
@@ -460,9 +492,9 @@ cudaError_t launchFusedWgmma(const FusedArgs& a, bool bf16, cudaStream_t stream)
     const int panels = (a.d + kStepDims - 1) / kStepDims;
     cudaError_t e = cudaSuccess;
     const bool launched = bf16 ? launchResident<true, 3>(a, panels, stream, e) ||
-                                         launchResident<true, 2>(a, panels, stream, e)
+                                     launchResident<true, 2>(a, panels, stream, e)
                                : launchResident<false, 3>(a, panels, stream, e) ||
-                                         launchResident<false, 2>(a, panels, stream, e);
+                                     launchResident<false, 2>(a, panels, stream, e);
     if (launched) return e;
     auto kernel = bf16 ? fusedFilterWgmmaKernel<true> : fusedFilterWgmmaKernel<false>;
     e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
