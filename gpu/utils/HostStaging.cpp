@@ -1,5 +1,7 @@
 #include "faiss_ext/gpu/utils/HostStaging.h"
 
+#include "faiss_ext/gpu/utils/Align.h"
+
 #include <faiss/impl/FaissAssert.h>
 
 #include <omp.h>
@@ -244,12 +246,6 @@ std::vector<int64_t> hostQueryChunks(int64_t n, int64_t firstRows, int64_t maxRo
     }
     return chunks;
 }
-
-namespace {
-size_t align256(size_t b) {
-    return (b + 255) & ~size_t(255);
-}
-}  // namespace
 
 StagingSlotLayout stagingSlotLayout(int64_t rows, int64_t d, int64_t k) {
     FAISS_THROW_IF_NOT_FMT(rows >= 0 && d >= 1 && k >= 1,

@@ -36,24 +36,19 @@ constexpr int kWarpRows = 64;
 constexpr int kMmaRowTiles = kWarpRows / 16;  ///< m16n8k8: 16 queries a product tile
 
 /// The block's shape: kThreads / 32 warps, each kWarpRows x kWarpCols of the
-/// tile, kStages stages of 32 dimensions in flight.
-template <int kThreads_, int kWarpCols_, int kStages_>
-struct FusedConfig {
-    static constexpr int kThreads = kThreads_;
-    static constexpr int kWarpCols = kWarpCols_;
-    static constexpr int kStages = kStages_;
-    static constexpr int kMmaColTiles = kWarpCols / 8;  ///< 8 vectors a product tile
-    static_assert((kTileRows / kWarpRows) * (kTileCols / kWarpCols) * 32 == kThreads,
-                  "the warps cover the tile");
-    static constexpr size_t kSharedBytes = sizeof(float) * kStageFloats * kStages;
-};
-
-/// The shape in use. Measured on the H200 (1M x 128, 10,000 queries, the
-/// kernel alone under ncu): 8 warps of 64 x 32 with 3 stages 24.5 ms, with
-/// 2 stages 27.3 ms; 4 warps of 64 x 64 (as cuBLAS's own 128 x 128 TF32
-/// tile) 53.8 ms: at 245 registers only 8 warps fit an SM, too few to hide
-/// the products' fixed latencies (ncu: stalls on "wait" dominate).
-using FusedShape = FusedConfig<256, 32, 3>;
+/// tile, kStages stages of 32 dimensions in flight. Measured on the H200
+/// (1M x 128, 10,000 queries, the kernel alone under ncu): 8 warps of 64 x
+/// 32 with 3 stages 24.5 ms, with 2 stages 27.3 ms; 4 warps of 64 x 64 (as
+/// cuBLAS's own 128 x 128 TF32 tile) 53.8 ms: at 245 registers only 8 warps
+/// fit an SM, too few to hide the products' fixed latencies (ncu: stalls on
+/// "wait" dominate).
+constexpr int kThreads = 256;
+constexpr int kWarpCols = 32;
+constexpr int kStages = 3;
+constexpr int kMmaColTiles = kWarpCols / 8;  ///< 8 vectors a product tile
+static_assert((kTileRows / kWarpRows) * (kTileCols / kWarpCols) * 32 == kThreads,
+              "the warps cover the tile");
+constexpr size_t kSharedBytes = sizeof(float) * kStageFloats * kStages;
 
 std::atomic<bool> gEnabled{true};
 std::atomic<int64_t> gTf32Rows{0};
@@ -91,8 +86,7 @@ __device__ __forceinline__ void mmaBf16(float (&c)[4], const uint32_t (&a)[4], u
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <class C>
-using Accumulators = float[kMmaRowTiles][C::kMmaColTiles][4];
+using Accumulators = float[kMmaRowTiles][kMmaColTiles][4];
 
 /// The warp's products over one stage. In m16n8k8 (PTX ISA) lane 4 g + t
 /// holds a at (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4), b at (t, g),
@@ -102,10 +96,10 @@ using Accumulators = float[kMmaRowTiles][C::kMmaColTiles][4];
 /// 8-15 of dimensions k8 .. k8 + 3, then of k8 + 4 .. k8 + 7) or the b
 /// fragments of two 8-vector tiles, straight into the registers the product
 /// takes (as CUTLASS's SM80 TF32 kernels do).
-template <class C, bool kBf16>
+template <bool kBf16>
 __device__ __forceinline__ void multiplyStage(const float* stage, int warpRow, int warpCol,
-                                              Accumulators<C>& acc) {
-    static_assert(C::kMmaColTiles % 2 == 0, "b fragments load in pairs of tiles");
+                                              Accumulators& acc) {
+    static_assert(kMmaColTiles % 2 == 0, "b fragments load in pairs of tiles");
     const int lane = threadIdx.x & 31;
     const int tile = lane >> 3;  // the ldmatrix tile this lane addresses
     const int r = lane & 7;      // its row in the tile
@@ -113,23 +107,23 @@ __device__ __forceinline__ void multiplyStage(const float* stage, int warpRow, i
     // a: tile bit 0 picks rows + 8, bit 1 dimensions + 4; b: tile bit 0
     // dimensions + 4, bit 1 the next 8 vectors.
     const int aRow = warpRow * kWarpRows + (tile & 1) * 8 + r;
-    const int bRow = kTileRows + warpCol * C::kWarpCols + (tile >> 1) * 8 + r;
+    const int bRow = kTileRows + warpCol * kWarpCols + (tile >> 1) * 8 + r;
 #pragma unroll
     for (int k8 = 0; k8 < kStepDims; k8 += 8) {
         const unsigned aAddr = base + 4u * unsigned(stageOffset(aRow, k8 + (tile >> 1) * 4));
         const unsigned bAddr = base + 4u * unsigned(stageOffset(bRow, k8 + (tile & 1) * 4));
         uint32_t af[kMmaRowTiles][4];
-        uint32_t bf[C::kMmaColTiles / 2][4];
+        uint32_t bf[kMmaColTiles / 2][4];
         // (rows 16 i and 16 j further keep the swizzle: multiples of 8)
 #pragma unroll
         for (int i = 0; i < kMmaRowTiles; ++i) loadTiles4(af[i], aAddr + 4u * 16 * kStepDims * i);
 #pragma unroll
-        for (int j = 0; j < C::kMmaColTiles / 2; ++j)
+        for (int j = 0; j < kMmaColTiles / 2; ++j)
             loadTiles4(bf[j], bAddr + 4u * 16 * kStepDims * j);
 #pragma unroll
         for (int i = 0; i < kMmaRowTiles; ++i) {
 #pragma unroll
-            for (int j = 0; j < C::kMmaColTiles; ++j) {
+            for (int j = 0; j < kMmaColTiles; ++j) {
                 const uint32_t b0 = bf[j / 2][2 * (j % 2)];
                 const uint32_t b1 = bf[j / 2][2 * (j % 2) + 1];
                 if (kBf16) {
@@ -150,20 +144,19 @@ __device__ __forceinline__ void multiplyStage(const float* stage, int warpRow, i
 /// nearly every row of a tile has none to keep (the thresholds keep about
 /// 0.15% of the products at 1M vectors), and a branch per value made this
 /// epilogue as long as the products.
-template <class C>
 __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q0, int64_t v0,
                                                    int warpRow, int warpCol,
-                                                   const Accumulators<C>& acc) {
+                                                   const Accumulators& acc) {
     const int lane = threadIdx.x & 31;
     const int g = lane >> 2;
     const int t = lane & 3;
-    const int64_t col0 = v0 + warpCol * C::kWarpCols + 2 * t;
+    const int64_t col0 = v0 + warpCol * kWarpCols + 2 * t;
     const int64_t row0 = q0 + warpRow * kWarpRows + g;
     // All loads first, so that their latencies overlap.
-    float add[C::kMmaColTiles][2];
+    float add[kMmaColTiles][2];
     float tValue[kMmaRowTiles][2];
 #pragma unroll
-    for (int j = 0; j < C::kMmaColTiles; ++j) {
+    for (int j = 0; j < kMmaColTiles; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int64_t col = col0 + j * 8 + e;
@@ -181,10 +174,10 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
     for (int i = 0; i < kMmaRowTiles; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float v[C::kMmaColTiles][2];
+            float v[kMmaColTiles][2];
             float lowest = INFINITY;
 #pragma unroll
-            for (int j = 0; j < C::kMmaColTiles; ++j) {
+            for (int j = 0; j < kMmaColTiles; ++j) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     v[j][e] = fmaf(a.alpha, acc[i][j][2 * h + e], add[j][e]);
@@ -195,7 +188,7 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
             const int64_t row = row0 + i * 16 + 8 * h;
             const uint64_t threshold = __ldg(a.thresholds + row);
 #pragma unroll
-            for (int j = 0; j < C::kMmaColTiles; ++j) {
+            for (int j = 0; j < kMmaColTiles; ++j) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     if (v[j][e] <= tValue[i][h])
@@ -209,52 +202,52 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
 /// One 128 x 128 tile of products per block, kGroupQueryTiles query tiles
 /// sweeping the vector tiles together (block ids run along the group's
 /// query tiles first). kStages stages of 32 dimensions in flight.
-template <class C, bool kBf16>
-__global__ void __launch_bounds__(C::kThreads, 2) fusedFilterKernel(FusedArgs a) {
+template <bool kBf16>
+__global__ void __launch_bounds__(kThreads, 2) fusedFilterKernel(FusedArgs a) {
     extern __shared__ float4 sharedRaw[];
     float* stages = reinterpret_cast<float*>(sharedRaw);
     int64_t q0, v0;
     blockTile(a, blockIdx.x, q0, v0);
     const int warp = threadIdx.x >> 5;
-    const int warpRow = warp / (kTileCols / C::kWarpCols);
-    const int warpCol = warp % (kTileCols / C::kWarpCols);
+    const int warpRow = warp / (kTileCols / kWarpCols);
+    const int warpCol = warp % (kTileCols / kWarpCols);
 
-    Accumulators<C> acc;
+    Accumulators acc;
 #pragma unroll
     for (int i = 0; i < kMmaRowTiles; ++i) {
 #pragma unroll
-        for (int j = 0; j < C::kMmaColTiles; ++j) {
+        for (int j = 0; j < kMmaColTiles; ++j) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
         }
     }
-    const StageCopier<C::kThreads> copier(a, q0, v0);
+    const StageCopier<kThreads> copier(a, q0, v0);
     const int steps = (a.d + kStepDims - 1) / kStepDims;
-    // Groups committed before step s: C::kStages - 1 + s (empty ones included),
-    // so waiting for all but C::kStages - 2 leaves stage s complete.
+    // Groups committed before step s: kStages - 1 + s (empty ones included),
+    // so waiting for all but kStages - 2 leaves stage s complete.
 #pragma unroll
-    for (int s = 0; s < C::kStages - 1; ++s) {
+    for (int s = 0; s < kStages - 1; ++s) {
         if (s < steps) copier.issue(stages + s * kStageFloats, s, a.d, a);
         commitCopies();
     }
     for (int s = 0; s < steps; ++s) {
-        waitCopies<C::kStages - 2>();
+        waitCopies<kStages - 2>();
         __syncthreads();  // stage s visible to all; stage s - 1 no longer read
-        const int next = s + C::kStages - 1;
-        if (next < steps) copier.issue(stages + (next % C::kStages) * kStageFloats, next, a.d, a);
+        const int next = s + kStages - 1;
+        if (next < steps) copier.issue(stages + (next % kStages) * kStageFloats, next, a.d, a);
         commitCopies();
-        multiplyStage<C, kBf16>(stages + (s % C::kStages) * kStageFloats, warpRow, warpCol, acc);
+        multiplyStage<kBf16>(stages + (s % kStages) * kStageFloats, warpRow, warpCol, acc);
     }
-    keepBelowThreshold<C>(a, q0, v0, warpRow, warpCol, acc);
+    keepBelowThreshold(a, q0, v0, warpRow, warpCol, acc);
 }
 
-template <class C, bool kBf16>
+template <bool kBf16>
 void launchFused(const FusedArgs& a, cudaStream_t stream) {
-    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(fusedFilterKernel<C, kBf16>,
+    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(fusedFilterKernel<kBf16>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              int(C::kSharedBytes)));
-    fusedFilterKernel<C, kBf16>
-        <<<unsigned(a.queryTiles * a.vectorTiles), C::kThreads, C::kSharedBytes, stream>>>(a);
+                                              int(kSharedBytes)));
+    fusedFilterKernel<kBf16>
+        <<<unsigned(a.queryTiles * a.vectorTiles), kThreads, kSharedBytes, stream>>>(a);
 }
 
 /// The shared sample's rows (`words` 32-bit words each) and column terms,
@@ -308,10 +301,9 @@ void sampleProducts(cublasHandle_t blas, const FusedOperands& ops, int64_t rows,
 }  // namespace
 
 bool fusedCandidatesApply(int64_t nb, int64_t m, const FusedOperands& ops) {
-    auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
     const bool wholeChunks = ops.d >= 1 && ops.d % (ops.bf16x3 ? 8 : 4) == 0;
     return gEnabled.load() && select::sampledThresholdKeysApply(nb, m) && wholeChunks &&
-           ops.queries && ops.vectors && aligned(ops.queries) && aligned(ops.vectors);
+           ops.queries && ops.vectors && aligned16(ops.queries) && aligned16(ops.vectors);
 }
 
 int64_t fusedCandidatesMaxRows() { return select::kSampledThresholdMaxRows; }
@@ -379,9 +371,9 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
         FAISS_EXT_CUDA_CHECK(launchFusedWgmma(a, ops.bf16x3, stream));
         gWgmmaRows += rows;
     } else if (ops.bf16x3) {
-        launchFused<FusedShape, true>(a, stream);
+        launchFused<true>(a, stream);
     } else {
-        launchFused<FusedShape, false>(a, stream);
+        launchFused<false>(a, stream);
     }
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     select::sampledThresholdSettleKeys(rows, nb, m, outKeys, needsFallback, thresholdScratch,

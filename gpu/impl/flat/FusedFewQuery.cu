@@ -22,6 +22,7 @@
 #include "faiss_ext/gpu/impl/flat/KernelLaunchCache.h"
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/Align.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
@@ -374,7 +375,7 @@ struct Instantiation {
 /// of two <= 32) and whether rows can be read as float4.
 template <typename F>
 auto withInstantiation(int nqBlock, const FusedArgs& a, F&& f) {
-    const bool vec4 = a.d % 4 == 0 && (reinterpret_cast<uintptr_t>(a.x) & 15) == 0;
+    const bool vec4 = a.d % 4 == 0 && aligned16(a.x);
 #define FAISS_EXT_FUSED_CASE(NQ) \
     case NQ: return vec4 ? f(Instantiation<NQ, true>{}) : f(Instantiation<NQ, false>{});
     switch (nqBlock) {

@@ -127,8 +127,8 @@ struct StageCopier {
             const bool valid = dimOk && ((rowValid >> i) & 1u);
             const float* p = src[side] + (i % kHalf) * rowStep + k0;
             // (rows r0 + kRowStep i share r0's swizzle: kRowStep is a multiple of 8)
-            copy16(base + unsigned(sizeof(float) * i * kRowStep * kStepDims),
-                   valid ? p : a.queries, valid);
+            copy16(base + unsigned(sizeof(float) * i * kRowStep * kStepDims), valid ? p : a.queries,
+                   valid);
         }
     }
 };

@@ -33,6 +33,7 @@
 // parents), so the result is exact.
 #include "faiss_ext/gpu/impl/select/MergeQueue.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
+#include "faiss_ext/gpu/utils/Align.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
@@ -496,8 +497,7 @@ void mergeQueueSelect(const MergeQueueArgs& a, cudaStream_t stream) {
                                                  std::max<int64_t>(1, 4096 / gy)));
         gx = std::max(gx, 1u);
         const bool vec4 = a.group == 4 && a.ld % 4 == 0 &&
-                          ((reinterpret_cast<uintptr_t>(a.dist) |
-                            reinterpret_cast<uintptr_t>(a.colAdd)) & 15) == 0;
+                          aligned16(a.dist) && aligned16(a.colAdd);
         if (vec4) {
             unsigned gv = unsigned(std::min<int64_t>((a.n + 4 * threads - 1) / (4 * threads),
                                                      std::max<int64_t>(1, 8192 / gy)));

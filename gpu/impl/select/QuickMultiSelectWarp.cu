@@ -1,6 +1,7 @@
 // One warp per row: the instantiations of quick multi-select for many rows,
 // and the dispatch between the warp and block variants.
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.cuh"
+#include "faiss_ext/gpu/utils/Align.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 #include <algorithm>
@@ -46,7 +47,7 @@ void filterFloatRows(const SelectArgs& a, uint64_t* pivots, unsigned long long* 
     int dev = getCurrentDevice();
     int sms = 0, perSm = 0;
     FAISS_EXT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    bool vec = ((reinterpret_cast<uintptr_t>(a.dist) | reinterpret_cast<uintptr_t>(a.colAdd)) & 15) == 0 &&
+    bool vec = aligned16(a.dist) && aligned16(a.colAdd) &&
                a.ld % 4 == 0;
     if (vec) {
         FAISS_EXT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(

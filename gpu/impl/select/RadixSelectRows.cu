@@ -225,8 +225,7 @@ void radixSelectRows(const float* dist, int64_t ld, const float* colAdd, uint32_
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 
     const Source s{dist, ld, colAdd, w};
-    const bool vec4 = ld % 4 == 0 && (reinterpret_cast<uintptr_t>(dist) & 15) == 0 &&
-                      (reinterpret_cast<uintptr_t>(colAdd) & 15) == 0;
+    const bool vec4 = ld % 4 == 0 && aligned16(dist) && aligned16(colAdd);
     // Enough blocks over all rows to fill the GPU several times over.
     int sms = 0;
     FAISS_EXT_CUDA_CHECK(

@@ -767,8 +767,7 @@ void runSampledThreshold(FilterArgs a, int64_t rows, bool largest, void* scratch
     a.capacity = plan.capacity;
     // Rows need not hold a multiple of 4 entries (loadFour reads the last
     // float4 of a row entry by entry); their starts must be aligned.
-    const bool vec4 = a.ld % 4 == 0 && (reinterpret_cast<uintptr_t>(a.values) & 15) == 0 &&
-                      (reinterpret_cast<uintptr_t>(a.colAdd) & 15) == 0;
+    const bool vec4 = a.ld % 4 == 0 && aligned16(a.values) && aligned16(a.colAdd);
     const dim3 grid(unsigned((a.n + kChunk - 1) / kChunk), unsigned(rows));
     const int items = settleItems(a.k);
     // The threshold passes about rank / samples of a row.
