@@ -222,22 +222,9 @@ __global__ void __launch_bounds__(kThreads, 2) fusedFilterKernel(FusedArgs a) {
         }
     }
     const StageCopier<kThreads> copier(a, q0, v0);
-    const int steps = (a.d + kStepDims - 1) / kStepDims;
-    // Groups committed before step s: kStages - 1 + s (empty ones included),
-    // so waiting for all but kStages - 2 leaves stage s complete.
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-        if (s < steps) copier.issue(stages + s * kStageFloats, s, a.d, a);
-        commitCopies();
-    }
-    for (int s = 0; s < steps; ++s) {
-        waitCopies<kStages - 2>();
-        __syncthreads();  // stage s visible to all; stage s - 1 no longer read
-        const int next = s + kStages - 1;
-        if (next < steps) copier.issue(stages + (next % kStages) * kStageFloats, next, a.d, a);
-        commitCopies();
-        multiplyStage<kBf16>(stages + (s % kStages) * kStageFloats, warpRow, warpCol, acc);
-    }
+    runTileStages<kStages, false>(a, copier, stages, [&](int buffer, int) {
+        multiplyStage<kBf16>(stages + buffer * kStageFloats, warpRow, warpCol, acc);
+    });
     keepBelowThreshold(a, q0, v0, warpRow, warpCol, acc);
 }
 

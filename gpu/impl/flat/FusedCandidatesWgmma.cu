@@ -233,26 +233,11 @@ __global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs 
 #pragma unroll
     for (int i = 0; i < 64; ++i) d[i] = 0.f;
     const StageCopier<kThreads> copier(a, q0, v0);
-    const int steps = (a.d + kStepDims - 1) / kStepDims;
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-        if (s < steps) copier.issue(stages + s * kStageFloats, s, a.d, a);
-        commitCopies();
-    }
-    for (int s = 0; s < steps; ++s) {
-        waitCopies<kStages - 2>();
-        // The copies (generic proxy) made visible to the products (async
-        // proxy), then to every thread; stage s - 1's products are done
-        // (waited for in multiplyPanel), so its buffer may be refilled.
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-        const int next = s + kStages - 1;
-        if (next < steps) copier.issue(stages + (next % kStages) * kStageFloats, next, a.d, a);
-        commitCopies();
-        const unsigned stage = stagesAddress + unsigned(s % kStages) * kStageBytes;
+    runTileStages<kStages, true>(a, copier, stages, [&](int buffer, int s) {
+        const unsigned stage = stagesAddress + unsigned(buffer) * kStageBytes;
         multiplyPanel<kBf16>(d, stage + unsigned(warpgroup * kWarpgroupRows) * kRowBytes,
                              stage + unsigned(kTileRows) * kRowBytes, s == 0);
-    }
+    });
     keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d);
 #else
     __trap();  // never launched: fusedWgmmaAvailable is false without sm_90a code

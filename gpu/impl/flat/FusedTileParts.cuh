@@ -133,6 +133,37 @@ struct StageCopier {
     }
 };
 
+/// The stage pipeline of a block that multiplies one tile: kStages stages
+/// of kStepDims words of its queries and vectors in flight. multiply(buffer,
+/// s) multiplies step s from stage buffer `buffer` once every thread's
+/// copies of it have landed and every thread is past step s - 1, whose
+/// buffer the copies of step s + kStages - 1 then refill (so multiply must
+/// be done reading its buffer when it returns). kAsyncProxy: the products
+/// read shared memory through the async proxy (wgmma), so the copies
+/// (generic proxy) are fenced for it before the barrier.
+template <int kStages, bool kAsyncProxy, int kThreads, class Multiply>
+__device__ __forceinline__ void runTileStages(const FusedArgs& a,
+                                              const StageCopier<kThreads>& copier, float* stages,
+                                              Multiply&& multiply) {
+    const int steps = (a.d + kStepDims - 1) / kStepDims;
+    // Groups committed before step s: kStages - 1 + s (empty ones included),
+    // so waiting for all but kStages - 2 leaves stage s complete.
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < steps) copier.issue(stages + s * kStageFloats, s, a.d, a);
+        commitCopies();
+    }
+    for (int s = 0; s < steps; ++s) {
+        waitCopies<kStages - 2>();
+        if constexpr (kAsyncProxy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();  // stage s visible to all; stage s - 1 no longer read
+        const int next = s + kStages - 1;
+        if (next < steps) copier.issue(stages + (next % kStages) * kStageFloats, next, a.d, a);
+        commitCopies();
+        multiply(s % kStages, s);
+    }
+}
+
 /// Appends one product at or below its query's threshold key (ties in
 /// value go to the smaller column).
 __device__ __forceinline__ void keepIfBelow(const FusedArgs& a, int64_t row, int64_t col, float v,
