@@ -351,11 +351,10 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
     a.capacity = buf.capacity;
     a.queryTiles = queryTiles;
     a.vectorTiles = vectorTiles;
-    int device = 0;
-    FAISS_EXT_CUDA_CHECK(cudaGetDevice(&device));
+    const int device = getCurrentDevice();
     const bool wgmma = gWgmmaEnabled.load() && fusedWgmmaAvailable(device);
     if (wgmma) {
-        FAISS_EXT_CUDA_CHECK(launchFusedWgmma(a, ops.bf16x3, stream));
+        launchFusedWgmma(a, ops.bf16x3, device, stream);
         gWgmmaRows += rows;
     } else if (ops.bf16x3) {
         launchFused<true>(a, stream);

@@ -23,6 +23,8 @@
 
 #include "faiss_ext/gpu/impl/flat/FusedCandidatesWgmma.h"
 #include "faiss_ext/gpu/impl/flat/FusedTileParts.cuh"
+#include "faiss_ext/gpu/impl/flat/KernelLaunchCache.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -413,38 +415,32 @@ size_t residentSharedBytes(int panels, int stages) {
     return size_t(kPanelBytes) * size_t(panels + stages) + 1024;
 }
 
-/// Launches the resident kernel with kStages stages if two blocks of it
-/// fit an SM (the other block's products cover one's waits); false where
-/// they do not (nothing launched).
+/// Launches the resident kernel with kStages stages on `device` (current)
+/// if two blocks of it fit an SM (the other block's products cover one's
+/// waits); false where they do not (nothing launched).
 template <bool kBf16, int kStages>
-bool launchResident(const FusedArgs& a, int panels, cudaStream_t stream, cudaError_t& error) {
+bool launchResident(const FusedArgs& a, int panels, int device, cudaStream_t stream) {
     auto kernel = fusedFilterResidentKernel<kBf16, kStages>;
     const size_t bytes = residentSharedBytes(panels, kStages);
-    int device = 0, sms = 0, perSm = 0, blockLimit = 0;
-    error = cudaGetDevice(&device);
-    if (error == cudaSuccess)
-        error =
-            cudaDeviceGetAttribute(&blockLimit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (error != cudaSuccess) return true;
+    int blockLimit = 0;
+    FAISS_EXT_CUDA_CHECK(
+        cudaDeviceGetAttribute(&blockLimit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     // Rows too wide for one block's shared memory (TF32 past d = 352 with
     // three stages): the tile kernel serves (asking for more would fail).
     if (bytes > size_t(blockLimit)) return false;
-    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-    if (error == cudaSuccess)  // (all of the SM's unified memory for shared memory if asked)
-        error = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     int(cudaSharedmemCarveoutMaxShared));
-    if (error == cudaSuccess)
-        error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (error == cudaSuccess)
-        error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, bytes);
-    if (error != cudaSuccess) return true;
+    // (all of the SM's unified memory for shared memory if asked)
+    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(kernel,
+                                              cudaFuncAttributePreferredSharedMemoryCarveout,
+                                              int(cudaSharedmemCarveoutMaxShared)));
+    const int perSm =
+        cachedBlocksPerSm(reinterpret_cast<const void*>(kernel), device, kThreads, bytes);
     if (perSm < 2) return false;
-    const int64_t inFlight = int64_t(sms) * perSm;
+    const int64_t inFlight = int64_t(cachedSmCount(device)) * perSm;
     const int64_t itemTiles = residentItemTiles(a.queryTiles, a.vectorTiles, inFlight);
     const int64_t items = a.queryTiles * ((a.vectorTiles + itemTiles - 1) / itemTiles);
     const int64_t grid = std::min(items, inFlight);
     kernel<<<unsigned(grid), kThreads, bytes, stream>>>(a, panels, itemTiles, items);
-    error = cudaGetLastError();
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
     return true;
 }
 
@@ -465,23 +461,21 @@ bool fusedWgmmaAvailable(int device) {
 #endif
 }
 
-cudaError_t launchFusedWgmma(const FusedArgs& a, bool bf16, cudaStream_t stream) {
+void launchFusedWgmma(const FusedArgs& a, bool bf16, int device, cudaStream_t stream) {
     // The resident kernel where its panels leave room for two blocks an SM
-    // (at most 5 panels: TF32 rows of up to 160 words, BF16x3 of d <= 96),
+    // (at most 5 panels: TF32 rows of up to 160 words, BF16x3 of d <= 104),
     // with three stages where they fit, else two; the tile kernel otherwise.
     const int panels = (a.d + kStepDims - 1) / kStepDims;
-    cudaError_t e = cudaSuccess;
-    const bool launched = bf16 ? launchResident<true, 3>(a, panels, stream, e) ||
-                                     launchResident<true, 2>(a, panels, stream, e)
-                               : launchResident<false, 3>(a, panels, stream, e) ||
-                                     launchResident<false, 2>(a, panels, stream, e);
-    if (launched) return e;
+    const bool launched = bf16 ? launchResident<true, 3>(a, panels, device, stream) ||
+                                     launchResident<true, 2>(a, panels, device, stream)
+                               : launchResident<false, 3>(a, panels, device, stream) ||
+                                     launchResident<false, 2>(a, panels, device, stream);
+    if (launched) return;
     auto kernel = bf16 ? fusedFilterWgmmaKernel<true> : fusedFilterWgmmaKernel<false>;
-    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kSharedBytes));
-    if (e != cudaSuccess) return e;
+    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              int(kSharedBytes)));
     kernel<<<unsigned(a.queryTiles * a.vectorTiles), kThreads, kSharedBytes, stream>>>(a);
-    return cudaGetLastError();
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace gpu

@@ -18,9 +18,9 @@ struct FusedArgs;
 bool fusedWgmmaAvailable(int device);
 
 /// Launches the warpgroup kernel over a's tiles (TF32 products, or BF16
-/// pairs when `bf16`) on `stream`; requires fusedWgmmaAvailable of the
-/// current device. Returns the launch's error.
-cudaError_t launchFusedWgmma(const fused::FusedArgs& a, bool bf16, cudaStream_t stream);
+/// pairs when `bf16`) on `stream`; requires fusedWgmmaAvailable(device),
+/// `device` current. Throws for a CUDA error.
+void launchFusedWgmma(const fused::FusedArgs& a, bool bf16, int device, cudaStream_t stream);
 
 }  // namespace gpu
 }  // namespace faiss_ext
