@@ -101,8 +101,8 @@ __global__ void certifyRowsKernel(const uint64_t* sortedKeys, int64_t m, int64_t
     const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (r >= rows) return;
     const double kth = double(select::keyValue(sortedKeys[r * m + kk - 1]));
-    const bool ok = !(flags && flags[r]) &&
-                    (allCandidates || (kth < INFINITY && leftOutLower[r] > kth));
+    const bool ok =
+        !(flags && flags[r]) && (allCandidates || (kth < INFINITY && leftOutLower[r] > kth));
     certified[r] = ok ? 1 : 0;
 }
 
@@ -152,7 +152,7 @@ void searchRowsByFp32(GpuResources* res, int device, cudaStream_t stream, const 
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(rowIds.data(), rows.data() + i0, sizeof(int64_t) * c,
                                              cudaMemcpyHostToDevice, stream));
         gatherRowsKernel<<<gridStrideBlocks(c * d), 256, 0, stream>>>(queries, d, rowIds.data(), c,
-                                                             q.data());
+                                                                      q.data());
         FAISS_EXT_CUDA_CHECK_LAUNCH();
         fp32Search(q.data(), c, dOut.data(), lOut.data());
         scatterResultsKernel<<<gridStrideBlocks(c * k), 256, 0, stream>>>(
@@ -166,10 +166,10 @@ void searchRowsByFp32(GpuResources* res, int device, cudaStream_t stream, const 
 
 /// Whether the first block's flags (rows of them, on the device) certify
 /// at least kBoundedBailOutShare of its queries; synchronises `stream`.
-bool firstBlockWorthIt(const uint8_t* certified, int64_t rows, cudaStream_t stream) {
+bool certifiesEnough(const uint8_t* certified, int64_t rows, cudaStream_t stream) {
     std::vector<uint8_t> flags(static_cast<size_t>(rows));
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(flags.data(), certified, size_t(rows),
-                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemcpyAsync(flags.data(), certified, size_t(rows), cudaMemcpyDeviceToHost, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     const int64_t ok = std::count(flags.begin(), flags.end(), uint8_t(1));
     return double(ok) >= kBoundedBailOutShare * double(rows);
@@ -181,11 +181,10 @@ int64_t boundedCandidateCount(int64_t kk, int64_t nb, bool bf16x3Products) {
     FAISS_THROW_IF_NOT_FMT(kk >= 1 && nb >= 1 && kk <= nb,
                            "boundedCandidateCount: need 1 <= k <= nb (k %lld, nb %lld)",
                            (long long)kk, (long long)nb);
-    const int64_t slack = bf16x3Products && kk <= kBf16x3WideSlackMaxK ? kBf16x3SlackFactor * kk
-                                                                        : kk;
+    const int64_t slack =
+        bf16x3Products && kk <= kBf16x3WideSlackMaxK ? kBf16x3SlackFactor * kk : kk;
     return std::min(nb, kk + std::max(slack, kBoundedMinSlack));
 }
-
 
 namespace {
 
@@ -207,11 +206,12 @@ CandidatePlan planSampledCandidates(size_t budget, int64_t nq, int64_t nb, int64
     CandidatePlan p;
     if (!select::sampledThresholdKeysApply(nb, m)) return p;
     const int64_t ld = (nb + 3) / 4 * 4;
-    const size_t perRow = sizeof(float) * size_t(ld) + select::sampledThresholdScratchBytes(1, nb, m) +
+    const size_t perRow = sizeof(float) * size_t(ld) +
+                          select::sampledThresholdScratchBytes(1, nb, m) +
                           sizeof(uint64_t) * size_t(m) + 1 + extraPerRow;
     // Rows of one filter call, and GEMM tiles under 2^31 entries.
-    p.rows = std::min<int64_t>({nq, select::kSampledThresholdMaxRows, (int64_t(1) << 31) / ld,
-                                int64_t(budget / perRow)});
+    p.rows = std::min<int64_t>(
+        {nq, select::kSampledThresholdMaxRows, (int64_t(1) << 31) / ld, int64_t(budget / perRow)});
     p.sampled = p.rows >= 1;
     p.cols = nb;
     p.colTiles = 1;
@@ -253,12 +253,255 @@ CandidatePlan planCandidates(size_t budget, int64_t nq, int64_t k, int64_t m, in
     if (sampled && !p.sampled) p = planSampledCandidates(budget, nq, nb, m, extraPerRow);
     if (!p.sampled) {
         const TilePlan t =
-                planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2, selection, extraPerRow);
+            planSearch(budget, nb, nq, k, m, d, /*onHost=*/false, l2, selection, extraPerRow);
         p.rows = t.rows;
         p.cols = t.cols;
         p.colTiles = t.colTiles;
     }
     return p;
+}
+
+}  // namespace
+
+namespace {
+
+/// The bounded pass over a search's queries, block by block: its plan, its
+/// temporary buffers (for blocks of up to plan.rows queries) and the steps
+/// of one block.
+class BoundedPass {
+  public:
+    BoundedPass(GpuResources* res, int device, cudaStream_t stream, const BoundedCorpus& corpus,
+                const float* queries, int64_t nq, int64_t k, const TileSelection& selection,
+                bool sampledCandidates);
+
+    /// Searches queries [q0, q0 + rows) (of `queries`, prepared) into the
+    /// result rows and flags which of them are certified.
+    void searchBlock(const float* queries, int64_t q0, int64_t rows, float* distances,
+                     int64_t* labels);
+    /// Rows of the first block (small on the fused path: the bail-out
+    /// costs few queries' products) and of the others.
+    int64_t firstRows() const {
+        return plan_.fused ? std::min(plan_.rows, kFusedFirstBlockRows) : plan_.rows;
+    }
+    int64_t blockRows() const { return plan_.rows; }
+    /// Whether the first block certified enough of its queries to go on
+    /// (synchronises the stream).
+    bool firstBlockWorthIt(int64_t rows) const {
+        return certifiesEnough(certified_.data(), rows, stream_);
+    }
+    /// The queries of [0, passed) the pass did not certify (synchronises).
+    std::vector<int64_t> uncertified(int64_t passed, int64_t nq) const;
+
+  private:
+    /// What the products multiply: the BF16x3 split of the vectors, or the vectors.
+    const void* multipliedVectors() const {
+        return bf16_ ? static_cast<const void*>(corpus_.split) : corpus_.vectors;
+    }
+    /// The fused kernel's operands for queries q (their split under BF16x3).
+    FusedOperands operands(const void* q) const {
+        FusedOperands o;
+        o.bf16x3 = bf16_;
+        o.d = bf16_ ? dPad_ : d_;
+        o.queries = q;
+        o.vectors = multipliedVectors();
+        return o;
+    }
+    const float* prepareQueries(const float* q, int64_t rows);
+    const uint64_t* candidates(const float* q, int64_t rows);
+    void rescoreAndCertify(const float* q, int64_t q0, int64_t rows, const uint64_t* approxKeys,
+                           float* distances, int64_t* labels);
+
+    cudaStream_t stream_;
+    const BoundedCorpus& corpus_;
+    const int64_t nb_, kk_, k_, m_;
+    const int d_, dPad_;
+    const bool l2_, bf16_, centred_;
+    const int64_t
+        gemmRows_;  ///< the GEMMs may run past nb up to here (columns the selection skips)
+    const TileSelection& selection_;
+    cublasHandle_t blas_;
+    CandidatePlan plan_;
+    size_t filterBytes_ = 0, sortBytes_ = 0;
+    RescoreArgs args_;
+    // One flag per query, read back once after the last block (a read
+    // per block would stall the stream between blocks).
+    TempBuffer<uint8_t> certified_;
+    std::unique_ptr<TempBuffer<float>> dist_;
+    std::unique_ptr<RowSelector> sel_;
+    std::unique_ptr<TempBuffer<char>> filterScratch_, sortTemp_;
+    std::unique_ptr<TempBuffer<uint64_t>> filtered_, rescored_;
+    std::unique_ptr<TempBuffer<uint8_t>> flags_;
+    std::unique_ptr<TempBuffer<double>> leftOutLower_;
+    // Query norms per block (the bound's |q|; for L2 also the decode's
+    // |q|^2, the same kernel as the FP32 path's, on the queries this
+    // pass multiplies: centred ones when the corpus is), the centred
+    // queries (L2) or their q.c (inner products), the BF16x3 split.
+    std::unique_ptr<TempBuffer<float>> querySqNorms_, centredQueries_, centreOffsets_;
+    std::unique_ptr<TempBuffer<Bf16Bits>> querySplit_;
+};
+
+BoundedPass::BoundedPass(GpuResources* res, int device, cudaStream_t stream,
+                         const BoundedCorpus& corpus, const float* queries, int64_t nq, int64_t k,
+                         const TileSelection& selection, bool sampledCandidates)
+    : stream_(stream),
+      corpus_(corpus),
+      nb_(corpus.nb),
+      kk_(std::min(k, corpus.nb)),
+      k_(k),
+      m_(boundedCandidateCount(std::min(k, corpus.nb), corpus.nb, corpus.split != nullptr)),
+      d_(corpus.d),
+      dPad_(corpus.splitDim),
+      l2_(corpus.metric == FlatMetric::L2),
+      bf16_(corpus.split != nullptr),
+      centred_(corpus.centre != nullptr),
+      gemmRows_(std::max(corpus.nb, corpus.gemmRows)),
+      selection_(selection),
+      blas_(res->getBlasHandle(device)),
+      certified_(res, device, size_t(nq), stream) {
+    // Per row beyond the selection: m re-scored keys, their sort's
+    // temporary memory, the lower bound of the keys left out, the
+    // query's norm and (centred) the centred query (L2) or its q.c (inner
+    // products). BF16x3: the query's split row (3 dPad BF16).
+    const size_t extraPerRow = sizeof(uint64_t) * m_ + select::sortKeyRowsTempBytes(1, m_) + 64 +
+                               sizeof(float) * (1 + (centred_ ? size_t(d_) : 0)) +
+                               (bf16_ ? 3 * sizeof(Bf16Bits) * size_t(dPad_) : 0);
+    const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
+    // (queries multiplied from a temporary buffer, centred or split, are
+    // aligned: the vectors stand in for them in the check)
+    const bool tempQueries = bf16_ || (centred_ && l2_);
+    const FusedOperands planned = operands(tempQueries ? multipliedVectors() : queries);
+    plan_ = planCandidates(budget, nq, k, m_, d_, l2_, sampledCandidates, planned, nb_, selection,
+                           extraPerRow);
+    const int64_t rows = plan_.rows;
+    const int64_t ldMax = (plan_.cols + 3) / 4 * 4;
+    dist_.reset(new TempBuffer<float>(res, device, plan_.fused ? 0 : size_t(rows) * ldMax, stream));
+    if (!plan_.sampled) {
+        sel_.reset(new RowSelector(res, device, stream, selection.algo, rows, plan_.cols,
+                                   plan_.colTiles, nb_, m_, selection.group, selection.thFactor));
+    }
+    filterBytes_ = plan_.fused     ? fusedCandidatesScratchBytes(rows, nb_, m_, planned)
+                   : plan_.sampled ? select::sampledThresholdScratchBytes(rows, nb_, m_)
+                                   : 0;
+    filterScratch_.reset(new TempBuffer<char>(res, device, filterBytes_, stream));
+    filtered_.reset(
+        new TempBuffer<uint64_t>(res, device, plan_.sampled ? size_t(rows) * m_ : 0, stream));
+    flags_.reset(new TempBuffer<uint8_t>(res, device, plan_.sampled ? size_t(rows) : 0, stream));
+    rescored_.reset(new TempBuffer<uint64_t>(res, device, size_t(rows) * m_, stream));
+    sortBytes_ = select::sortKeyRowsTempBytes(rows, m_);
+    sortTemp_.reset(new TempBuffer<char>(res, device, sortBytes_, stream));
+    leftOutLower_.reset(new TempBuffer<double>(res, device, size_t(rows), stream));
+    querySqNorms_.reset(new TempBuffer<float>(res, device, size_t(rows), stream));
+    centredQueries_.reset(
+        new TempBuffer<float>(res, device, centred_ && l2_ ? size_t(rows) * d_ : 0, stream));
+    centreOffsets_.reset(
+        new TempBuffer<float>(res, device, centred_ && !l2_ ? size_t(rows) : 0, stream));
+    querySplit_.reset(
+        new TempBuffer<Bf16Bits>(res, device, bf16_ ? size_t(rows) * 3 * dPad_ : 0, stream));
+
+    const Tf32BoundTerms terms = bf16_ ? bf16x3BoundTerms(dPad_, l2_) : tf32BoundTerms(d_, l2_);
+    args_.m = m_;
+    args_.vectors = corpus.vectors;
+    args_.sqNorms = l2_ ? corpus.sqNorms : nullptr;
+    args_.nb = nb_;
+    args_.d = d_;
+    args_.l2 = l2_;
+    args_.terms = terms;
+    args_.xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
+    args_.xMaxSqNorm = corpus.maxSqNorm;
+    args_.rescoredKeys = rescored_->data();
+    args_.leftOutLower = leftOutLower_->data();
+}
+
+const float* BoundedPass::prepareQueries(const float* q, int64_t rows) {
+    if (centred_ && l2_) {
+        subtractCentre(q, rows, d_, corpus_.centre, centredQueries_->data(), stream_);
+        q = centredQueries_->data();
+    } else if (centred_) {
+        centreDots(q, rows, d_, corpus_.centre, centreOffsets_->data(), stream_);
+    }
+    rowSquaredNorms(q, rows, d_, querySqNorms_->data(), stream_);
+    if (bf16_) splitRowsBf16(q, rows, d_, SplitSide::Queries, querySplit_->data(), stream_);
+    return q;
+}
+
+const uint64_t* BoundedPass::candidates(const float* q, int64_t rows) {
+    const float alpha = l2_ ? -2.f : -1.f;
+    const float* colAdd = l2_ ? corpus_.sqNorms : nullptr;
+    if (plan_.fused) {
+        fusedCandidates(blas_, operands(bf16_ ? static_cast<const void*>(querySplit_->data()) : q),
+                        rows, nb_, alpha, colAdd, m_, filtered_->data(), flags_->data(),
+                        filterScratch_->data(), filterBytes_, stream_);
+        return filtered_->data();
+    }
+    // The approximate products of this block's queries with vectors
+    // [c0, c0 + w), into out (ld floats a row).
+    auto products = [&](int64_t c0, int64_t w, float* out, int64_t ld) {
+        if (bf16_) {
+            gemmDotProductsBf16x3(blas_, querySplit_->data(), rows,
+                                  corpus_.split + size_t(c0) * 3 * dPad_, w, dPad_, alpha, out, ld);
+        } else {
+            gemmDotProductsTf32(blas_, q, rows, corpus_.vectors + size_t(c0) * d_, w, d_, alpha,
+                                out, ld);
+        }
+    };
+    if (plan_.sampled) {
+        const int64_t ldMax = (plan_.cols + 3) / 4 * 4;
+        products(0, std::min(gemmRows_, ldMax), dist_->data(), ldMax);
+        select::sampledThresholdSelectKeys(dist_->data(), ldMax, colAdd, rows, nb_, m_,
+                                           filtered_->data(), flags_->data(),
+                                           filterScratch_->data(), filterBytes_, stream_);
+        return filtered_->data();
+    }
+    sel_->begin(rows);
+    for (int64_t c0 = 0; c0 < nb_; c0 += plan_.cols) {
+        const int64_t w = std::min(plan_.cols, nb_ - c0);
+        const int64_t ld = (w + 3) / 4 * 4;
+        products(c0, std::min(ld, gemmRows_ - c0), dist_->data(), ld);
+        sel_->addTile(dist_->data(), ld, colAdd ? colAdd + c0 : nullptr, uint32_t(c0), w);
+    }
+    return sel_->finish();
+}
+
+void BoundedPass::rescoreAndCertify(const float* q, int64_t q0, int64_t rows,
+                                    const uint64_t* approxKeys, float* distances, int64_t* labels) {
+    args_.approxKeys = approxKeys;
+    args_.queries = q;
+    args_.querySqNorms = querySqNorms_->data();
+    rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, stream_>>>(args_);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    select::sortKeyRows(rescored_->data(), rows, m_, sortTemp_->data(), sortBytes_, stream_);
+    certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, stream_>>>(
+        rescored_->data(), m_, kk_, leftOutLower_->data(), m_ == nb_,
+        plan_.sampled ? flags_->data() : nullptr, rows, certified_.data() + q0);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    // Every row is decoded; the uncertified ones are written over later.
+    const select::KeyDecode decode = l2_ ? select::KeyDecode::L2 : select::KeyDecode::Negated;
+    select::decodeKeys(rescored_->data(), rows, kk_, k_, decode,
+                       l2_ ? querySqNorms_->data() : nullptr, distances + size_t(q0) * k_,
+                       labels + size_t(q0) * k_, stream_, m_);
+    if (centred_ && !l2_) {  // back from q.(x - c) to q.x
+        addRowOffsets(distances ? distances + size_t(q0) * k_ : nullptr, rows, k_,
+                      centreOffsets_->data(), stream_);
+    }
+}
+
+void BoundedPass::searchBlock(const float* queries, int64_t q0, int64_t rows, float* distances,
+                              int64_t* labels) {
+    const float* q = prepareQueries(queries + size_t(q0) * d_, rows);
+    const uint64_t* approxKeys = candidates(q, rows);
+    rescoreAndCertify(q, q0, rows, approxKeys, distances, labels);
+}
+
+std::vector<int64_t> BoundedPass::uncertified(int64_t passed, int64_t nq) const {
+    std::vector<uint8_t> hostCertified(static_cast<size_t>(nq), 0);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCertified.data(), certified_.data(), size_t(passed),
+                                         cudaMemcpyDeviceToHost, stream_));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<int64_t> rows;
+    for (int64_t r = 0; r < nq; ++r) {
+        if (!hostCertified[size_t(r)]) rows.push_back(r);
+    }
+    return rows;
 }
 
 }  // namespace
@@ -277,171 +520,23 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                            "boundedFlatSearch: dimension %d too large for the TF32 bound", d);
     const bool l2 = corpus.metric == FlatMetric::L2;
     FAISS_THROW_IF_NOT_MSG(!l2 || corpus.sqNorms, "boundedFlatSearch: L2 needs the stored norms");
-    const select::KeyDecode decode = l2 ? select::KeyDecode::L2 : select::KeyDecode::Negated;
-    const int64_t kk = std::min(k, nb);
-    const bool bf16 = corpus.split != nullptr;
-    const int64_t m = boundedCandidateCount(kk, nb, bf16);
-    FAISS_THROW_IF_NOT_MSG(!bf16 || corpus.splitDim == bf16PaddedDim(d),
+    FAISS_THROW_IF_NOT_MSG(!corpus.split || corpus.splitDim == bf16PaddedDim(d),
                            "boundedFlatSearch: BF16 split of the corpus at the wrong width");
-    const int dPad = corpus.splitDim;
-    const Tf32BoundTerms terms = bf16 ? bf16x3BoundTerms(dPad, l2) : tf32BoundTerms(d, l2);
-    const double xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
-
-    const bool centred = corpus.centre != nullptr;
-    // The GEMMs may run past nb up to gemmRows (columns the selection skips).
-    const int64_t gemmRows = std::max(nb, corpus.gemmRows);
 
     std::vector<int64_t> fallbackRows;
     {
-        // Per row beyond the selection: m re-scored keys, their sort's
-        // temporary memory, the lower bound of the keys left out, the
-        // query's norm and (centred) the centred query (L2) or its q.c (inner products).
-        // BF16x3: the query's split row (3 dPad BF16).
-        const size_t extraPerRow = sizeof(uint64_t) * m + select::sortKeyRowsTempBytes(1, m) + 64 +
-                                   sizeof(float) * (1 + (centred ? size_t(d) : 0)) +
-                                   (bf16 ? 3 * sizeof(Bf16Bits) * size_t(dPad) : 0);
-        // One flag per query, read back once after the last block (a read
-        // per block would stall the stream between blocks).
-        TempBuffer<uint8_t> certified(res, device, size_t(nq), stream);
-        const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
-        // What the fused kernel multiplies for a block's queries q (the
-        // split queries under BF16x3).
-        const void* multipliedVectors = bf16 ? static_cast<const void*>(corpus.split) : corpus.vectors;
-        auto fusedOperands = [&](const void* q) {
-            FusedOperands o;
-            o.bf16x3 = bf16;
-            o.d = bf16 ? dPad : d;
-            o.queries = q;
-            o.vectors = multipliedVectors;
-            return o;
-        };
-        // (queries multiplied from a temporary buffer, centred or split, are
-        // aligned: the vectors stand in for them in the check)
-        const bool tempQueries = bf16 || (centred && l2);
-        const FusedOperands planned = fusedOperands(tempQueries ? multipliedVectors : queries);
-        const CandidatePlan p =
-                planCandidates(budget, nq, k, m, d, l2, sampledCandidates, planned, nb,
-                               candidateSelection, extraPerRow);
-        const int64_t ldMax = (p.cols + 3) / 4 * 4;
-        TempBuffer<float> dist(res, device, p.fused ? 0 : size_t(p.rows) * ldMax, stream);
-        std::unique_ptr<RowSelector> sel;
-        if (!p.sampled) {
-            sel.reset(new RowSelector(res, device, stream, candidateSelection.algo, p.rows, p.cols,
-                                      p.colTiles, nb, m, candidateSelection.group,
-                                      candidateSelection.thFactor));
-        }
-        const size_t filterBytes = p.fused     ? fusedCandidatesScratchBytes(p.rows, nb, m, planned)
-                                   : p.sampled ? select::sampledThresholdScratchBytes(p.rows, nb, m)
-                                               : 0;
-        TempBuffer<char> filterScratch(res, device, filterBytes, stream);
-        TempBuffer<uint64_t> filtered(res, device, p.sampled ? size_t(p.rows) * m : 0, stream);
-        TempBuffer<uint8_t> flags(res, device, p.sampled ? size_t(p.rows) : 0, stream);
-        TempBuffer<uint64_t> rescored(res, device, size_t(p.rows) * m, stream);
-        const size_t sortBytes = select::sortKeyRowsTempBytes(p.rows, m);
-        TempBuffer<char> sortTemp(res, device, sortBytes, stream);
-        TempBuffer<double> leftOutLower(res, device, size_t(p.rows), stream);
-        // Query norms per block (the bound's |q|; for L2 also the decode's
-        // |q|^2, the same kernel as the FP32 path's, on the queries this
-        // pass multiplies: centred ones when the corpus is).
-        TempBuffer<float> querySqNorms(res, device, size_t(p.rows), stream);
-        TempBuffer<float> centredQueries(res, device, centred && l2 ? size_t(p.rows) * d : 0,
-                                         stream);
-        TempBuffer<float> centreOffsets(res, device, centred && !l2 ? size_t(p.rows) : 0, stream);
-        TempBuffer<Bf16Bits> querySplit(res, device, bf16 ? size_t(p.rows) * 3 * dPad : 0, stream);
-        const float alpha = l2 ? -2.f : -1.f;
-        cublasHandle_t blas = res->getBlasHandle(device);
-
-        RescoreArgs a;
-        a.m = m;
-        a.vectors = corpus.vectors;
-        a.sqNorms = l2 ? corpus.sqNorms : nullptr;
-        a.nb = nb;
-        a.d = d;
-        a.l2 = l2;
-        a.terms = terms;
-        a.xMaxNorm = xMaxNorm;
-        a.xMaxSqNorm = corpus.maxSqNorm;
-        a.rescoredKeys = rescored.data();
-        a.leftOutLower = leftOutLower.data();
-
-        int64_t passed = 0;  // queries the TF32 pass has seen (the rest fall back)
-        // The fused path takes all queries in one block where memory allows:
-        // its first block stays small, so that data TF32 cannot certify
-        // costs few queries' products before the bail-out.
-        const int64_t firstRows = p.fused ? std::min(p.rows, kFusedFirstBlockRows) : p.rows;
-        for (int64_t q0 = 0; q0 < nq; q0 += q0 == 0 ? firstRows : p.rows) {
-            if (q0 == firstRows && !firstBlockWorthIt(certified.data(), firstRows, stream)) break;
-            const int64_t rows = std::min(q0 == 0 ? firstRows : p.rows, nq - q0);
+        BoundedPass pass(res, device, stream, corpus, queries, nq, k, candidateSelection,
+                         sampledCandidates);
+        int64_t passed = 0;  // queries the pass has seen (the rest fall back)
+        const int64_t firstRows = pass.firstRows();
+        for (int64_t q0 = 0; q0 < nq; q0 += q0 == 0 ? firstRows : pass.blockRows()) {
+            if (q0 == firstRows && !pass.firstBlockWorthIt(firstRows)) break;
+            const int64_t rows = std::min(q0 == 0 ? firstRows : pass.blockRows(), nq - q0);
             passed = q0 + rows;
-            const float* q = queries + size_t(q0) * d;
-            if (centred && l2) {
-                subtractCentre(q, rows, d, corpus.centre, centredQueries.data(), stream);
-                q = centredQueries.data();
-            } else if (centred) {
-                centreDots(q, rows, d, corpus.centre, centreOffsets.data(), stream);
-            }
-            rowSquaredNorms(q, rows, d, querySqNorms.data(), stream);
-            if (bf16) splitRowsBf16(q, rows, d, SplitSide::Queries, querySplit.data(), stream);
-            // The approximate products of this block's queries with vectors
-            // [c0, c0 + w), into out (ld floats a row).
-            auto products = [&](int64_t c0, int64_t w, float* out, int64_t ld) {
-                if (bf16) {
-                    gemmDotProductsBf16x3(blas, querySplit.data(), rows,
-                                          corpus.split + size_t(c0) * 3 * dPad, w, dPad, alpha,
-                                          out, ld);
-                } else {
-                    gemmDotProductsTf32(blas, q, rows, corpus.vectors + size_t(c0) * d, w, d, alpha,
-                                        out, ld);
-                }
-            };
-            if (p.fused) {
-                fusedCandidates(blas, fusedOperands(bf16 ? static_cast<const void*>(querySplit.data()) : q),
-                                rows, nb, alpha, l2 ? corpus.sqNorms : nullptr, m, filtered.data(),
-                                flags.data(), filterScratch.data(), filterBytes, stream);
-                a.approxKeys = filtered.data();
-            } else if (p.sampled) {
-                products(0, std::min(gemmRows, ldMax), dist.data(), ldMax);
-                select::sampledThresholdSelectKeys(dist.data(), ldMax, l2 ? corpus.sqNorms : nullptr,
-                                                   rows, nb, m, filtered.data(), flags.data(),
-                                                   filterScratch.data(), filterBytes, stream);
-                a.approxKeys = filtered.data();
-            } else {
-                sel->begin(rows);
-                for (int64_t c0 = 0; c0 < nb; c0 += p.cols) {
-                    const int64_t w = std::min(p.cols, nb - c0);
-                    const int64_t ld = (w + 3) / 4 * 4;
-                    products(c0, std::min(ld, gemmRows - c0), dist.data(), ld);
-                    sel->addTile(dist.data(), ld, l2 ? corpus.sqNorms + c0 : nullptr,
-                                 uint32_t(c0), w);
-                }
-                a.approxKeys = sel->finish();
-            }
-            a.queries = q;
-            a.querySqNorms = querySqNorms.data();
-            rescoreCandidatesKernel<<<unsigned(rows), 32 * kRescoreWarps, 0, stream>>>(a);
-            FAISS_EXT_CUDA_CHECK_LAUNCH();
-            select::sortKeyRows(rescored.data(), rows, m, sortTemp.data(), sortBytes, stream);
-            certifyRowsKernel<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
-                    rescored.data(), m, kk, leftOutLower.data(), m == nb,
-                    p.sampled ? flags.data() : nullptr, rows, certified.data() + q0);
-            FAISS_EXT_CUDA_CHECK_LAUNCH();
-            // Every row is decoded; the uncertified ones are written over below.
-            select::decodeKeys(rescored.data(), rows, kk, k, decode,
-                               l2 ? querySqNorms.data() : nullptr, distances + size_t(q0) * k,
-                               labels + size_t(q0) * k, stream, m);
-            if (centred && !l2) {  // back from q.(x - c) to q.x
-                addRowOffsets(distances ? distances + size_t(q0) * k : nullptr, rows, k,
-                              centreOffsets.data(), stream);
-            }
+            pass.searchBlock(queries, q0, rows, distances, labels);
         }
-        std::vector<uint8_t> hostCertified(static_cast<size_t>(nq), 0);
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCertified.data(), certified.data(), size_t(passed),
-                                             cudaMemcpyDeviceToHost, stream));
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-        for (int64_t r = 0; r < nq; ++r) {
-            if (!hostCertified[size_t(r)]) fallbackRows.push_back(r);
-        }
-    }  // the bounded pass's buffers go back before the fallback plans its tiles
+        fallbackRows = pass.uncertified(passed, nq);
+    }  // the pass's buffers go back before the fallback plans its tiles
 
     searchRowsByFp32(res, device, stream, queries, d, k, fallbackRows, fp32Search, distances,
                      labels);
