@@ -27,7 +27,6 @@
 
 #include "faiss_ext/gpu/impl/select/QuickMultiSelect.h"
 #include "faiss_ext/gpu/impl/select/SelectKeys.cuh"
-#include "faiss_ext/gpu/utils/Align.h"
 
 #include <cstdint>
 
@@ -234,7 +233,8 @@ __device__ int64_t filterFloatRow(const FloatRowLoader& fl, int64_t n, uint64_t 
         }
     };
     constexpr int64_t kVecChunk = 32 * 16;
-    const bool aligned = aligned16(fl.row) && aligned16(fl.colAdd);
+    const bool aligned = ((reinterpret_cast<uintptr_t>(fl.row) |
+                           reinterpret_cast<uintptr_t>(fl.colAdd)) & 15) == 0;
     const int64_t nVec = aligned ? (n / kVecChunk) * kVecChunk : 0;
     for (int64_t c0 = int64_t(warp) * kVecChunk; c0 < nVec; c0 += int64_t(W) * kVecChunk) {
         const float4* r4 = reinterpret_cast<const float4*>(fl.row + c0);
