@@ -605,6 +605,7 @@ int main(int argc, char** argv) {
                                 // Per search (the counters cover the timed runs).
                                 p.integer("certified_queries", stats.certifiedQueries / reps);
                                 p.integer("fallback_queries", stats.fallbackQueries / reps);
+                                p.integer("residual_queries", stats.residualQueries / reps);
                                 if (!fp32Ids.empty()) {
                                     int64_t same = 0;
                                     for (int64_t qi = 0; qi < c.nq; ++qi) {
@@ -623,8 +624,9 @@ int main(int argc, char** argv) {
                             std::fprintf(stderr, "[bench_flat] %s k=%lld: %.4f s, %.0f q/s, recall %.4f",
                                          method.c_str(), (long long)k, sec, c.nq / sec, recall);
                             if (bounded) {
-                                std::fprintf(stderr, ", fallback %lld of %lld queries",
-                                             (long long)(stats.fallbackQueries / reps), (long long)c.nq);
+                                std::fprintf(stderr, ", fallback %lld of %lld queries (residual %lld)",
+                                             (long long)(stats.fallbackQueries / reps), (long long)c.nq,
+                                             (long long)(stats.residualQueries / reps));
                             }
                             std::fprintf(stderr, "\n");
                         } catch (const std::exception& e) {

@@ -96,6 +96,10 @@ struct BoundedSearchStats {
     /// their candidates (data far from the origin, near ties at the k-th
     /// rank), or the vectors are kept on the host (FP32 only there).
     int64_t fallbackQueries = 0;
+    /// Of certifiedQueries, those certified by Auto's TF32 pass over the
+    /// residual copy (data of clusters far from each other and from the
+    /// origin, where the first TF32 pass cannot certify; docs/flat.md).
+    int64_t residualQueries = 0;
 };
 
 }  // namespace gpu

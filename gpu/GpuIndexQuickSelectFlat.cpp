@@ -275,12 +275,14 @@ BoundedSearchStats GpuIndexQuickSelectFlat::getBoundedStats() const {
     BoundedSearchStats s;
     s.certifiedQueries = boundedCertified_.load();
     s.fallbackQueries = boundedFallback_.load();
+    s.residualQueries = boundedResidual_.load();
     return s;
 }
 
 void GpuIndexQuickSelectFlat::resetBoundedStats() {
     boundedCertified_.store(0);
     boundedFallback_.store(0);
+    boundedResidual_.store(0);
 }
 
 void GpuIndexQuickSelectFlat::knnGraph(int64_t k, bool excludeSelf, float* distances,
@@ -336,6 +338,7 @@ void GpuIndexQuickSelectFlat::searchImpl_(idx_t n, const float* x, int64_t k, fl
     storage_->search(x, n, k, distances, labels, o);  // counts only once it succeeds
     boundedCertified_ += stats.certifiedQueries;
     boundedFallback_ += stats.fallbackQueries;
+    boundedResidual_ += stats.residualQueries;
 }
 
 void GpuIndexQuickSelectFlat::checkRangeSearchParams_(const faiss::SearchParameters* params) const {

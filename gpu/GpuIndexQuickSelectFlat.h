@@ -182,6 +182,7 @@ class GpuIndexQuickSelectFlat : public GpuIndex {
     // getBoundedStats(): searches of several threads add to them.
     mutable std::atomic<int64_t> boundedCertified_{0};
     mutable std::atomic<int64_t> boundedFallback_{0};
+    mutable std::atomic<int64_t> boundedResidual_{0};
 };
 
 }  // namespace gpu

@@ -10,6 +10,7 @@
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
+#include "faiss_ext/gpu/impl/flat/ResidualQueries.h"
 #include "faiss_ext/gpu/impl/flat/RowSelector.h"
 #include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
@@ -27,6 +28,11 @@ namespace {
 
 constexpr int kRescoreWarps = 8;
 
+/// Temporary bytes a residual pass adds per query row (ResidualQueries.h).
+size_t residualRowBytes(const ResidualView& v) {
+    return sizeof(float) * (size_t(v.d) + size_t(v.partitions)) + sizeof(float4) + sizeof(double2);
+}
+
 /// What the rescoring kernel reads and writes, for one row block.
 struct RescoreArgs {
     const uint64_t* approxKeys;  // rows x m, sorted ascending (TF32 keys)
@@ -43,6 +49,12 @@ struct RescoreArgs {
     double xMaxSqNorm;       // the largest stored |x|^2
     uint64_t* rescoredKeys;  // out: rows x m FP32 keys, unsorted
     double* leftOutLower;    // out: rows lower bounds of the keys left out (NaN: none)
+    // A residual corpus's pass, else null: the candidates' indices are
+    // residual rows (candidateIds maps them to stored rows), and the keys
+    // left out are bounded by ResidualBound.h from each row's terms.
+    const uint32_t* candidateIds = nullptr;
+    int64_t candidateRows = 0;
+    const double2* residualCertify = nullptr;
 };
 
 __device__ __forceinline__ float warpSumDown(float v) {
@@ -64,7 +76,8 @@ __global__ void __launch_bounds__(32 * kRescoreWarps) rescoreCandidatesKernel(Re
     const float* q = a.queries + r * a.d;
     const uint64_t* keys = a.approxKeys + r * a.m;
     for (int64_t j = warp; j < a.m; j += kRescoreWarps) {
-        const uint32_t id = select::keyIndex(keys[j]);
+        uint32_t id = select::keyIndex(keys[j]);
+        if (a.candidateIds) id = id < a.candidateRows ? a.candidateIds[id] : UINT32_MAX;
         if (id >= a.nb) {  // a row the filter flagged: placeholders, never certified
             if (lane == 0) a.rescoredKeys[r * a.m + j] = select::kMaxKey;
             continue;
@@ -80,7 +93,11 @@ __global__ void __launch_bounds__(32 * kRescoreWarps) rescoreCandidatesKernel(Re
             a.rescoredKeys[r * a.m + j] = select::makeKey(value, id);
         }
     }
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && a.residualCertify) {
+        const double2 c = a.residualCertify[r];
+        a.leftOutLower[r] =
+            residualLeftOutLowerBound(double(select::keyValue(keys[a.m - 1])), c.x, c.y);
+    } else if (threadIdx.x == 0) {
         const double qNorm = normUpperBound(a.terms, double(a.querySqNorms[r]));
         const double lastKey = double(select::keyValue(keys[a.m - 1]));
         // NaN (never certified) when some product could overflow, or when
@@ -284,6 +301,9 @@ class BoundedPass {
         return plan_.fused ? std::min(plan_.rows, kFusedFirstBlockRows) : plan_.rows;
     }
     int64_t blockRows() const { return plan_.rows; }
+    /// Whether the pass can take queries (a residual corpus's needs the
+    /// fused candidates).
+    bool usable() const { return plan_.rows >= 1; }
     /// Whether the first block certified enough of its queries to go on
     /// (synchronises the stream).
     bool firstBlockWorthIt(int64_t rows) const {
@@ -307,6 +327,8 @@ class BoundedPass {
         return o;
     }
     const float* prepareQueries(const float* q, int64_t rows);
+    void planResidual(size_t budget, int64_t nq, bool sampled, size_t extraPerRow);
+    const uint64_t* residualCandidates(int64_t rows);
     const uint64_t* candidates(const float* q, int64_t rows);
     void rescoreAndCertify(const float* q, int64_t q0, int64_t rows, const uint64_t* approxKeys,
                            float* distances, int64_t* labels);
@@ -316,6 +338,8 @@ class BoundedPass {
     const int64_t nb_, kk_, k_, m_;
     const int d_, dPad_;
     const bool l2_, bf16_, centred_;
+    const ResidualView* residual_;  ///< a residual corpus's pass, else null
+    ResidualCorpusBounds residualBounds_;
     const int64_t
         gemmRows_;  ///< the GEMMs may run past nb up to here (columns the selection skips)
     const TileSelection& selection_;
@@ -338,6 +362,10 @@ class BoundedPass {
     // queries (L2) or their q.c (inner products), the BF16x3 split.
     std::unique_ptr<TempBuffer<float>> querySqNorms_, centredQueries_, centreOffsets_;
     std::unique_ptr<TempBuffer<Bf16Bits>> querySplit_;
+    // A residual pass's prepared queries (ResidualQueries.h).
+    std::unique_ptr<TempBuffer<float>> residualQueries_, centreDots_;
+    std::unique_ptr<TempBuffer<float4>> residualCoefs_;
+    std::unique_ptr<TempBuffer<double2>> residualCertify_;
 };
 
 BoundedPass::BoundedPass(GpuResources* res, int device, cudaStream_t stream,
@@ -354,6 +382,7 @@ BoundedPass::BoundedPass(GpuResources* res, int device, cudaStream_t stream,
       l2_(corpus.metric == FlatMetric::L2),
       bf16_(corpus.split != nullptr),
       centred_(corpus.centre != nullptr),
+      residual_(corpus.residual),
       gemmRows_(std::max(corpus.nb, corpus.gemmRows)),
       selection_(selection),
       blas_(res->getBlasHandle(device)),
@@ -364,14 +393,20 @@ BoundedPass::BoundedPass(GpuResources* res, int device, cudaStream_t stream,
     // products). BF16x3: the query's split row (3 dPad BF16).
     const size_t extraPerRow = sizeof(uint64_t) * m_ + select::sortKeyRowsTempBytes(1, m_) + 64 +
                                sizeof(float) * (1 + (centred_ ? size_t(d_) : 0)) +
-                               (bf16_ ? 3 * sizeof(Bf16Bits) * size_t(dPad_) : 0);
+                               (bf16_ ? 3 * sizeof(Bf16Bits) * size_t(dPad_) : 0) +
+                               (residual_ ? residualRowBytes(*residual_) : 0);
     const size_t budget = res->getTempMemoryAvailable(device) / 10 * 9;
-    // (queries multiplied from a temporary buffer, centred or split, are
-    // aligned: the vectors stand in for them in the check)
-    const bool tempQueries = bf16_ || (centred_ && l2_);
-    const FusedOperands planned = operands(tempQueries ? multipliedVectors() : queries);
-    plan_ = planCandidates(budget, nq, k, m_, d_, l2_, sampledCandidates, planned, nb_, selection,
-                           extraPerRow);
+    if (residual_) {
+        planResidual(budget, nq, sampledCandidates, extraPerRow);
+    } else {
+        // (queries multiplied from a temporary buffer, centred or split, are
+        // aligned: the vectors stand in for them in the check)
+        const bool tempQueries = bf16_ || (centred_ && l2_);
+        const FusedOperands planned = operands(tempQueries ? multipliedVectors() : queries);
+        plan_ = planCandidates(budget, nq, k, m_, d_, l2_, sampledCandidates, planned, nb_,
+                               selection, extraPerRow);
+    }
+    if (!usable()) return;  // every query falls back: nothing to allocate
     const int64_t rows = plan_.rows;
     const int64_t ldMax = (plan_.cols + 3) / 4 * 4;
     dist_.reset(new TempBuffer<float>(res, device, plan_.fused ? 0 : size_t(rows) * ldMax, stream));
@@ -379,7 +414,8 @@ BoundedPass::BoundedPass(GpuResources* res, int device, cudaStream_t stream,
         sel_.reset(new RowSelector(res, device, stream, selection.algo, rows, plan_.cols,
                                    plan_.colTiles, nb_, m_, selection.group, selection.thFactor));
     }
-    filterBytes_ = plan_.fused     ? fusedCandidatesScratchBytes(rows, nb_, m_, planned)
+    filterBytes_ = plan_.fused
+                       ? fusedCandidatesScratchBytes(rows, plan_.cols, m_, operands(corpus.vectors))
                    : plan_.sampled ? select::sampledThresholdScratchBytes(rows, nb_, m_)
                                    : 0;
     filterScratch_.reset(new TempBuffer<char>(res, device, filterBytes_, stream));
@@ -397,6 +433,12 @@ BoundedPass::BoundedPass(GpuResources* res, int device, cudaStream_t stream,
         new TempBuffer<float>(res, device, centred_ && !l2_ ? size_t(rows) : 0, stream));
     querySplit_.reset(
         new TempBuffer<Bf16Bits>(res, device, bf16_ ? size_t(rows) * 3 * dPad_ : 0, stream));
+    const int64_t residualRows = residual_ ? rows : 0;
+    residualQueries_.reset(new TempBuffer<float>(res, device, size_t(residualRows) * d_, stream));
+    centreDots_.reset(new TempBuffer<float>(
+        res, device, size_t(residualRows) * (residual_ ? residual_->partitions : 0), stream));
+    residualCoefs_.reset(new TempBuffer<float4>(res, device, size_t(residualRows), stream));
+    residualCertify_.reset(new TempBuffer<double2>(res, device, size_t(residualRows), stream));
 
     const Tf32BoundTerms terms = bf16_ ? bf16x3BoundTerms(dPad_, l2_) : tf32BoundTerms(d_, l2_);
     args_.m = m_;
@@ -410,9 +452,37 @@ BoundedPass::BoundedPass(GpuResources* res, int device, cudaStream_t stream,
     args_.xMaxSqNorm = corpus.maxSqNorm;
     args_.rescoredKeys = rescored_->data();
     args_.leftOutLower = leftOutLower_->data();
+    if (residual_) {
+        args_.candidateIds = residual_->ids;
+        args_.candidateRows = residual_->rows;
+        args_.residualCertify = residualCertify_->data();
+        residualBounds_.d = d_;
+        residualBounds_.maxCentreNorm = residual_->maxCentreNorm;
+        residualBounds_.maxResidualNorm = residual_->maxResidualNorm;
+        residualBounds_.maxCentredSqNorm = residual_->maxCentredSqNorm;
+        residualBounds_.xMaxNorm = args_.xMaxNorm;
+        residualBounds_.xMaxSqNorm = args_.xMaxSqNorm;
+    }
+}
+
+void BoundedPass::planResidual(size_t budget, int64_t nq, bool sampled, size_t extraPerRow) {
+    FusedOperands ops;
+    ops.d = d_;
+    ops.queries = ops.vectors = residual_->residuals;  // (queries: an aligned buffer of ours)
+    // Only the fused kernels lower the keys by the residual terms.
+    if (sampled && fusedCandidatesApply(residual_->rows, m_, ops)) {
+        plan_ = planFusedCandidates(budget, nq, residual_->rows, m_, ops, extraPerRow);
+    }
 }
 
 const float* BoundedPass::prepareQueries(const float* q, int64_t rows) {
+    if (residual_) {
+        const ResidualQueryBlock block{residualQueries_->data(), centreDots_->data(),
+                                       residualCoefs_->data(), residualCertify_->data()};
+        prepareResidualQueries(blas_, q, rows, *residual_, residualBounds_, block, stream_);
+        rowSquaredNorms(q, rows, d_, querySqNorms_->data(), stream_);
+        return q;  // the re-scoring multiplies the queries as passed
+    }
     if (centred_ && l2_) {
         subtractCentre(q, rows, d_, corpus_.centre, centredQueries_->data(), stream_);
         q = centredQueries_->data();
@@ -424,7 +494,22 @@ const float* BoundedPass::prepareQueries(const float* q, int64_t rows) {
     return q;
 }
 
+const uint64_t* BoundedPass::residualCandidates(int64_t rows) {
+    FusedOperands ops;
+    ops.d = d_;
+    ops.queries = residualQueries_->data();
+    ops.vectors = residual_->residuals;
+    const FusedResidualTerms terms{centreDots_->data(), residual_->partitions,
+                                   residualCoefs_->data(), residual_->tilePartition,
+                                   residual_->tileRadii};
+    fusedCandidates(blas_, ops, rows, residual_->rows, -2.f, residual_->centredSqNorms, m_,
+                    filtered_->data(), flags_->data(), filterScratch_->data(), filterBytes_,
+                    stream_, &terms);
+    return filtered_->data();
+}
+
 const uint64_t* BoundedPass::candidates(const float* q, int64_t rows) {
+    if (residual_) return residualCandidates(rows);
     const float alpha = l2_ ? -2.f : -1.f;
     const float* colAdd = l2_ ? corpus_.sqNorms : nullptr;
     if (plan_.fused) {
@@ -522,6 +607,9 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
     FAISS_THROW_IF_NOT_MSG(!l2 || corpus.sqNorms, "boundedFlatSearch: L2 needs the stored norms");
     FAISS_THROW_IF_NOT_MSG(!corpus.split || corpus.splitDim == bf16PaddedDim(d),
                            "boundedFlatSearch: BF16 split of the corpus at the wrong width");
+    FAISS_THROW_IF_NOT_MSG(
+        !corpus.residual || (l2 && !corpus.centre && !corpus.split && corpus.residual->d == d),
+        "boundedFlatSearch: a residual corpus serves L2 TF32 passes only");
 
     std::vector<int64_t> fallbackRows;
     {
@@ -529,7 +617,8 @@ void boundedFlatSearch(GpuResources* res, int device, cudaStream_t stream,
                          sampledCandidates);
         int64_t passed = 0;  // queries the pass has seen (the rest fall back)
         const int64_t firstRows = pass.firstRows();
-        for (int64_t q0 = 0; q0 < nq; q0 += q0 == 0 ? firstRows : pass.blockRows()) {
+        for (int64_t q0 = 0; pass.usable() && q0 < nq;
+             q0 += q0 == 0 ? firstRows : pass.blockRows()) {
             if (q0 == firstRows && !pass.firstBlockWorthIt(firstRows)) break;
             const int64_t rows = std::min(q0 == 0 ? firstRows : pass.blockRows(), nq - q0);
             passed = q0 + rows;

@@ -46,6 +46,7 @@
 #include "faiss_ext/gpu/GpuResources.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/FlatTilePlan.h"
+#include "faiss_ext/gpu/impl/flat/ResidualCorpus.h"
 #include "faiss_ext/gpu/impl/flat/Tf32ErrorBound.h"
 
 namespace faiss_ext {
@@ -131,6 +132,13 @@ struct BoundedCorpus {
     /// bounded search of a gathered 900,001-vector subset at 0.70-0.75x the
     /// speed of a 900,000-vector one (H200, d 128 and 384).
     int64_t gemmRows = 0;
+    /// May be null (L2 only, TF32 products, no centre, no split): the
+    /// storage's residual copy (ResidualCorpus.h), whose fused products
+    /// replace those of `vectors`; `vectors` and `sqNorms` (the stored ones)
+    /// are re-scored. Each block of queries is prepared by
+    /// prepareResidualQueries and certified by ResidualBound.h. Where the
+    /// fused candidates do not apply, every query falls back.
+    const ResidualView* residual = nullptr;
 };
 
 /// Searches `n` prepared queries by the FP32 path, writing n x k results

@@ -4,6 +4,7 @@
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/FilterKernels.h"
 #include "faiss_ext/gpu/impl/flat/FlatTilePlan.h"
+#include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
 #include "faiss_ext/gpu/impl/flat/FusedFewQuery.h"
 #include "faiss_ext/gpu/impl/flat/LargeKFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/RangeSearch.h"
@@ -232,6 +233,7 @@ void FlatStorage::reserve(int64_t n) {
     DeviceScope scope(device_);
     centred_.invalidate();  // its memory first: the move below may need it
     split_.invalidate();
+    residual_.invalidate();
     cudaStream_t stream = res_->getDefaultStream(device_);
     bool host = wantHost_(n);
     float* nv = nullptr;
@@ -276,6 +278,7 @@ void FlatStorage::append(const float* x, int64_t n, bool prepared) {
     DeviceScope scope(device_);
     centred_.invalidate();
     split_.invalidate();
+    residual_.invalidate();
     if (ntotal_ + n > capacity_) reserve(std::max(ntotal_ + n, capacity_ + capacity_ / 2));
     cudaStream_t stream = res_->getDefaultStream(device_);
     float addedMax = 0.f;  // the largest |x|^2 added (maxSquaredNorm synchronises)
@@ -325,6 +328,7 @@ void FlatStorage::reset() {
     DeviceScope scope(device_);
     centred_.invalidate();
     split_.invalidate();
+    residual_.invalidate();
     if (onHost_) freeHost_(vectors_, norms_);
     dVectors_.release();
     dNorms_.release();
@@ -343,6 +347,7 @@ int64_t FlatStorage::removeSelected(const IdSelection& removed) {
     if (gone == 0) return 0;
     centred_.invalidate();
     split_.invalidate();
+    residual_.invalidate();
     const int64_t kept = ntotal_ - gone;
     std::vector<uint32_t> keep;
     keep.reserve(size_t(kept));
@@ -518,6 +523,15 @@ bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precisio
     return true;
 }
 
+bool FlatStorage::residualApplies_(const CorpusView& c, const FlatSearchOptions& opt) const {
+    // The whole storage on the device (a filter's subset or slice searches
+    // without it), L2, rows the fused kernels take (16-byte chunks), ids in
+    // 32 bits, and enough vectors for k-means partitions to pay.
+    return metric_ == FlatMetric::L2 && opt.sampledCandidates && c.storageRow0 == 0 &&
+           c.nb == ntotal_ && !c.onHost && d_ % 4 == 0 && ntotal_ >= kResidualMinVectors &&
+           ntotal_ < (int64_t(1) << 32) && fusedCandidatesEnabled();
+}
+
 bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
                                  float* distances, int64_t* labels, const FlatSearchOptions& opt,
                                  cudaStream_t stream) const {
@@ -542,8 +556,10 @@ bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq
     }
     // Auto's TF32: the queries it leaves uncertified (all but the first
     // block's on data far from the origin, where it bails out) go through
-    // BF16x3 products, whose bound is 3-16 times tighter, before FP32.
-    BoundedSearchStats tf32, bf16;
+    // TF32 over the residual copy (whose bound scales with the spread
+    // within k-means partitions, not with the norms: ResidualCorpus.h),
+    // then BF16x3 products, whose bound is 3-16 times tighter, before FP32.
+    BoundedSearchStats tf32, resid, bf16;
     const Fp32SearchFn byBf16x3 = [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
         BoundedCorpus split;
         SplitScratch splitScratch;
@@ -555,11 +571,34 @@ bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq
             bf16.fallbackQueries += n;
         }
     };
+    // (built on the first search that hands it enough queries: a few
+    // uncertified ties do not pay for k-means over the corpus)
+    const Fp32SearchFn byResidual = [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
+        ResidualView residualView;
+        if (n < kResidualMinQueries || !residualApplies_(c, opt) ||
+            !residual_.view(res_, device_, stream, vectors_, ntotal_, d_, &residualView)) {
+            byBf16x3(sub, n, subD, subL);
+            return;
+        }
+        BoundedCorpus r;
+        r.vectors = c.vectors;
+        r.sqNorms = c.norms;
+        r.nb = c.nb;
+        r.d = d_;
+        r.metric = metric_;
+        r.maxSqNorm = c.maxSqNorm;
+        r.gemmRows = c.nb;
+        r.residual = &residualView;
+        boundedFlatSearch(res_, device_, stream, r, sub, n, k, candidates, opt.sampledCandidates,
+                          subD, subL, byBf16x3, &resid);
+    };
     boundedFlatSearch(res_, device_, stream, corpus, q, nq, k, candidates, opt.sampledCandidates,
-                      distances, labels, byBf16x3, &tf32);
+                      distances, labels, byResidual, &tf32);
     if (opt.boundedStats) {
-        opt.boundedStats->certifiedQueries += tf32.certifiedQueries + bf16.certifiedQueries;
+        opt.boundedStats->certifiedQueries +=
+            tf32.certifiedQueries + resid.certifiedQueries + bf16.certifiedQueries;
         opt.boundedStats->fallbackQueries += bf16.fallbackQueries;
+        opt.boundedStats->residualQueries += resid.certifiedQueries;
     }
     return true;
 }

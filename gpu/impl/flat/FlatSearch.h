@@ -10,6 +10,7 @@
 #include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPath.h"
+#include "faiss_ext/gpu/impl/flat/ResidualCorpus.h"
 #include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
@@ -192,6 +193,10 @@ private:
     /// The BF16 split of the vectors the BF16x3 search multiplies (the
     /// centred copy or the stored vectors); dropped with centred_.
     mutable SplitCorpus split_;
+    /// The residual copy for Auto's second TF32 pass (ResidualCorpus.h),
+    /// built when a first TF32 block bails out; dropped with centred_.
+    mutable ResidualCorpus residual_;
+    bool residualApplies_(const CorpusView& c, const FlatSearchOptions& opt) const;
     mutable cudaStream_t copyStream_ = nullptr;
 };
 

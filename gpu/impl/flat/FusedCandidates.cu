@@ -155,6 +155,7 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
     // All loads first, so that their latencies overlap.
     float add[kMmaColTiles][2];
     float tValue[kMmaRowTiles][2];
+    float offset[kMmaRowTiles][2];  // a residual corpus's (query, tile) term, else 0
 #pragma unroll
     for (int j = 0; j < kMmaColTiles; ++j) {
 #pragma unroll
@@ -167,7 +168,8 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
     for (int i = 0; i < kMmaRowTiles; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            tValue[i][h] = thresholdValue(a, row0 + i * 16 + 8 * h);
+            offset[i][h] = residualTileOffset(a, row0 + i * 16 + 8 * h, v0);
+            tValue[i][h] = thresholdValue(a, row0 + i * 16 + 8 * h) + offset[i][h];
         }
     }
 #pragma unroll
@@ -192,7 +194,7 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     if (v[j][e] <= tValue[i][h])
-                        keepIfBelow(a, row, col0 + j * 8 + e, v[j][e], threshold);
+                        keepIfBelow(a, row, col0 + j * 8 + e, v[j][e] - offset[i][h], threshold);
                 }
             }
         }
@@ -253,6 +255,19 @@ __global__ void gatherSharedSampleKernel(const uint32_t* vectors, int64_t nb, in
     }
 }
 
+/// products[r][s] -= the residual term of row r against the tile of sample
+/// s's column (residualTileOffset), so that the thresholds rank the keys
+/// the kernel compares.
+__global__ void lowerSampleProductsKernel(FusedArgs a, int64_t samples, float* products) {
+    const int64_t total = a.rows * samples;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = i / samples;
+        const int64_t col = select::sampledThresholdSharedColumn(i - r * samples, a.nb, samples);
+        products[i] -= residualTileOffset(a, r, col / kTileCols * kTileCols);
+    }
+}
+
 /// 32-bit words of one row of the operands.
 int rowWords(const FusedOperands& ops) { return ops.bf16x3 ? 3 * ops.d / 2 : ops.d; }
 
@@ -285,6 +300,29 @@ void sampleProducts(cublasHandle_t blas, const FusedOperands& ops, int64_t rows,
     }
 }
 
+/// The kernel's arguments but the threshold buffers.
+FusedArgs fusedArgs(const FusedOperands& ops, int64_t rows, int64_t nb, float alpha,
+                    const float* colAdd, const FusedResidualTerms* residual) {
+    FusedArgs a{};
+    a.queries = static_cast<const float*>(ops.queries);
+    a.rows = rows;
+    a.vectors = static_cast<const float*>(ops.vectors);
+    a.nb = nb;
+    a.d = rowWords(ops);
+    a.alpha = alpha;
+    a.colAdd = colAdd;
+    a.queryTiles = (rows + kTileRows - 1) / kTileRows;
+    a.vectorTiles = (nb + kTileCols - 1) / kTileCols;
+    if (residual) {
+        a.centreDots = residual->centreDots;
+        a.centreDotsLd = residual->centreDotsLd;
+        a.rowBoundCoefs = residual->rowBoundCoefs;
+        a.tilePartition = residual->tilePartition;
+        a.tileRadii = residual->tileRadii;
+    }
+    return a;
+}
+
 }  // namespace
 
 bool fusedCandidatesApply(int64_t nb, int64_t m, const FusedOperands& ops) {
@@ -302,7 +340,7 @@ size_t fusedCandidatesScratchBytes(int64_t rows, int64_t nb, int64_t m, const Fu
 void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows, int64_t nb,
                      float alpha, const float* colAdd, int64_t m, uint64_t* outKeys,
                      uint8_t* needsFallback, void* scratch, size_t scratchBytes,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const FusedResidualTerms* residual) {
     FAISS_THROW_IF_NOT_FMT(fusedCandidatesApply(nb, m, ops),
                            "fusedCandidates: nb %lld, m %lld, d %d (%s) out of its range (or "
                            "unaligned rows)",
@@ -331,26 +369,22 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
         static_cast<const uint32_t*>(ops.vectors), nb, words, colAdd, samples, sampleRows,
         sampleColAdd);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
+    FusedArgs a = fusedArgs(ops, rows, nb, alpha, colAdd, residual);
     sampleProducts(blas, ops, rows, sampleRows, samples, alpha, products);
+    if (residual) {
+        lowerSampleProductsKernel<<<gridStrideBlocks(rows * samples), 256, 0, stream>>>(a, samples,
+                                                                                       products);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    }
     select::sampledThresholdFromSharedSample(products, colAdd ? sampleColAdd : nullptr, rows, nb, m,
                                              thresholdScratch, layout.thresholdBytes, stream);
     const select::SampledThresholdRowBuffers buf =
         select::sampledThresholdRowBuffers(thresholdScratch, layout.thresholdBytes, rows, nb, m);
 
-    FusedArgs a;
-    a.queries = static_cast<const float*>(ops.queries);
-    a.rows = rows;
-    a.vectors = static_cast<const float*>(ops.vectors);
-    a.nb = nb;
-    a.d = words;
-    a.alpha = alpha;
-    a.colAdd = colAdd;
     a.thresholds = buf.thresholds;
     a.counts = buf.counts;
     a.candidates = buf.candidates;
     a.capacity = buf.capacity;
-    a.queryTiles = queryTiles;
-    a.vectorTiles = vectorTiles;
     const int device = getCurrentDevice();
     const bool wgmma = gWgmmaEnabled.load() && fusedWgmmaAvailable(device);
     if (wgmma) {

@@ -29,6 +29,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <vector_types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +47,19 @@ struct FusedOperands {
     const void* queries = nullptr;  ///< rows x (d floats, or 3 d BF16)
     const void* vectors = nullptr;  ///< nb x (d floats, or 3 d BF16)
     int d = 0;
+};
+
+/// A residual corpus's terms (ResidualCorpus.h; device pointers): the
+/// vectors are residual rows in tiles of one partition each, and every key
+/// of query r against tile t is lowered by 2 centreDots[r][tilePartition[t]]
+/// + a1 rho + a2 lambda + b ({a1, a2, b} = rowBoundCoefs[r], {rho, lambda}
+/// = tileRadii[t]; ResidualBound.h says why), threshold samples included.
+struct FusedResidualTerms {
+    const float* centreDots = nullptr;  ///< rows x centreDotsLd
+    int64_t centreDotsLd = 0;
+    const float4* rowBoundCoefs = nullptr;   ///< rows
+    const int32_t* tilePartition = nullptr;  ///< nb / 128 tiles
+    const float2* tileRadii = nullptr;       ///< nb / 128 tiles
 };
 
 /// Whether the fused candidates serve these operands against nb vectors
@@ -72,7 +86,7 @@ size_t fusedCandidatesScratchBytes(int64_t rows, int64_t nb, int64_t m, const Fu
 void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows, int64_t nb,
                      float alpha, const float* colAdd, int64_t m, uint64_t* outKeys,
                      uint8_t* needsFallback, void* scratch, size_t scratchBytes,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const FusedResidualTerms* residual = nullptr);
 
 /// Testing and benchmarking hook (process-wide, default on): off, the
 /// bounded search writes the distance tiles and filters them as before, so

@@ -154,7 +154,11 @@ __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a
     const int warp = (threadIdx.x >> 5) & 3;
     const int64_t row0 = q0 + warpgroup * kWarpgroupRows + warp * 16 + (lane >> 2);
     const int64_t col0 = v0 + 2 * (lane & 3);
-    const float tValue[2] = {thresholdValue(a, row0), thresholdValue(a, row0 + 8)};
+    // A residual corpus's (query, tile) terms (else 0): the threshold test
+    // moves by them, the kept key is lowered by them.
+    const float offset[2] = {residualTileOffset(a, row0, v0), residualTileOffset(a, row0 + 8, v0)};
+    const float tValue[2] = {thresholdValue(a, row0) + offset[0],
+                             thresholdValue(a, row0 + 8) + offset[1]};
     // Columns from the thread's first onward, and their terms (32-bit
     // offsets from here on keep the registers for the 64 products).
     const int colsLeft = int(min(a.nb - col0, int64_t(1) << 30));
@@ -198,7 +202,8 @@ __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const float v = d[4 * j + 2 * h + e];
-                if (v <= tValue[h]) keepIfBelow(a, row, col0 + 8 * j + e, v, threshold);
+                if (v <= tValue[h])
+                    keepIfBelow(a, row, col0 + 8 * j + e, v - offset[h], threshold);
             }
         }
     }

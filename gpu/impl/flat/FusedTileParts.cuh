@@ -40,7 +40,30 @@ struct FusedArgs {
     int64_t capacity;
     int64_t queryTiles;
     int64_t vectorTiles;
+    /// A residual corpus's terms (ResidualCorpus.h, FusedResidualTerms),
+    /// else null: residualTileOffset lowers every product of a (query,
+    /// tile) pair by one term before the threshold test.
+    const float* centreDots;  ///< rows x centreDotsLd: the queries' products with the centres
+    int64_t centreDotsLd;
+    const float4* rowBoundCoefs;   ///< rows: {a1, a2, b, unused}
+    const int32_t* tilePartition;  ///< vector tiles: the centre of each
+    const float2* tileRadii;       ///< vector tiles: {rho, lambda}
 };
+
+/// The term a residual corpus subtracts from the keys of query `row` against
+/// the vector tile starting at v0 (0 without one): 2 q~.c_p, the query's
+/// product with the tile's centre, plus the bound of the key's error,
+/// a1 rho + a2 lambda + b (ResidualBound.h), so that the key left is a lower
+/// bound of the query's distance to each vector of the tile.
+__device__ __forceinline__ float residualTileOffset(const FusedArgs& a, int64_t row, int64_t v0) {
+    if (!a.tilePartition || row >= a.rows) return 0.f;
+    const int64_t tile = v0 / kTileCols;
+    const int p = __ldg(a.tilePartition + tile);
+    const float2 radii = __ldg(a.tileRadii + tile);
+    const float4 c = __ldg(a.rowBoundCoefs + row);
+    const float dot = __ldg(a.centreDots + row * a.centreDotsLd + p);
+    return fmaf(2.f, dot, fmaf(c.x, radii.x, fmaf(c.y, radii.y, c.z)));
+}
 
 /// Float offset of (row, dim) in a stage. Rows are 32 floats (128 bytes),
 /// unpadded; the 16-byte chunk of a dimension is XORed with the row's low 3

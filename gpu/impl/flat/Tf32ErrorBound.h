@@ -80,7 +80,7 @@ struct Tf32BoundTerms {
 };
 
 /// gamma(n, unit) = n unit / (1 - n unit), or +inf when n unit >= 1/2.
-inline double errorGamma(double n, double unit) {
+FAISS_EXT_HOST_DEVICE double errorGamma(double n, double unit) {
     const double nu = n * unit;
     return nu < 0.5 ? nu / (1.0 - nu) : INFINITY;
 }

@@ -1,0 +1,669 @@
+// The residual copy of a corpus (see ResidualCorpus.h).
+//
+// The build, in order: the mean m; k-means on x - m (Lloyd iterations on a
+// strided sample, then every row assigned to its nearest centre); per row
+// the residual e = x - m - c_p in double and its TF32 rounding r; the rows
+// sorted by (partition, |r|); each partition padded to whole tiles; the
+// resident rows written at their padded places; per tile the radii that
+// bound |r| and |e - r| over its rows.
+#include "faiss_ext/gpu/impl/flat/ResidualCorpus.h"
+
+#include <cub/cub.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "faiss_ext/gpu/impl/flat/DeviceCorpus.h"
+#include "faiss_ext/gpu/impl/flat/Distance.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+const char* const kWho = "bounded TF32 search";
+
+constexpr int kLloydIterations = 8;
+/// Sample rows per partition for the Lloyd iterations: enough for the
+/// centres of well-separated clusters, small enough that the iterations
+/// cost little next to the one assignment of every row.
+constexpr int64_t kSamplePerPartition = 64;
+constexpr int kWarpsPerBlock = 8;  // the warp-per-row kernels: 256 threads
+constexpr unsigned kFullMask = 0xFFFFFFFFu;
+
+/// The radii are computed in double with rounding errors of a few d units
+/// of 2^-53: the factor 1 + 2^-30 covers them for any d below 2^20 and the
+/// floor covers underflow, before the round-up to float.
+constexpr double kRadiusMargin = 1.0 + 1.0 / 1073741824.0;  // 1 + 2^-30
+constexpr double kRadiusFloor = 1e-30;
+/// |x - m|^2 in double is within a few d units of 2^-53 of the exact one:
+/// shrunk by 2^-40 it is below it, and rounding down keeps it there.
+constexpr double kSqNormShrink = 1.0 - 1.0 / 1099511627776.0;  // 1 - 2^-40
+/// e = fl(fl(x - m) - c) is within 2^-53 (|x - m| + |e|) of the exact
+/// residual (two roundings, by the triangle inequality); twice that, so
+/// that the norms' own rounding is covered too, is added to |e - r|.
+constexpr double kResidualRounding = 1.0 / 4503599627370496.0;  // 2^-52
+
+struct RowSums {
+    double tf32Sq = 0.0;      ///< |r|^2
+    double errorSq = 0.0;     ///< |e - r|^2
+    double centredSq = 0.0;   ///< |x - m|^2
+    double residualSq = 0.0;  ///< |e|^2
+};
+
+/// f rounded to TF32 (10 mantissa bits) to nearest, ties away from zero:
+/// adding half a unit to the magnitude bits keeps the sign and carries into
+/// the exponent where it must. Infinities and NaN are kept.
+__device__ __forceinline__ float roundToTf32(float f) {
+    const unsigned b = __float_as_uint(f);
+    if ((b & 0x7f800000u) == 0x7f800000u) return f;
+    return __uint_as_float((b + 0x1000u) & ~0x1FFFu);
+}
+
+__device__ __forceinline__ double warpSum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    return v;
+}
+
+/// Row xRow's residual against centre c, one warp: coordinates in double
+/// (e = double(x) - double(m) - double(c)), r = tf32(float(e)) written to
+/// out when given; every lane gets the row's sums of squares. The sort keys
+/// and the resident rows both come from here, so they agree bit for bit.
+__device__ RowSums residualRow(const float* xRow, const float* mean, const float* c, int d,
+                               float* out) {
+    RowSums s;
+    for (int j = threadIdx.x & 31; j < d; j += 32) {
+        const double a = double(xRow[j]) - double(mean[j]);
+        const double e = a - double(c[j]);
+        const float r = roundToTf32(float(e));
+        if (out) out[j] = r;
+        const double err = e - double(r);
+        s.tf32Sq += double(r) * double(r);
+        s.errorSq += err * err;
+        s.centredSq += a * a;
+        s.residualSq += e * e;
+    }
+    s.tf32Sq = warpSum(s.tf32Sq);
+    s.errorSq = warpSum(s.errorSq);
+    s.centredSq = warpSum(s.centredSq);
+    s.residualSq = warpSum(s.residualSq);
+    return s;
+}
+
+/// The first warp-global row of this warp and the warps of the grid.
+__device__ __forceinline__ int64_t firstWarpRow() {
+    return int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+}
+__device__ __forceinline__ int64_t gridWarps() { return int64_t(gridDim.x) * (blockDim.x >> 5); }
+
+__device__ __forceinline__ unsigned long long doubleBits(double v) {
+    return static_cast<unsigned long long>(__double_as_longlong(v));
+}
+
+/// The row of x behind sample index i of `count` evenly strided ones
+/// (count == nb: row i itself).
+__device__ __forceinline__ int64_t sampleRow(int64_t i, int64_t nb, int64_t count) {
+    return int64_t((uint64_t(i) * uint64_t(nb)) / uint64_t(count));
+}
+
+/// As CentredCorpus.cu: sums[j] += column sums of a row range per block.
+__global__ void columnSumsKernel(const float* x, int64_t n, int d, int64_t rowsPerBlock,
+                                 double* sums) {
+    const int64_t r0 = int64_t(blockIdx.x) * rowsPerBlock;
+    const int64_t r1 = std::min(n, r0 + rowsPerBlock);
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        double s = 0.0;
+        for (int64_t r = r0; r < r1; ++r) s += double(x[r * d + j]);
+        atomicAdd(&sums[j], s);
+    }
+}
+
+__global__ void meanKernel(const double* sums, int d, int64_t n, float* mean) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < d) mean[j] = float(sums[j] / double(n));
+}
+
+/// out (n x d) = sample rows c0 .. c0 + n of `count`, minus the mean.
+__global__ void gatherCentredKernel(const float* x, int64_t nb, int64_t count, int64_t c0,
+                                    int64_t n, int d, const float* mean, float* out) {
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n * d;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t i = t / d;
+        const int j = int(t - i * d);
+        out[t] = x[sampleRow(c0 + i, nb, count) * d + j] - mean[j];
+    }
+}
+
+/// Centre p = sample row p * (count / P) minus the mean: P distinct rows
+/// spread over the sample (count >= P).
+__global__ void initCentresKernel(const float* x, int64_t nb, int64_t count, int64_t P, int d,
+                                  const float* mean, float* centres) {
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < P * d;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t p = t / d;
+        const int j = int(t - p * d);
+        centres[t] = x[sampleRow(p * (count / P), nb, count) * d + j] - mean[j];
+    }
+}
+
+/// assign[r] = argmin_p |c_p|^2 + dots[r][p] (dots = -2 x.c), one warp per
+/// row; ties and NaN keep the lowest index.
+__global__ void nearestCentreKernel(const float* dots, int64_t n, int P, const float* norms,
+                                    int32_t* assign) {
+    const int lane = threadIdx.x & 31;
+    for (int64_t r = firstWarpRow(); r < n; r += gridWarps()) {
+        float best = infinity();
+        int bestP = P;
+        for (int p = lane; p < P; p += 32) {
+            const float v = norms[p] + dots[r * P + p];
+            if (v < best) {
+                best = v;
+                bestP = p;
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_down_sync(kFullMask, best, o);
+            const int op = __shfl_down_sync(kFullMask, bestP, o);
+            if (ov < best || (ov == best && op < bestP)) {
+                best = ov;
+                bestP = op;
+            }
+        }
+        if (lane == 0) assign[r] = bestP < P ? bestP : 0;
+    }
+}
+
+/// sums[assign[i]] += row i of rows (n x d); counts[assign[i]] += 1.
+__global__ void accumulateKernel(const float* rows, int64_t n, int d, const int32_t* assign,
+                                 double* sums, unsigned* counts) {
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n * d;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t i = t / d;
+        const int j = int(t - i * d);
+        const int64_t p = assign[i];
+        atomicAdd(&sums[p * d + j], double(rows[t]));
+        if (j == 0) atomicAdd(&counts[p], 1u);
+    }
+}
+
+/// Centre = mean of its rows; an empty partition keeps its centre.
+__global__ void updateCentresKernel(const double* sums, const unsigned* counts, int64_t P, int d,
+                                    float* centres) {
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < P * d;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        const unsigned c = counts[t / d];
+        if (c > 0) centres[t] = float(sums[t] / double(c));
+    }
+}
+
+/// One warp per row: key = (partition << 32) | bits of |r| rounded up (a
+/// non-negative float's bits order as its value), value = the row;
+/// counts[partition] += 1.
+__global__ void sortKeysKernel(const float* x, int64_t nb, int d, const float* mean,
+                               const float* centres, const int32_t* assign, uint64_t* keys,
+                               uint32_t* rows, unsigned* counts) {
+    for (int64_t r = firstWarpRow(); r < nb; r += gridWarps()) {
+        const int32_t p = assign[r];
+        const RowSums s = residualRow(x + r * d, mean, centres + int64_t(p) * d, d, nullptr);
+        if ((threadIdx.x & 31) == 0) {
+            const float norm = __double2float_ru(sqrt(s.tf32Sq));
+            keys[r] = (uint64_t(uint32_t(p)) << 32) | __float_as_uint(norm);
+            rows[r] = uint32_t(r);
+            atomicAdd(&counts[p], 1u);
+        }
+    }
+}
+
+struct FillArgs {
+    const float* x;
+    int64_t nb;
+    int d;
+    const float* mean;
+    const float* centres;
+    const uint64_t* keys;        ///< sorted
+    const uint32_t* order;       ///< the rows in key order
+    const int64_t* start;        ///< per partition: its first sorted index
+    const int64_t* paddedStart;  ///< per partition: its first resident row
+    float* residuals;
+    float* sqNorms;
+    uint32_t* ids;
+    unsigned long long* tileRho;     ///< per tile: the largest |r| (double bits)
+    unsigned long long* tileLambda;  ///< per tile: the largest |e - r| bound (double bits)
+    unsigned long long* maxSqNorm;   ///< the largest finite sqNorms entry (float bits)
+};
+
+/// One warp per sorted index i: the row's residual, norms and id at
+/// paddedStart[p] + (i - start[p]); its radii into its tile's maxima (the
+/// bits of non-negative doubles order as their values).
+__global__ void fillRowsKernel(FillArgs a) {
+    for (int64_t i = firstWarpRow(); i < a.nb; i += gridWarps()) {
+        const int p = int(a.keys[i] >> 32);
+        const uint32_t row = a.order[i];
+        const int64_t pos = a.paddedStart[p] + (i - a.start[p]);
+        const RowSums s = residualRow(a.x + int64_t(row) * a.d, a.mean,
+                                      a.centres + int64_t(p) * a.d, a.d, a.residuals + pos * a.d);
+        if ((threadIdx.x & 31) != 0) continue;
+        const double rho = sqrt(s.tf32Sq);
+        const double lambda =
+            sqrt(s.errorSq) + kResidualRounding * (sqrt(s.centredSq) + sqrt(s.residualSq));
+        const float sq = __double2float_rd(s.centredSq * kSqNormShrink);
+        a.sqNorms[pos] = sq;
+        a.ids[pos] = row;
+        atomicMax(&a.tileRho[pos / kResidualTileRows], doubleBits(rho));
+        atomicMax(&a.tileLambda[pos / kResidualTileRows], doubleBits(lambda));
+        if (isfinite(sq)) atomicMax(a.maxSqNorm, (unsigned long long)__float_as_uint(sq));
+    }
+}
+
+__global__ void fillKernel(float* p, int64_t n, float v) {
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        p[t] = v;
+    }
+}
+
+/// Per tile: {rho, lambda} rounded up with their margins ({0, 0} when its
+/// first row, hence every row, is padding); *maxRho = the largest rho.
+__global__ void tileRadiiKernel(const unsigned long long* rhoBits,
+                                const unsigned long long* lambdaBits, const uint32_t* ids,
+                                int64_t tiles, float2* radii, unsigned long long* maxRho) {
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < tiles;
+         t += int64_t(gridDim.x) * blockDim.x) {
+        float2 r = make_float2(0.f, 0.f);
+        if (ids[t * kResidualTileRows] != UINT32_MAX) {
+            const double rho = __longlong_as_double(static_cast<long long>(rhoBits[t]));
+            const double lambda = __longlong_as_double(static_cast<long long>(lambdaBits[t]));
+            r.x = __double2float_ru(rho * kRadiusMargin + kRadiusFloor);
+            r.y = __double2float_ru(lambda * kRadiusMargin + kRadiusFloor);
+        }
+        radii[t] = r;
+        atomicMax(maxRho, (unsigned long long)__float_as_uint(r.x));
+    }
+}
+
+/// *maxBits = the largest |c_p| (double bits), one warp per centre.
+__global__ void maxCentreNormKernel(const float* centres, int64_t P, int d,
+                                    unsigned long long* maxBits) {
+    for (int64_t p = firstWarpRow(); p < P; p += gridWarps()) {
+        double s = 0.0;
+        for (int j = threadIdx.x & 31; j < d; j += 32) {
+            const double c = double(centres[p * d + j]);
+            s += c * c;
+        }
+        s = warpSum(s);
+        if ((threadIdx.x & 31) == 0) atomicMax(maxBits, doubleBits(sqrt(s)));
+    }
+}
+
+/// What every step of one build needs.
+struct Build {
+    GpuResources* res;
+    int device;
+    cudaStream_t stream;
+    const float* x;
+    int64_t nb;
+    int d;
+    int64_t P;
+};
+
+/// Partitions and their padded places (host).
+struct Layout {
+    std::vector<int64_t> starts;  ///< P first sorted indices, then P first resident rows
+    std::vector<int32_t> tilePartition;
+    int64_t rows = 0;
+};
+
+/// The resident arrays of one build, moved into the corpus when complete.
+struct Resident {
+    DeviceVector<float> mean, centres, residuals, sqNorms;
+    DeviceVector<uint32_t> ids;
+    DeviceVector<int32_t> tilePartition;
+    DeviceVector<float2> tileRadii;
+};
+
+/// The most resident bytes a corpus of nb rows can take (every partition
+/// padded by kResidualTileRows - 1 rows).
+double residentBytes(int64_t nb, int d, int64_t P) {
+    const int64_t rows = (nb + P * (kResidualTileRows - 1) + kResidualTileRows - 1) /
+                         kResidualTileRows * kResidualTileRows;
+    const double tiles = double(rows / kResidualTileRows);
+    return double(rows) * (double(d) * sizeof(float) + sizeof(float) + sizeof(uint32_t)) +
+           tiles * (sizeof(int32_t) + sizeof(float2)) + double(P + 1) * d * sizeof(float);
+}
+
+/// Two events that order work between two streams, destroyed on scope exit.
+struct EventPair {
+    cudaEvent_t e[2] = {nullptr, nullptr};
+    EventPair() {
+        FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&e[0], cudaEventDisableTiming));
+        const cudaError_t err = cudaEventCreateWithFlags(&e[1], cudaEventDisableTiming);
+        if (err != cudaSuccess) cudaEventDestroy(e[0]);
+        FAISS_EXT_CUDA_CHECK(err);
+    }
+    ~EventPair() {
+        for (cudaEvent_t ev : e) {
+            if (ev) cudaEventDestroy(ev);
+        }
+    }
+    EventPair(const EventPair&) = delete;
+    EventPair& operator=(const EventPair&) = delete;
+};
+
+/// dots (n x P) = -2 rows . centres in plain FP32. The handle runs on the
+/// resources' default stream (GpuResources.h), which is what callers pass
+/// as `stream`; where they pass another, events order the GEMM after the
+/// work queued on `stream` and that stream's later work after it (the
+/// shared handle is not rebound: other searches use it).
+void centreDots(const Build& b, const float* rows, int64_t n, const float* centres, float* dots) {
+    cublasHandle_t blas = b.res->getBlasHandle(b.device);
+    cudaStream_t blasStream = nullptr;
+    FAISS_EXT_CUBLAS_CHECK(cublasGetStream(blas, &blasStream));
+    if (blasStream == b.stream) {
+        gemmDotProducts(blas, rows, n, centres, b.P, b.d, -2.f, dots, b.P);
+        return;
+    }
+    EventPair ev;
+    FAISS_EXT_CUDA_CHECK(cudaEventRecord(ev.e[0], b.stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(blasStream, ev.e[0], 0));
+    gemmDotProducts(blas, rows, n, centres, b.P, b.d, -2.f, dots, b.P);
+    FAISS_EXT_CUDA_CHECK(cudaEventRecord(ev.e[1], blasStream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(b.stream, ev.e[1], 0));
+}
+
+/// mean (d floats) = the column means of x, summed in double.
+void computeMean(const Build& b, float* mean) {
+    TempBuffer<double> sums(b.res, b.device, size_t(b.d), b.stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(double) * b.d, b.stream));
+    const int64_t blocks = std::min<int64_t>(1024, (b.nb + 255) / 256);
+    const int64_t rowsPerBlock = (b.nb + blocks - 1) / blocks;
+    columnSumsKernel<<<unsigned(blocks), 128, 0, b.stream>>>(b.x, b.nb, b.d, rowsPerBlock,
+                                                             sums.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    meanKernel<<<blocksFor(b.d, 128), 128, 0, b.stream>>>(sums.data(), b.d, b.nb, mean);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+/// assign[i] = the centre nearest to sample row i of `count` minus the
+/// mean (count == nb: every row), by |c|^2 - 2 x.c, in chunks of rows that
+/// fit in a quarter of the free temporary memory; with sums / counts, each
+/// row is also added to its centre's sums (a Lloyd step).
+void assignNearest(const Build& b, int64_t count, const float* mean, const float* centres,
+                   int32_t* assign, double* sums = nullptr, unsigned* counts = nullptr) {
+    TempBuffer<float> norms(b.res, b.device, size_t(b.P), b.stream);
+    rowSquaredNorms(centres, b.P, b.d, norms.data(), b.stream);
+    const int64_t rowBytes = int64_t(sizeof(float)) * (b.d + b.P);
+    const int64_t fit = int64_t(b.res->getTempMemoryAvailable(b.device) / 4) / rowBytes;
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>({count, fit, INT32_MAX}));
+    TempBuffer<float> rows(b.res, b.device, size_t(chunk) * b.d, b.stream);
+    TempBuffer<float> dots(b.res, b.device, size_t(chunk) * b.P, b.stream);
+    for (int64_t c0 = 0; c0 < count; c0 += chunk) {
+        const int64_t n = std::min(chunk, count - c0);
+        gatherCentredKernel<<<gridStrideBlocks(n * b.d), 256, 0, b.stream>>>(
+            b.x, b.nb, count, c0, n, b.d, mean, rows.data());
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        centreDots(b, rows.data(), n, centres, dots.data());
+        nearestCentreKernel<<<gridStrideBlocks(n, kWarpsPerBlock), 32 * kWarpsPerBlock, 0,
+                              b.stream>>>(dots.data(), n, int(b.P), norms.data(), assign + c0);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        if (!sums) continue;
+        accumulateKernel<<<gridStrideBlocks(n * b.d), 256, 0, b.stream>>>(
+            rows.data(), n, b.d, assign + c0, sums, counts);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    }
+}
+
+/// centres (P x d) = k-means centres of x - mean: kLloydIterations Lloyd
+/// steps on min(nb, 64 P) strided sample rows, from P of them.
+void kmeansCentres(const Build& b, const float* mean, float* centres) {
+    const int64_t count = std::min(b.nb, kSamplePerPartition * b.P);
+    const int64_t total = b.P * b.d;
+    initCentresKernel<<<gridStrideBlocks(total), 256, 0, b.stream>>>(b.x, b.nb, count, b.P, b.d,
+                                                                     mean, centres);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    TempBuffer<int32_t> assign(b.res, b.device, size_t(count), b.stream);
+    TempBuffer<double> sums(b.res, b.device, size_t(total), b.stream);
+    TempBuffer<unsigned> counts(b.res, b.device, size_t(b.P), b.stream);
+    for (int it = 0; it < kLloydIterations; ++it) {
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(double) * total, b.stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(counts.data(), 0, sizeof(unsigned) * b.P, b.stream));
+        assignNearest(b, count, mean, centres, assign.data(), sums.data(), counts.data());
+        updateCentresKernel<<<gridStrideBlocks(total), 256, 0, b.stream>>>(
+            sums.data(), counts.data(), b.P, b.d, centres);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    }
+}
+
+/// Radix sort of (keys, rows) over the key bits that can be set: 32 of
+/// |r| and those of the partitions.
+void sortPairs(const Build& b, const uint64_t* keysIn, uint64_t* keysOut, const uint32_t* rowsIn,
+               uint32_t* rowsOut) {
+    int endBit = 33;
+    while ((int64_t(1) << (endBit - 32)) < b.P) ++endBit;
+    size_t bytes = 0;
+    FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keysIn, keysOut, rowsIn,
+                                                         rowsOut, b.nb, 0, endBit, b.stream));
+    TempBuffer<char> temp(b.res, b.device, std::max<size_t>(bytes, 1), b.stream);
+    FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+        temp.data(), bytes, keysIn, keysOut, rowsIn, rowsOut, b.nb, 0, endBit, b.stream));
+}
+
+/// Every row assigned to its nearest centre, then keys and rows sorted by
+/// (partition, |r|) into keys / order; returns the partitions' row counts.
+std::vector<unsigned> sortByPartition(const Build& b, const float* mean, const float* centres,
+                                      uint64_t* keys, uint32_t* order) {
+    TempBuffer<uint64_t> keysIn(b.res, b.device, size_t(b.nb), b.stream);
+    TempBuffer<uint32_t> rowsIn(b.res, b.device, size_t(b.nb), b.stream);
+    TempBuffer<unsigned> counts(b.res, b.device, size_t(b.P), b.stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(counts.data(), 0, sizeof(unsigned) * b.P, b.stream));
+    {
+        TempBuffer<int32_t> assign(b.res, b.device, size_t(b.nb), b.stream);
+        assignNearest(b, b.nb, mean, centres, assign.data());
+        sortKeysKernel<<<gridStrideBlocks(b.nb, kWarpsPerBlock), 32 * kWarpsPerBlock, 0,
+                         b.stream>>>(b.x, b.nb, b.d, mean, centres, assign.data(), keysIn.data(),
+                                     rowsIn.data(), counts.data());
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    }
+    sortPairs(b, keysIn.data(), keys, rowsIn.data(), order);
+    std::vector<unsigned> hostCounts(size_t(b.P));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCounts.data(), counts.data(), sizeof(unsigned) * b.P,
+                                         cudaMemcpyDeviceToHost, b.stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(b.stream));
+    return hostCounts;
+}
+
+/// Each partition's rows rounded up to whole tiles (an empty one takes none).
+Layout layoutPartitions(const std::vector<unsigned>& counts) {
+    const size_t P = counts.size();
+    Layout l;
+    l.starts.resize(2 * P);
+    int64_t sorted = 0;
+    for (size_t p = 0; p < P; ++p) {
+        const int64_t tiles = (int64_t(counts[p]) + kResidualTileRows - 1) / kResidualTileRows;
+        l.starts[p] = sorted;
+        l.starts[P + p] = l.rows;
+        l.tilePartition.insert(l.tilePartition.end(), size_t(tiles), int32_t(p));
+        sorted += counts[p];
+        l.rows += tiles * kResidualTileRows;
+    }
+    return l;
+}
+
+/// The resident rows: padding first (zero residuals, +inf norms,
+/// UINT32_MAX ids), then every real row at its place; per-tile maxima into
+/// tileRho / tileLambda, the largest finite norm into maxSqNorm.
+void fillRows(const Build& b, const Layout& l, const uint64_t* keys, const uint32_t* order,
+              Resident& r, unsigned long long* tileBits, unsigned long long* maxSqNorm) {
+    const int64_t tiles = l.rows / kResidualTileRows;
+    TempBuffer<int64_t> starts(b.res, b.device, l.starts.size(), b.stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(starts.data(), l.starts.data(),
+                                         sizeof(int64_t) * l.starts.size(), cudaMemcpyHostToDevice,
+                                         b.stream));
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemsetAsync(r.residuals.data(), 0, sizeof(float) * size_t(l.rows) * b.d, b.stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(r.ids.data(), 0xFF, sizeof(uint32_t) * l.rows, b.stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(tileBits, 0, sizeof(*tileBits) * 2 * tiles, b.stream));
+    fillKernel<<<gridStrideBlocks(l.rows), 256, 0, b.stream>>>(
+        r.sqNorms.data(), l.rows, std::numeric_limits<float>::infinity());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    const FillArgs a{b.x,
+                     b.nb,
+                     b.d,
+                     r.mean.data(),
+                     r.centres.data(),
+                     keys,
+                     order,
+                     starts.data(),
+                     starts.data() + b.P,
+                     r.residuals.data(),
+                     r.sqNorms.data(),
+                     r.ids.data(),
+                     tileBits,
+                     tileBits + tiles,
+                     maxSqNorm};
+    fillRowsKernel<<<gridStrideBlocks(b.nb, kWarpsPerBlock), 32 * kWarpsPerBlock, 0, b.stream>>>(a);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    // (l.starts outlives its copy: fillCopy synchronises the stream.)
+}
+
+/// The resident arrays of the sorted rows (layout l) and the tiles'
+/// partitions.
+void allocateCopy(const Build& b, const Layout& l, Resident& r) {
+    const size_t tiles = size_t(l.rows / kResidualTileRows);
+    r.residuals.allocate(b.res, b.device, size_t(l.rows) * b.d, kWho, "the residual corpus");
+    r.sqNorms.allocate(b.res, b.device, size_t(l.rows), kWho, "the residual corpus' norms");
+    r.ids.allocate(b.res, b.device, size_t(l.rows), kWho, "the residual corpus' ids");
+    r.tilePartition.allocate(b.res, b.device, tiles, kWho, "the residual tiles");
+    r.tileRadii.allocate(b.res, b.device, tiles, kWho, "the residual tiles' radii");
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(r.tilePartition.data(), l.tilePartition.data(),
+                                         sizeof(int32_t) * tiles, cudaMemcpyHostToDevice,
+                                         b.stream));
+}
+
+/// The view's maxima from their device words ([0]: max |c_p| as double
+/// bits, [1]: max rho, [2]: max finite sqNorms, as float bits); synchronises
+/// the stream.
+void readMaxima(const Build& b, const unsigned long long* maxima, ResidualView& v) {
+    unsigned long long bits[3] = {0, 0, 0};
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemcpyAsync(bits, maxima, sizeof(bits), cudaMemcpyDeviceToHost, b.stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(b.stream));
+    double centreNorm = 0.0;
+    float rho = 0.f, sqNorm = 0.f;
+    const uint32_t rhoBits = uint32_t(bits[1]), sqBits = uint32_t(bits[2]);
+    std::memcpy(&centreNorm, &bits[0], sizeof(double));
+    std::memcpy(&rho, &rhoBits, sizeof(float));
+    std::memcpy(&sqNorm, &sqBits, sizeof(float));
+    v.maxCentreNorm = centreNorm * kRadiusMargin;
+    v.maxResidualNorm = double(rho);
+    v.maxCentredSqNorm = double(sqNorm);
+}
+
+/// The resident copy of the sorted rows (layout l): rows, tile radii and the
+/// view's maxima. Synchronises the stream (the host layout is read by
+/// copies queued on it).
+void fillCopy(const Build& b, const Layout& l, const uint64_t* keys, const uint32_t* order,
+              Resident& r, ResidualView& v) {
+    const int64_t tiles = l.rows / kResidualTileRows;
+    allocateCopy(b, l, r);
+    TempBuffer<unsigned long long> maxima(b.res, b.device, 3, b.stream);
+    TempBuffer<unsigned long long> tileBits(b.res, b.device, size_t(2 * tiles), b.stream);
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemsetAsync(maxima.data(), 0, 3 * sizeof(unsigned long long), b.stream));
+    fillRows(b, l, keys, order, r, tileBits.data(), maxima.data() + 2);
+    tileRadiiKernel<<<gridStrideBlocks(tiles), 256, 0, b.stream>>>(
+        tileBits.data(), tileBits.data() + tiles, r.ids.data(), tiles, r.tileRadii.data(),
+        maxima.data() + 1);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    maxCentreNormKernel<<<gridStrideBlocks(b.P, kWarpsPerBlock), 32 * kWarpsPerBlock, 0,
+                          b.stream>>>(r.centres.data(), b.P, b.d, maxima.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    readMaxima(b, maxima.data(), v);
+}
+
+/// The whole build into r (resident, not yet the corpus's) and v.
+void buildCopy(const Build& b, Resident& r, ResidualView& v) {
+    r.mean.allocate(b.res, b.device, size_t(b.d), kWho, "the corpus mean");
+    r.centres.allocate(b.res, b.device, size_t(b.P) * b.d, kWho, "the residual centres");
+    computeMean(b, r.mean.data());
+    kmeansCentres(b, r.mean.data(), r.centres.data());
+    TempBuffer<uint64_t> keys(b.res, b.device, size_t(b.nb), b.stream);
+    TempBuffer<uint32_t> order(b.res, b.device, size_t(b.nb), b.stream);
+    const Layout layout = layoutPartitions(
+        sortByPartition(b, r.mean.data(), r.centres.data(), keys.data(), order.data()));
+    fillCopy(b, layout, keys.data(), order.data(), r, v);
+    v.d = b.d;
+    v.mean = r.mean.data();
+    v.centres = r.centres.data();
+    v.partitions = b.P;
+    v.residuals = r.residuals.data();
+    v.centredSqNorms = r.sqNorms.data();
+    v.ids = r.ids.data();
+    v.rows = layout.rows;
+    v.tilePartition = r.tilePartition.data();
+    v.tileRadii = r.tileRadii.data();
+}
+
+}  // namespace
+
+int64_t residualPartitionCount(int64_t nb) {
+    const int64_t p = std::llround(double(nb) / 4096.0);
+    return std::min<int64_t>(4096, std::max<int64_t>(1, p));
+}
+
+bool ResidualCorpus::view(GpuResources* res, int device, cudaStream_t stream, const float* vectors,
+                          int64_t nb, int d, ResidualView* out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!decided_) {
+        useful_ = build_(res, device, stream, vectors, nb, d);
+        decided_ = true;
+    }
+    if (!useful_) return false;
+    *out = view_;
+    return true;
+}
+
+bool ResidualCorpus::build_(GpuResources* res, int device, cudaStream_t stream,
+                            const float* vectors, int64_t nb, int d) {
+    if (nb < 2 || d < 1 || nb >= (int64_t(1) << 32)) return false;
+    DeviceScope scope(device);
+    const Build b{res, device, stream, vectors, nb, d, residualPartitionCount(nb)};
+    size_t freeBytes = 0, totalBytes = 0;
+    FAISS_EXT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
+    if (residentBytes(nb, d, b.P) > kCopyMemoryShare * double(freeBytes)) return false;
+    // Built into locals: a failure (it throws) leaves the corpus empty.
+    Resident r;
+    ResidualView v;
+    buildCopy(b, r, v);
+    mean_ = std::move(r.mean);
+    centres_ = std::move(r.centres);
+    residuals_ = std::move(r.residuals);
+    centredSqNorms_ = std::move(r.sqNorms);
+    ids_ = std::move(r.ids);
+    tilePartition_ = std::move(r.tilePartition);
+    tileRadii_ = std::move(r.tileRadii);
+    view_ = v;
+    return true;
+}
+
+void ResidualCorpus::invalidate() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    decided_ = false;
+    useful_ = false;
+    mean_.release();
+    centres_.release();
+    residuals_.release();
+    centredSqNorms_.release();
+    ids_.release();
+    tilePartition_.release();
+    tileRadii_.release();
+    view_ = ResidualView();
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext
