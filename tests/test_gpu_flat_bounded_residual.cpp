@@ -72,57 +72,60 @@ BoundedSearchStats autoAgainstFp32(GpuIndexQuickSelectFlat& index, const std::ve
                               sel);
 }
 
+/// A far-cluster corpus of nb vectors (FAISS_EXT_TEST_SMALL: just above
+/// kResidualMinVectors) and queries enough for the residual pass.
+struct FarSet {
+    int64_t nb, nq;
+    std::vector<float> xb, xq;
+    explicit FarSet(int64_t fullSize)
+        : nb(sized<int64_t>(fullSize, kResidualMinVectors + 5000)),
+          nq(kResidualMinQueries + 1000),
+          xb(farClusters(nb, 40, 0)),
+          xq(farClusters(nq, 40, 1)) {}
+};
+
 }  // namespace
 
 TEST(GpuFlatBoundedResidual, CertifiesFarClustersOverResiduals) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int64_t nb = sized<int64_t>(300000, kResidualMinVectors + 5000);
-    const int64_t nq = kResidualMinQueries + 1000;
-    const auto xb = farClusters(nb, 40, 0);
-    const auto xq = farClusters(nq, 40, 1);
+    const FarSet set(300000);
     GpuIndexQuickSelectFlat index(&res, kDim, FlatMetric::L2);
-    index.add(nb, xb.data());
+    index.add(set.nb, set.xb.data());
     for (int64_t k : {10, 100}) {
         const std::string what = describe(FlatMetric::L2, kDim, k, "far clusters, residual");
-        const BoundedSearchStats s = autoAgainstFp32(index, xq, k, what);
-        EXPECT_GE(s.residualQueries, nq / 2) << what;
-        EXPECT_LE(s.fallbackQueries, nq / 50) << what;
+        const BoundedSearchStats s = autoAgainstFp32(index, set.xq, k, what);
+        EXPECT_GE(s.residualQueries, set.nq / 2) << what;
+        EXPECT_LE(s.fallbackQueries, set.nq / 50) << what;
     }
 }
 
 TEST(GpuFlatBoundedResidual, AddsAfterASearchAreSeen) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int64_t nb = sized<int64_t>(200000, kResidualMinVectors + 5000);
-    const int64_t nq = kResidualMinQueries + 1000;
-    const auto xb = farClusters(nb, 40, 0);
-    const auto xq = farClusters(nq, 40, 1);
+    const FarSet set(200000);
     GpuIndexQuickSelectFlat index(&res, kDim, FlatMetric::L2);
-    index.add(nb - 20000, xb.data());
-    autoAgainstFp32(index, xq, 10, "before the add");
+    index.add(set.nb - 20000, set.xb.data());
+    autoAgainstFp32(index, set.xq, 10, "before the add");
     // The queries themselves added: each must now find itself first.
-    index.add(20000, xb.data() + size_t(nb - 20000) * kDim);
-    index.add(nq, xq.data());
-    const BoundedSearchStats s = autoAgainstFp32(index, xq, 10, "after the adds");
-    EXPECT_GE(s.residualQueries, nq / 2);
-    const Results r = searchWith(index, xq, 1, DistancePrecision::Auto);
+    index.add(20000, set.xb.data() + size_t(set.nb - 20000) * kDim);
+    index.add(set.nq, set.xq.data());
+    const BoundedSearchStats s = autoAgainstFp32(index, set.xq, 10, "after the adds");
+    EXPECT_GE(s.residualQueries, set.nq / 2);
+    const Results r = searchWith(index, set.xq, 1, DistancePrecision::Auto);
     int found = 0;
-    for (int64_t i = 0; i < nq; ++i) found += r.I[size_t(i)] == nb + i ? 1 : 0;
-    EXPECT_GE(found, nq * 99 / 100) << "queries added as vectors must be their own nearest";
+    for (int64_t i = 0; i < set.nq; ++i) found += r.I[size_t(i)] == set.nb + i ? 1 : 0;
+    EXPECT_GE(found, set.nq * 99 / 100) << "queries added as vectors must be their own nearest";
 }
 
 TEST(GpuFlatBoundedResidual, FilteredSearchesStayExact) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int64_t nb = sized<int64_t>(200000, kResidualMinVectors + 5000);
-    const int64_t nq = kResidualMinQueries + 1000;
-    const auto xb = farClusters(nb, 40, 0);
-    const auto xq = farClusters(nq, 40, 1);
+    const FarSet set(200000);
     GpuIndexQuickSelectFlat index(&res, kDim, FlatMetric::L2);
-    index.add(nb, xb.data());
-    autoAgainstFp32(index, xq, 10, "unfiltered (builds the copy)");
-    faiss::IDSelectorRange range(1000, nb - 1000);
-    const BoundedSearchStats s = autoAgainstFp32(index, xq, 10, "range filter", &range);
+    index.add(set.nb, set.xb.data());
+    autoAgainstFp32(index, set.xq, 10, "unfiltered (builds the copy)");
+    faiss::IDSelectorRange range(1000, set.nb - 1000);
+    const BoundedSearchStats s = autoAgainstFp32(index, set.xq, 10, "range filter", &range);
     EXPECT_EQ(s.residualQueries, 0) << "a filtered subset does not search the residual copy";
 }

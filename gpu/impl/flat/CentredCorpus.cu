@@ -96,6 +96,18 @@ void addRowOffsets(float* distances, int64_t rows, int64_t k, const float* offse
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
+void corpusMean(GpuResources* res, int device, cudaStream_t stream, const float* x, int64_t n,
+                int d, float* mean) {
+    TempBuffer<double> sums(res, device, size_t(d), stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(double) * d, stream));
+    const int64_t blocks = std::min<int64_t>(1024, (n + 255) / 256);
+    const int64_t rowsPerBlock = (n + blocks - 1) / blocks;
+    columnSumsKernel<<<unsigned(blocks), 128, 0, stream>>>(x, n, d, rowsPerBlock, sums.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    meanKernel<<<unsigned((d + 127) / 128), 128, 0, stream>>>(sums.data(), d, n, mean);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
 void subtractCentre(const float* x, int64_t n, int d, const float* centre, float* out,
                     cudaStream_t stream) {
     const int64_t total = n * d;
@@ -129,18 +141,7 @@ bool CentredCorpus::build_(GpuResources* res, int device, cudaStream_t stream,
     // The mean and the gain first, in temporary memory: nothing resident is
     // allocated where centring would not pay.
     TempBuffer<float> centre(res, device, size_t(d), stream);
-    {
-        TempBuffer<double> sums(res, device, size_t(d), stream);
-        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(double) * d, stream));
-        const int64_t blocks = std::min<int64_t>(1024, (nb + 255) / 256);
-        const int64_t rowsPerBlock = (nb + blocks - 1) / blocks;
-        columnSumsKernel<<<unsigned(blocks), 128, 0, stream>>>(vectors, nb, d, rowsPerBlock,
-                                                              sums.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        meanKernel<<<unsigned((d + 127) / 128), 128, 0, stream>>>(sums.data(), d, nb,
-                                                                 centre.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-    }
+    corpusMean(res, device, stream, vectors, nb, d, centre.data());
     TempBuffer<unsigned> maxBits(res, device, 1, stream);
     FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(maxBits.data(), 0, sizeof(unsigned), stream));
     const unsigned grid = unsigned(std::min<int64_t>((nb + 7) / 8, 8192));

@@ -74,6 +74,11 @@ private:
     double maxSqNorm_ = 0.0;
 };
 
+/// mean (d floats, device) = the column means of x (n >= 1 rows of d,
+/// device), summed in double; ordered on `stream`.
+void corpusMean(GpuResources* res, int device, cudaStream_t stream, const float* x, int64_t n,
+                int d, float* mean);
+
 /// out (n x d) = rows of x minus centre (d floats); device pointers, on
 /// `stream`. The bounded search centres its L2 queries with it.
 void subtractCentre(const float* x, int64_t n, int d, const float* centre, float* out,

@@ -16,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/DeviceCorpus.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
@@ -110,23 +111,6 @@ __device__ __forceinline__ unsigned long long doubleBits(double v) {
 /// (count == nb: row i itself).
 __device__ __forceinline__ int64_t sampleRow(int64_t i, int64_t nb, int64_t count) {
     return int64_t((uint64_t(i) * uint64_t(nb)) / uint64_t(count));
-}
-
-/// As CentredCorpus.cu: sums[j] += column sums of a row range per block.
-__global__ void columnSumsKernel(const float* x, int64_t n, int d, int64_t rowsPerBlock,
-                                 double* sums) {
-    const int64_t r0 = int64_t(blockIdx.x) * rowsPerBlock;
-    const int64_t r1 = std::min(n, r0 + rowsPerBlock);
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        double s = 0.0;
-        for (int64_t r = r0; r < r1; ++r) s += double(x[r * d + j]);
-        atomicAdd(&sums[j], s);
-    }
-}
-
-__global__ void meanKernel(const double* sums, int d, int64_t n, float* mean) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j < d) mean[j] = float(sums[j] / double(n));
 }
 
 /// out (n x d) = sample rows c0 .. c0 + n of `count`, minus the mean.
@@ -360,7 +344,7 @@ struct EventPair {
 /// as `stream`; where they pass another, events order the GEMM after the
 /// work queued on `stream` and that stream's later work after it (the
 /// shared handle is not rebound: other searches use it).
-void centreDots(const Build& b, const float* rows, int64_t n, const float* centres, float* dots) {
+void centreProducts(const Build& b, const float* rows, int64_t n, const float* centres, float* dots) {
     cublasHandle_t blas = b.res->getBlasHandle(b.device);
     cudaStream_t blasStream = nullptr;
     FAISS_EXT_CUBLAS_CHECK(cublasGetStream(blas, &blasStream));
@@ -374,19 +358,6 @@ void centreDots(const Build& b, const float* rows, int64_t n, const float* centr
     gemmDotProducts(blas, rows, n, centres, b.P, b.d, -2.f, dots, b.P);
     FAISS_EXT_CUDA_CHECK(cudaEventRecord(ev.e[1], blasStream));
     FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(b.stream, ev.e[1], 0));
-}
-
-/// mean (d floats) = the column means of x, summed in double.
-void computeMean(const Build& b, float* mean) {
-    TempBuffer<double> sums(b.res, b.device, size_t(b.d), b.stream);
-    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(double) * b.d, b.stream));
-    const int64_t blocks = std::min<int64_t>(1024, (b.nb + 255) / 256);
-    const int64_t rowsPerBlock = (b.nb + blocks - 1) / blocks;
-    columnSumsKernel<<<unsigned(blocks), 128, 0, b.stream>>>(b.x, b.nb, b.d, rowsPerBlock,
-                                                             sums.data());
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
-    meanKernel<<<blocksFor(b.d, 128), 128, 0, b.stream>>>(sums.data(), b.d, b.nb, mean);
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
 /// assign[i] = the centre nearest to sample row i of `count` minus the
@@ -407,7 +378,7 @@ void assignNearest(const Build& b, int64_t count, const float* mean, const float
         gatherCentredKernel<<<gridStrideBlocks(n * b.d), 256, 0, b.stream>>>(
             b.x, b.nb, count, c0, n, b.d, mean, rows.data());
         FAISS_EXT_CUDA_CHECK_LAUNCH();
-        centreDots(b, rows.data(), n, centres, dots.data());
+        centreProducts(b, rows.data(), n, centres, dots.data());
         nearestCentreKernel<<<gridStrideBlocks(n, kWarpsPerBlock), 32 * kWarpsPerBlock, 0,
                               b.stream>>>(dots.data(), n, int(b.P), norms.data(), assign + c0);
         FAISS_EXT_CUDA_CHECK_LAUNCH();
@@ -590,7 +561,7 @@ void fillCopy(const Build& b, const Layout& l, const uint64_t* keys, const uint3
 void buildCopy(const Build& b, Resident& r, ResidualView& v) {
     r.mean.allocate(b.res, b.device, size_t(b.d), kWho, "the corpus mean");
     r.centres.allocate(b.res, b.device, size_t(b.P) * b.d, kWho, "the residual centres");
-    computeMean(b, r.mean.data());
+    corpusMean(b.res, b.device, b.stream, b.x, b.nb, b.d, r.mean.data());
     kmeansCentres(b, r.mean.data(), r.centres.data());
     TempBuffer<uint64_t> keys(b.res, b.device, size_t(b.nb), b.stream);
     TempBuffer<uint32_t> order(b.res, b.device, size_t(b.nb), b.stream);
