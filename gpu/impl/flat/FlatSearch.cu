@@ -592,8 +592,15 @@ bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq
         boundedFlatSearch(res_, device_, stream, r, sub, n, k, candidates, opt.sampledCandidates,
                           subD, subL, byBf16x3, &resid);
     };
-    boundedFlatSearch(res_, device_, stream, corpus, q, nq, k, candidates, opt.sampledCandidates,
-                      distances, labels, byResidual, &tf32);
+    if (residualApplies_(c, opt) && residual_.built()) {
+        // An earlier search found the plain TF32 pass wanting on these
+        // vectors (it built the copy, which add / remove_ids / reset drop):
+        // no first block to pay again.
+        byResidual(q, nq, distances, labels);
+    } else {
+        boundedFlatSearch(res_, device_, stream, corpus, q, nq, k, candidates,
+                          opt.sampledCandidates, distances, labels, byResidual, &tf32);
+    }
     if (opt.boundedStats) {
         opt.boundedStats->certifiedQueries +=
             tf32.certifiedQueries + resid.certifiedQueries + bf16.certifiedQueries;

@@ -622,6 +622,11 @@ bool ResidualCorpus::build_(GpuResources* res, int device, cudaStream_t stream,
     return true;
 }
 
+bool ResidualCorpus::built() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return decided_ && useful_;
+}
+
 void ResidualCorpus::invalidate() {
     std::lock_guard<std::mutex> lock(mutex_);
     decided_ = false;

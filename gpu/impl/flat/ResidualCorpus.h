@@ -91,6 +91,9 @@ class ResidualCorpus {
     /// Drops the copy (the stored vectors changed).
     void invalidate();
 
+    /// Whether the copy is built (an earlier search needed it).
+    bool built();
+
   private:
     bool build_(GpuResources* res, int device, cudaStream_t stream, const float* vectors,
                 int64_t nb, int d);
