@@ -140,6 +140,13 @@ __device__ __forceinline__ void multiplyPanel(float (&d)[64], unsigned rowsA, un
     settleAccumulators(d);
 }
 
+/// The first of the thread's two rows (the other is 8 further) in the
+/// accumulator layout below.
+__device__ __forceinline__ int64_t threadRow(int64_t q0, int warpgroup) {
+    const int warp = (threadIdx.x >> 5) & 3;
+    return q0 + warpgroup * kWarpgroupRows + warp * 16 + ((threadIdx.x & 31) >> 2);
+}
+
 /// Appends the thread's products at or below their query's threshold key,
 /// as FusedCandidates.cu's keepBelowThreshold: value alpha p + the column
 /// term (one FMA), rows compared through their minimum first. In wgmma's
@@ -149,14 +156,13 @@ __device__ __forceinline__ void multiplyPanel(float (&d)[64], unsigned rowsA, un
 template <bool kWholeTile>
 __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a, int64_t q0,
                                                               int64_t v0, int warpgroup,
-                                                              float (&d)[64]) {
+                                                              float (&d)[64],
+                                                              const float (&offset)[2]) {
     const int lane = threadIdx.x & 31;
-    const int warp = (threadIdx.x >> 5) & 3;
-    const int64_t row0 = q0 + warpgroup * kWarpgroupRows + warp * 16 + (lane >> 2);
+    const int64_t row0 = threadRow(q0, warpgroup);
     const int64_t col0 = v0 + 2 * (lane & 3);
-    // A residual corpus's (query, tile) terms (else 0): the threshold test
-    // moves by them, the kept key is lowered by them.
-    const float offset[2] = {residualTileOffset(a, row0, v0), residualTileOffset(a, row0 + 8, v0)};
+    // offset: a residual corpus's (query, tile) terms (else 0): the
+    // threshold test moves by them, the kept key is lowered by them.
     const float tValue[2] = {thresholdValue(a, row0) + offset[0],
                              thresholdValue(a, row0 + 8) + offset[1]};
     // Columns from the thread's first onward, and their terms (32-bit
@@ -202,8 +208,7 @@ __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const float v = d[4 * j + 2 * h + e];
-                if (v <= tValue[h])
-                    keepIfBelow(a, row, col0 + 8 * j + e, v - offset[h], threshold);
+                if (v <= tValue[h]) keepIfBelow(a, row, col0 + 8 * j + e, v - offset[h], threshold);
             }
         }
     }
@@ -213,13 +218,52 @@ __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a
 /// vectors and there are terms (the common case), with them elsewhere.
 __device__ __forceinline__ void keepWarpgroupBelowThreshold(const FusedArgs& a, int64_t q0,
                                                             int64_t v0, int warpgroup,
-                                                            float (&d)[64]) {
+                                                            float (&d)[64],
+                                                            const float (&offset)[2]) {
     if (a.colAdd && v0 + kTileCols <= a.nb) {
-        keepWarpgroupBelowThresholdIn<true>(a, q0, v0, warpgroup, d);
+        keepWarpgroupBelowThresholdIn<true>(a, q0, v0, warpgroup, d, offset);
     } else {
-        keepWarpgroupBelowThresholdIn<false>(a, q0, v0, warpgroup, d);
+        keepWarpgroupBelowThresholdIn<false>(a, q0, v0, warpgroup, d, offset);
     }
 }
+
+/// A residual corpus's terms of the thread's two rows against one vector
+/// tile (FusedTileParts.cuh, residualOffset), loaded in two parts so that
+/// their latencies pass under the tile's products rather than in its
+/// epilogue: the tile's partition and radii and the rows' coefficients at
+/// the tile's first step, then, at its second (the first where there is
+/// one step), the rows' products with that partition's centre, and the
+/// part of the term that does not need them (the same roundings as
+/// residualOffset's, in the same order).
+struct ResidualPrefetch {
+    int partition;
+    float2 radii;
+    float4 coefs[2];
+    float partial[2];  ///< a1 rho + a2 lambda + b
+    float dot[2];      ///< q~ . c_p
+
+    __device__ __forceinline__ void loadTile(const FusedArgs& a, int64_t row0, int64_t v0) {
+        partition = __ldg(a.tilePartition + v0 / kTileCols);
+        radii = __ldg(a.tileRadii + v0 / kTileCols);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            coefs[h] = row0 + 8 * h < a.rows ? __ldg(a.rowBoundCoefs + row0 + 8 * h)
+                                             : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    }
+    __device__ __forceinline__ void loadDots(const FusedArgs& a, int64_t row0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int64_t row = row0 + 8 * h;
+            dot[h] = row < a.rows ? __ldg(a.centreDots + row * a.centreDotsLd + partition) : 0.f;
+            partial[h] = fmaf(coefs[h].x, radii.x, fmaf(coefs[h].y, radii.y, coefs[h].z));
+        }
+    }
+    __device__ __forceinline__ void offsets(float (&out)[2]) const {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) out[h] = fmaf(2.f, dot[h], partial[h]);
+    }
+};
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
@@ -245,7 +289,9 @@ __global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs 
         multiplyPanel<kBf16>(d, stage + unsigned(warpgroup * kWarpgroupRows) * kRowBytes,
                              stage + unsigned(kTileRows) * kRowBytes, s == 0);
     });
-    keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d);
+    const int64_t row0 = threadRow(q0, warpgroup);
+    const float offset[2] = {residualTileOffset(a, row0, v0), residualTileOffset(a, row0 + 8, v0)};
+    keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d, offset);
 #else
     __trap();  // never launched: fusedWgmmaAvailable is false without sm_90a code
 #endif
@@ -370,11 +416,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     float d[64];  // (set, not read, by a tile's first products; zeroed for the operands' sake)
 #pragma unroll
     for (int i = 0; i < 64; ++i) d[i] = 0.f;
+    const bool residual = a.tilePartition != nullptr;
+    ResidualPrefetch prefetch{};
     for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
         const int64_t chunk = item / a.queryTiles;
         const int64_t q0 = (item - chunk * a.queryTiles) * kTileRows;
         const int64_t firstTile = chunk * itemTiles;
         const int steps = int(min(itemTiles, a.vectorTiles - firstTile)) * panels;
+        const int64_t row0 = threadRow(q0, warpgroup);
         __syncthreads();  // every thread is past the last item's products
         for (int p = 0; p < panels; ++p) {
             copier.issue(queryPanels + p * kPanelFloats, a.queries, q0, a.rows, a.d, p);
@@ -398,12 +447,16 @@ __global__ void __launch_bounds__(kThreads, 2)
             const int next = s + kLookahead;
             if (next < steps) stream.issueNext(a, copier, stages, panels);
             commitCopies();
+            if (residual && p == 0) prefetch.loadTile(a, row0, v0);
+            if (residual && p == min(1, panels - 1)) prefetch.loadDots(a, row0);
             const unsigned rowsA = queryAddress + unsigned(p) * kPanelBytes +
                                    unsigned(warpgroup * kWarpgroupRows) * kRowBytes;
             multiplyPanel<kBf16>(d, rowsA, stageAddress + unsigned(stage) * kPanelBytes, p == 0);
             stage = stage + 1 == kStages ? 0 : stage + 1;
             if (++p == panels) {
-                keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d);
+                float offset[2] = {0.f, 0.f};
+                if (residual) prefetch.offsets(offset);
+                keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d, offset);
                 p = 0;
                 v0 += kTileCols;
             }

@@ -55,14 +55,16 @@ struct FusedArgs {
 /// product with the tile's centre, plus the bound of the key's error,
 /// a1 rho + a2 lambda + b (ResidualBound.h), so that the key left is a lower
 /// bound of the query's distance to each vector of the tile.
+__device__ __forceinline__ float residualOffset(float dot, float4 c, float2 radii) {
+    return fmaf(2.f, dot, fmaf(c.x, radii.x, fmaf(c.y, radii.y, c.z)));
+}
+
 __device__ __forceinline__ float residualTileOffset(const FusedArgs& a, int64_t row, int64_t v0) {
     if (!a.tilePartition || row >= a.rows) return 0.f;
     const int64_t tile = v0 / kTileCols;
     const int p = __ldg(a.tilePartition + tile);
-    const float2 radii = __ldg(a.tileRadii + tile);
-    const float4 c = __ldg(a.rowBoundCoefs + row);
-    const float dot = __ldg(a.centreDots + row * a.centreDotsLd + p);
-    return fmaf(2.f, dot, fmaf(c.x, radii.x, fmaf(c.y, radii.y, c.z)));
+    return residualOffset(__ldg(a.centreDots + row * a.centreDotsLd + p),
+                          __ldg(a.rowBoundCoefs + row), __ldg(a.tileRadii + tile));
 }
 
 /// Float offset of (row, dim) in a stage. Rows are 32 floats (128 bytes),
