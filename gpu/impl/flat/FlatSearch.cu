@@ -554,11 +554,20 @@ bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq
                           opt.sampledCandidates, distances, labels, byFp32, opt.boundedStats);
         return true;
     }
+    searchAutoCascade_(c, corpus, q, nq, k, distances, labels, opt, byFp32, stream);
+    return true;
+}
+
+void FlatStorage::searchAutoCascade_(const CorpusView& c, const BoundedCorpus& corpus,
+                                     const float* q, int64_t nq, int64_t k, float* distances,
+                                     int64_t* labels, const FlatSearchOptions& opt,
+                                     const Fp32SearchFn& byFp32, cudaStream_t stream) const {
     // Auto's TF32: the queries it leaves uncertified (all but the first
     // block's on data far from the origin, where it bails out) go through
     // TF32 over the residual copy (whose bound scales with the spread
     // within k-means partitions, not with the norms: ResidualCorpus.h),
     // then BF16x3 products, whose bound is 3-16 times tighter, before FP32.
+    const TileSelection candidates{opt.candidateAlgo, opt.group, opt.thFactor};
     BoundedSearchStats tf32, resid, bf16;
     const Fp32SearchFn byBf16x3 = [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
         BoundedCorpus split;
@@ -571,24 +580,16 @@ bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq
             bf16.fallbackQueries += n;
         }
     };
-    // (built on the first search that hands it enough queries: a few
-    // uncertified ties do not pay for k-means over the corpus)
+    // (the copy is built on the first search that hands it enough queries:
+    // a few uncertified ties do not pay for k-means over the corpus)
     const Fp32SearchFn byResidual = [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
-        ResidualView residualView;
+        ResidualView view;
         if (n < kResidualMinQueries || !residualApplies_(c, opt) ||
-            !residual_.view(res_, device_, stream, vectors_, ntotal_, d_, &residualView)) {
+            !residual_.view(res_, device_, stream, vectors_, ntotal_, d_, &view)) {
             byBf16x3(sub, n, subD, subL);
             return;
         }
-        BoundedCorpus r;
-        r.vectors = c.vectors;
-        r.sqNorms = c.norms;
-        r.nb = c.nb;
-        r.d = d_;
-        r.metric = metric_;
-        r.maxSqNorm = c.maxSqNorm;
-        r.gemmRows = c.nb;
-        r.residual = &residualView;
+        const BoundedCorpus r = residualCorpus_(c, &view);
         boundedFlatSearch(res_, device_, stream, r, sub, n, k, candidates, opt.sampledCandidates,
                           subD, subL, byBf16x3, &resid);
     };
@@ -607,7 +608,19 @@ bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq
         opt.boundedStats->fallbackQueries += bf16.fallbackQueries;
         opt.boundedStats->residualQueries += resid.certifiedQueries;
     }
-    return true;
+}
+
+BoundedCorpus FlatStorage::residualCorpus_(const CorpusView& c, const ResidualView* view) const {
+    BoundedCorpus r;
+    r.vectors = c.vectors;
+    r.sqNorms = c.norms;
+    r.nb = c.nb;
+    r.d = d_;
+    r.metric = metric_;
+    r.maxSqNorm = c.maxSqNorm;
+    r.gemmRows = c.nb;
+    r.residual = view;
+    return r;
 }
 
 void FlatStorage::searchView_(const CorpusView& c, const float* queries, int64_t nq, int64_t k,

@@ -197,6 +197,15 @@ private:
     /// built when a first TF32 block bails out; dropped with centred_.
     mutable ResidualCorpus residual_;
     bool residualApplies_(const CorpusView& c, const FlatSearchOptions& opt) const;
+    /// The bounded corpus of a residual pass over view c (the stored
+    /// vectors re-scored, `view`'s residuals multiplied).
+    BoundedCorpus residualCorpus_(const CorpusView& c, const ResidualView* view) const;
+    /// Auto's TF32 pass, its uncertified queries handed to the residual
+    /// pass, BF16x3, then FP32 (byFp32); counts into opt.boundedStats.
+    void searchAutoCascade_(const CorpusView& c, const BoundedCorpus& corpus, const float* q,
+                            int64_t nq, int64_t k, float* distances, int64_t* labels,
+                            const FlatSearchOptions& opt, const Fp32SearchFn& byFp32,
+                            cudaStream_t stream) const;
     mutable cudaStream_t copyStream_ = nullptr;
 };
 
