@@ -144,6 +144,7 @@ __device__ __forceinline__ void multiplyStage(const float* stage, int warpRow, i
 /// nearly every row of a tile has none to keep (the thresholds keep about
 /// 0.15% of the products at 1M vectors), and a branch per value made this
 /// epilogue as long as the products.
+template <bool kResidual>
 __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q0, int64_t v0,
                                                    int warpRow, int warpCol,
                                                    const Accumulators& acc) {
@@ -168,8 +169,12 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
     for (int i = 0; i < kMmaRowTiles; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            offset[i][h] = residualTileOffset(a, row0 + i * 16 + 8 * h, v0);
-            tValue[i][h] = thresholdValue(a, row0 + i * 16 + 8 * h) + offset[i][h];
+            tValue[i][h] = thresholdValue(a, row0 + i * 16 + 8 * h);
+            offset[i][h] = 0.f;
+            if constexpr (kResidual) {
+                offset[i][h] = residualTileOffset(a, row0 + i * 16 + 8 * h, v0);
+                tValue[i][h] += offset[i][h];
+            }
         }
     }
 #pragma unroll
@@ -193,8 +198,10 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
             for (int j = 0; j < kMmaColTiles; ++j) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    if (v[j][e] <= tValue[i][h])
-                        keepIfBelow(a, row, col0 + j * 8 + e, v[j][e] - offset[i][h], threshold);
+                    if (v[j][e] <= tValue[i][h]) {
+                        keepIfBelow(a, row, col0 + j * 8 + e,
+                                    kResidual ? v[j][e] - offset[i][h] : v[j][e], threshold);
+                    }
                 }
             }
         }
@@ -204,7 +211,7 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
 /// One 128 x 128 tile of products per block, kGroupQueryTiles query tiles
 /// sweeping the vector tiles together (block ids run along the group's
 /// query tiles first). kStages stages of 32 dimensions in flight.
-template <bool kBf16>
+template <bool kBf16, bool kResidual>
 __global__ void __launch_bounds__(kThreads, 2) fusedFilterKernel(FusedArgs a) {
     extern __shared__ float4 sharedRaw[];
     float* stages = reinterpret_cast<float*>(sharedRaw);
@@ -227,15 +234,15 @@ __global__ void __launch_bounds__(kThreads, 2) fusedFilterKernel(FusedArgs a) {
     runTileStages<kStages, false>(a, copier, stages, [&](int buffer, int) {
         multiplyStage<kBf16>(stages + buffer * kStageFloats, warpRow, warpCol, acc);
     });
-    keepBelowThreshold(a, q0, v0, warpRow, warpCol, acc);
+    keepBelowThreshold<kResidual>(a, q0, v0, warpRow, warpCol, acc);
 }
 
-template <bool kBf16>
+template <bool kBf16, bool kResidual>
 void launchFused(const FusedArgs& a, cudaStream_t stream) {
-    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(fusedFilterKernel<kBf16>,
+    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(fusedFilterKernel<kBf16, kResidual>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               int(kSharedBytes)));
-    fusedFilterKernel<kBf16>
+    fusedFilterKernel<kBf16, kResidual>
         <<<unsigned(a.queryTiles * a.vectorTiles), kThreads, kSharedBytes, stream>>>(a);
 }
 
@@ -348,6 +355,10 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
     FAISS_THROW_IF_NOT_FMT(rows >= 1 && rows <= fusedCandidatesMaxRows(),
                            "fusedCandidates: %lld rows (1 to %lld a call)", (long long)rows,
                            (long long)fusedCandidatesMaxRows());
+    FAISS_THROW_IF_NOT_FMT(!residual || (!ops.bf16x3 && nb % kTileCols == 0),
+                           "fusedCandidates: a residual corpus takes TF32 rows in whole tiles "
+                           "(nb %lld)",
+                           (long long)nb);
     const int words = rowWords(ops);
     const ScratchLayout layout(rows, nb, m, words);
     FAISS_THROW_IF_NOT_FMT(scratch && scratchBytes >= layout.total,
@@ -391,9 +402,11 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
         launchFusedWgmma(a, ops.bf16x3, device, stream);
         gWgmmaRows += rows;
     } else if (ops.bf16x3) {
-        launchFused<true>(a, stream);
+        launchFused<true, false>(a, stream);
+    } else if (residual) {
+        launchFused<false, true>(a, stream);
     } else {
-        launchFused<false>(a, stream);
+        launchFused<false, false>(a, stream);
     }
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     select::sampledThresholdSettleKeys(rows, nb, m, outKeys, needsFallback, thresholdScratch,

@@ -153,7 +153,7 @@ __device__ __forceinline__ int64_t threadRow(int64_t q0, int warpgroup) {
 /// accumulator layout (that of mma m16n8 repeated over 16 column tiles)
 /// lane 4 g + t of warp w holds d[4 j + 2 h + e] = (row 16 w + g + 8 h,
 /// column 8 j + 2 t + e).
-template <bool kWholeTile>
+template <bool kWholeTile, bool kResidual>
 __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a, int64_t q0,
                                                               int64_t v0, int warpgroup,
                                                               float (&d)[64],
@@ -161,10 +161,13 @@ __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a
     const int lane = threadIdx.x & 31;
     const int64_t row0 = threadRow(q0, warpgroup);
     const int64_t col0 = v0 + 2 * (lane & 3);
-    // offset: a residual corpus's (query, tile) terms (else 0): the
+    // kResidual: offset holds a residual corpus's (query, tile) terms; the
     // threshold test moves by them, the kept key is lowered by them.
-    const float tValue[2] = {thresholdValue(a, row0) + offset[0],
-                             thresholdValue(a, row0 + 8) + offset[1]};
+    float tValue[2] = {thresholdValue(a, row0), thresholdValue(a, row0 + 8)};
+    if constexpr (kResidual) {
+        tValue[0] += offset[0];
+        tValue[1] += offset[1];
+    }
     // Columns from the thread's first onward, and their terms (32-bit
     // offsets from here on keep the registers for the 64 products).
     const int colsLeft = int(min(a.nb - col0, int64_t(1) << 30));
@@ -208,7 +211,10 @@ __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const float v = d[4 * j + 2 * h + e];
-                if (v <= tValue[h]) keepIfBelow(a, row, col0 + 8 * j + e, v - offset[h], threshold);
+                if (v <= tValue[h]) {
+                    keepIfBelow(a, row, col0 + 8 * j + e, kResidual ? v - offset[h] : v,
+                                threshold);
+                }
             }
         }
     }
@@ -216,14 +222,15 @@ __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a
 
 /// The column terms loaded without bounds checks where the tile holds 128
 /// vectors and there are terms (the common case), with them elsewhere.
+template <bool kResidual>
 __device__ __forceinline__ void keepWarpgroupBelowThreshold(const FusedArgs& a, int64_t q0,
                                                             int64_t v0, int warpgroup,
                                                             float (&d)[64],
                                                             const float (&offset)[2]) {
     if (a.colAdd && v0 + kTileCols <= a.nb) {
-        keepWarpgroupBelowThresholdIn<true>(a, q0, v0, warpgroup, d, offset);
+        keepWarpgroupBelowThresholdIn<true, kResidual>(a, q0, v0, warpgroup, d, offset);
     } else {
-        keepWarpgroupBelowThresholdIn<false>(a, q0, v0, warpgroup, d, offset);
+        keepWarpgroupBelowThresholdIn<false, kResidual>(a, q0, v0, warpgroup, d, offset);
     }
 }
 
@@ -270,7 +277,7 @@ struct ResidualPrefetch {
 /// One 128 x 128 tile of products per block (blockTile's order), kStages
 /// stages of 32 dimensions in flight: while the warpgroups multiply stage
 /// s, the copies of stage s + kStages - 1 land.
-template <bool kBf16>
+template <bool kBf16, bool kResidual>
 __global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ float4 sharedRaw[];
@@ -289,9 +296,13 @@ __global__ void __launch_bounds__(kThreads, 2) fusedFilterWgmmaKernel(FusedArgs 
         multiplyPanel<kBf16>(d, stage + unsigned(warpgroup * kWarpgroupRows) * kRowBytes,
                              stage + unsigned(kTileRows) * kRowBytes, s == 0);
     });
-    const int64_t row0 = threadRow(q0, warpgroup);
-    const float offset[2] = {residualTileOffset(a, row0, v0), residualTileOffset(a, row0 + 8, v0)};
-    keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d, offset);
+    float offset[2] = {0.f, 0.f};
+    if constexpr (kResidual) {
+        const int64_t row0 = threadRow(q0, warpgroup);
+        offset[0] = residualTileOffset(a, row0, v0);
+        offset[1] = residualTileOffset(a, row0 + 8, v0);
+    }
+    keepWarpgroupBelowThreshold<kResidual>(a, q0, v0, warpgroup, d, offset);
 #else
     __trap();  // never launched: fusedWgmmaAvailable is false without sm_90a code
 #endif
@@ -401,7 +412,7 @@ struct VectorStream {
 /// wait per tile. Items run chunk by chunk (all query tiles of the first
 /// itemTiles vector tiles, then the next), so the blocks in flight read the
 /// same vector tiles through L2.
-template <bool kBf16, int kStages>
+template <bool kBf16, int kStages, bool kResidual>
 __global__ void __launch_bounds__(kThreads, 2)
     fusedFilterResidentKernel(FusedArgs a, int panels, int64_t itemTiles, int64_t items) {
     constexpr int kLookahead = kStages - 1;  ///< steps copied ahead
@@ -416,8 +427,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     float d[64];  // (set, not read, by a tile's first products; zeroed for the operands' sake)
 #pragma unroll
     for (int i = 0; i < 64; ++i) d[i] = 0.f;
-    const bool residual = a.tilePartition != nullptr;
-    ResidualPrefetch prefetch{};
+    ResidualPrefetch prefetch{};  // (kResidual only)
     for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
         const int64_t chunk = item / a.queryTiles;
         const int64_t q0 = (item - chunk * a.queryTiles) * kTileRows;
@@ -447,16 +457,18 @@ __global__ void __launch_bounds__(kThreads, 2)
             const int next = s + kLookahead;
             if (next < steps) stream.issueNext(a, copier, stages, panels);
             commitCopies();
-            if (residual && p == 0) prefetch.loadTile(a, row0, v0);
-            if (residual && p == min(1, panels - 1)) prefetch.loadDots(a, row0);
+            if constexpr (kResidual) {
+                if (p == 0) prefetch.loadTile(a, row0, v0);
+                if (p == min(1, panels - 1)) prefetch.loadDots(a, row0);
+            }
             const unsigned rowsA = queryAddress + unsigned(p) * kPanelBytes +
                                    unsigned(warpgroup * kWarpgroupRows) * kRowBytes;
             multiplyPanel<kBf16>(d, rowsA, stageAddress + unsigned(stage) * kPanelBytes, p == 0);
             stage = stage + 1 == kStages ? 0 : stage + 1;
             if (++p == panels) {
                 float offset[2] = {0.f, 0.f};
-                if (residual) prefetch.offsets(offset);
-                keepWarpgroupBelowThreshold(a, q0, v0, warpgroup, d, offset);
+                if constexpr (kResidual) prefetch.offsets(offset);
+                keepWarpgroupBelowThreshold<kResidual>(a, q0, v0, warpgroup, d, offset);
                 p = 0;
                 v0 += kTileCols;
             }
@@ -476,9 +488,9 @@ size_t residentSharedBytes(int panels, int stages) {
 /// Launches the resident kernel with kStages stages on `device` (current)
 /// if two blocks of it fit an SM (the other block's products cover one's
 /// waits); false where they do not (nothing launched).
-template <bool kBf16, int kStages>
+template <bool kBf16, int kStages, bool kResidual>
 bool launchResident(const FusedArgs& a, int panels, int device, cudaStream_t stream) {
-    auto kernel = fusedFilterResidentKernel<kBf16, kStages>;
+    auto kernel = fusedFilterResidentKernel<kBf16, kStages, kResidual>;
     const size_t bytes = residentSharedBytes(panels, kStages);
     int blockLimit = 0;
     FAISS_EXT_CUDA_CHECK(
@@ -502,6 +514,21 @@ bool launchResident(const FusedArgs& a, int panels, int device, cudaStream_t str
     return true;
 }
 
+/// The resident kernel with three stages, else two, else the tile kernel.
+template <bool kBf16, bool kResidual>
+void launchWgmma(const FusedArgs& a, int device, cudaStream_t stream) {
+    const int panels = (a.d + kStepDims - 1) / kStepDims;
+    if (launchResident<kBf16, 3, kResidual>(a, panels, device, stream) ||
+        launchResident<kBf16, 2, kResidual>(a, panels, device, stream)) {
+        return;
+    }
+    auto kernel = fusedFilterWgmmaKernel<kBf16, kResidual>;
+    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              int(kSharedBytes)));
+    kernel<<<unsigned(a.queryTiles * a.vectorTiles), kThreads, kSharedBytes, stream>>>(a);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 bool fusedWgmmaAvailable(int device) {
@@ -523,17 +550,15 @@ void launchFusedWgmma(const FusedArgs& a, bool bf16, int device, cudaStream_t st
     // The resident kernel where its panels leave room for two blocks an SM
     // (at most 5 panels: TF32 rows of up to 160 words, BF16x3 of d <= 104),
     // with three stages where they fit, else two; the tile kernel otherwise.
-    const int panels = (a.d + kStepDims - 1) / kStepDims;
-    const bool launched = bf16 ? launchResident<true, 3>(a, panels, device, stream) ||
-                                     launchResident<true, 2>(a, panels, device, stream)
-                               : launchResident<false, 3>(a, panels, device, stream) ||
-                                     launchResident<false, 2>(a, panels, device, stream);
-    if (launched) return;
-    auto kernel = bf16 ? fusedFilterWgmmaKernel<true> : fusedFilterWgmmaKernel<false>;
-    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              int(kSharedBytes)));
-    kernel<<<unsigned(a.queryTiles * a.vectorTiles), kThreads, kSharedBytes, stream>>>(a);
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    // A residual corpus's terms (TF32 rows only) are compiled in apart, so
+    // that the other searches run the epilogue they had.
+    if (a.tilePartition) {
+        launchWgmma<false, true>(a, device, stream);
+    } else if (bf16) {
+        launchWgmma<true, false>(a, device, stream);
+    } else {
+        launchWgmma<false, false>(a, device, stream);
+    }
 }
 
 }  // namespace gpu
