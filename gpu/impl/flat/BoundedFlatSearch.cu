@@ -328,6 +328,11 @@ class BoundedPass {
     }
     const float* prepareQueries(const float* q, int64_t rows);
     void planResidual(size_t budget, int64_t nq, bool sampled, size_t extraPerRow);
+    /// The temporary buffers of blocks of plan_.rows queries.
+    void allocate(GpuResources* res, int device, cudaStream_t stream,
+                  const TileSelection& selection);
+    /// What the rescoring kernel reads (args_), and a residual pass's bounds.
+    void initRescoreArgs();
     const uint64_t* residualCandidates(int64_t rows);
     const uint64_t* candidates(const float* q, int64_t rows);
     void rescoreAndCertify(const float* q, int64_t q0, int64_t rows, const uint64_t* approxKeys,
@@ -407,6 +412,12 @@ BoundedPass::BoundedPass(GpuResources* res, int device, cudaStream_t stream,
                                selection, extraPerRow);
     }
     if (!usable()) return;  // every query falls back: nothing to allocate
+    allocate(res, device, stream, selection);
+    initRescoreArgs();
+}
+
+void BoundedPass::allocate(GpuResources* res, int device, cudaStream_t stream,
+                           const TileSelection& selection) {
     const int64_t rows = plan_.rows;
     const int64_t ldMax = (plan_.cols + 3) / 4 * 4;
     dist_.reset(new TempBuffer<float>(res, device, plan_.fused ? 0 : size_t(rows) * ldMax, stream));
@@ -415,7 +426,7 @@ BoundedPass::BoundedPass(GpuResources* res, int device, cudaStream_t stream,
                                    plan_.colTiles, nb_, m_, selection.group, selection.thFactor));
     }
     filterBytes_ = plan_.fused
-                       ? fusedCandidatesScratchBytes(rows, plan_.cols, m_, operands(corpus.vectors))
+                       ? fusedCandidatesScratchBytes(rows, plan_.cols, m_, operands(corpus_.vectors))
                    : plan_.sampled ? select::sampledThresholdScratchBytes(rows, nb_, m_)
                                    : 0;
     filterScratch_.reset(new TempBuffer<char>(res, device, filterBytes_, stream));
@@ -439,7 +450,10 @@ BoundedPass::BoundedPass(GpuResources* res, int device, cudaStream_t stream,
         res, device, size_t(residualRows) * (residual_ ? residual_->partitions : 0), stream));
     residualCoefs_.reset(new TempBuffer<float4>(res, device, size_t(residualRows), stream));
     residualCertify_.reset(new TempBuffer<double2>(res, device, size_t(residualRows), stream));
+}
 
+void BoundedPass::initRescoreArgs() {
+    const BoundedCorpus& corpus = corpus_;
     const Tf32BoundTerms terms = bf16_ ? bf16x3BoundTerms(dPad_, l2_) : tf32BoundTerms(d_, l2_);
     args_.m = m_;
     args_.vectors = corpus.vectors;
