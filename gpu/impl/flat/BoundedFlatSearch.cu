@@ -425,10 +425,10 @@ void BoundedPass::allocate(GpuResources* res, int device, cudaStream_t stream,
         sel_.reset(new RowSelector(res, device, stream, selection.algo, rows, plan_.cols,
                                    plan_.colTiles, nb_, m_, selection.group, selection.thFactor));
     }
-    filterBytes_ = plan_.fused
-                       ? fusedCandidatesScratchBytes(rows, plan_.cols, m_, operands(corpus_.vectors))
-                   : plan_.sampled ? select::sampledThresholdScratchBytes(rows, nb_, m_)
-                                   : 0;
+    filterBytes_ =
+        plan_.fused ? fusedCandidatesScratchBytes(rows, plan_.cols, m_, operands(corpus_.vectors))
+        : plan_.sampled ? select::sampledThresholdScratchBytes(rows, nb_, m_)
+                        : 0;
     filterScratch_.reset(new TempBuffer<char>(res, device, filterBytes_, stream));
     filtered_.reset(
         new TempBuffer<uint64_t>(res, device, plan_.sampled ? size_t(rows) * m_ : 0, stream));
