@@ -19,6 +19,7 @@
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/DeviceCorpus.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
+#include "faiss_ext/gpu/impl/flat/Tf32Rounding.cuh"
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
@@ -58,20 +59,6 @@ struct RowSums {
     double residualSq = 0.0;  ///< |e|^2
 };
 
-/// f rounded to TF32 (10 mantissa bits) to nearest, ties away from zero:
-/// adding half a unit to the magnitude bits keeps the sign and carries into
-/// the exponent where it must. Infinities and NaN are kept.
-__device__ __forceinline__ float roundToTf32(float f) {
-    const unsigned b = __float_as_uint(f);
-    if ((b & 0x7f800000u) == 0x7f800000u) return f;
-    return __uint_as_float((b + 0x1000u) & ~0x1FFFu);
-}
-
-__device__ __forceinline__ double warpSum(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-    return v;
-}
-
 /// Row xRow's residual against centre c, one warp: coordinates in double
 /// (e = double(x) - double(m) - double(c)), r = tf32(float(e)) written to
 /// out when given; every lane gets the row's sums of squares. The sort keys
@@ -90,10 +77,10 @@ __device__ RowSums residualRow(const float* xRow, const float* mean, const float
         s.centredSq += a * a;
         s.residualSq += e * e;
     }
-    s.tf32Sq = warpSum(s.tf32Sq);
-    s.errorSq = warpSum(s.errorSq);
-    s.centredSq = warpSum(s.centredSq);
-    s.residualSq = warpSum(s.residualSq);
+    s.tf32Sq = warpSumAll(s.tf32Sq);
+    s.errorSq = warpSumAll(s.errorSq);
+    s.centredSq = warpSumAll(s.centredSq);
+    s.residualSq = warpSumAll(s.residualSq);
     return s;
 }
 
@@ -280,7 +267,7 @@ __global__ void maxCentreNormKernel(const float* centres, int64_t P, int d,
             const double c = double(centres[p * d + j]);
             s += c * c;
         }
-        s = warpSum(s);
+        s = warpSumAll(s);
         if ((threadIdx.x & 31) == 0) atomicMax(maxBits, doubleBits(sqrt(s)));
     }
 }

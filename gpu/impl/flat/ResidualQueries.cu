@@ -2,6 +2,7 @@
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/Distance.h"
 #include "faiss_ext/gpu/impl/flat/ResidualQueries.h"
+#include "faiss_ext/gpu/impl/flat/Tf32Rounding.cuh"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
 
@@ -9,19 +10,6 @@ namespace faiss_ext {
 namespace gpu {
 
 namespace {
-
-/// v rounded to the nearest TF32 number (10 mantissa bits; ties away from
-/// zero), so that the tensor cores take it exactly. Infinities and NaN stay.
-__device__ __forceinline__ float roundToTf32(float v) {
-    const unsigned b = __float_as_uint(v);
-    if ((b & 0x7F800000u) == 0x7F800000u) return v;
-    return __uint_as_float((b + 0x1000u) & ~0x1FFFu);
-}
-
-__device__ __forceinline__ double warpSum(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    return v;
-}
 
 /// One warp per row: the norms of ResidualQueryNorms from the query q, the
 /// mean m and q~ (in `rounded`, which becomes q_t), then the row's terms.
@@ -47,12 +35,12 @@ __global__ void finishResidualQueriesKernel(const float* queries, int64_t rows, 
             shift += m * (m - 2.0 * q);  // (q - m)^2 - q^2
             rounded[r * d + i] = qT;
         }
-        shifted = warpSum(shifted);
-        tilde = warpSum(tilde);
-        tf32 = warpSum(tf32);
-        low = warpSum(low);
-        query = warpSum(query);
-        shift = warpSum(shift);
+        shifted = warpSumAll(shifted);
+        tilde = warpSumAll(tilde);
+        tf32 = warpSumAll(tf32);
+        low = warpSumAll(low);
+        query = warpSumAll(query);
+        shift = warpSumAll(shift);
         if (lane == 0) {
             ResidualQueryNorms n;
             n.shifted = sqrt(shifted) * kBoundInflation;
