@@ -33,7 +33,7 @@ import csv, sys, collections
 rows = [r for r in csv.reader(l for l in sys.stdin if l.startswith("\""))][1:]
 total = collections.defaultdict(float); count = collections.Counter()
 for r in rows:
-    name = r[4].split("(")[0][:80]; total[name] += float(r[-1]); count[name] += 1
+    name = r[4].split("(")[0][:80]; total[name] += float(r[-1].replace(",", "")); count[name] += 1
 for name, ns in sorted(total.items(), key=lambda kv: -kv[1])[:25]:
     print(f"{ns / 1e6:10.3f} ms {count[name]:5d}  {name}")
 print(f"{sum(total.values()) / 1e6:10.3f} ms in all ({len(rows)} launches)")'
