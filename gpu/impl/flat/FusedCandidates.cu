@@ -360,15 +360,14 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
                            "(nb %lld)",
                            (long long)nb);
     const int words = rowWords(ops);
+    FusedArgs a = fusedArgs(ops, rows, nb, alpha, colAdd, residual);
     const ScratchLayout layout(rows, nb, m, words);
     FAISS_THROW_IF_NOT_FMT(scratch && scratchBytes >= layout.total,
                            "fusedCandidates: %zu bytes of scratch, %zu needed", scratchBytes,
                            layout.total);
-    const int64_t queryTiles = (rows + kTileRows - 1) / kTileRows;
-    const int64_t vectorTiles = (nb + kTileCols - 1) / kTileCols;
-    FAISS_THROW_IF_NOT_FMT(queryTiles * vectorTiles < (int64_t(1) << 31),
+    FAISS_THROW_IF_NOT_FMT(a.queryTiles * a.vectorTiles < (int64_t(1) << 31),
                            "fusedCandidates: %lld x %lld tiles exceed one grid",
-                           (long long)queryTiles, (long long)vectorTiles);
+                           (long long)a.queryTiles, (long long)a.vectorTiles);
     char* base = static_cast<char*>(scratch);
     uint32_t* sampleRows = reinterpret_cast<uint32_t*>(base + layout.sampleVectors);
     float* sampleColAdd = reinterpret_cast<float*>(base + layout.sampleColAdd);
@@ -380,7 +379,6 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
         static_cast<const uint32_t*>(ops.vectors), nb, words, colAdd, samples, sampleRows,
         sampleColAdd);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
-    FusedArgs a = fusedArgs(ops, rows, nb, alpha, colAdd, residual);
     sampleProducts(blas, ops, rows, sampleRows, samples, alpha, products);
     if (residual) {
         lowerSampleProductsKernel<<<gridStrideBlocks(rows * samples), 256, 0, stream>>>(a, samples,

@@ -240,8 +240,7 @@ __device__ __forceinline__ void keepWarpgroupBelowThreshold(const FusedArgs& a, 
 /// epilogue: the tile's partition and radii and the rows' coefficients at
 /// the tile's first step, then, at its second (the first where there is
 /// one step), the rows' products with that partition's centre, and the
-/// part of the term that does not need them (the same roundings as
-/// residualOffset's, in the same order).
+/// part of the term that does not need them (residualBoundTerm).
 struct ResidualPrefetch {
     int partition;
     float2 radii;
@@ -263,7 +262,7 @@ struct ResidualPrefetch {
         for (int h = 0; h < 2; ++h) {
             const int64_t row = row0 + 8 * h;
             dot[h] = row < a.rows ? __ldg(a.centreDots + row * a.centreDotsLd + partition) : 0.f;
-            partial[h] = fmaf(coefs[h].x, radii.x, fmaf(coefs[h].y, radii.y, coefs[h].z));
+            partial[h] = residualBoundTerm(coefs[h], radii);
         }
     }
     __device__ __forceinline__ void offsets(float (&out)[2]) const {

@@ -55,8 +55,15 @@ struct FusedArgs {
 /// product with the tile's centre, plus the bound of the key's error,
 /// a1 rho + a2 lambda + b (ResidualBound.h), so that the key left is a lower
 /// bound of the query's distance to each vector of the tile.
+/// Its bound part, a1 rho + a2 lambda + b ({a1, a2, b} = c.xyz, {rho,
+/// lambda} = radii), and the whole term: the same roundings in the same
+/// order wherever it is computed (the certificate's margin counts them).
+__device__ __forceinline__ float residualBoundTerm(float4 c, float2 radii) {
+    return fmaf(c.x, radii.x, fmaf(c.y, radii.y, c.z));
+}
+
 __device__ __forceinline__ float residualOffset(float dot, float4 c, float2 radii) {
-    return fmaf(2.f, dot, fmaf(c.x, radii.x, fmaf(c.y, radii.y, c.z)));
+    return fmaf(2.f, dot, residualBoundTerm(c, radii));
 }
 
 __device__ __forceinline__ float residualTileOffset(const FusedArgs& a, int64_t row, int64_t v0) {
