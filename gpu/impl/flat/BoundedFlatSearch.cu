@@ -313,11 +313,14 @@ class BoundedPass {
     std::vector<int64_t> uncertified(int64_t passed, int64_t nq) const;
 
   private:
-    /// What the products multiply: the BF16x3 split of the vectors, or the vectors.
+    /// What the products multiply: the residual rows of a residual pass, the
+    /// BF16x3 split of the vectors, or the vectors.
     const void* multipliedVectors() const {
+        if (residual_) return residual_->residuals;
         return bf16_ ? static_cast<const void*>(corpus_.split) : corpus_.vectors;
     }
-    /// The fused kernel's operands for queries q (their split under BF16x3).
+    /// The fused kernel's operands for queries q (their split under BF16x3,
+    /// q_t of a residual pass).
     FusedOperands operands(const void* q) const {
         FusedOperands o;
         o.bf16x3 = bf16_;
@@ -453,17 +456,16 @@ void BoundedPass::allocate(GpuResources* res, int device, cudaStream_t stream,
 }
 
 void BoundedPass::initRescoreArgs() {
-    const BoundedCorpus& corpus = corpus_;
     const Tf32BoundTerms terms = bf16_ ? bf16x3BoundTerms(dPad_, l2_) : tf32BoundTerms(d_, l2_);
     args_.m = m_;
-    args_.vectors = corpus.vectors;
-    args_.sqNorms = l2_ ? corpus.sqNorms : nullptr;
+    args_.vectors = corpus_.vectors;
+    args_.sqNorms = l2_ ? corpus_.sqNorms : nullptr;
     args_.nb = nb_;
     args_.d = d_;
     args_.l2 = l2_;
     args_.terms = terms;
-    args_.xMaxNorm = normUpperBound(terms, corpus.maxSqNorm);
-    args_.xMaxSqNorm = corpus.maxSqNorm;
+    args_.xMaxNorm = normUpperBound(terms, corpus_.maxSqNorm);
+    args_.xMaxSqNorm = corpus_.maxSqNorm;
     args_.rescoredKeys = rescored_->data();
     args_.leftOutLower = leftOutLower_->data();
     if (residual_) {
@@ -480,9 +482,8 @@ void BoundedPass::initRescoreArgs() {
 }
 
 void BoundedPass::planResidual(size_t budget, int64_t nq, bool sampled, size_t extraPerRow) {
-    FusedOperands ops;
-    ops.d = d_;
-    ops.queries = ops.vectors = residual_->residuals;  // (queries: an aligned buffer of ours)
+    // (the queries: an aligned buffer of ours; the rows stand in for it)
+    const FusedOperands ops = operands(residual_->residuals);
     // Only the fused kernels lower the keys by the residual terms.
     if (sampled && fusedCandidatesApply(residual_->rows, m_, ops)) {
         plan_ = planFusedCandidates(budget, nq, residual_->rows, m_, ops, extraPerRow);
@@ -509,16 +510,12 @@ const float* BoundedPass::prepareQueries(const float* q, int64_t rows) {
 }
 
 const uint64_t* BoundedPass::residualCandidates(int64_t rows) {
-    FusedOperands ops;
-    ops.d = d_;
-    ops.queries = residualQueries_->data();
-    ops.vectors = residual_->residuals;
     const FusedResidualTerms terms{centreDots_->data(), residual_->partitions,
                                    residualCoefs_->data(), residual_->tilePartition,
                                    residual_->tileRadii};
-    fusedCandidates(blas_, ops, rows, residual_->rows, -2.f, residual_->centredSqNorms, m_,
-                    filtered_->data(), flags_->data(), filterScratch_->data(), filterBytes_,
-                    stream_, &terms);
+    fusedCandidates(blas_, operands(residualQueries_->data()), rows, residual_->rows, -2.f,
+                    residual_->centredSqNorms, m_, filtered_->data(), flags_->data(),
+                    filterScratch_->data(), filterBytes_, stream_, &terms);
     return filtered_->data();
 }
 
