@@ -291,12 +291,7 @@ struct Layout {
 };
 
 /// The resident arrays of one build, moved into the corpus when complete.
-struct Resident {
-    DeviceVector<float> mean, centres, residuals, sqNorms;
-    DeviceVector<uint32_t> ids;
-    DeviceVector<int32_t> tilePartition;
-    DeviceVector<float2> tileRadii;
-};
+using Resident = ResidualCorpus::Arrays;
 
 /// The most resident bytes a corpus of nb rows can take (every partition
 /// padded by kResidualTileRows - 1 rows).
@@ -598,13 +593,7 @@ bool ResidualCorpus::build_(GpuResources* res, int device, cudaStream_t stream,
     Resident r;
     ResidualView v;
     buildCopy(b, r, v);
-    mean_ = std::move(r.mean);
-    centres_ = std::move(r.centres);
-    residuals_ = std::move(r.residuals);
-    centredSqNorms_ = std::move(r.sqNorms);
-    ids_ = std::move(r.ids);
-    tilePartition_ = std::move(r.tilePartition);
-    tileRadii_ = std::move(r.tileRadii);
+    arrays_ = std::move(r);
     view_ = v;
     return true;
 }
@@ -618,13 +607,7 @@ void ResidualCorpus::invalidate() {
     std::lock_guard<std::mutex> lock(mutex_);
     decided_ = false;
     useful_ = false;
-    mean_.release();
-    centres_.release();
-    residuals_.release();
-    centredSqNorms_.release();
-    ids_.release();
-    tilePartition_.release();
-    tileRadii_.release();
+    arrays_ = Arrays();  // (the old arrays go with the temporary: released)
     view_ = ResidualView();
 }
 

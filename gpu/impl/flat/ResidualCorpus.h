@@ -68,9 +68,9 @@ struct ResidualView {
     /// over the tile's rows (the exact residual being x - m - c_p in real
     /// arithmetic); {0, 0} for a tile of padding only.
     const float2* tileRadii = nullptr;
-    double maxCentreNorm = 0.0;      ///< >= every |c_p|
-    double maxResidualNorm = 0.0;    ///< >= every rho
-    double maxCentredSqNorm = 0.0;   ///< >= every finite centredSqNorms entry
+    double maxCentreNorm = 0.0;     ///< >= every |c_p|
+    double maxResidualNorm = 0.0;   ///< >= every rho
+    double maxCentredSqNorm = 0.0;  ///< >= every finite centredSqNorms entry
 };
 
 /// The residual copy of one storage's vectors (L2 only), built on first use
@@ -94,6 +94,15 @@ class ResidualCorpus {
     /// Whether the copy is built (an earlier search needed it).
     bool built();
 
+    /// The device arrays a view points into (ResidualCorpus.cu builds them
+    /// whole, then moves them in).
+    struct Arrays {
+        DeviceVector<float> mean, centres, residuals, sqNorms;
+        DeviceVector<uint32_t> ids;
+        DeviceVector<int32_t> tilePartition;
+        DeviceVector<float2> tileRadii;
+    };
+
   private:
     bool build_(GpuResources* res, int device, cudaStream_t stream, const float* vectors,
                 int64_t nb, int d);
@@ -101,10 +110,7 @@ class ResidualCorpus {
     std::mutex mutex_;
     bool decided_ = false;  // view() has built the copy or decided against it
     bool useful_ = false;
-    DeviceVector<float> mean_, centres_, residuals_, centredSqNorms_;
-    DeviceVector<uint32_t> ids_;
-    DeviceVector<int32_t> tilePartition_;
-    DeviceVector<float2> tileRadii_;
+    Arrays arrays_;
     ResidualView view_;
 };
 
