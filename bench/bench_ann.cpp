@@ -75,6 +75,9 @@ const char* kUsage =
     "  --hard-query-seed S  hard: queries from the mixture of seed S, whose centres\n"
     "                    differ from the data's (queries unlike the data; set hard-ood)\n"
     "  --entry-points N  graph: size of the entry-point sample (default: the index's)\n"
+    "  --unlike-ratio R  graph: flag queries unlike the data at ratio R and answer them\n"
+    "                    exactly (GpuIndexSearchGraphConfig::unlikeQueryRatio; default 0,\n"
+    "                    off); each line then counts the flagged and answered queries\n"
     "  --add-build B     graph: how the k-NN lists are built: auto (default), one-shot,\n"
     "                    partitioned, one-shot-where-it-fits\n"
     "  --knn-samples N, --knn-iterations N, --knn-threshold F\n"
@@ -324,6 +327,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
         cfg.knnBuild.terminationThreshold = std::stof(a.get("knn-threshold", "0.001"));
     cfg.knnBuild.addBuild = parseAddBuild(a.get("add-build", "auto"));
     if (a.has("entry-points")) cfg.entryPoints = int(a.getInt("entry-points", cfg.entryPoints));
+    if (a.has("unlike-ratio")) cfg.unlikeQueryRatio = std::stof(a.get("unlike-ratio", "0"));
     cfg.fp16Traversal = a.getInt("fp16-traversal", 1) != 0;
     gpu::GpuIndexSearchGraph index(&res, b.d, c.ip ? FlatMetric::InnerProduct : FlatMetric::L2,
                                    cfg);
@@ -377,6 +381,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                         .integer("knn_degree", cfg.knnDegree)
                         .integer("knn_samples", cfg.knnBuild.samples)
                         .num("knn_threshold", cfg.knnBuild.terminationThreshold);
+                    if (cfg.unlikeQueryRatio > 0.f) p.num("unlike_ratio", cfg.unlikeQueryRatio);
                     JsonLine out = line(c, "ours:graph");
                     out.raw("params", p.text())
                         .num("seconds", s)
@@ -384,6 +389,14 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                         .num("recall", r)
                         .num("latency_ms_nq1", lat * 1e3);
                     if (devSeconds > 0) out.num("qps_device_queries", q.n / devSeconds);
+                    if (cfg.unlikeQueryRatio > 0.f) {
+                        // one more search of the batch, counted alone
+                        index.resetUnlikeQueryCounts();
+                        index.search(q.n, q.x.data(), c.k, D.data(), I.data(), &sp);
+                        const gpu::UnlikeQueryCounts u = index.getUnlikeQueryCounts();
+                        out.integer("unlike_flagged", u.flagged)
+                            .integer("unlike_answered_exactly", u.answeredExactly);
+                    }
                     std::printf("%s\n", out.str("git", c.git).text().c_str());
                     std::fflush(stdout);
                     for (int64_t blocks : parseIntList(a.get("latency-blocks", ""))) {
@@ -603,6 +616,7 @@ int main(int argc, char** argv) {
                       "hard-clusters",
                       "hard-query-seed",
                       "entry-points",
+                      "unlike-ratio",
                       "add-build",
                       "temp-gb",
                       "verbose",

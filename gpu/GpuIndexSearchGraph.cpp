@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <typeinfo>
 
@@ -183,6 +184,7 @@ struct ResolvedSearch {
     graph::BeamSearchParams beam;
     int entrySeeds = 0;
     bool half = false;
+    float unlikeRatio = 0.f;  ///< queries unlike the data (0: no detection)
 };
 
 /// The index's defaults, as a search without parameters runs them.
@@ -191,6 +193,7 @@ ResolvedSearch configDefaults(const GpuIndexSearchGraphConfig& config) {
     graph::BeamSearchParams& p = r.beam;
     r.entrySeeds = config.entrySeeds;
     r.half = config.fp16Traversal;
+    r.unlikeRatio = config.unlikeQueryRatio;
     p.itopk = config.itopk;
     p.searchWidth = config.searchWidth;
     p.maxIterations = config.maxIterations;
@@ -239,6 +242,12 @@ void applySearchParameters(const SearchParametersSearchGraph& sp,
                            (long long)sp.seed);
     if (sp.seed >= 0) p.seed = uint64_t(sp.seed);
     p.minIterations = sp.minIterations;
+    FAISS_THROW_IF_NOT_FMT(sp.unlikeQueryRatio == -1.f ||
+                               (sp.unlikeQueryRatio >= 0.f && std::isfinite(sp.unlikeQueryRatio)),
+                           "%s::search: unlikeQueryRatio = %g must be -1 (the index's), 0 (no "
+                           "detection) or a finite ratio > 0",
+                           kWho, double(sp.unlikeQueryRatio));
+    if (sp.unlikeQueryRatio >= 0.f) r.unlikeRatio = sp.unlikeQueryRatio;
 }
 
 /// The index's defaults (config) overridden by params (validated) for
@@ -320,6 +329,11 @@ void GpuIndexSearchGraph::checkConfig_(const GpuIndexSearchGraphConfig& c) const
     FAISS_THROW_IF_NOT_FMT(c.maxIterations >= 0 && c.seedRounds >= 1,
                            "%s: maxIterations = %d must be >= 0 and seedRounds = %d >= 1", kWho,
                            c.maxIterations, c.seedRounds);
+    FAISS_THROW_IF_NOT_FMT(std::isfinite(c.unlikeQueryRatio) && c.unlikeQueryRatio >= 0.f &&
+                               c.unlikeQueryShare >= 0.f && c.unlikeQueryShare <= 1.f,
+                           "%s: unlikeQueryRatio = %g must be finite and >= 0 (0: no detection) "
+                           "and unlikeQueryShare = %g in [0, 1]",
+                           kWho, double(c.unlikeQueryRatio), double(c.unlikeQueryShare));
 }
 
 void GpuIndexSearchGraph::checkAddCount_(idx_t n) const {
@@ -377,6 +391,7 @@ void allocateOptimizeBuffers(OptimizeBuffers& b, GpuResources* res, int device, 
 }  // namespace
 
 void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
+    dropExactCopy_();  // its memory back before anything is checked or allocated
     const int64_t total = ntotal + n;
     const int degree = sConfig_.graphDegree;
     // Running out of memory must leave the index as it was. A later add
@@ -466,6 +481,7 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
                            "%s: remove_ids would leave %lld vectors; the k-NN graph of degree "
                            "knnDegree = %d needs more (nothing was removed)",
                            kWho, (long long)total, sConfig_.knnDegree);
+    dropExactCopy_();  // its memory back before the new graph's buffers
     const int degree = sConfig_.graphDegree;
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
@@ -597,6 +613,8 @@ void GpuIndexSearchGraph::beamSearch_(idx_t n, const float* q, int64_t k,
     graph::BeamScratch scratch{blockKeys.data(), blockIds.data()};
     graph::beamSearch(stream, vectors, ntotal, d, graph_->ids.data(), sConfig_.graphDegree, ip, q,
                       n, int(k), r.beam, seeds, distances, labels, scratch);
+    if (r.unlikeRatio > 0.f && flatMetric_ != FlatMetric::InnerProduct)
+        answerUnlikeQueries_(n, q, k, r.unlikeRatio, distances, labels);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -628,6 +646,9 @@ void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
         beamSearch_(n, q, k, &wide, distances, labels);
         return;
     }
+    // candidates of the whole graph: an exact answer would hold vectors
+    // the selection excludes (short rows are answered over the selection)
+    wide.unlikeQueryRatio = 0.f;
     const graph::SelectionCorpus corpus = selectionCorpus_();
     const int64_t kWide = graph::filteredCandidates(k, kept, ntotal, graph::kMaxItopk);
     if (graph::searchSelectionInstead(kept, kWide, graph::kMaxItopk, sConfig_.graphDegree)) {
@@ -670,6 +691,7 @@ void GpuIndexSearchGraph::reset() {
     graph_->x16.release();
     graph_->removedSincePrune = 0;
     entries_.reset();
+    dropExactCopy_();
     ntotal = 0;
 }
 
@@ -741,6 +763,7 @@ void GpuIndexSearchGraph::copyFrom(const faiss::IndexHNSWFlat* index) {
     std::swap(knn_, knn);
     std::swap(graph_->ids, ids);
     graph_->removedSincePrune = 0;
+    dropExactCopy_();
     ntotal = n;
     fillHalfCopy_();
     rebuildEntryPoints_();

@@ -124,6 +124,42 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     /// SMs, and up to 16 for smaller batches, so results can depend on the
     /// batch size; set 1 for results that do not.
     int blocksPerQuery = 0;
+    /// Queries unlike the data (drawn around other centres than the
+    /// vectors, as in cross-modal search) defeat a graph search. A query is
+    /// flagged when its squared distance to its nearest result passes
+    /// unlikeQueryRatio times that result's squared distance to its own
+    /// 10th k-NN neighbour (graph/UnlikeQueryRule.h); when at least
+    /// unlikeQueryShare of a batch is flagged, the flagged queries are
+    /// answered again by exact search, over a copy of the vectors
+    /// (4 (d + 1) bytes each) made by the first such search and kept until
+    /// the vectors change (where it does not fit the graph's answers stay:
+    /// UnlikeQueryCounts::leftForLackOfMemory). L2, Cosine and Pearson
+    /// (inner products of raw vectors have no distance to compare). 0 (the
+    /// default): no detection. 3 (graph::kSuggestedUnlikeQueryRatio)
+    /// flags 99.7% of the queries of a hard set drawn around other centres
+    /// and under 1% of held-out Fashion-MNIST or SIFT queries (exact
+    /// neighbours, bench/ood_probe.py). Off by default because it also flags
+    /// queries the graph serves well (tight clusters queried from afar)
+    /// and answers them at the exact search's q/s (docs/search-graph.md,
+    /// Queries unlike the data).
+    float unlikeQueryRatio = 0.f;
+    /// Share of a batch (0..1) that must be flagged before the flagged
+    /// queries are searched exactly (the exact search costs about one scan
+    /// of the vectors however few queries it takes). 0: any flagged query.
+    float unlikeQueryShare = 0.02f;
+};
+
+/// How many queries GpuIndexSearchGraph's searches flagged as unlike the
+/// data and answered by exact search (counted since construction or
+/// resetUnlikeQueryCounts; filtered searches are not counted).
+struct UnlikeQueryCounts {
+    int64_t searched = 0;         ///< queries searched with detection on
+    int64_t flagged = 0;          ///< of those, flagged as unlike the data
+    int64_t answeredExactly = 0;  ///< of those, answered by exact search
+    /// Of those flagged in batches past unlikeQueryShare, kept with the
+    /// graph's answers because the copy of the vectors the exact search
+    /// needs did not fit in the device's free memory (less an eighth).
+    int64_t leftForLackOfMemory = 0;
 };
 
 /// Per-search knobs of GpuIndexSearchGraph (0: the index's default).
@@ -140,6 +176,8 @@ struct SearchParametersSearchGraph : faiss::SearchParameters {
     int blocksPerQuery = 0;  ///< blocks searching each query (0..32; 0: the index's
                              ///< setting, whose 0 chooses by batch size)
     int64_t seed = -1;       ///< seed of the random entry points (-1: the index's)
+    float unlikeQueryRatio = -1.f;  ///< queries unlike the data (-1: the index's; 0: no
+                                    ///< detection; see GpuIndexSearchGraphConfig)
 };
 
 /// Graph-based approximate k-NN index (GNND k-NN graph, CAGRA-style search
@@ -231,6 +269,11 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// Copies stored (prepared) vector `key` to recons.
     void reconstruct(idx_t key, float* recons) const override;
 
+    /// Queries flagged as unlike the data and answered exactly, since
+    /// construction or the last resetUnlikeQueryCounts().
+    UnlikeQueryCounts getUnlikeQueryCounts() const;
+    void resetUnlikeQueryCounts();
+
   protected:
     void checkAddCount_(idx_t n) const override;
     void addImpl_(idx_t n, const float* x) override;
@@ -286,6 +329,16 @@ class GpuIndexSearchGraph : public GpuIndex {
                          float* distances, idx_t* labels) const;
     /// Exact k-NN of n prepared device queries among the selected vectors.
     graph::SelectionCorpus selectionCorpus_() const;
+    /// After a beam search of n prepared device queries: flags those unlike
+    /// the data at `ratio` (> 0; L2 or unit vectors) and, when enough are,
+    /// answers them again exactly in distances / labels.
+    void answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio, float* distances,
+                              idx_t* labels) const;
+    /// The copy of the vectors that answers them (made on first use; null
+    /// where it does not fit).
+    const FlatStorage* exactCopy_() const;
+    /// Drops that copy (the vectors changed).
+    void dropExactCopy_();
 
     FlatMetric flatMetric_;
     GpuIndexSearchGraphConfig sConfig_;
@@ -293,6 +346,8 @@ class GpuIndexSearchGraph : public GpuIndex {
     std::unique_ptr<SearchGraphState> graph_;
     std::unique_ptr<graph::EntrySample> entries_;  ///< the entry-point sample (null: none)
     double knnSeconds_ = 0, optimizeSeconds_ = 0;
+    mutable std::unique_ptr<FlatStorage> exactCopyStorage_;  ///< for unlike queries (null: none yet)
+    mutable UnlikeQueryCounts unlikeCounts_;
 };
 
 }  // namespace gpu

@@ -25,7 +25,8 @@ void GpuIndexSearchGraph::checkRangeSearchParams_(const faiss::SearchParameters*
     // The scan is exact: the beam search's knobs have nothing to act on.
     const bool defaults = p->itopk == 0 && p->searchWidth == 0 && p->maxIterations == 0 &&
                           p->minIterations == 0 && p->seedRounds == 0 && p->entrySeeds == -1 &&
-                          p->fp16 == -1 && p->blocksPerQuery == 0 && p->seed == -1;
+                          p->fp16 == -1 && p->blocksPerQuery == 0 && p->seed == -1 &&
+                          p->unlikeQueryRatio == -1.f;
     FAISS_THROW_IF_NOT_MSG(defaults, "GpuIndexSearchGraph: range_search is an exact scan; "
                            "the beam-search settings of SearchParametersSearchGraph (itopk, "
                            "searchWidth, ...) cannot be applied to it (only sel is read)");

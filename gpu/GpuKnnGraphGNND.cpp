@@ -750,5 +750,7 @@ const float* GpuKnnGraphGNND::getVectorsDevice() const { return state_->x.data()
 
 const int* GpuKnnGraphGNND::getGraphIdsDevice() const { return state_->ids.data(); }
 
+const float* GpuKnnGraphGNND::getGraphDistancesDevice() const { return state_->dists.data(); }
+
 }  // namespace gpu
 }  // namespace faiss_ext

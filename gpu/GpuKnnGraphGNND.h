@@ -175,6 +175,11 @@ public:
     /// next add / reset / copyFrom.
     const int* getGraphIdsDevice() const;
 
+    /// Device pointer to the distances of those lists (same layout):
+    /// squared L2, or minus the inner product; +inf on -1 entries. Valid
+    /// as getGraphIdsDevice().
+    const float* getGraphDistancesDevice() const;
+
     /// Memory a build of n vectors of dimension d at degree k needs on one
     /// device (resident plus temporary), with these parameters.
     static GnndMemoryEstimate estimateMemory(int64_t n, int d, int k,

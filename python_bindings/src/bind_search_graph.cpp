@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -91,6 +92,24 @@ int64_t checkParamSeed(int64_t s) {
 }
 int checkParamFp16(int f) { return checkIn("fp16 (-1: the index's, 0: FP32, 1: FP16)", f, -1, 1); }
 
+float checkUnlikeRatio(float r) {
+    if (!(r >= 0.f) || !std::isfinite(r))
+        throw py::value_error("unlike_query_ratio must be finite and >= 0 (0: no detection), got " +
+                              std::to_string(r));
+    return r;
+}
+float checkUnlikeShare(float s) {
+    if (!(s >= 0.f && s <= 1.f))
+        throw py::value_error("unlike_query_share must be in [0, 1], got " + std::to_string(s));
+    return s;
+}
+float checkParamUnlikeRatio(float r) {
+    if (!(r == -1.f || (r >= 0.f && std::isfinite(r))))
+        throw py::value_error("unlike_query_ratio must be -1 (the index's), 0 (no detection) or "
+                              "a finite ratio > 0, got " + std::to_string(r));
+    return r;
+}
+
 std::string configRepr(const GpuIndexSearchGraphConfig& c) {
     return "GpuIndexSearchGraphConfig(device=" + std::to_string(c.device) +
            ", graph_degree=" + std::to_string(c.graphDegree) +
@@ -101,7 +120,10 @@ std::string configRepr(const GpuIndexSearchGraphConfig& c) {
            ", entry_points=" + std::to_string(c.entryPoints) +
            ", entry_seeds=" + std::to_string(c.entrySeeds) +
            ", fp16_traversal=" + (c.fp16Traversal ? "True" : "False") +
-           ", blocks_per_query=" + std::to_string(c.blocksPerQuery) + ")";
+           ", blocks_per_query=" + std::to_string(c.blocksPerQuery) +
+           ", unlike_query_ratio=" + py::repr(py::float_(c.unlikeQueryRatio)).cast<std::string>() +
+           ", unlike_query_share=" + py::repr(py::float_(c.unlikeQueryShare)).cast<std::string>() +
+           ")";
 }
 
 void bindConfig(py::module_& m) {
@@ -129,13 +151,22 @@ FP16 copy of the vectors while searching (distances returned are FP32 either
 way); blocks_per_query: thread blocks searching each query independently,
 results merged (0..32; 0: one for batches of at least one query per SM, up
 to 16 for smaller ones, so results can depend on the batch size; 1: never);
+unlike_query_ratio: queries unlike the data (drawn around other centres, as in
+cross-modal search) defeat a graph search; a query is flagged when its squared
+distance to its nearest result passes this ratio times that result's squared
+distance to its own 10th k-NN neighbour (default 0: no detection; 3.0 is the
+measured suggestion; L2, Cosine and Pearson only); unlike_query_share: when at least this share of a
+batch is flagged (default 0.02; 0: any), the flagged queries are answered
+again by exact search over a copy of the vectors (4 (d + 1) bytes each, made
+by the first such search); get_unlike_query_counts() tells how many were;
 device: the GPU. The C++ spellings (graphDegree, knnDegree, ...) are
 aliases.
 )doc");
     cfg.def(py::init([](int device, int graphDegree, int knnDegree,
                         std::optional<gpu::GpuKnnGraphGNNDConfig> knnBuild, int itopk,
                         int searchWidth, int maxIterations, int seedRounds, uint64_t seed,
-                        int entryPoints, int entrySeeds, bool fp16, int blocksPerQuery) {
+                        int entryPoints, int entrySeeds, bool fp16, int blocksPerQuery,
+                        float unlikeRatio, float unlikeShare) {
                 Config c;
                 c.device = device;
                 c.graphDegree = checkGraphDegree(graphDegree);
@@ -150,6 +181,8 @@ aliases.
                 c.entrySeeds = checkEntrySeeds(entrySeeds);
                 c.fp16Traversal = fp16;
                 c.blocksPerQuery = checkBlocksPerQuery(blocksPerQuery);
+                c.unlikeQueryRatio = checkUnlikeRatio(unlikeRatio);
+                c.unlikeQueryShare = checkUnlikeShare(unlikeShare);
                 return c;
             }),
             "device"_a = 0, "graph_degree"_a = defaults.graphDegree,
@@ -158,7 +191,9 @@ aliases.
             "max_iterations"_a = defaults.maxIterations, "seed_rounds"_a = defaults.seedRounds,
             "seed"_a = defaults.seed, "entry_points"_a = defaults.entryPoints,
             "entry_seeds"_a = defaults.entrySeeds, "fp16_traversal"_a = defaults.fp16Traversal,
-            "blocks_per_query"_a = defaults.blocksPerQuery);
+            "blocks_per_query"_a = defaults.blocksPerQuery,
+            "unlike_query_ratio"_a = defaults.unlikeQueryRatio,
+            "unlike_query_share"_a = defaults.unlikeQueryShare);
 
     defCheckedInt(cfg, "graph_degree", "graphDegree", &Config::graphDegree, &checkGraphDegree,
                   "Out-degree of the search graph (1..128; <= knn_degree).");
@@ -188,6 +223,18 @@ aliases.
                        "Score on an FP16 copy of the vectors while searching (FP32 re-scoring).")
         .def_readwrite("fp16Traversal", &Config::fp16Traversal, "C++ spelling of fp16_traversal.")
         .def("__repr__", &configRepr);
+    for (const char* name : {"unlike_query_ratio", "unlikeQueryRatio"}) {
+        cfg.def_property(
+            name, [](const Config& c) { return c.unlikeQueryRatio; },
+            [](Config& c, float r) { c.unlikeQueryRatio = checkUnlikeRatio(r); },
+            "Ratio past which a query is flagged as unlike the data (0: no detection).");
+    }
+    for (const char* name : {"unlike_query_share", "unlikeQueryShare"}) {
+        cfg.def_property(
+            name, [](const Config& c) { return c.unlikeQueryShare; },
+            [](Config& c, float s) { c.unlikeQueryShare = checkUnlikeShare(s); },
+            "Share of a batch flagged before the flagged queries are searched exactly.");
+    }
 
     using Params = SearchParametersSearchGraph;
     py::class_<Params, faiss::SearchParameters> params(m, "SearchParametersSearchGraph", R"doc(
@@ -205,13 +252,14 @@ when nothing is left to expand; seed_rounds: rounds of random entry points;
 entry_seeds: sampled entry points per query (-1: the index's, 0: none);
 fp16: 1 scores on the FP16 copy (needs fp16_traversal), 0 on FP32 vectors,
 -1 the index's setting; blocks_per_query: blocks searching each query (0: the
-index's setting); seed: of the random entry points (-1: the index's). The C++
-spellings (searchWidth, ...) are aliases.
+index's setting); seed: of the random entry points (-1: the index's);
+unlike_query_ratio: the ratio flagging queries unlike the data (-1: the
+index's, 0: no detection). The C++ spellings (searchWidth, ...) are aliases.
 )doc");
     params
         .def(py::init([](int itopk, int searchWidth, int maxIterations, int minIterations,
                          int seedRounds, int entrySeeds, int fp16, int blocksPerQuery,
-                         int64_t seed) {
+                         int64_t seed, float unlikeRatio) {
                  Params p;
                  p.itopk = checkParamItopk(itopk);
                  p.searchWidth = checkParamSearchWidth(searchWidth);
@@ -222,11 +270,12 @@ spellings (searchWidth, ...) are aliases.
                  p.fp16 = checkParamFp16(fp16);
                  p.blocksPerQuery = checkParamBlocksPerQuery(blocksPerQuery);
                  p.seed = checkParamSeed(seed);
+                 p.unlikeQueryRatio = checkParamUnlikeRatio(unlikeRatio);
                  return p;
              }),
              "itopk"_a = 0, "search_width"_a = 0, "max_iterations"_a = 0, "min_iterations"_a = 0,
              "seed_rounds"_a = 0, "entry_seeds"_a = -1, "fp16"_a = -1, "blocks_per_query"_a = 0,
-             "seed"_a = -1)
+             "seed"_a = -1, "unlike_query_ratio"_a = -1.f)
         .def("__repr__", [](const Params& p) {
             return "SearchParametersSearchGraph(itopk=" + std::to_string(p.itopk) +
                    ", search_width=" + std::to_string(p.searchWidth) +
@@ -236,7 +285,8 @@ spellings (searchWidth, ...) are aliases.
                    ", entry_seeds=" + std::to_string(p.entrySeeds) +
                    ", fp16=" + std::to_string(p.fp16) +
                    ", blocks_per_query=" + std::to_string(p.blocksPerQuery) +
-                   ", seed=" + std::to_string(p.seed) + ")";
+                   ", seed=" + std::to_string(p.seed) + ", unlike_query_ratio=" +
+                   py::repr(py::float_(p.unlikeQueryRatio)).cast<std::string>() + ")";
         });
     defCheckedInt(params, "itopk", nullptr, &Params::itopk, &checkParamItopk,
                   "Candidate buffer (0: the index's).");
@@ -259,6 +309,12 @@ spellings (searchWidth, ...) are aliases.
         "seed", [](const Params& p) { return p.seed; },
         [](Params& p, int64_t s) { p.seed = checkParamSeed(s); },
         "Seed of the random entry points (-1: the index's).");
+    for (const char* name : {"unlike_query_ratio", "unlikeQueryRatio"}) {
+        params.def_property(
+            name, [](const Params& p) { return p.unlikeQueryRatio; },
+            [](Params& p, float r) { p.unlikeQueryRatio = checkParamUnlikeRatio(r); },
+            "Ratio flagging queries unlike the data (-1: the index's; 0: no detection).");
+    }
 }
 
 /// A graph of the index (getSearchGraph or getKnnGraph, called without the
@@ -385,7 +441,23 @@ out-neighbours of node i (-1: an empty slot, only when ntotal <= graph_degree).
         .def("getOptimizeSeconds", &GpuIndexSearchGraph::getOptimizeSeconds,
              "C++ spelling of optimize_seconds.")
         .def("getRemovedSincePrune", &GpuIndexSearchGraph::getRemovedSincePrune,
-             "C++ spelling of removed_since_prune.");
+             "C++ spelling of removed_since_prune.")
+        .def(
+                "get_unlike_query_counts",
+                [](const GpuIndexSearchGraph& g) {
+                    const gpu::UnlikeQueryCounts c = g.getUnlikeQueryCounts();
+                    py::dict out;
+                    out["searched"] = c.searched;
+                    out["flagged"] = c.flagged;
+                    out["answered_exactly"] = c.answeredExactly;
+                    out["left_for_lack_of_memory"] = c.leftForLackOfMemory;
+                    return out;
+                },
+                "Queries searched with detection on, flagged as unlike the data, answered "
+                "by exact search, and kept with the graph's answers for lack of device memory "
+                "for the exact copy, since construction or reset_unlike_query_counts() (a dict).")
+        .def("reset_unlike_query_counts", &GpuIndexSearchGraph::resetUnlikeQueryCounts,
+             "Sets get_unlike_query_counts() back to zero.");
     defTwinCopies<faiss::IndexHNSWFlat>(cls, "IndexHNSWFlat", [](const GpuIndexSearchGraph& self) {
         return std::make_unique<faiss::IndexHNSWFlat>(
             self.d, std::max(1, self.getGraphDegree() / 2), self.metric_type);

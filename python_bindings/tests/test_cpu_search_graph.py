@@ -142,11 +142,25 @@ def test_config_defaults_and_aliases():
     assert faiss_ext.GpuIndexSearchGraphConfig(blocks_per_query=1).blocks_per_query == 1
 
 
+def test_config_unlike_queries():
+    c = faiss_ext.GpuIndexSearchGraphConfig()
+    assert (c.unlike_query_ratio, c.unlike_query_share) == (0.0, pytest.approx(0.02))  # off
+    c.unlikeQueryRatio = 3  # the suggested ratio
+    c.unlike_query_share = 0.5
+    assert (c.unlike_query_ratio, c.unlikeQueryShare) == (3.0, 0.5)
+    assert "unlike_query_ratio=3.0" in repr(c) and "unlike_query_share=0.5" in repr(c)
+    c = faiss_ext.GpuIndexSearchGraphConfig(unlike_query_ratio=4.5, unlike_query_share=0)
+    assert (c.unlike_query_ratio, c.unlike_query_share) == (4.5, 0.0)
+
+
 @pytest.mark.parametrize("field,value", [
     ("graph_degree", 0), ("graph_degree", 129), ("knn_degree", 0), ("knn_degree", 257),
     ("itopk", 8), ("itopk", 15), ("itopk", 1024), ("search_width", 0), ("search_width", 32),
     ("max_iterations", -1), ("seed_rounds", 0), ("entry_points", -1), ("entry_seeds", -1),
     ("entry_seeds", 129), ("blocks_per_query", -1), ("blocks_per_query", 33),
+    ("unlike_query_ratio", -1.0), ("unlike_query_ratio", float("nan")),
+    ("unlike_query_ratio", float("inf")), ("unlike_query_share", -0.1),
+    ("unlike_query_share", 1.5), ("unlike_query_share", float("nan")),
 ])
 def test_config_checks_values(field, value):
     c = faiss_ext.GpuIndexSearchGraphConfig()
@@ -156,6 +170,7 @@ def test_config_checks_values(field, value):
     assert getattr(c, field) == before
     with pytest.raises(ValueError, match=field):
         faiss_ext.GpuIndexSearchGraphConfig(**{field: value})
+
 
 
 def test_search_parameters():
@@ -177,13 +192,18 @@ def test_search_parameters():
     assert p.seed == -1
     p.seed = 99
     assert faiss_ext.SearchParametersSearchGraph(seed=5).seed == 5 and "seed=99" in repr(p)
+    assert p.unlike_query_ratio == -1.0  # the index's
+    p.unlikeQueryRatio = 0  # no detection for this search
+    assert p.unlike_query_ratio == 0.0 and "unlike_query_ratio=0.0" in repr(p)
+    assert faiss_ext.SearchParametersSearchGraph(unlike_query_ratio=5).unlike_query_ratio == 5.0
 
 
 @pytest.mark.parametrize("field,value", [
     ("itopk", -1), ("itopk", 513), ("search_width", -1), ("search_width", 32),
     ("max_iterations", -1), ("min_iterations", -1), ("seed_rounds", -1), ("entry_seeds", -2),
     ("entry_seeds", 129), ("fp16", 2), ("fp16", -2), ("blocks_per_query", -1),
-    ("blocks_per_query", 33), ("seed", -2),
+    ("blocks_per_query", 33), ("seed", -2), ("unlike_query_ratio", -2.0),
+    ("unlike_query_ratio", -0.5), ("unlike_query_ratio", float("nan")),
 ])
 def test_search_parameters_check_values(field, value):
     p = faiss_ext.SearchParametersSearchGraph()

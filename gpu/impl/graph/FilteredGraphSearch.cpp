@@ -6,6 +6,7 @@
 #include "faiss_ext/gpu/GpuResources.h"
 #include "faiss_ext/gpu/impl/flat/FilterKernels.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
+#include "faiss_ext/gpu/impl/graph/ExactRowAnswers.h"
 #include "faiss_ext/gpu/impl/graph/FilteredResults.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
@@ -49,42 +50,6 @@ void searchSelectionExactly(const SelectionCorpus& corpus, const IdSelection& se
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-namespace {
-
-/// The rows whose shortRows flag is set, on the host.
-std::vector<uint32_t> shortRowList(const uint8_t* shortRows, int64_t n, cudaStream_t stream) {
-    std::vector<uint8_t> isShort(static_cast<size_t>(n));
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(isShort.data(), shortRows, size_t(n),
-                                         cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<uint32_t> rows;
-    for (int64_t i = 0; i < n; ++i) {
-        if (isShort[size_t(i)]) rows.push_back(uint32_t(i));
-    }
-    return rows;
-}
-
-/// Rows `rows` of the results answered again exactly over the selection.
-void answerRowsExactly(const SelectionCorpus& corpus, const IdSelection& selection,
-                       const std::vector<uint32_t>& rows, const float* q, int64_t k,
-                       float* distances, int64_t* labels) {
-    cudaStream_t stream = corpus.res->getDefaultStream(corpus.device);
-    const int64_t m = int64_t(rows.size());
-    TempBuffer<uint32_t> dRows(corpus.res, corpus.device, size_t(m), stream);
-    TempBuffer<float> shortQ(corpus.res, corpus.device, size_t(m) * corpus.d, stream);
-    TempBuffer<float> shortD(corpus.res, corpus.device, size_t(m) * k, stream);
-    TempBuffer<int64_t> shortI(corpus.res, corpus.device, size_t(m) * k, stream);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dRows.data(), rows.data(), sizeof(uint32_t) * size_t(m),
-                                         cudaMemcpyHostToDevice, stream));
-    gatherSelectedRows(q, nullptr, dRows.data(), m, corpus.d, shortQ.data(), nullptr, stream);
-    searchSelectionExactly(corpus, selection, m, shortQ.data(), k, shortD.data(), shortI.data());
-    scatterResultRows(shortD.data(), shortI.data(), dRows.data(), m, int(k), distances, labels,
-                      stream);
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-}  // namespace
-
 void searchSelectedCandidates(const SelectionCorpus& corpus, const IdSelection& selection,
                               int64_t n, const float* q, int64_t k, int64_t kWide,
                               const CandidateSearch& candidates, float* distances,
@@ -99,8 +64,12 @@ void searchSelectedCandidates(const SelectionCorpus& corpus, const IdSelection& 
     keepSelectedCandidates(candD.data(), candI.data(), n, int(kWide), bits.data(), int(k),
                            corpus.metric == FlatMetric::InnerProduct, distances, labels,
                            shortRows.data(), stream);
-    const std::vector<uint32_t> rows = shortRowList(shortRows.data(), n, stream);
-    if (!rows.empty()) answerRowsExactly(corpus, selection, rows, q, k, distances, labels);
+    const std::vector<uint32_t> rows = flaggedRows(shortRows.data(), n, stream);
+    answerRowsExactly(corpus.res, corpus.device, corpus.d, rows, q, k,
+                      [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
+                          searchSelectionExactly(corpus, selection, m, mq, mk, D, I);
+                      },
+                      distances, labels);
 }
 
 }  // namespace graph

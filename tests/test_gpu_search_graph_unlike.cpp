@@ -1,0 +1,263 @@
+// GpuIndexSearchGraph and queries unlike the data (graph/UnlikeQueryRule.h):
+// queries drawn around other centres than the vectors are flagged and
+// answered by exact search (results equal faiss::IndexFlat's); queries of
+// the data's distribution are left to the graph (results identical to a
+// search without detection); the batch share gates the exact search; inner
+// products and filtered candidate searches are not touched; removals and
+// adds renew the exact copy.
+#include <faiss/IndexFlat.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/impl/IDSelector.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "GnndTestUtils.h"
+#include "TestUtils.h"
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
+#include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/graph/UnlikeQueryRule.h"
+
+using namespace faiss_ext;
+using namespace faiss_ext::gpu;
+
+namespace {
+
+constexpr int kD = 32;
+constexpr int kK = 10;
+
+/// Points around `centres` (Gaussian, unit spread), cluster i % centres.
+std::vector<float> around(const std::vector<float>& centres, int64_t n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> g(0.f, 1.f);
+    const int64_t c = int64_t(centres.size()) / kD;
+    std::vector<float> x(size_t(n) * kD);
+    for (int64_t i = 0; i < n; ++i)
+        for (int t = 0; t < kD; ++t) x[size_t(i) * kD + t] = centres[(i % c) * kD + t] + g(rng);
+    return x;
+}
+
+/// `c` centres uniform in [-8, 8]^d.
+std::vector<float> centres(int c, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(-8.f, 8.f);
+    std::vector<float> x(size_t(c) * kD);
+    for (float& v : x) v = u(rng);
+    return x;
+}
+
+/// The data: 40 clusters; queries of the same clusters (seed 2) and queries
+/// around 40 other centres (seed 3), unlike the data.
+struct UnlikeSet {
+    int64_t n = test::sized<int64_t>(20000, 4000), nq = 300;
+    std::vector<float> x, inDist, unlike;
+    UnlikeSet() {
+        const std::vector<float> data = centres(40, 1);
+        x = around(data, n, 11);
+        inDist = around(data, nq, 12);
+        unlike = around(centres(40, 3), nq, 13);
+    }
+};
+
+const UnlikeSet& unlikeSet() {
+    static const UnlikeSet s;
+    return s;
+}
+
+struct Results {
+    std::vector<float> D;
+    std::vector<int64_t> I;
+};
+
+Results searchOf(const faiss::Index& index, const std::vector<float>& q, int64_t nq,
+                 const faiss::SearchParameters* params = nullptr) {
+    Results r;
+    r.D.resize(size_t(nq) * kK);
+    r.I.resize(size_t(nq) * kK);
+    index.search(nq, q.data(), kK, r.D.data(), r.I.data(), params);
+    return r;
+}
+
+/// "" when r equals faiss::IndexFlat's results over x (ties aside).
+std::string checkExact(const Results& r, const std::vector<float>& x, const std::vector<float>& q,
+                       int64_t nq, bool ip) {
+    std::unique_ptr<faiss::IndexFlat> flat(ip ? (faiss::IndexFlat*)new faiss::IndexFlatIP(kD)
+                                              : new faiss::IndexFlatL2(kD));
+    flat->add(int64_t(x.size()) / kD, x.data());
+    const Results ref = searchOf(*flat, q, nq);
+    return test::compareKnn(nq, kK, r.D.data(), r.I.data(), ref.D.data(), ref.I.data(), ip, 1e-3f,
+                            1e-3f);
+}
+
+/// A small graph with detection at the suggested ratio (off by default).
+GpuIndexSearchGraphConfig smallConfig() {
+    GpuIndexSearchGraphConfig c;
+    c.graphDegree = 32;
+    c.knnDegree = 64;
+    c.unlikeQueryRatio = graph::kSuggestedUnlikeQueryRatio;
+    return c;
+}
+
+}  // namespace
+
+TEST(GpuSearchGraphUnlike, AnswersQueriesUnlikeTheDataExactly) {
+    FAISS_EXT_REQUIRE_GPU();
+    const UnlikeSet& s = unlikeSet();
+    StandardGpuResources res;
+    GpuIndexSearchGraph index(&res, kD, FlatMetric::L2, smallConfig());
+    index.add(s.n, s.x.data());
+    const Results r = searchOf(index, s.unlike, s.nq);
+    const UnlikeQueryCounts c = index.getUnlikeQueryCounts();
+    EXPECT_EQ(c.searched, s.nq);
+    EXPECT_EQ(c.flagged, s.nq);  // centres about 45 units from the data's
+    EXPECT_EQ(c.answeredExactly, s.nq);
+    EXPECT_EQ(c.leftForLackOfMemory, 0);
+    EXPECT_EQ(checkExact(r, s.x, s.unlike, s.nq, false), "");
+    // the same search without detection: the graph's own answers, uncounted
+    SearchParametersSearchGraph off;
+    off.unlikeQueryRatio = 0.f;
+    searchOf(index, s.unlike, s.nq, &off);
+    EXPECT_EQ(index.getUnlikeQueryCounts().searched, s.nq);
+    index.resetUnlikeQueryCounts();
+    EXPECT_EQ(index.getUnlikeQueryCounts().flagged, 0);
+}
+
+TEST(GpuSearchGraphUnlike, LeavesQueriesOfTheDataToTheGraph) {
+    FAISS_EXT_REQUIRE_GPU();
+    const UnlikeSet& s = unlikeSet();
+    StandardGpuResources res;
+    GpuIndexSearchGraph index(&res, kD, FlatMetric::L2, smallConfig());
+    index.add(s.n, s.x.data());
+    const Results on = searchOf(index, s.inDist, s.nq);
+    const UnlikeQueryCounts c = index.getUnlikeQueryCounts();
+    EXPECT_EQ(c.searched, s.nq);
+    EXPECT_LE(c.flagged, s.nq / 100);
+    EXPECT_EQ(c.answeredExactly, 0);
+    SearchParametersSearchGraph off;
+    off.unlikeQueryRatio = 0.f;
+    const Results without = searchOf(index, s.inDist, s.nq, &off);
+    EXPECT_EQ(on.I, without.I);
+    EXPECT_EQ(on.D, without.D);
+}
+
+// 2 queries unlike the data in a batch of 200: 1% of the batch, under the
+// default share (2%), so they keep the graph's answers; with share 0 they
+// are answered exactly.
+TEST(GpuSearchGraphUnlike, ShareGatesTheExactSearch) {
+    FAISS_EXT_REQUIRE_GPU();
+    const UnlikeSet& s = unlikeSet();
+    const int64_t nq = 200;
+    std::vector<float> mixed(s.inDist.begin(), s.inDist.begin() + (nq - 2) * kD);
+    mixed.insert(mixed.end(), s.unlike.begin(), s.unlike.begin() + 2 * kD);
+    StandardGpuResources res;
+    GpuIndexSearchGraphConfig any = smallConfig();
+    any.unlikeQueryShare = 0.f;
+    for (const GpuIndexSearchGraphConfig& config : {smallConfig(), any}) {
+        GpuIndexSearchGraph index(&res, kD, FlatMetric::L2, config);
+        index.add(s.n, s.x.data());
+        const Results r = searchOf(index, mixed, nq);
+        const UnlikeQueryCounts c = index.getUnlikeQueryCounts();
+        EXPECT_GE(c.flagged, 2);
+        EXPECT_LE(c.flagged, 2 + nq / 100);
+        if (config.unlikeQueryShare > 0.f) {
+            EXPECT_EQ(c.answeredExactly, 0);
+            continue;
+        }
+        EXPECT_EQ(c.answeredExactly, c.flagged);
+        const std::vector<float> last(mixed.end() - 2 * kD, mixed.end());
+        Results tail;
+        tail.D.assign(r.D.end() - 2 * kK, r.D.end());
+        tail.I.assign(r.I.end() - 2 * kK, r.I.end());
+        EXPECT_EQ(checkExact(tail, s.x, last, 2, false), "");
+    }
+}
+
+// Cosine: unit vectors compared by inner products, flagged by the squared
+// distance 2 - 2 s; inner products of raw vectors have no detection.
+TEST(GpuSearchGraphUnlike, CosineDetectsInnerProductDoesNot) {
+    FAISS_EXT_REQUIRE_GPU();
+    const UnlikeSet& s = unlikeSet();
+    StandardGpuResources res;
+    GpuIndexSearchGraph cosine(&res, kD, FlatMetric::Cosine, smallConfig());
+    cosine.add(s.n, s.x.data());
+    const Results r = searchOf(cosine, s.unlike, s.nq);
+    const UnlikeQueryCounts c = cosine.getUnlikeQueryCounts();
+    EXPECT_GE(c.flagged, s.nq * 9 / 10);
+    EXPECT_EQ(c.answeredExactly, c.flagged);
+    if (c.flagged == s.nq) {
+        const std::vector<float> xn = gnndtest::prepared(FlatMetric::Cosine, s.x, s.n, kD);
+        const std::vector<float> qn = gnndtest::prepared(FlatMetric::Cosine, s.unlike, s.nq, kD);
+        EXPECT_EQ(checkExact(r, xn, qn, s.nq, true), "");
+    }
+    GpuIndexSearchGraph ip(&res, kD, FlatMetric::InnerProduct, smallConfig());
+    ip.add(s.n, s.x.data());
+    searchOf(ip, s.unlike, s.nq);
+    EXPECT_EQ(ip.getUnlikeQueryCounts().searched, 0);
+}
+
+// A selector of 90% of the ids on a graph of degree 16 takes the widened
+// candidate search (not exact search over the selection): its candidates
+// are not answered from the whole corpus, so every result is selected.
+TEST(GpuSearchGraphUnlike, FilteredCandidatesStayWithinTheSelection) {
+    FAISS_EXT_REQUIRE_GPU();
+    const UnlikeSet& s = unlikeSet();
+    StandardGpuResources res;
+    GpuIndexSearchGraphConfig config = smallConfig();
+    config.graphDegree = 16;
+    config.knnDegree = 32;
+    GpuIndexSearchGraph index(&res, kD, FlatMetric::L2, config);
+    index.add(s.n, s.x.data());
+    faiss::IDSelectorRange kept(s.n / 10, s.n);
+    SearchParametersSearchGraph sp;
+    sp.sel = &kept;
+    const Results r = searchOf(index, s.unlike, s.nq, &sp);
+    for (int64_t id : r.I) {
+        if (id >= 0) ASSERT_GE(id, s.n / 10);
+    }
+}
+
+TEST(GpuSearchGraphUnlike, RemovalsAndAddsRenewTheExactCopy) {
+    FAISS_EXT_REQUIRE_GPU();
+    const UnlikeSet& s = unlikeSet();
+    StandardGpuResources res;
+    GpuIndexSearchGraph index(&res, kD, FlatMetric::L2, smallConfig());
+    const int64_t half = s.n / 2;
+    index.add(half, s.x.data());
+    EXPECT_EQ(checkExact(searchOf(index, s.unlike, s.nq), {s.x.begin(), s.x.begin() + half * kD},
+                         s.unlike, s.nq, false),
+              "");
+    index.add(s.n - half, s.x.data() + half * kD);
+    EXPECT_EQ(checkExact(searchOf(index, s.unlike, s.nq), s.x, s.unlike, s.nq, false), "");
+    faiss::IDSelectorRange first(0, s.n / 4);
+    ASSERT_EQ(index.remove_ids(first), size_t(s.n / 4));
+    const std::vector<float> rest(s.x.begin() + (s.n / 4) * kD, s.x.end());
+    EXPECT_EQ(checkExact(searchOf(index, s.unlike, s.nq), rest, s.unlike, s.nq, false), "");
+    EXPECT_EQ(index.getUnlikeQueryCounts().answeredExactly, 3 * s.nq);
+}
+
+TEST(GpuSearchGraphUnlike, RefusesBadRatios) {
+    FAISS_EXT_REQUIRE_GPU();
+    const UnlikeSet& s = unlikeSet();
+    StandardGpuResources res;
+    GpuIndexSearchGraphConfig bad = smallConfig();
+    bad.unlikeQueryRatio = -1.f;
+    EXPECT_THROW(GpuIndexSearchGraph(&res, kD, FlatMetric::L2, bad), faiss::FaissException);
+    bad = smallConfig();
+    bad.unlikeQueryShare = 1.5f;
+    EXPECT_THROW(GpuIndexSearchGraph(&res, kD, FlatMetric::L2, bad), faiss::FaissException);
+    GpuIndexSearchGraph index(&res, kD, FlatMetric::L2, smallConfig());
+    index.add(s.n, s.x.data());
+    SearchParametersSearchGraph sp;
+    for (float r : {-0.5f, NAN, INFINITY}) {
+        sp.unlikeQueryRatio = r;
+        std::vector<float> D(size_t(s.nq) * kK, 7.f);
+        std::vector<int64_t> I(size_t(s.nq) * kK, 7);
+        EXPECT_THROW(index.search(s.nq, s.unlike.data(), kK, D.data(), I.data(), &sp),
+                     faiss::FaissException);
+        EXPECT_EQ(D[0], 7.f);  // refused before anything was written
+        EXPECT_EQ(I[0], 7);
+    }
+    EXPECT_EQ(index.getUnlikeQueryCounts().searched, 0);
+}
