@@ -11,6 +11,11 @@ of a detector, not a test.
 
   bench/gen_hard --nb 200k --nq 2000 --ood-seed 777 --out /tmp/hard   (a build-bench program)
   /usr/bin/python3 bench/ood_probe.py --prefix /tmp/hard [--k 10] [--sample 4096]
+
+--shared-data DIR instead reads the shared real data sets (Fashion-MNIST, SIFT
+small, and a point cloud queried with another scan of the scene) and their
+exact k-NN lists and ground truth from DIR (../shared/data), skipping those
+absent: no search is run.
 """
 import argparse
 
@@ -29,13 +34,53 @@ def own_radius(index, xb, ids, k):
     return D[:, k]
 
 
+def read_vecs(path, dtype):
+    raw = np.fromfile(path, dtype=np.int32)
+    d = int(raw[0])
+    return raw.reshape(-1, d + 1)[:, 1:].copy().view(dtype)
+
+
+# (name, base prefix, query prefix, K of the base's k-NN lists), under --shared-data
+SHARED_SETS = (
+    ("Fashion-MNIST, held-out queries", "fashion-mnist/fashion-mnist_base",
+     "fashion-mnist/fashion-mnist_query", 100),
+    ("SIFT small, its queries", "siftsmall/siftsmall_base", "siftsmall/siftsmall_query", 100),
+    ("point cloud rs1, queried with scan rs22", "pointcloud-rs/rs1_base",
+     "pointcloud-rs/rs22_query", 32),
+)
+
+
+def shared_data(root, k, thresholds):
+    import os
+    for name, base, query, K in SHARED_SETS:
+        lists = os.path.join(root, "%s_knn%d_l2" % (base, K))
+        gt = os.path.join(root, query + "_gt100_l2")
+        if not os.path.exists(lists + ".ivecs"):
+            print("%s: absent under %s, skipped" % (name, root))
+            continue
+        dist = read_vecs(lists + "_dist.fvecs", np.float32)
+        nn = read_vecs(gt + ".ivecs", np.int32)[:, 0]
+        nn_dist = read_vecs(gt + "_dist.fvecs", np.float32)[:, 0]
+        ratio = nn_dist / dist[nn, min(k, K) - 1]
+        print("%s (%d queries): d2(q, v1) / r_k(v1) p50 %.2f p99 %.2f p99.9 %.2f max %.2f" %
+              ((name, len(ratio)) + tuple(np.percentile(ratio, [50, 99, 99.9, 100]))))
+        for t in thresholds:
+            print("  ratio > %g: %.4f of the queries" % (t, float(np.mean(ratio > t))))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--prefix", required=True, help="gen_hard's --out")
+    ap.add_argument("--prefix", help="gen_hard's --out")
+    ap.add_argument("--shared-data", help="the shared real data sets' directory")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--sample", type=int, default=4096, help="entry-point sample size")
     ap.add_argument("--thresholds", default="2,3,4,6")
     a = ap.parse_args()
+    if a.shared_data:
+        shared_data(a.shared_data, a.k, [float(v) for v in a.thresholds.split(",")])
+        return
+    if not a.prefix:
+        ap.error("--prefix or --shared-data is required")
     xb = read_fbin(a.prefix + "_base.fbin")
     sets = (("in-distribution", read_fbin(a.prefix + "_query.fbin")),
             ("unlike the data", read_fbin(a.prefix + "_ood.fbin")))
