@@ -4,8 +4,11 @@
 // flagged, the flagged queries are answered again by exact search over a
 // copy of the vectors in the flat engine (impl/flat/FlatSearch.h), made by
 // the first such search and dropped when the vectors change.
-#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
+#include <faiss/impl/FaissAssert.h>
 
+#include <vector>
+
+#include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
@@ -14,10 +17,6 @@
 #include "faiss_ext/gpu/impl/graph/UnlikeQueryRule.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
-
-#include <faiss/impl/FaissAssert.h>
-
-#include <vector>
 
 namespace faiss_ext {
 namespace gpu {
@@ -44,7 +43,7 @@ void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t 
                              ratio, flags.data(), count.data(), stream);
     int flagged = 0;
     FAISS_EXT_CUDA_CHECK(
-            cudaMemcpyAsync(&flagged, count.data(), sizeof(int), cudaMemcpyDeviceToHost, stream));
+        cudaMemcpyAsync(&flagged, count.data(), sizeof(int), cudaMemcpyDeviceToHost, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     unlikeCounts_.searched += n;
     unlikeCounts_.flagged += flagged;
@@ -56,15 +55,14 @@ void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t 
     }
     const std::vector<uint32_t> rows = graph::flaggedRows(flags.data(), n, stream);
     graph::answerRowsExactly(
-            resources_.get(), config_.device, d, rows, q, k,
-            [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
-                FlatSearchOptions o = planFlatSearch(exact->size(), true,
-                                                     exactMetricOf(flatMetric_), d, m, mk,
-                                                     FlatSearchRequest());
-                o.queriesPrepared = true;
-                exact->search(mq, m, mk, D, I, o);
-            },
-            distances, labels);
+        resources_.get(), config_.device, d, rows, q, k,
+        [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
+            FlatSearchOptions o = planFlatSearch(exact->size(), true, exactMetricOf(flatMetric_), d,
+                                                 m, mk, FlatSearchRequest());
+            o.queriesPrepared = true;
+            exact->search(mq, m, mk, D, I, o);
+        },
+        distances, labels);
     unlikeCounts_.answeredExactly += int64_t(rows.size());
 }
 
@@ -75,9 +73,8 @@ const FlatStorage* GpuIndexSearchGraph::exactCopy_() const {
     // searches' temporaries is not made (the graph's answers stay)
     const size_t free = deviceFreeBytes(config_.device);
     if (bytes > free - free / 8) return nullptr;
-    std::unique_ptr<FlatStorage> copy(new FlatStorage(resources_.get(), config_.device, d,
-                                                      exactMetricOf(flatMetric_),
-                                                      VectorStorage::Device));
+    std::unique_ptr<FlatStorage> copy(new FlatStorage(
+        resources_.get(), config_.device, d, exactMetricOf(flatMetric_), VectorStorage::Device));
     copy->append(knn_->getVectorsDevice(), ntotal, /*prepared=*/true);
     exactCopyStorage_ = std::move(copy);
     return exactCopyStorage_.get();

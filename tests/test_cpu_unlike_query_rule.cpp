@@ -51,8 +51,8 @@ double flaggedShare(const std::string& base, const std::string& query, int K, fl
     size_t flagged = 0;
     for (size_t q = 0; q < nq; ++q) {
         const int v = nn[q * k3];
-        const float r = neighbourRadius(ids.data() + size_t(v) * K, dists.data() + size_t(v) * K,
-                                        K, kUnlikeQueryNeighbour, false);
+        const float r = neighbourRadius(ids.data() + size_t(v) * K, dists.data() + size_t(v) * K, K,
+                                        kUnlikeQueryNeighbour, false);
         flagged += isUnlikeQuery(nnDist[q * k4], r, ratio);
     }
     return double(flagged) / double(nq);
@@ -120,9 +120,9 @@ TEST(UnlikeQueryRule, RatioAndShare) {
 // much (ratio 2) would pass the share on Fashion-MNIST.
 TEST(UnlikeQueryRule, SuggestedRatioLeavesInDistributionRealQueries) {
     const GpuIndexSearchGraphConfig defaults;
-    const double fmnist = flaggedShare("fashion-mnist/fashion-mnist_base",
-                                       "fashion-mnist/fashion-mnist_query", 100,
-                                       kSuggestedUnlikeQueryRatio);
+    const double fmnist =
+        flaggedShare("fashion-mnist/fashion-mnist_base", "fashion-mnist/fashion-mnist_query", 100,
+                     kSuggestedUnlikeQueryRatio);
     const double sift = flaggedShare("siftsmall/siftsmall_base", "siftsmall/siftsmall_query", 100,
                                      kSuggestedUnlikeQueryRatio);
     if (fmnist < 0 || sift < 0) GTEST_SKIP() << "shared data sets absent: test skipped";

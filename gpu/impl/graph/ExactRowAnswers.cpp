@@ -12,8 +12,8 @@ namespace graph {
 
 std::vector<uint32_t> flaggedRows(const uint8_t* flags, int64_t n, cudaStream_t stream) {
     std::vector<uint8_t> isFlagged(static_cast<size_t>(n));
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(isFlagged.data(), flags, size_t(n),
-                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemcpyAsync(isFlagged.data(), flags, size_t(n), cudaMemcpyDeviceToHost, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<uint32_t> rows;
     for (int64_t i = 0; i < n; ++i) {
@@ -36,8 +36,7 @@ void answerRowsExactly(GpuResources* res, int device, int d, const std::vector<u
                                          cudaMemcpyHostToDevice, stream));
     gatherSelectedRows(q, nullptr, dRows.data(), m, d, rowQ.data(), nullptr, stream);
     exact(m, rowQ.data(), k, rowD.data(), rowI.data());
-    scatterResultRows(rowD.data(), rowI.data(), dRows.data(), m, int(k), distances, labels,
-                      stream);
+    scatterResultRows(rowD.data(), rowI.data(), dRows.data(), m, int(k), distances, labels, stream);
     // the rows (host memory) and the buffers must outlive the copies
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

@@ -20,8 +20,7 @@ namespace graph {
 
 /// Exact k-NN of n device queries (prepared) into device D / I (n x k), in
 /// the index's conventions (labels: stored positions).
-using ExactSearch =
-        std::function<void(int64_t n, const float* q, int64_t k, float* D, int64_t* I)>;
+using ExactSearch = std::function<void(int64_t n, const float* q, int64_t k, float* D, int64_t* I)>;
 
 /// The rows whose flag is set (flags: n device bytes), on the host, in order.
 std::vector<uint32_t> flaggedRows(const uint8_t* flags, int64_t n, cudaStream_t stream);

@@ -1,9 +1,8 @@
-#include "faiss_ext/gpu/impl/graph/UnlikeQueries.h"
+#include <algorithm>
 
+#include "faiss_ext/gpu/impl/graph/UnlikeQueries.h"
 #include "faiss_ext/gpu/impl/graph/UnlikeQueryRule.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
-
-#include <algorithm>
 
 namespace faiss_ext {
 namespace gpu {
@@ -26,11 +25,11 @@ __global__ void flagUnlikeKernel(const float* distances, const int64_t* labels, 
         const int64_t v = labels[q * k];
         bool unlike = false;
         if (v >= 0) {
-            const float radius = neighbourRadius(lists.ids + v * lists.stride,
-                                                 lists.dists + v * lists.stride, lists.K, kth,
-                                                 similarity);
-            unlike = isUnlikeQuery(squaredDistanceOfReported(distances[q * k], similarity),
-                                   radius, ratio);
+            const float radius =
+                neighbourRadius(lists.ids + v * lists.stride, lists.dists + v * lists.stride,
+                                lists.K, kth, similarity);
+            unlike = isUnlikeQuery(squaredDistanceOfReported(distances[q * k], similarity), radius,
+                                   ratio);
         }
         flags[q] = unlike ? 1 : 0;
         if (unlike) atomicAdd(&blockCount, 1);
@@ -48,7 +47,7 @@ void flagUnlikeQueries(const float* distances, const int64_t* labels, int64_t nq
     if (nq == 0) return;
     const int kth = std::min(kUnlikeQueryNeighbour, lists.K);
     flagUnlikeKernel<<<unsigned((nq + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-            distances, labels, nq, k, lists, kth, similarity, ratio, flags, count);
+        distances, labels, nq, k, lists, kth, similarity, ratio, flags, count);
     FAISS_EXT_CUDA_CHECK(cudaGetLastError());
 }
 

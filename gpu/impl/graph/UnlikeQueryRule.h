@@ -22,9 +22,9 @@
 // rule needs no sample and costs one read per query.
 #pragma once
 
-#include "faiss_ext/gpu/utils/StaticUtils.h"
-
 #include <cstdint>
+
+#include "faiss_ext/gpu/utils/StaticUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
