@@ -164,6 +164,15 @@ protected:
     /// while the host waits for the check (one synchronisation less).
     virtual bool defersFiniteCheck_() const { return false; }
 
+    /// Whether searchImpl_, for these params, writes each result once from
+    /// device code and never reads the results back except a few at a time:
+    /// host queries may then have their results written by the GPU straight
+    /// into pinned host memory (mapped, under unified addressing), with no
+    /// copy to the host after the search (HostQueryPipeline).
+    virtual bool writesResultsOnce_(const faiss::SearchParameters* /*params*/) const {
+        return false;
+    }
+
     /// Waits for the queued check of this search's queries, if any, and
     /// throws as checkFinite_ does (nothing written yet). Idempotent.
     void finishDeferredFiniteCheck_() const;

@@ -282,6 +282,11 @@ class GpuIndexSearchGraph : public GpuIndex {
                      const faiss::SearchParameters* params) const override;
     /// params->sel: the search returns selected vectors only (docs/filters.md).
     bool honoursSelector_() const override { return true; }
+    /// The beam search (and the answers to queries unlike the data) write
+    /// each result once; a filtered search may re-sort them.
+    bool writesResultsOnce_(const faiss::SearchParameters* params) const override {
+        return !params || !params->sel;
+    }
     /// range_search: an exact scan of the stored vectors (recall 1).
     bool supportsRangeSearch_() const override { return true; }
     void checkRangeSearchParams_(const faiss::SearchParameters* params) const override;

@@ -101,6 +101,7 @@ HostQueryRun::HostQueryRun(HostQueryPipeline& p, const HostSearchJob& job, GpuRe
         slot.pinL = reinterpret_cast<int64_t*>(at + layout.labels);
         floatBufs_.emplace_back(new TempBuffer<float>(res, p.device_, xCount, compute));
         slot.devX = floatBufs_.back()->data();
+        if (job.resultsToPinned) continue;  // results written into pinD / pinL
         if (!job.distancesOnDevice) {
             floatBufs_.emplace_back(new TempBuffer<float>(res, p.device_, outCount, compute));
             slot.devD = floatBufs_.back()->data();
@@ -182,14 +183,19 @@ void HostQueryRun::searchChunk_(size_t i) {
     const Slot& s = slots_[i % kSlots];
     const int64_t m = job_.chunks[i];
     const size_t out = size_t(row0_[i]) * job_.k;
-    float* outD = job_.distancesOnDevice ? job_.distances + out : s.devD;
-    int64_t* outL = job_.labelsOnDevice ? job_.labels + out : s.devL;
+    // results for the host go to the slot's device buffers and are copied
+    // to its pinned ones after the search, or are written there by the
+    // search itself (resultsToPinned: the copy's latency leaves the path)
+    float* hostD = job_.resultsToPinned ? s.pinD : s.devD;
+    int64_t* hostL = job_.resultsToPinned ? s.pinL : s.devL;
+    float* outD = job_.distancesOnDevice ? job_.distances + out : hostD;
+    int64_t* outL = job_.labelsOnDevice ? job_.labels + out : hostL;
     FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(compute_, p_.uploaded_[i % kSlots], 0));
     job_.searchChunk(m, s.devX, outD, outL);
-    if (!job_.distancesOnDevice)
+    if (!job_.distancesOnDevice && !job_.resultsToPinned)
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.pinD, outD, sizeof(float) * m * job_.k,
                                              cudaMemcpyDeviceToHost, compute_));
-    if (!job_.labelsOnDevice)
+    if (!job_.labelsOnDevice && !job_.resultsToPinned)
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(s.pinL, outL, sizeof(int64_t) * m * job_.k,
                                              cudaMemcpyDeviceToHost, compute_));
     FAISS_EXT_CUDA_CHECK(cudaEventRecord(p_.downloaded_[i % kSlots], compute_));
@@ -262,6 +268,18 @@ HostQueryPipeline::~HostQueryPipeline() {
         if (downloaded_[s]) cudaEventDestroy(downloaded_[s]);
     }
     if (copy_) cudaStreamDestroy(copy_);
+}
+
+bool HostQueryPipeline::deviceWritesThrough(const void* pinned) {
+    if (pinned != checkedPinned_) {
+        DeviceScope scope(device_);
+        cudaPointerAttributes a{};
+        const bool known = cudaPointerGetAttributes(&a, pinned) == cudaSuccess;
+        if (!known) (void)cudaGetLastError();  // not a CUDA pointer: no error left behind
+        deviceWrites_ = known && a.type == cudaMemoryTypeHost && a.devicePointer == pinned;
+        checkedPinned_ = pinned;
+    }
+    return deviceWrites_;
 }
 
 void HostQueryPipeline::run(const HostSearchJob& job, GpuResources* res, cudaStream_t compute,

@@ -6,7 +6,9 @@
 // in chunks, pipelined: while the GPU searches chunk i, a staging thread
 // stages chunk i + 1 on a copy stream of its own, and the results of chunk
 // i - 1 are copied out (issue 38: host queries at the q/s of device
-// queries). One per index, kept across searches: its stream, events and
+// queries). An index whose search writes each result once
+// (GpuIndex::writesResultsOnce_: the graph search) has its results written
+// by the GPU straight into the pinned slot, with no copy after the search. One per index, kept across searches: its stream, events and
 // thread (with the thread's OpenMP pool) are made once.
 #pragma once
 
@@ -31,6 +33,9 @@ struct HostSearchJob {
     float* distances = nullptr;
     int64_t* labels = nullptr;
     bool distancesOnDevice = false, labelsOnDevice = false;
+    /// searchChunk may write host results straight into pinned host memory
+    /// (GpuIndex::writesResultsOnce_): no device buffer, no copy to the host.
+    bool resultsToPinned = false;
     std::vector<int64_t> chunks;  ///< rows of each chunk, in order (hostQueryChunks)
     /// Searches m device queries into device outD / outL on the compute
     /// stream (it may block until they are done).
@@ -56,8 +61,16 @@ public:
     void run(const HostSearchJob& job, GpuResources* res, cudaStream_t compute, void* pinned,
              size_t pinnedBytes);
 
+    /// Whether device code can write the pinned host memory at `pinned`
+    /// through its host pointer (page-locked and mapped at the same address,
+    /// as cudaHostAlloc's is under unified addressing), as
+    /// HostSearchJob::resultsToPinned needs. Checked once per pointer.
+    bool deviceWritesThrough(const void* pinned);
+
 private:
     const int device_;
+    const void* checkedPinned_ = nullptr;  ///< the pointer deviceWritesThrough last checked
+    bool deviceWrites_ = false;            ///< its answer
     cudaStream_t copy_ = nullptr;
     cudaEvent_t uploaded_[kSlots] = {};
     cudaEvent_t downloaded_[kSlots] = {};
