@@ -63,7 +63,8 @@ void GpuIndex::searchPagedHostInput_(idx_t n, const float* x, idx_t k, float* di
         searchImpl_(m, devX, k, outD, outL, params);
     };
     if (!hostQueries_) hostQueries_.reset(new HostQueryPipeline(config_.device));
-    job.resultsToPinned = writesResultsOnce_(params) && hostQueries_->deviceWritesThrough(pinned.first);
+    job.resultsToPinned =
+            writesResultsOnce_(params) && hostQueries_->deviceWritesThrough(pinned.first);
     hostQueries_->run(job, resources_.get(), resources_->getDefaultStream(config_.device),
                       pinned.first, pinned.second);
 }

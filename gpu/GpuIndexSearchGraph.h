@@ -176,8 +176,9 @@ struct SearchParametersSearchGraph : faiss::SearchParameters {
     int blocksPerQuery = 0;  ///< blocks searching each query (0..32; 0: the index's
                              ///< setting, whose 0 chooses by batch size)
     int64_t seed = -1;       ///< seed of the random entry points (-1: the index's)
-    float unlikeQueryRatio = -1.f;  ///< queries unlike the data (-1: the index's; 0: no
-                                    ///< detection; see GpuIndexSearchGraphConfig)
+    /// Ratio flagging queries unlike the data (-1: the index's; 0: no
+    /// detection; see GpuIndexSearchGraphConfig::unlikeQueryRatio).
+    float unlikeQueryRatio = -1.f;
 };
 
 /// Graph-based approximate k-NN index (GNND k-NN graph, CAGRA-style search
@@ -351,7 +352,8 @@ class GpuIndexSearchGraph : public GpuIndex {
     std::unique_ptr<SearchGraphState> graph_;
     std::unique_ptr<graph::EntrySample> entries_;  ///< the entry-point sample (null: none)
     double knnSeconds_ = 0, optimizeSeconds_ = 0;
-    mutable std::unique_ptr<FlatStorage> exactCopyStorage_;  ///< for unlike queries (null: none yet)
+    /// The copy answering queries unlike the data (null: none yet).
+    mutable std::unique_ptr<FlatStorage> exactCopyStorage_;
     mutable UnlikeQueryCounts unlikeCounts_;
 };
 

@@ -8,8 +8,9 @@
 // i - 1 are copied out (issue 38: host queries at the q/s of device
 // queries). An index whose search writes each result once
 // (GpuIndex::writesResultsOnce_: the graph search) has its results written
-// by the GPU straight into the pinned slot, with no copy after the search. One per index, kept across searches: its stream, events and
-// thread (with the thread's OpenMP pool) are made once.
+// by the GPU straight into the pinned slot, with no copy after the search.
+// One per index, kept across searches: its stream, events and thread (with
+// the thread's OpenMP pool) are made once.
 #pragma once
 
 #include <cuda_runtime_api.h>
