@@ -646,8 +646,9 @@ void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
         beamSearch_(n, q, k, &wide, distances, labels);
         return;
     }
-    // candidates of the whole graph: an exact answer would hold vectors
-    // the selection excludes (short rows are answered over the selection)
+    // candidates of the whole graph: their queries unlike the data are
+    // answered below, over the selection (an answer over every vector
+    // would hold excluded ones)
     wide.unlikeQueryRatio = 0.f;
     const graph::SelectionCorpus corpus = selectionCorpus_();
     const int64_t kWide = graph::filteredCandidates(k, kept, ntotal, graph::kMaxItopk);
@@ -664,6 +665,13 @@ void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
                 beamSearch_(m, mq, kw, &wide, D, I);
             },
             distances, labels);
+    const float ratio = resolveSearch(sConfig_, config_.device, n, k, params).unlikeRatio;
+    if (ratio > 0.f && flatMetric_ != FlatMetric::InnerProduct) {
+        answerUnlikeQueries_(n, q, k, ratio, distances, labels,
+                             [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
+                                 graph::searchSelectionExactly(corpus, selection, m, mq, mk, D, I);
+                             });
+    }
 }
 
 std::vector<int> GpuIndexSearchGraph::getSearchGraph() const {

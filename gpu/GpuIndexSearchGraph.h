@@ -28,6 +28,7 @@
 #include <faiss/IndexHNSW.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "faiss_ext/Metric.h"
@@ -151,7 +152,7 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
 
 /// How many queries GpuIndexSearchGraph's searches flagged as unlike the
 /// data and answered by exact search (counted since construction or
-/// resetUnlikeQueryCounts; filtered searches are not counted).
+/// resetUnlikeQueryCounts).
 struct UnlikeQueryCounts {
     int64_t searched = 0;         ///< queries searched with detection on
     int64_t flagged = 0;          ///< of those, flagged as unlike the data
@@ -335,11 +336,15 @@ class GpuIndexSearchGraph : public GpuIndex {
                          float* distances, idx_t* labels) const;
     /// Exact k-NN of n prepared device queries among the selected vectors.
     graph::SelectionCorpus selectionCorpus_() const;
+    /// Exact k-NN of n prepared device queries into device outputs.
+    using ExactSearchFn = std::function<void(int64_t n, const float* q, int64_t k, float* D,
+                                             int64_t* I)>;
     /// After a beam search of n prepared device queries: flags those unlike
     /// the data at `ratio` (> 0; L2 or unit vectors) and, when enough are,
-    /// answers them again exactly in distances / labels.
+    /// answers them again in distances / labels by `exact` (empty: over the
+    /// copy of all vectors; a filtered search passes its selection's).
     void answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio, float* distances,
-                              idx_t* labels) const;
+                              idx_t* labels, const ExactSearchFn& exact = nullptr) const;
     /// The copy of the vectors that answers them (made on first use; null
     /// where it does not fit).
     const FlatStorage* exactCopy_() const;

@@ -30,7 +30,8 @@ FlatMetric exactMetricOf(FlatMetric m) {
 }  // namespace
 
 void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio,
-                                               float* distances, idx_t* labels) const {
+                                               float* distances, idx_t* labels,
+                                               const ExactSearchFn& exact) const {
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     graph::NeighbourLists lists;
     lists.ids = knn_->getGraphIdsDevice();
@@ -48,21 +49,23 @@ void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t 
     unlikeCounts_.searched += n;
     unlikeCounts_.flagged += flagged;
     if (!graph::answerUnlikeQueriesExactly(flagged, n, sConfig_.unlikeQueryShare)) return;
-    const FlatStorage* exact = exactCopy_();
-    if (!exact) {
-        unlikeCounts_.leftForLackOfMemory += flagged;
-        return;
-    }
-    const std::vector<uint32_t> rows = graph::flaggedRows(flags.data(), n, stream);
-    graph::answerRowsExactly(
-        resources_.get(), config_.device, d, rows, q, k,
-        [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
-            FlatSearchOptions o = planFlatSearch(exact->size(), true, exactMetricOf(flatMetric_), d,
+    ExactSearchFn search = exact;
+    if (!search) {
+        const FlatStorage* copy = exactCopy_();
+        if (!copy) {
+            unlikeCounts_.leftForLackOfMemory += flagged;
+            return;
+        }
+        search = [this, copy](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
+            FlatSearchOptions o = planFlatSearch(copy->size(), true, exactMetricOf(flatMetric_), d,
                                                  m, mk, FlatSearchRequest());
             o.queriesPrepared = true;
-            exact->search(mq, m, mk, D, I, o);
-        },
-        distances, labels);
+            copy->search(mq, m, mk, D, I, o);
+        };
+    }
+    const std::vector<uint32_t> rows = graph::flaggedRows(flags.data(), n, stream);
+    graph::answerRowsExactly(resources_.get(), config_.device, d, rows, q, k, search, distances,
+                             labels);
     unlikeCounts_.answeredExactly += int64_t(rows.size());
 }
 

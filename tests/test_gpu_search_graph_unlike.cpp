@@ -3,8 +3,8 @@
 // answered by exact search (results equal faiss::IndexFlat's); queries of
 // the data's distribution are left to the graph (results identical to a
 // search without detection); the batch share gates the exact search; inner
-// products and filtered candidate searches are not touched; removals and
-// adds renew the exact copy.
+// products are not touched; filtered searches answer over the selection;
+// removals and adds renew the exact copy.
 #include <faiss/IndexFlat.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/IDSelector.h>
@@ -211,9 +211,11 @@ TEST(GpuSearchGraphUnlike, CosineDetectsInnerProductDoesNot) {
 }
 
 // A selector of 90% of the ids on a graph of degree 16 takes the widened
-// candidate search (not exact search over the selection): its candidates
-// are not answered from the whole corpus, so every result is selected.
-TEST(GpuSearchGraphUnlike, FilteredCandidatesStayWithinTheSelection) {
+// candidate search at full size (exact search over the selection at the
+// sanitizer size): queries unlike the data are answered over the selection,
+// never over every vector, so the results equal faiss::IndexFlat's over the
+// selected vectors either way.
+TEST(GpuSearchGraphUnlike, FilteredSearchesAnswerOverTheSelection) {
     FAISS_EXT_REQUIRE_GPU();
     const UnlikeSet& s = unlikeSet();
     StandardGpuResources res;
@@ -221,13 +223,19 @@ TEST(GpuSearchGraphUnlike, FilteredCandidatesStayWithinTheSelection) {
     config.graphDegree = 16;
     config.knnDegree = 32;
     const std::unique_ptr<GpuIndexSearchGraph> index = built(res, config);
-    faiss::IDSelectorRange kept(s.n / 10, s.n);
+    const int64_t first = s.n / 10;
+    faiss::IDSelectorRange kept(first, s.n);
     SearchParametersSearchGraph sp;
     sp.sel = &kept;
-    const Results r = searchOf(*index, s.unlike, s.nq, &sp);
-    for (int64_t id : r.I) {
-        if (id >= 0) ASSERT_GE(id, s.n / 10);
+    Results r = searchOf(*index, s.unlike, s.nq, &sp);
+    for (int64_t& id : r.I) {
+        ASSERT_GE(id, first);
+        id -= first;  // positions among the selected vectors
     }
+    const std::vector<float> selected(s.x.begin() + first * kD, s.x.end());
+    EXPECT_EQ(checkExact(r, selected, s.unlike, s.nq, false), "");
+    const UnlikeQueryCounts c = index->getUnlikeQueryCounts();
+    EXPECT_EQ(c.answeredExactly, c.flagged);  // 0 and 0 where the selection was searched exactly
 }
 
 TEST(GpuSearchGraphUnlike, RemovalsAndAddsRenewTheExactCopy) {
