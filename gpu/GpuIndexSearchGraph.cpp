@@ -334,6 +334,10 @@ void GpuIndexSearchGraph::checkConfig_(const GpuIndexSearchGraphConfig& c) const
                            "%s: unlikeQueryRatio = %g must be finite and >= 0 (0: no detection) "
                            "and unlikeQueryShare = %g in [0, 1]",
                            kWho, double(c.unlikeQueryRatio), double(c.unlikeQueryShare));
+    FAISS_THROW_IF_NOT_FMT(c.unlikeQueryRatio == 0.f || flatMetric_ != FlatMetric::InnerProduct,
+                           "%s: unlikeQueryRatio = %g needs a distance to compare (L2, Cosine or "
+                           "Pearson); inner products of raw vectors have none",
+                           kWho, double(c.unlikeQueryRatio));
 }
 
 void GpuIndexSearchGraph::checkAddCount_(idx_t n) const {
@@ -564,7 +568,12 @@ void GpuIndexSearchGraph::rebuildEntryPoints_() {
 
 void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float* distances,
                                       idx_t* labels, const faiss::SearchParameters* params) const {
-    resolveSearch(sConfig_, config_.device, n, k, params);  // every argument checked first
+    // every argument checked first
+    const ResolvedSearch r = resolveSearch(sConfig_, config_.device, n, k, params);
+    FAISS_THROW_IF_NOT_FMT(r.unlikeRatio == 0.f || flatMetric_ != FlatMetric::InnerProduct,
+                           "%s::search: unlikeQueryRatio = %g needs a distance to compare (L2, "
+                           "Cosine or Pearson); inner products of raw vectors have none",
+                           kWho, double(r.unlikeRatio));
     if (ntotal == 0) {
         fillEmptyResults_(n, k, distances, labels);
         return;
@@ -613,8 +622,7 @@ void GpuIndexSearchGraph::beamSearch_(idx_t n, const float* q, int64_t k,
     graph::BeamScratch scratch{blockKeys.data(), blockIds.data()};
     graph::beamSearch(stream, vectors, ntotal, d, graph_->ids.data(), sConfig_.graphDegree, ip, q,
                       n, int(k), r.beam, seeds, distances, labels, scratch);
-    if (r.unlikeRatio > 0.f && flatMetric_ != FlatMetric::InnerProduct)
-        answerUnlikeQueries_(n, q, k, r.unlikeRatio, distances, labels);
+    if (r.unlikeRatio > 0.f) answerUnlikeQueries_(n, q, k, r.unlikeRatio, distances, labels);
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -666,7 +674,7 @@ void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
             },
             distances, labels);
     const float ratio = resolveSearch(sConfig_, config_.device, n, k, params).unlikeRatio;
-    if (ratio > 0.f && flatMetric_ != FlatMetric::InnerProduct) {
+    if (ratio > 0.f) {
         answerUnlikeQueries_(n, q, k, ratio, distances, labels,
                              [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
                                  graph::searchSelectionExactly(corpus, selection, m, mq, mk, D, I);

@@ -134,9 +134,10 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     /// answered again by exact search, over a copy of the vectors
     /// (4 (d + 1) bytes each) made by the first such search and kept until
     /// the vectors change (where it does not fit the graph's answers stay:
-    /// UnlikeQueryCounts::leftForLackOfMemory). L2, Cosine and Pearson
-    /// (inner products of raw vectors have no distance to compare). 0 (the
-    /// default): no detection. 3 (graph::kSuggestedUnlikeQueryRatio)
+    /// UnlikeQueryCounts::leftForLackOfMemory), or over the selection in a
+    /// filtered search. L2, Cosine and Pearson (inner products of raw
+    /// vectors have no distance to compare: a ratio is refused there).
+    /// 0 (the default): no detection. 3 (graph::kSuggestedUnlikeQueryRatio)
     /// flags 99.7% of the queries of a hard set drawn around other centres
     /// and under 1% of held-out Fashion-MNIST or SIFT queries (exact
     /// neighbours, bench/ood_probe.py). Off by default because it also flags

@@ -188,8 +188,9 @@ TEST(GpuSearchGraphUnlike, ShareGatesTheExactSearch) {
 }
 
 // Cosine: unit vectors compared by inner products, flagged by the squared
-// distance 2 - 2 s; inner products of raw vectors have no detection.
-TEST(GpuSearchGraphUnlike, CosineDetectsInnerProductDoesNot) {
+// distance 2 - 2 s; inner products of raw vectors have no distance to
+// compare, so a ratio is refused there (config and search parameters).
+TEST(GpuSearchGraphUnlike, CosineDetectsInnerProductRefuses) {
     FAISS_EXT_REQUIRE_GPU();
     const UnlikeSet& s = unlikeSet();
     StandardGpuResources res;
@@ -204,9 +205,18 @@ TEST(GpuSearchGraphUnlike, CosineDetectsInnerProductDoesNot) {
         const std::vector<float> qn = gnndtest::prepared(FlatMetric::Cosine, s.unlike, s.nq, kD);
         EXPECT_EQ(checkExact(r, xn, qn, s.nq, true), "");
     }
-    const std::unique_ptr<GpuIndexSearchGraph> ip =
-        built(res, smallConfig(), FlatMetric::InnerProduct);
-    searchOf(*ip, s.unlike, s.nq);
+    EXPECT_THROW(GpuIndexSearchGraph(&res, kD, FlatMetric::InnerProduct, smallConfig()),
+                 faiss::FaissException);
+    GpuIndexSearchGraphConfig off = smallConfig();
+    off.unlikeQueryRatio = 0.f;
+    const std::unique_ptr<GpuIndexSearchGraph> ip = built(res, off, FlatMetric::InnerProduct);
+    SearchParametersSearchGraph sp;
+    sp.unlikeQueryRatio = 3.f;
+    std::vector<float> D(size_t(s.nq) * kK);
+    std::vector<int64_t> I(size_t(s.nq) * kK);
+    EXPECT_THROW(ip->search(s.nq, s.unlike.data(), kK, D.data(), I.data(), &sp),
+                 faiss::FaissException);
+    searchOf(*ip, s.unlike, s.nq);  // no ratio: a plain graph search
     EXPECT_EQ(ip->getUnlikeQueryCounts().searched, 0);
 }
 
