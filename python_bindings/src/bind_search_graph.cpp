@@ -357,6 +357,17 @@ py::array_t<int32_t> getEntryPoints(const GpuIndexSearchGraph& self) {
     return vectorToNumpy(std::move(e), {n});
 }
 
+/// getUnlikeQueryCounts as a dict.
+py::dict unlikeQueryCounts(const GpuIndexSearchGraph& g) {
+    const gpu::UnlikeQueryCounts c = g.getUnlikeQueryCounts();
+    py::dict out;
+    out["searched"] = c.searched;
+    out["flagged"] = c.flagged;
+    out["answered_exactly"] = c.answeredExactly;
+    out["left_for_lack_of_memory"] = c.leftForLackOfMemory;
+    return out;
+}
+
 void bindIndexClass(py::module_& m) {
     using namespace pybind11::literals;
     using Config = std::optional<GpuIndexSearchGraphConfig>;
@@ -442,22 +453,16 @@ out-neighbours of node i (-1: an empty slot, only when ntotal <= graph_degree).
              "C++ spelling of optimize_seconds.")
         .def("getRemovedSincePrune", &GpuIndexSearchGraph::getRemovedSincePrune,
              "C++ spelling of removed_since_prune.")
-        .def(
-                "get_unlike_query_counts",
-                [](const GpuIndexSearchGraph& g) {
-                    const gpu::UnlikeQueryCounts c = g.getUnlikeQueryCounts();
-                    py::dict out;
-                    out["searched"] = c.searched;
-                    out["flagged"] = c.flagged;
-                    out["answered_exactly"] = c.answeredExactly;
-                    out["left_for_lack_of_memory"] = c.leftForLackOfMemory;
-                    return out;
-                },
-                "Queries searched with detection on, flagged as unlike the data, answered "
-                "by exact search, and kept with the graph's answers for lack of device memory "
-                "for the exact copy, since construction or reset_unlike_query_counts() (a dict).")
+        .def("get_unlike_query_counts", &unlikeQueryCounts,
+             "Queries searched with detection on, flagged as unlike the data, answered "
+             "by exact search, and kept with the graph's answers for lack of device memory "
+             "for the exact copy, since construction or reset_unlike_query_counts() (a dict).")
+        .def("getUnlikeQueryCounts", &unlikeQueryCounts,
+             "C++ spelling of get_unlike_query_counts.")
         .def("reset_unlike_query_counts", &GpuIndexSearchGraph::resetUnlikeQueryCounts,
-             "Sets get_unlike_query_counts() back to zero.");
+             "Sets get_unlike_query_counts() back to zero.")
+        .def("resetUnlikeQueryCounts", &GpuIndexSearchGraph::resetUnlikeQueryCounts,
+             "C++ spelling of reset_unlike_query_counts.");
     defTwinCopies<faiss::IndexHNSWFlat>(cls, "IndexHNSWFlat", [](const GpuIndexSearchGraph& self) {
         return std::make_unique<faiss::IndexHNSWFlat>(
             self.d, std::max(1, self.getGraphDegree() / 2), self.metric_type);

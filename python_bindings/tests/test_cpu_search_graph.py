@@ -216,9 +216,10 @@ def test_search_parameters_check_values(field, value):
 def test_docstrings():
     cls = faiss_ext.GpuIndexSearchGraph
     for f in (cls, cls.copy_from, cls.copy_to, cls.get_search_graph, cls.get_knn_graph,
-              cls.get_entry_points, faiss_ext.GpuIndexSearchGraphConfig,
-              faiss_ext.SearchParametersSearchGraph):
+              cls.get_entry_points, cls.get_unlike_query_counts, cls.reset_unlike_query_counts,
+              faiss_ext.GpuIndexSearchGraphConfig, faiss_ext.SearchParametersSearchGraph):
         assert f.__doc__ and f.__doc__.strip()
+    assert "unlike_query_ratio" in faiss_ext.GpuIndexSearchGraphConfig.__doc__
 
 
 def test_constructor_argument_types():
