@@ -13,6 +13,7 @@
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
 #include "faiss_ext/gpu/impl/graph/ExactRowAnswers.h"
+#include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
 #include "faiss_ext/gpu/impl/graph/UnlikeQueries.h"
 #include "faiss_ext/gpu/impl/graph/UnlikeQueryRule.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -20,14 +21,6 @@
 
 namespace faiss_ext {
 namespace gpu {
-
-namespace {
-/// The flat metric the stored vectors are compared by (Cosine and Pearson
-/// are stored prepared: inner products of unit vectors).
-FlatMetric exactMetricOf(FlatMetric m) {
-    return m == FlatMetric::L2 ? FlatMetric::L2 : FlatMetric::InnerProduct;
-}
-}  // namespace
 
 void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio,
                                                float* distances, idx_t* labels,
@@ -57,7 +50,7 @@ void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t 
             return;
         }
         search = [this, copy](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
-            FlatSearchOptions o = planFlatSearch(copy->size(), true, exactMetricOf(flatMetric_), d,
+            FlatSearchOptions o = planFlatSearch(copy->size(), true, selectionCorpus_().metric, d,
                                                  m, mk, FlatSearchRequest());
             o.queriesPrepared = true;
             copy->search(mq, m, mk, D, I, o);
@@ -77,7 +70,7 @@ const FlatStorage* GpuIndexSearchGraph::exactCopy_() const {
     const size_t free = deviceFreeBytes(config_.device);
     if (bytes > free - free / 8) return nullptr;
     std::unique_ptr<FlatStorage> copy(new FlatStorage(
-        resources_.get(), config_.device, d, exactMetricOf(flatMetric_), VectorStorage::Device));
+        resources_.get(), config_.device, d, selectionCorpus_().metric, VectorStorage::Device));
     copy->append(knn_->getVectorsDevice(), ntotal, /*prepared=*/true);
     exactCopyStorage_ = std::move(copy);
     return exactCopyStorage_.get();
