@@ -599,11 +599,14 @@ int main(int argc, char** argv) {
                             p.num("first_search_seconds", firstSec);
                             p.integer("recall_nq", nRecall).str("recall_ref", "faiss-cpu:IndexFlatL2");
                             p.str("precision", gpu::distancePrecisionName(precision));
-                            p.str("fused_candidates",
-                                  fusedMode == FusedMode::Unfused ? "off"
-                                  : fusedMode == FusedMode::Default && gpu::fusedWgmmaAvailable(0)
-                                          ? "wgmma"
-                                          : "mma.sync");
+                            if (bounded) {  // the FP32 path runs no fused candidate kernel
+                                p.str("fused_candidates",
+                                      fusedMode == FusedMode::Unfused ? "off"
+                                      : fusedMode == FusedMode::Default &&
+                                                      gpu::fusedWgmmaAvailable(0)
+                                              ? "wgmma"
+                                              : "mma.sync");
+                            }
                             p.str("resolved", gpu::distancePrecisionName(
                                                       index.resolveDistancePrecision(c.nq, k, &sp)));
                             if (bounded) {
