@@ -17,12 +17,9 @@ nq=${FX_PROFILE_NQ:-10000}
 d=${FX_PROFILE_D:-96}
 tmp=${FX_BENCH_TMP:-/tmp/fx_profile}
 mkdir -p "$tmp"
-if [ "${FX_PROFILE_DATA:-far}" = clustered ]; then
-  .device/bin/bench/gen_clustered --nb "$nb" --nq "$nq" --d "$d" --seed 6161 --out "$tmp/set"
-else
-  env LD_LIBRARY_PATH="$py_ld_path" python3 bench/gen_far_clusters.py --nb "$nb" --nq "$nq" \
-    --d 96 --clusters 3000 --out "$tmp/set"
-fi
+source bench/flat_scale_set.sh
+flat_scale_set "$tmp/set" "${FX_PROFILE_DATA:-far}" "$nb" "$nq" "$d" 6161 "$tmp/gen.err" ||
+  { tail -5 "$tmp/gen.err"; exit 1; }
 ncu --print-units base --metrics gpu__time_duration.sum --csv \
   --launch-skip "${FX_PROFILE_SKIP:-0}" --launch-count "${FX_PROFILE_COUNT:-400}" \
   .device/bin/bench/bench_flat --base "$tmp/set_base.fbin" --query "$tmp/set_query.fbin" \

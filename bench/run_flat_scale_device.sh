@@ -35,15 +35,10 @@ tmp=${FX_BENCH_TMP:-/tmp/fx_scale}
 mkdir -p "$tmp" "$OUT"
 out=$OUT/flat_scale.jsonl
 err=$OUT/flat_scale.err
-if [ "${FX_SCALE_DATA:-far}" = clustered ]; then  # near the origin: the bounded TF32 path's own ground
-  d=${FX_SCALE_D:-96}; seed=${FX_SCALE_SEED:-6161}
-  name=clustered-$((nb / 1000000))M-$d-seed$seed
-  .device/bin/bench/gen_clustered --nb "$nb" --nq "$nq" --d "$d" --seed "$seed" --out "$tmp/far" 2>> "$err"
-else
-  name=far-hard-$((nb / 1000000))M-96-c3000
-  env LD_LIBRARY_PATH="$py_ld_path" timeout 300 python3 bench/gen_far_clusters.py --nb "$nb" --nq "$nq" \
-    --d 96 --clusters 3000 --out "$tmp/far" 2>> "$err"
-fi
+source bench/flat_scale_set.sh
+# clustered: near the origin, the bounded TF32 path's own ground
+flat_scale_set "$tmp/far" "${FX_SCALE_DATA:-far}" "$nb" "$nq" "${FX_SCALE_D:-96}" \
+  "${FX_SCALE_SEED:-6161}" "$err"
 echo "gen $name rc=$? $(date +%T)"
 timeout "${FX_SCALE_OURS_TIMEOUT:-400}" .device/bin/bench/bench_flat --base "$tmp/far_base.fbin" \
   --query "$tmp/far_query.fbin" --dataset "$name" --k 10,100 --methods ours,floor \
