@@ -583,7 +583,7 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
     const float* q =
         preparedQueries(resources_.get(), config_.device, stream, flatMetric_, x, n, d, prepared);
     if (params && params->sel) {
-        searchFiltered_(n, q, k, params, distances, labels);
+        searchFiltered_(n, q, k, params, r.unlikeRatio, distances, labels);
     } else {
         beamSearch_(n, q, k, params, distances, labels);
     }
@@ -638,7 +638,8 @@ graph::SelectionCorpus GpuIndexSearchGraph::selectionCorpus_() const {
 }
 
 void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
-                                          const faiss::SearchParameters* params, float* distances,
+                                          const faiss::SearchParameters* params,
+                                          float unlikeRatio, float* distances,
                                           idx_t* labels) const {
     const IdSelection selection(params->sel, ntotal);
     const int64_t kept = selection.count();
@@ -673,9 +674,8 @@ void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
                 beamSearch_(m, mq, kw, &wide, D, I);
             },
             distances, labels);
-    const float ratio = resolveSearch(sConfig_, config_.device, n, k, params).unlikeRatio;
-    if (ratio > 0.f) {
-        answerUnlikeQueries_(n, q, k, ratio, distances, labels,
+    if (unlikeRatio > 0.f) {
+        answerUnlikeQueries_(n, q, k, unlikeRatio, distances, labels,
                              [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
                                  graph::searchSelectionExactly(corpus, selection, m, mq, mk, D, I);
                              });

@@ -332,9 +332,11 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// The search restricted to params->sel: an unfiltered beam search over
     /// a candidate list widened by the selectivity, traversing excluded
     /// nodes and keeping the selected ones; exact search over the selection
-    /// where that costs less or where a query kept fewer than k.
+    /// where that costs less or where a query kept fewer than k; queries
+    /// unlike the data at unlikeRatio (resolved by the caller; 0: none)
+    /// answered over the selection.
     void searchFiltered_(idx_t n, const float* q, int64_t k, const faiss::SearchParameters* params,
-                         float* distances, idx_t* labels) const;
+                         float unlikeRatio, float* distances, idx_t* labels) const;
     /// Exact k-NN of n prepared device queries among the selected vectors.
     graph::SelectionCorpus selectionCorpus_() const;
     /// Exact k-NN of n prepared device queries into device outputs.

@@ -293,6 +293,9 @@ TEST(GpuRangeSearch, BadInputIsRefusedWithTheResultUntouched) {
     faiss::RangeSearchResult g0(3), g1(3), g2(3);
     EXPECT_THROW(graph.range_search(3, q.data(), 1.f, &g0, &knobs), faiss::FaissException);
     EXPECT_THROW(graph.range_search(3, q.data(), 1.f, &g0, &ivf), faiss::FaissException);
+    faiss_ext::gpu::SearchParametersSearchGraph unlike;  // nothing to flag in an exact scan
+    unlike.unlikeQueryRatio = 3.f;
+    EXPECT_THROW(graph.range_search(3, q.data(), 1.f, &g0, &unlike), faiss::FaissException);
     EXPECT_EQ(g0.labels, nullptr);
     faiss::IDSelectorRange half(0, 250);
     faiss_ext::gpu::SearchParametersSearchGraph plainGraph;
