@@ -51,8 +51,9 @@ struct FusedArgs {
 };
 
 /// The term a residual corpus subtracts from the keys of query `row` against
-/// the vector tile starting at v0 (0 without one): 2 q~.c_p, the query's
-/// product with the tile's centre, plus the bound of the key's error,
+/// the vector tile starting at v0 (0 past the last row; called only with a
+/// residual corpus: the kResidual kernels and the residual sample): 2 q~.c_p,
+/// the query's product with the tile's centre, plus the bound of the key's error,
 /// a1 rho + a2 lambda + b (ResidualBound.h), so that the key left is a lower
 /// bound of the query's distance to each vector of the tile.
 /// Its bound part, a1 rho + a2 lambda + b ({a1, a2, b} = c.xyz, {rho,
@@ -67,7 +68,7 @@ __device__ __forceinline__ float residualOffset(float dot, float4 c, float2 radi
 }
 
 __device__ __forceinline__ float residualTileOffset(const FusedArgs& a, int64_t row, int64_t v0) {
-    if (!a.tilePartition || row >= a.rows) return 0.f;
+    if (row >= a.rows) return 0.f;
     const int64_t tile = v0 / kTileCols;
     const int p = __ldg(a.tilePartition + tile);
     return residualOffset(__ldg(a.centreDots + row * a.centreDotsLd + p),
