@@ -76,8 +76,10 @@ const char* kUsage =
     "                    differ from the data's (queries unlike the data; set hard-ood)\n"
     "  --entry-points N  graph: size of the entry-point sample (default: the index's)\n"
     "  --unlike-ratio R  graph: flag queries unlike the data at ratio R and answer them\n"
-    "                    exactly (GpuIndexSearchGraphConfig::unlikeQueryRatio; default 0,\n"
+    "                    again (GpuIndexSearchGraphConfig::unlikeQueryRatio; default 0,\n"
     "                    off); each line then counts the flagged and answered queries\n"
+    "  --unlike-probes P graph: lists such a query probes (0: exact search; default: the\n"
+    "                    index's, GpuIndexSearchGraphConfig::unlikeQueryProbes)\n"
     "  --add-build B     graph: how the k-NN lists are built: auto (default), one-shot,\n"
     "                    partitioned, one-shot-where-it-fits\n"
     "  --knn-samples N, --knn-iterations N, --knn-threshold F\n"
@@ -328,6 +330,9 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     cfg.knnBuild.addBuild = parseAddBuild(a.get("add-build", "auto"));
     if (a.has("entry-points")) cfg.entryPoints = int(a.getInt("entry-points", cfg.entryPoints));
     if (a.has("unlike-ratio")) cfg.unlikeQueryRatio = std::stof(a.get("unlike-ratio", "0"));
+    if (a.has("unlike-probes")) {
+        cfg.unlikeQueryProbes = int(a.getInt("unlike-probes", cfg.unlikeQueryProbes));
+    }
     cfg.fp16Traversal = a.getInt("fp16-traversal", 1) != 0;
     gpu::GpuIndexSearchGraph index(&res, b.d, c.ip ? FlatMetric::InnerProduct : FlatMetric::L2,
                                    cfg);
@@ -381,7 +386,10 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                         .integer("knn_degree", cfg.knnDegree)
                         .integer("knn_samples", cfg.knnBuild.samples)
                         .num("knn_threshold", cfg.knnBuild.terminationThreshold);
-                    if (cfg.unlikeQueryRatio > 0.f) p.num("unlike_ratio", cfg.unlikeQueryRatio);
+                    if (cfg.unlikeQueryRatio > 0.f) {
+                        p.num("unlike_ratio", cfg.unlikeQueryRatio)
+                            .integer("unlike_probes", cfg.unlikeQueryProbes);
+                    }
                     JsonLine out = line(c, "ours:graph");
                     out.raw("params", p.text())
                         .num("seconds", s)
@@ -395,7 +403,8 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                         index.search(q.n, q.x.data(), c.k, D.data(), I.data(), &sp);
                         const gpu::UnlikeQueryCounts u = index.getUnlikeQueryCounts();
                         out.integer("unlike_flagged", u.flagged)
-                            .integer("unlike_answered_exactly", u.answeredExactly);
+                            .integer("unlike_answered_exactly", u.answeredExactly)
+                            .integer("unlike_answered_by_probe", u.answeredByProbe);
                     }
                     std::printf("%s\n", out.str("git", c.git).text().c_str());
                     std::fflush(stdout);
@@ -617,6 +626,7 @@ int main(int argc, char** argv) {
                       "hard-query-seed",
                       "entry-points",
                       "unlike-ratio",
+                      "unlike-probes",
                       "add-build",
                       "temp-gb",
                       "verbose",

@@ -19,6 +19,7 @@
 #include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/impl/graph/EntrySample.h"
 #include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
+#include "faiss_ext/gpu/impl/graph/ProbeLists.h"
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
@@ -185,6 +186,7 @@ struct ResolvedSearch {
     int entrySeeds = 0;
     bool half = false;
     float unlikeRatio = 0.f;  ///< queries unlike the data (0: no detection)
+    int unlikeProbes = 0;     ///< lists probed for them (0: exact search)
 };
 
 /// The index's defaults, as a search without parameters runs them.
@@ -194,6 +196,7 @@ ResolvedSearch configDefaults(const GpuIndexSearchGraphConfig& config) {
     r.entrySeeds = config.entrySeeds;
     r.half = config.fp16Traversal;
     r.unlikeRatio = config.unlikeQueryRatio;
+    r.unlikeProbes = config.unlikeQueryProbes;
     p.itopk = config.itopk;
     p.searchWidth = config.searchWidth;
     p.maxIterations = config.maxIterations;
@@ -248,6 +251,11 @@ void applySearchParameters(const SearchParametersSearchGraph& sp,
                            "detection) or a finite ratio > 0",
                            kWho, double(sp.unlikeQueryRatio));
     if (sp.unlikeQueryRatio >= 0.f) r.unlikeRatio = sp.unlikeQueryRatio;
+    FAISS_THROW_IF_NOT_FMT(sp.unlikeQueryProbes >= -1,
+                           "%s::search: unlikeQueryProbes = %d must be -1 (the index's), 0 "
+                           "(exact search) or > 0",
+                           kWho, sp.unlikeQueryProbes);
+    if (sp.unlikeQueryProbes >= 0) r.unlikeProbes = sp.unlikeQueryProbes;
 }
 
 /// The index's defaults (config) overridden by params (validated) for
@@ -334,6 +342,9 @@ void GpuIndexSearchGraph::checkConfig_(const GpuIndexSearchGraphConfig& c) const
                            "%s: unlikeQueryRatio = %g must be finite and >= 0 (0: no detection) "
                            "and unlikeQueryShare = %g in [0, 1]",
                            kWho, double(c.unlikeQueryRatio), double(c.unlikeQueryShare));
+    FAISS_THROW_IF_NOT_FMT(c.unlikeQueryProbes >= 0,
+                           "%s: unlikeQueryProbes = %d must be >= 0 (0: exact search)", kWho,
+                           c.unlikeQueryProbes);
     FAISS_THROW_IF_NOT_FMT(c.unlikeQueryRatio == 0.f || flatMetric_ != FlatMetric::InnerProduct,
                            "%s: unlikeQueryRatio = %g needs a distance to compare (L2, Cosine or "
                            "Pearson); inner products of raw vectors have none",
@@ -395,7 +406,7 @@ void allocateOptimizeBuffers(OptimizeBuffers& b, GpuResources* res, int device, 
 }  // namespace
 
 void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
-    dropExactCopy_();  // its memory back before anything is checked or allocated
+    dropUnlikeAnswerData_();  // its memory back before anything is checked or allocated
     const int64_t total = ntotal + n;
     const int degree = sConfig_.graphDegree;
     // Running out of memory must leave the index as it was. A later add
@@ -485,7 +496,7 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
                            "%s: remove_ids would leave %lld vectors; the k-NN graph of degree "
                            "knnDegree = %d needs more (nothing was removed)",
                            kWho, (long long)total, sConfig_.knnDegree);
-    dropExactCopy_();  // its memory back before the new graph's buffers
+    dropUnlikeAnswerData_();  // its memory back before the new graph's buffers
     const int degree = sConfig_.graphDegree;
     DeviceScope scope(config_.device);
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
@@ -622,7 +633,9 @@ void GpuIndexSearchGraph::beamSearch_(idx_t n, const float* q, int64_t k,
     graph::BeamScratch scratch{blockKeys.data(), blockIds.data()};
     graph::beamSearch(stream, vectors, ntotal, d, graph_->ids.data(), sConfig_.graphDegree, ip, q,
                       n, int(k), r.beam, seeds, distances, labels, scratch);
-    if (r.unlikeRatio > 0.f) answerUnlikeQueries_(n, q, k, r.unlikeRatio, distances, labels);
+    if (r.unlikeRatio > 0.f) {
+        answerUnlikeQueries_(n, q, k, r.unlikeRatio, r.unlikeProbes, distances, labels);
+    }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -675,7 +688,7 @@ void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
             },
             distances, labels);
     if (unlikeRatio > 0.f) {
-        answerUnlikeQueries_(n, q, k, unlikeRatio, distances, labels,
+        answerUnlikeQueries_(n, q, k, unlikeRatio, /*probes=*/0, distances, labels,
                              [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
                                  graph::searchSelectionExactly(corpus, selection, m, mq, mk, D, I);
                              });
@@ -707,7 +720,7 @@ void GpuIndexSearchGraph::reset() {
     graph_->x16.release();
     graph_->removedSincePrune = 0;
     entries_.reset();
-    dropExactCopy_();
+    dropUnlikeAnswerData_();
     ntotal = 0;
 }
 
@@ -779,7 +792,7 @@ void GpuIndexSearchGraph::copyFrom(const faiss::IndexHNSWFlat* index) {
     std::swap(knn_, knn);
     std::swap(graph_->ids, ids);
     graph_->removedSincePrune = 0;
-    dropExactCopy_();
+    dropUnlikeAnswerData_();
     ntotal = n;
     fillHalfCopy_();
     rebuildEntryPoints_();

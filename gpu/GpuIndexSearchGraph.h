@@ -47,6 +47,7 @@ class RemovalMapping;
 namespace graph {
 struct SelectionCorpus;
 class EntrySample;
+class ProbeLists;
 }
 
 /// Build options and search defaults of GpuIndexSearchGraph.
@@ -129,38 +130,51 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     /// vectors, as in cross-modal search) defeat a graph search. A query is
     /// flagged when its squared distance to its nearest result passes
     /// unlikeQueryRatio times that result's squared distance to its own
-    /// 10th k-NN neighbour (graph/UnlikeQueryRule.h); when at least
-    /// unlikeQueryShare of a batch is flagged, the flagged queries are
-    /// answered again by exact search, over a copy of the vectors
-    /// (4 (d + 1) bytes each) made by the first such search and kept until
-    /// the vectors change (where it does not fit the graph's answers stay:
-    /// UnlikeQueryCounts::leftForLackOfMemory), or over the selection in a
-    /// filtered search. L2, Cosine and Pearson (inner products of raw
-    /// vectors have no distance to compare: a ratio is refused there).
+    /// 10th k-NN neighbour (graph/UnlikeQueryRule.h), and answered again:
+    /// by probing (unlikeQueryProbes > 0 and k <= 64) the vectors of the
+    /// unlikeQueryProbes k-means lists nearest to it, in FP32, as an
+    /// inverted file does (graph/ProbeSearch.h; the lists, 4 bytes a vector
+    /// and about 4 sqrt(n) centres, are made by the first such search and
+    /// kept until the vectors change); else, when at least unlikeQueryShare
+    /// of a batch is flagged, by exact search over a copy of the vectors
+    /// (4 (d + 1) bytes each, made and kept likewise). What does not fit in
+    /// the free device memory (less an eighth) is not made, and the graph's
+    /// answers stay (UnlikeQueryCounts::leftForLackOfMemory). A filtered
+    /// search answers its flagged queries exactly over the selection. L2,
+    /// Cosine and Pearson (inner products of raw vectors have no distance
+    /// to compare: a ratio is refused there).
     /// 0 (the default): no detection. 3 (graph::kSuggestedUnlikeQueryRatio)
     /// flags 99.7% of the queries of a hard set drawn around other centres
     /// and under 1% of held-out Fashion-MNIST or SIFT queries (exact
     /// neighbours, bench/ood_probe.py). Off by default because it also flags
     /// queries the graph serves well (tight clusters queried from afar)
-    /// and answers them at the exact search's q/s (docs/search-graph.md,
-    /// Queries unlike the data).
+    /// and answers them at the probe's or the exact search's q/s
+    /// (docs/search-graph.md, Queries unlike the data).
     float unlikeQueryRatio = 0.f;
     /// Share of a batch (0..1) that must be flagged before the flagged
     /// queries are searched exactly (the exact search costs about one scan
-    /// of the vectors however few queries it takes). 0: any flagged query.
+    /// of the vectors however few queries it takes; the probe, whose cost
+    /// follows the queries, answers any flagged query). 0: any flagged query.
     float unlikeQueryShare = 0.02f;
+    /// Lists a flagged query probes (0: exact search instead). 64 of the
+    /// 4,000 lists of a hard 1M x 100 set (1.7% of its vectors) gave its
+    /// queries from other centres recall@10 0.98 in a CPU emulation
+    /// (graph/ProbeLists.h).
+    int unlikeQueryProbes = 64;
 };
 
 /// How many queries GpuIndexSearchGraph's searches flagged as unlike the
-/// data and answered by exact search (counted since construction or
+/// data, and how they were answered (counted since construction or
 /// resetUnlikeQueryCounts).
 struct UnlikeQueryCounts {
     int64_t searched = 0;         ///< queries searched with detection on
     int64_t flagged = 0;          ///< of those, flagged as unlike the data
     int64_t answeredExactly = 0;  ///< of those, answered by exact search
-    /// Of those flagged in batches past unlikeQueryShare, kept with the
-    /// graph's answers because the copy of the vectors the exact search
-    /// needs did not fit in the device's free memory (less an eighth).
+    int64_t answeredByProbe = 0;  ///< of those, answered by probing the nearest lists
+    /// Of those flagged (in batches past unlikeQueryShare for the exact
+    /// search), kept with the graph's answers because the probe lists or
+    /// the copy of the vectors did not fit in the device's free memory
+    /// (less an eighth).
     int64_t leftForLackOfMemory = 0;
 };
 
@@ -181,6 +195,9 @@ struct SearchParametersSearchGraph : faiss::SearchParameters {
     /// Ratio flagging queries unlike the data (-1: the index's; 0: no
     /// detection; see GpuIndexSearchGraphConfig::unlikeQueryRatio).
     float unlikeQueryRatio = -1.f;
+    /// Lists a flagged query probes (-1: the index's; 0: exact search; see
+    /// GpuIndexSearchGraphConfig::unlikeQueryProbes).
+    int unlikeQueryProbes = -1;
 };
 
 /// Graph-based approximate k-NN index (GNND k-NN graph, CAGRA-style search
@@ -343,16 +360,20 @@ class GpuIndexSearchGraph : public GpuIndex {
     using ExactSearchFn = std::function<void(int64_t n, const float* q, int64_t k, float* D,
                                              int64_t* I)>;
     /// After a beam search of n prepared device queries: flags those unlike
-    /// the data at `ratio` (> 0; L2 or unit vectors) and, when enough are,
-    /// answers them again in distances / labels by `exact` (empty: over the
-    /// copy of all vectors; a filtered search passes its selection's).
-    void answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio, float* distances,
-                              idx_t* labels, const ExactSearchFn& exact = nullptr) const;
-    /// The copy of the vectors that answers them (made on first use; null
-    /// where it does not fit).
-    const FlatStorage* exactCopy_() const;
-    /// Drops that copy (the vectors changed).
-    void dropExactCopy_();
+    /// the data at `ratio` (> 0; L2 or unit vectors) and answers them again
+    /// in distances / labels: by `exact` when given (a filtered search
+    /// passes its selection's), else by probing `probes` lists (> 0, k
+    /// small enough), else (when enough are flagged) by exact search over
+    /// the copy of all vectors.
+    void answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio, int probes,
+                              float* distances, idx_t* labels,
+                              const ExactSearchFn& exact = nullptr) const;
+    /// The search answering them, by probe lists or by the exact copy (made
+    /// on first use); empty where that does not fit.
+    ExactSearchFn probeSearch_(int probes) const;
+    ExactSearchFn exactCopySearch_() const;
+    /// Drops the probe lists and the copy (the vectors changed).
+    void dropUnlikeAnswerData_();
 
     FlatMetric flatMetric_;
     GpuIndexSearchGraphConfig sConfig_;
@@ -360,7 +381,9 @@ class GpuIndexSearchGraph : public GpuIndex {
     std::unique_ptr<SearchGraphState> graph_;
     std::unique_ptr<graph::EntrySample> entries_;  ///< the entry-point sample (null: none)
     double knnSeconds_ = 0, optimizeSeconds_ = 0;
-    /// The copy answering queries unlike the data (null: none yet).
+    /// What answers queries unlike the data (null: none yet): the probe
+    /// lists over the stored vectors, or a copy of them for exact search.
+    mutable std::unique_ptr<graph::ProbeLists> probeLists_;
     mutable std::unique_ptr<FlatStorage> exactCopyStorage_;
     mutable UnlikeQueryCounts unlikeCounts_;
 };

@@ -1,9 +1,10 @@
 // GpuIndexSearchGraph: queries unlike the data (graph/UnlikeQueryRule.h).
 // After a beam search each query's nearest result is compared with that
-// result's neighbour radius in the k-NN lists; when enough of a batch is
-// flagged, the flagged queries are answered again by exact search over a
-// copy of the vectors in the flat engine (impl/flat/FlatSearch.h), made by
-// the first such search and dropped when the vectors change.
+// result's neighbour radius in the k-NN lists; the flagged queries are
+// answered again, by probing the k-means lists nearest to them
+// (graph/ProbeSearch.h) or by exact search over a copy of the vectors in
+// the flat engine (impl/flat/FlatSearch.h). The lists and the copy are made
+// by the first search that needs them and dropped when the vectors change.
 #include <faiss/impl/FaissAssert.h>
 
 #include <vector>
@@ -12,8 +13,10 @@
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
-#include "faiss_ext/gpu/impl/graph/ExactRowAnswers.h"
 #include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
+#include "faiss_ext/gpu/impl/graph/ProbeLists.h"
+#include "faiss_ext/gpu/impl/graph/ProbeSearch.h"
+#include "faiss_ext/gpu/impl/graph/RowAnswers.h"
 #include "faiss_ext/gpu/impl/graph/UnlikeQueries.h"
 #include "faiss_ext/gpu/impl/graph/UnlikeQueryRule.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -22,8 +25,19 @@
 namespace faiss_ext {
 namespace gpu {
 
+namespace {
+
+/// Whether `bytes` more of resident memory leave at least an eighth of the
+/// free memory to the searches' temporaries.
+bool leavesAnEighth(size_t bytes, int device) {
+    const size_t free = deviceFreeBytes(device);
+    return bytes <= free - free / 8;
+}
+
+}  // namespace
+
 void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio,
-                                               float* distances, idx_t* labels,
+                                               int probes, float* distances, idx_t* labels,
                                                const ExactSearchFn& exact) const {
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     graph::NeighbourLists lists;
@@ -41,42 +55,74 @@ void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t 
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     unlikeCounts_.searched += n;
     unlikeCounts_.flagged += flagged;
-    if (!graph::answerUnlikeQueriesExactly(flagged, n, sConfig_.unlikeQueryShare)) return;
-    ExactSearchFn search = exact;
+    if (flagged == 0) return;
+    const bool probing = !exact && probes > 0 && graph::probeSearchApplies(k, d, config_.device);
+    // the exact search scans every vector however few queries it takes
+    if (!probing && !graph::answerUnlikeQueriesExactly(flagged, n, sConfig_.unlikeQueryShare)) {
+        return;
+    }
+    const ExactSearchFn search = exact     ? exact
+                                 : probing ? probeSearch_(probes)
+                                           : exactCopySearch_();
     if (!search) {
-        const FlatStorage* copy = exactCopy_();
-        if (!copy) {
-            unlikeCounts_.leftForLackOfMemory += flagged;
-            return;
-        }
-        search = [this, copy](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
-            FlatSearchOptions o = planFlatSearch(copy->size(), true, selectionCorpus_().metric, d,
-                                                 m, mk, FlatSearchRequest());
-            o.queriesPrepared = true;
-            copy->search(mq, m, mk, D, I, o);
-        };
+        unlikeCounts_.leftForLackOfMemory += flagged;
+        return;
     }
     const std::vector<uint32_t> rows = graph::flaggedRows(flags.data(), n, stream);
-    graph::answerRowsExactly(resources_.get(), config_.device, d, rows, q, k, search, distances,
-                             labels);
-    unlikeCounts_.answeredExactly += int64_t(rows.size());
+    graph::answerRowsAgain(resources_.get(), config_.device, d, rows, q, k, search, distances,
+                           labels);
+    (probing ? unlikeCounts_.answeredByProbe : unlikeCounts_.answeredExactly) +=
+        int64_t(rows.size());
 }
 
-const FlatStorage* GpuIndexSearchGraph::exactCopy_() const {
-    if (exactCopyStorage_) return exactCopyStorage_.get();
-    const size_t bytes = size_t(ntotal) * (size_t(d) + 1) * sizeof(float);
-    // a copy that would leave less than an eighth of the free memory to the
-    // searches' temporaries is not made (the graph's answers stay)
-    const size_t free = deviceFreeBytes(config_.device);
-    if (bytes > free - free / 8) return nullptr;
-    std::unique_ptr<FlatStorage> copy(new FlatStorage(
-        resources_.get(), config_.device, d, selectionCorpus_().metric, VectorStorage::Device));
-    copy->append(knn_->getVectorsDevice(), ntotal, /*prepared=*/true);
-    exactCopyStorage_ = std::move(copy);
-    return exactCopyStorage_.get();
+GpuIndexSearchGraph::ExactSearchFn GpuIndexSearchGraph::probeSearch_(int probes) const {
+    if (!probeLists_) {
+        // the lists, and the k-means build's temporaries (assignments, sort)
+        const size_t bytes =
+            graph::probeListsBytes(ntotal, d) + size_t(ntotal) * 4 * sizeof(uint32_t);
+        if (!leavesAnEighth(bytes, config_.device)) return nullptr;
+        probeLists_.reset(new graph::ProbeLists(resources_.get(), config_.device,
+                                                resources_->getDefaultStream(config_.device),
+                                                knn_->getVectorsDevice(), ntotal, d));
+    }
+    const graph::ProbeLists* lists = probeLists_.get();
+    const bool similarity = flatMetric_ != FlatMetric::L2;
+    return [this, lists, probes, similarity](int64_t m, const float* mq, int64_t mk, float* D,
+                                             int64_t* I) {
+        graph::ProbeRequest r;
+        r.queries = mq;
+        r.m = m;
+        r.k = mk;
+        r.probes = probes;
+        r.similarity = similarity;
+        r.distances = D;
+        r.labels = I;
+        graph::probeSearch(resources_.get(), config_.device, *lists, r);
+    };
 }
 
-void GpuIndexSearchGraph::dropExactCopy_() { exactCopyStorage_.reset(); }
+GpuIndexSearchGraph::ExactSearchFn GpuIndexSearchGraph::exactCopySearch_() const {
+    if (!exactCopyStorage_) {
+        const size_t bytes = size_t(ntotal) * (size_t(d) + 1) * sizeof(float);
+        if (!leavesAnEighth(bytes, config_.device)) return nullptr;
+        std::unique_ptr<FlatStorage> copy(new FlatStorage(
+            resources_.get(), config_.device, d, selectionCorpus_().metric, VectorStorage::Device));
+        copy->append(knn_->getVectorsDevice(), ntotal, /*prepared=*/true);
+        exactCopyStorage_ = std::move(copy);
+    }
+    const FlatStorage* copy = exactCopyStorage_.get();
+    return [this, copy](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
+        FlatSearchOptions o = planFlatSearch(copy->size(), true, selectionCorpus_().metric, d, m,
+                                             mk, FlatSearchRequest());
+        o.queriesPrepared = true;
+        copy->search(mq, m, mk, D, I, o);
+    };
+}
+
+void GpuIndexSearchGraph::dropUnlikeAnswerData_() {
+    probeLists_.reset();
+    exactCopyStorage_.reset();
+}
 
 UnlikeQueryCounts GpuIndexSearchGraph::getUnlikeQueryCounts() const {
     auto lock = lockOps_();

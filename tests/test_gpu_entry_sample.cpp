@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "DeviceBuffer.h"
 #include "TestUtils.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/impl/graph/EntrySample.h"
@@ -26,26 +27,6 @@ using namespace faiss_ext::gpu;
 using namespace faiss_ext::test;
 
 namespace {
-
-/// A device copy of a host vector, freed at the end of the scope.
-template <class T>
-struct DeviceBuffer {
-    T* p = nullptr;
-    size_t n = 0;
-    explicit DeviceBuffer(const std::vector<T>& h) : n(h.size()) {
-        FAISS_EXT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(n, 1)));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpy(p, h.data(), sizeof(T) * n, cudaMemcpyHostToDevice));
-    }
-    ~DeviceBuffer() { cudaFree(p); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    std::vector<T> toHost() const {
-        std::vector<T> h(n);
-        FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
-        FAISS_EXT_CUDA_CHECK(cudaMemcpy(h.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost));
-        return h;
-    }
-};
 
 /// The sample's node ids on the host.
 std::vector<int> nodeIdsOf(const graph::EntrySample& sample) {

@@ -1,15 +1,18 @@
 // GpuIndexSearchGraph and queries unlike the data (graph/UnlikeQueryRule.h):
 // queries drawn around other centres than the vectors are flagged and
-// answered by exact search (results equal faiss::IndexFlat's); queries of
-// the data's distribution are left to the graph (results identical to a
-// search without detection); the batch share gates the exact search; inner
+// answered by probing the nearest lists (recall against faiss::IndexFlat;
+// every list probed: its results) or, with probes 0 or k past the probe's
+// limit, by exact search (results equal faiss::IndexFlat's); queries of the
+// data's distribution are left to the graph (results identical to a search
+// without detection); the batch share gates the exact search; inner
 // products are not touched; filtered searches answer over the selection;
-// removals and adds renew the exact copy.
+// removals and adds renew the probe lists and the exact copy.
 #include <faiss/IndexFlat.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/IDSelector.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -19,6 +22,7 @@
 #include "TestUtils.h"
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/impl/graph/ProbeSearch.h"
 #include "faiss_ext/gpu/impl/graph/UnlikeQueryRule.h"
 
 using namespace faiss_ext;
@@ -73,32 +77,67 @@ struct Results {
 };
 
 Results searchOf(const faiss::Index& index, const std::vector<float>& q, int64_t nq,
-                 const faiss::SearchParameters* params = nullptr) {
+                 const faiss::SearchParameters* params = nullptr, int64_t k = kK) {
     Results r;
-    r.D.resize(size_t(nq) * kK);
-    r.I.resize(size_t(nq) * kK);
-    index.search(nq, q.data(), kK, r.D.data(), r.I.data(), params);
+    r.D.resize(size_t(nq) * k);
+    r.I.resize(size_t(nq) * k);
+    index.search(nq, q.data(), k, r.D.data(), r.I.data(), params);
     return r;
+}
+
+/// faiss::IndexFlat's results over x.
+Results flatResults(const std::vector<float>& x, const std::vector<float>& q, int64_t nq, bool ip,
+                    int64_t k = kK) {
+    std::unique_ptr<faiss::IndexFlat> flat(ip ? (faiss::IndexFlat*)new faiss::IndexFlatIP(kD)
+                                              : new faiss::IndexFlatL2(kD));
+    flat->add(int64_t(x.size()) / kD, x.data());
+    return searchOf(*flat, q, nq, nullptr, k);
 }
 
 /// "" when r equals faiss::IndexFlat's results over x (ties aside).
 std::string checkExact(const Results& r, const std::vector<float>& x, const std::vector<float>& q,
-                       int64_t nq, bool ip) {
-    std::unique_ptr<faiss::IndexFlat> flat(ip ? (faiss::IndexFlat*)new faiss::IndexFlatIP(kD)
-                                              : new faiss::IndexFlatL2(kD));
-    flat->add(int64_t(x.size()) / kD, x.data());
-    const Results ref = searchOf(*flat, q, nq);
-    return test::compareKnn(nq, kK, r.D.data(), r.I.data(), ref.D.data(), ref.I.data(), ip, 1e-3f,
+                       int64_t nq, bool ip, int64_t k = kK) {
+    const Results ref = flatResults(x, q, nq, ip, k);
+    return test::compareKnn(nq, k, r.D.data(), r.I.data(), ref.D.data(), ref.I.data(), ip, 1e-3f,
                             1e-3f);
 }
 
-/// A small graph with detection at the suggested ratio (off by default).
+/// Share of faiss::IndexFlat's k nearest that r holds.
+double recallOf(const Results& r, const std::vector<float>& x, const std::vector<float>& q,
+                int64_t nq) {
+    const Results ref = flatResults(x, q, nq, false);
+    int64_t found = 0;
+    for (int64_t i = 0; i < nq; ++i) {
+        for (int64_t j = 0; j < kK; ++j) {
+            const auto row = r.I.begin() + i * kK;
+            found += std::count(row, row + kK, ref.I[size_t(i * kK + j)]);
+        }
+    }
+    return double(found) / double(nq * kK);
+}
+
+/// A small graph with detection at the suggested ratio (off by default),
+/// its flagged queries answered by the probe (the default).
 GpuIndexSearchGraphConfig smallConfig() {
     GpuIndexSearchGraphConfig c;
     c.graphDegree = 32;
     c.knnDegree = 64;
     c.unlikeQueryRatio = graph::kSuggestedUnlikeQueryRatio;
     return c;
+}
+
+/// smallConfig() answering them by exact search.
+GpuIndexSearchGraphConfig exactConfig() {
+    GpuIndexSearchGraphConfig c = smallConfig();
+    c.unlikeQueryProbes = 0;
+    return c;
+}
+
+/// Search parameters probing every list (an exact answer through the probe).
+SearchParametersSearchGraph everyList() {
+    SearchParametersSearchGraph sp;
+    sp.unlikeQueryProbes = 1 << 30;
+    return sp;
 }
 
 /// An index of the set's vectors with `config`.
@@ -125,7 +164,7 @@ TEST(GpuSearchGraphUnlike, AnswersQueriesUnlikeTheDataExactly) {
     FAISS_EXT_REQUIRE_GPU();
     const UnlikeSet& s = unlikeSet();
     StandardGpuResources res;
-    const std::unique_ptr<GpuIndexSearchGraph> index = built(res, smallConfig());
+    const std::unique_ptr<GpuIndexSearchGraph> index = built(res, exactConfig());
     const Results r = searchOf(*index, s.unlike, s.nq);
     const UnlikeQueryCounts c = index->getUnlikeQueryCounts();
     EXPECT_EQ(c.searched, s.nq);
@@ -133,6 +172,7 @@ TEST(GpuSearchGraphUnlike, AnswersQueriesUnlikeTheDataExactly) {
     // queries of the data's clusters; numpy, 4,000 and 20,000 vectors)
     EXPECT_EQ(c.flagged, s.nq);
     EXPECT_EQ(c.answeredExactly, s.nq);
+    EXPECT_EQ(c.answeredByProbe, 0);
     EXPECT_EQ(c.leftForLackOfMemory, 0);
     EXPECT_EQ(checkExact(r, s.x, s.unlike, s.nq, false), "");
     searchWithoutDetection(*index, s.unlike, s.nq);
@@ -141,19 +181,60 @@ TEST(GpuSearchGraphUnlike, AnswersQueriesUnlikeTheDataExactly) {
     EXPECT_EQ(index->getUnlikeQueryCounts().flagged, 0);
 }
 
+// The default answer: the 64 lists nearest to each flagged query (of
+// round(4 sqrt(n)) = 566 here, 253 at the sanitizer size), whatever share
+// of the batch is flagged; every list probed gives faiss::IndexFlat's
+// results; k past the probe's limit goes to the exact search.
+TEST(GpuSearchGraphUnlike, ProbesAnswerQueriesUnlikeTheData) {
+    FAISS_EXT_REQUIRE_GPU();
+    const UnlikeSet& s = unlikeSet();
+    StandardGpuResources res;
+    GpuIndexSearchGraphConfig config = smallConfig();
+    config.unlikeQueryShare = 0.5f;  // (the probe does not wait for a share)
+    const std::unique_ptr<GpuIndexSearchGraph> index = built(res, config);
+    const Results graphOnly = searchWithoutDetection(*index, s.unlike, s.nq);
+    const Results r = searchOf(*index, s.unlike, s.nq);
+    UnlikeQueryCounts c = index->getUnlikeQueryCounts();
+    EXPECT_EQ(c.flagged, s.nq);
+    EXPECT_EQ(c.answeredByProbe, s.nq);
+    EXPECT_EQ(c.answeredExactly, 0);
+    const double probed = recallOf(r, s.x, s.unlike, s.nq);
+    EXPECT_GE(probed, 0.95) << "the graph alone: " << recallOf(graphOnly, s.x, s.unlike, s.nq);
+    const SearchParametersSearchGraph all = everyList();
+    EXPECT_EQ(checkExact(searchOf(*index, s.unlike, s.nq, &all), s.x, s.unlike, s.nq, false), "");
+    const int64_t kLarge = graph::kProbeMaxK + 1;
+    index->resetUnlikeQueryCounts();
+    EXPECT_EQ(checkExact(searchOf(*index, s.unlike, s.nq, nullptr, kLarge), s.x, s.unlike, s.nq,
+                         false, kLarge),
+              "");
+    c = index->getUnlikeQueryCounts();
+    EXPECT_GE(c.flagged, s.nq * 9 / 10);
+    EXPECT_EQ(c.answeredExactly, c.flagged);
+    EXPECT_EQ(c.answeredByProbe, 0);
+}
+
+// (Exact neighbours' ratios on these queries are 0.45 to 1.75: none is
+// flagged at 3, and with no flag the results are the graph's own.)
 TEST(GpuSearchGraphUnlike, LeavesQueriesOfTheDataToTheGraph) {
     FAISS_EXT_REQUIRE_GPU();
     const UnlikeSet& s = unlikeSet();
     StandardGpuResources res;
-    const std::unique_ptr<GpuIndexSearchGraph> index = built(res, smallConfig());
-    const Results on = searchOf(*index, s.inDist, s.nq);
-    const UnlikeQueryCounts c = index->getUnlikeQueryCounts();
-    EXPECT_EQ(c.searched, s.nq);
-    EXPECT_LE(c.flagged, s.nq / 100);
-    EXPECT_EQ(c.answeredExactly, 0);
-    const Results without = searchWithoutDetection(*index, s.inDist, s.nq);
-    EXPECT_EQ(on.I, without.I);
-    EXPECT_EQ(on.D, without.D);
+    for (const GpuIndexSearchGraphConfig& config : {smallConfig(), exactConfig()}) {
+        const std::unique_ptr<GpuIndexSearchGraph> index = built(res, config);
+        const Results on = searchOf(*index, s.inDist, s.nq);
+        const UnlikeQueryCounts c = index->getUnlikeQueryCounts();
+        EXPECT_EQ(c.searched, s.nq);
+        EXPECT_LE(c.flagged, s.nq / 100);
+        if (config.unlikeQueryProbes == 0) {
+            EXPECT_EQ(c.answeredExactly, 0);  // under the share
+        } else {
+            EXPECT_EQ(c.answeredByProbe, c.flagged);
+        }
+        if (c.flagged > 0) continue;
+        const Results without = searchWithoutDetection(*index, s.inDist, s.nq);
+        EXPECT_EQ(on.I, without.I);
+        EXPECT_EQ(on.D, without.D);
+    }
 }
 
 // 2 queries unlike the data in a batch of 200: 1% of the batch, under the
@@ -166,9 +247,9 @@ TEST(GpuSearchGraphUnlike, ShareGatesTheExactSearch) {
     std::vector<float> mixed(s.inDist.begin(), s.inDist.begin() + (nq - 2) * kD);
     mixed.insert(mixed.end(), s.unlike.begin(), s.unlike.begin() + 2 * kD);
     StandardGpuResources res;
-    GpuIndexSearchGraphConfig any = smallConfig();
+    GpuIndexSearchGraphConfig any = exactConfig();
     any.unlikeQueryShare = 0.f;
-    for (const GpuIndexSearchGraphConfig& config : {smallConfig(), any}) {
+    for (const GpuIndexSearchGraphConfig& config : {exactConfig(), any}) {
         const std::unique_ptr<GpuIndexSearchGraph> index = built(res, config);
         const Results r = searchOf(*index, mixed, nq);
         const UnlikeQueryCounts c = index->getUnlikeQueryCounts();
@@ -194,20 +275,21 @@ TEST(GpuSearchGraphUnlike, CosineDetectsInnerProductRefuses) {
     FAISS_EXT_REQUIRE_GPU();
     const UnlikeSet& s = unlikeSet();
     StandardGpuResources res;
-    const std::unique_ptr<GpuIndexSearchGraph> cosine =
-        built(res, smallConfig(), FlatMetric::Cosine);
-    const Results r = searchOf(*cosine, s.unlike, s.nq);
-    const UnlikeQueryCounts c = cosine->getUnlikeQueryCounts();
-    EXPECT_GE(c.flagged, s.nq * 9 / 10);
-    EXPECT_EQ(c.answeredExactly, c.flagged);
-    if (c.flagged == s.nq) {
-        const std::vector<float> xn = gnndtest::prepared(FlatMetric::Cosine, s.x, s.n, kD);
-        const std::vector<float> qn = gnndtest::prepared(FlatMetric::Cosine, s.unlike, s.nq, kD);
-        EXPECT_EQ(checkExact(r, xn, qn, s.nq, true), "");
+    const std::vector<float> xn = gnndtest::prepared(FlatMetric::Cosine, s.x, s.n, kD);
+    const std::vector<float> qn = gnndtest::prepared(FlatMetric::Cosine, s.unlike, s.nq, kD);
+    const SearchParametersSearchGraph all = everyList();
+    for (const GpuIndexSearchGraphConfig& config : {exactConfig(), smallConfig()}) {
+        const std::unique_ptr<GpuIndexSearchGraph> cosine = built(res, config, FlatMetric::Cosine);
+        // the probe through every list is exact too
+        const Results r = searchOf(*cosine, s.unlike, s.nq, &all);
+        const UnlikeQueryCounts c = cosine->getUnlikeQueryCounts();
+        EXPECT_GE(c.flagged, s.nq * 9 / 10);
+        EXPECT_EQ(config.unlikeQueryProbes == 0 ? c.answeredExactly : c.answeredByProbe, c.flagged);
+        if (c.flagged == s.nq) EXPECT_EQ(checkExact(r, xn, qn, s.nq, true), "");
     }
     EXPECT_THROW(GpuIndexSearchGraph(&res, kD, FlatMetric::InnerProduct, smallConfig()),
                  faiss::FaissException);
-    GpuIndexSearchGraphConfig off = smallConfig();
+    GpuIndexSearchGraphConfig off = exactConfig();
     off.unlikeQueryRatio = 0.f;
     const std::unique_ptr<GpuIndexSearchGraph> ip = built(res, off, FlatMetric::InnerProduct);
     SearchParametersSearchGraph sp;
@@ -248,23 +330,31 @@ TEST(GpuSearchGraphUnlike, FilteredSearchesAnswerOverTheSelection) {
     EXPECT_EQ(c.answeredExactly, c.flagged);  // 0 and 0 where the selection was searched exactly
 }
 
-TEST(GpuSearchGraphUnlike, RemovalsAndAddsRenewTheExactCopy) {
+// Both answers are exact here (the probe through every list): stale lists
+// or a stale copy would answer with vectors that moved or left.
+TEST(GpuSearchGraphUnlike, RemovalsAndAddsRenewTheProbeListsAndTheExactCopy) {
     FAISS_EXT_REQUIRE_GPU();
     const UnlikeSet& s = unlikeSet();
     StandardGpuResources res;
-    GpuIndexSearchGraph index(&res, kD, FlatMetric::L2, smallConfig());
-    const int64_t half = s.n / 2;
-    index.add(half, s.x.data());
-    EXPECT_EQ(checkExact(searchOf(index, s.unlike, s.nq), {s.x.begin(), s.x.begin() + half * kD},
-                         s.unlike, s.nq, false),
-              "");
-    index.add(s.n - half, s.x.data() + half * kD);
-    EXPECT_EQ(checkExact(searchOf(index, s.unlike, s.nq), s.x, s.unlike, s.nq, false), "");
-    faiss::IDSelectorRange first(0, s.n / 4);
-    ASSERT_EQ(index.remove_ids(first), size_t(s.n / 4));
-    const std::vector<float> rest(s.x.begin() + (s.n / 4) * kD, s.x.end());
-    EXPECT_EQ(checkExact(searchOf(index, s.unlike, s.nq), rest, s.unlike, s.nq, false), "");
-    EXPECT_EQ(index.getUnlikeQueryCounts().answeredExactly, 3 * s.nq);
+    const SearchParametersSearchGraph all = everyList();
+    for (const GpuIndexSearchGraphConfig& config : {exactConfig(), smallConfig()}) {
+        GpuIndexSearchGraph index(&res, kD, FlatMetric::L2, config);
+        const int64_t half = s.n / 2;
+        index.add(half, s.x.data());
+        EXPECT_EQ(checkExact(searchOf(index, s.unlike, s.nq, &all),
+                             {s.x.begin(), s.x.begin() + half * kD}, s.unlike, s.nq, false),
+                  "");
+        index.add(s.n - half, s.x.data() + half * kD);
+        EXPECT_EQ(checkExact(searchOf(index, s.unlike, s.nq, &all), s.x, s.unlike, s.nq, false),
+                  "");
+        faiss::IDSelectorRange first(0, s.n / 4);
+        ASSERT_EQ(index.remove_ids(first), size_t(s.n / 4));
+        const std::vector<float> rest(s.x.begin() + (s.n / 4) * kD, s.x.end());
+        EXPECT_EQ(checkExact(searchOf(index, s.unlike, s.nq, &all), rest, s.unlike, s.nq, false),
+                  "");
+        const UnlikeQueryCounts c = index.getUnlikeQueryCounts();
+        EXPECT_EQ(config.unlikeQueryProbes == 0 ? c.answeredExactly : c.answeredByProbe, 3 * s.nq);
+    }
 }
 
 TEST(GpuSearchGraphUnlike, RefusesBadRatios) {
@@ -277,6 +367,9 @@ TEST(GpuSearchGraphUnlike, RefusesBadRatios) {
     bad = smallConfig();
     bad.unlikeQueryShare = 1.5f;
     EXPECT_THROW(GpuIndexSearchGraph(&res, kD, FlatMetric::L2, bad), faiss::FaissException);
+    bad = smallConfig();
+    bad.unlikeQueryProbes = -1;
+    EXPECT_THROW(GpuIndexSearchGraph(&res, kD, FlatMetric::L2, bad), faiss::FaissException);
     const std::unique_ptr<GpuIndexSearchGraph> index = built(res, smallConfig());
     SearchParametersSearchGraph sp;
     for (float r : {-0.5f, NAN, INFINITY}) {
@@ -288,5 +381,13 @@ TEST(GpuSearchGraphUnlike, RefusesBadRatios) {
         EXPECT_EQ(D[0], 7.f);  // refused before anything was written
         EXPECT_EQ(I[0], 7);
     }
+    sp.unlikeQueryRatio = -1.f;
+    sp.unlikeQueryProbes = -2;
+    std::vector<float> D(size_t(s.nq) * kK, 7.f);
+    std::vector<int64_t> I(size_t(s.nq) * kK, 7);
+    EXPECT_THROW(index->search(s.nq, s.unlike.data(), kK, D.data(), I.data(), &sp),
+                 faiss::FaissException);
+    EXPECT_EQ(D[0], 7.f);
+    EXPECT_EQ(I[0], 7);
     EXPECT_EQ(index->getUnlikeQueryCounts().searched, 0);
 }

@@ -44,6 +44,13 @@ inline unsigned gridStrideBlocks(int64_t n, int64_t perBlock = 256) {
 #ifdef __CUDACC__
 /// +infinity as a float, in device code.
 __device__ __forceinline__ float infinity() { return __int_as_float(0x7f800000); }
+
+/// The first row of this warp in a warp-per-row grid-stride loop, and the
+/// stride (the warps of the grid).
+__device__ __forceinline__ int64_t firstWarpRow() {
+    return int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+}
+__device__ __forceinline__ int64_t gridWarps() { return int64_t(gridDim.x) * (blockDim.x >> 5); }
 #endif
 
 }  // namespace gpu

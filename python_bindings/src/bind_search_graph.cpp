@@ -110,6 +110,13 @@ float checkParamUnlikeRatio(float r) {
     return r;
 }
 
+int checkUnlikeProbes(int p) {
+    return checkIn("unlike_query_probes (0: exact search)", p, 0, INT32_MAX);
+}
+int checkParamUnlikeProbes(int p) {
+    return checkIn("unlike_query_probes (-1: the index's, 0: exact search)", p, -1, INT32_MAX);
+}
+
 std::string configRepr(const GpuIndexSearchGraphConfig& c) {
     return "GpuIndexSearchGraphConfig(device=" + std::to_string(c.device) +
            ", graph_degree=" + std::to_string(c.graphDegree) +
@@ -123,7 +130,7 @@ std::string configRepr(const GpuIndexSearchGraphConfig& c) {
            ", blocks_per_query=" + std::to_string(c.blocksPerQuery) +
            ", unlike_query_ratio=" + py::repr(py::float_(c.unlikeQueryRatio)).cast<std::string>() +
            ", unlike_query_share=" + py::repr(py::float_(c.unlikeQueryShare)).cast<std::string>() +
-           ")";
+           ", unlike_query_probes=" + std::to_string(c.unlikeQueryProbes) + ")";
 }
 
 void bindConfig(py::module_& m) {
@@ -155,10 +162,14 @@ unlike_query_ratio: queries unlike the data (drawn around other centres, as in
 cross-modal search) defeat a graph search; a query is flagged when its squared
 distance to its nearest result passes this ratio times that result's squared
 distance to its own 10th k-NN neighbour (default 0: no detection; 3.0 is the
-measured suggestion; L2, Cosine and Pearson only); unlike_query_share: when at least this share of a
-batch is flagged (default 0.02; 0: any), the flagged queries are answered
-again by exact search over a copy of the vectors (4 (d + 1) bytes each, made
-by the first such search); get_unlike_query_counts() tells how many were;
+measured suggestion; L2, Cosine and Pearson only); the flagged queries are
+answered again by probing the unlike_query_probes (default 64; 0: exact
+search instead) k-means lists nearest to each, in FP32, where k <= 64 (the
+lists, 4 bytes a vector and about 4 sqrt(n) centres, are made by the first
+such search); otherwise, when at least unlike_query_share of a batch is
+flagged (default 0.02; 0: any), by exact search over a copy of the vectors
+(4 (d + 1) bytes each, made by the first such search);
+get_unlike_query_counts() tells how many were;
 device: the GPU. The C++ spellings (graphDegree, knnDegree, ...) are
 aliases.
 )doc");
@@ -166,7 +177,7 @@ aliases.
                         std::optional<gpu::GpuKnnGraphGNNDConfig> knnBuild, int itopk,
                         int searchWidth, int maxIterations, int seedRounds, uint64_t seed,
                         int entryPoints, int entrySeeds, bool fp16, int blocksPerQuery,
-                        float unlikeRatio, float unlikeShare) {
+                        float unlikeRatio, float unlikeShare, int unlikeProbes) {
                 Config c;
                 c.device = device;
                 c.graphDegree = checkGraphDegree(graphDegree);
@@ -183,6 +194,7 @@ aliases.
                 c.blocksPerQuery = checkBlocksPerQuery(blocksPerQuery);
                 c.unlikeQueryRatio = checkUnlikeRatio(unlikeRatio);
                 c.unlikeQueryShare = checkUnlikeShare(unlikeShare);
+                c.unlikeQueryProbes = checkUnlikeProbes(unlikeProbes);
                 return c;
             }),
             "device"_a = 0, "graph_degree"_a = defaults.graphDegree,
@@ -193,7 +205,8 @@ aliases.
             "entry_seeds"_a = defaults.entrySeeds, "fp16_traversal"_a = defaults.fp16Traversal,
             "blocks_per_query"_a = defaults.blocksPerQuery,
             "unlike_query_ratio"_a = defaults.unlikeQueryRatio,
-            "unlike_query_share"_a = defaults.unlikeQueryShare);
+            "unlike_query_share"_a = defaults.unlikeQueryShare,
+            "unlike_query_probes"_a = defaults.unlikeQueryProbes);
 
     defCheckedInt(cfg, "graph_degree", "graphDegree", &Config::graphDegree, &checkGraphDegree,
                   "Out-degree of the search graph (1..128; <= knn_degree).");
@@ -235,6 +248,9 @@ aliases.
             [](Config& c, float s) { c.unlikeQueryShare = checkUnlikeShare(s); },
             "Share of a batch flagged before the flagged queries are searched exactly.");
     }
+    defCheckedInt(cfg, "unlike_query_probes", "unlikeQueryProbes", &Config::unlikeQueryProbes,
+                  &checkUnlikeProbes,
+                  "Lists a query unlike the data probes (0: exact search instead).");
 
     using Params = SearchParametersSearchGraph;
     py::class_<Params, faiss::SearchParameters> params(m, "SearchParametersSearchGraph", R"doc(
@@ -254,12 +270,14 @@ fp16: 1 scores on the FP16 copy (needs fp16_traversal), 0 on FP32 vectors,
 -1 the index's setting; blocks_per_query: blocks searching each query (0: the
 index's setting); seed: of the random entry points (-1: the index's);
 unlike_query_ratio: the ratio flagging queries unlike the data (-1: the
-index's, 0: no detection). The C++ spellings (searchWidth, ...) are aliases.
+index's, 0: no detection); unlike_query_probes: lists such a query probes
+(-1: the index's, 0: exact search). The C++ spellings (searchWidth, ...) are
+aliases.
 )doc");
     params
         .def(py::init([](int itopk, int searchWidth, int maxIterations, int minIterations,
                          int seedRounds, int entrySeeds, int fp16, int blocksPerQuery,
-                         int64_t seed, float unlikeRatio) {
+                         int64_t seed, float unlikeRatio, int unlikeProbes) {
                  Params p;
                  p.itopk = checkParamItopk(itopk);
                  p.searchWidth = checkParamSearchWidth(searchWidth);
@@ -271,11 +289,12 @@ index's, 0: no detection). The C++ spellings (searchWidth, ...) are aliases.
                  p.blocksPerQuery = checkParamBlocksPerQuery(blocksPerQuery);
                  p.seed = checkParamSeed(seed);
                  p.unlikeQueryRatio = checkParamUnlikeRatio(unlikeRatio);
+                 p.unlikeQueryProbes = checkParamUnlikeProbes(unlikeProbes);
                  return p;
              }),
              "itopk"_a = 0, "search_width"_a = 0, "max_iterations"_a = 0, "min_iterations"_a = 0,
              "seed_rounds"_a = 0, "entry_seeds"_a = -1, "fp16"_a = -1, "blocks_per_query"_a = 0,
-             "seed"_a = -1, "unlike_query_ratio"_a = -1.f)
+             "seed"_a = -1, "unlike_query_ratio"_a = -1.f, "unlike_query_probes"_a = -1)
         .def("__repr__", [](const Params& p) {
             return "SearchParametersSearchGraph(itopk=" + std::to_string(p.itopk) +
                    ", search_width=" + std::to_string(p.searchWidth) +
@@ -286,7 +305,8 @@ index's, 0: no detection). The C++ spellings (searchWidth, ...) are aliases.
                    ", fp16=" + std::to_string(p.fp16) +
                    ", blocks_per_query=" + std::to_string(p.blocksPerQuery) +
                    ", seed=" + std::to_string(p.seed) + ", unlike_query_ratio=" +
-                   py::repr(py::float_(p.unlikeQueryRatio)).cast<std::string>() + ")";
+                   py::repr(py::float_(p.unlikeQueryRatio)).cast<std::string>() +
+                   ", unlike_query_probes=" + std::to_string(p.unlikeQueryProbes) + ")";
         });
     defCheckedInt(params, "itopk", nullptr, &Params::itopk, &checkParamItopk,
                   "Candidate buffer (0: the index's).");
@@ -315,6 +335,9 @@ index's, 0: no detection). The C++ spellings (searchWidth, ...) are aliases.
             [](Params& p, float r) { p.unlikeQueryRatio = checkParamUnlikeRatio(r); },
             "Ratio flagging queries unlike the data (-1: the index's; 0: no detection).");
     }
+    defCheckedInt(params, "unlike_query_probes", "unlikeQueryProbes", &Params::unlikeQueryProbes,
+                  &checkParamUnlikeProbes,
+                  "Lists a query unlike the data probes (-1: the index's; 0: exact search).");
 }
 
 /// A graph of the index (getSearchGraph or getKnnGraph, called without the
@@ -364,6 +387,7 @@ py::dict unlikeQueryCounts(const GpuIndexSearchGraph& g) {
     out["searched"] = c.searched;
     out["flagged"] = c.flagged;
     out["answered_exactly"] = c.answeredExactly;
+    out["answered_by_probe"] = c.answeredByProbe;
     out["left_for_lack_of_memory"] = c.leftForLackOfMemory;
     return out;
 }
@@ -455,8 +479,9 @@ out-neighbours of node i (-1: an empty slot, only when ntotal <= graph_degree).
              "C++ spelling of removed_since_prune.")
         .def("get_unlike_query_counts", &unlikeQueryCounts,
              "Queries searched with detection on, flagged as unlike the data, answered "
-             "by exact search, and kept with the graph's answers for lack of device memory "
-             "for the exact copy, since construction or reset_unlike_query_counts() (a dict).")
+             "by exact search, answered by probing the nearest lists, and kept with the "
+             "graph's answers for lack of device memory for the lists or the exact copy, "
+             "since construction or reset_unlike_query_counts() (a dict).")
         .def("getUnlikeQueryCounts", &unlikeQueryCounts,
              "C++ spelling of get_unlike_query_counts.")
         .def("reset_unlike_query_counts", &GpuIndexSearchGraph::resetUnlikeQueryCounts,

@@ -151,6 +151,10 @@ def test_config_unlike_queries():
     assert "unlike_query_ratio=3.0" in repr(c) and "unlike_query_share=0.5" in repr(c)
     c = faiss_ext.GpuIndexSearchGraphConfig(unlike_query_ratio=4.5, unlike_query_share=0)
     assert (c.unlike_query_ratio, c.unlike_query_share) == (4.5, 0.0)
+    assert c.unlike_query_probes == 64  # flagged queries probe 64 lists
+    c.unlikeQueryProbes = 0  # exact search instead
+    assert c.unlike_query_probes == 0 and "unlike_query_probes=0" in repr(c)
+    assert faiss_ext.GpuIndexSearchGraphConfig(unlike_query_probes=128).unlike_query_probes == 128
 
 
 @pytest.mark.parametrize("field,value", [
@@ -161,6 +165,7 @@ def test_config_unlike_queries():
     ("unlike_query_ratio", -1.0), ("unlike_query_ratio", float("nan")),
     ("unlike_query_ratio", float("inf")), ("unlike_query_share", -0.1),
     ("unlike_query_share", 1.5), ("unlike_query_share", float("nan")),
+    ("unlike_query_probes", -1),
 ])
 def test_config_checks_values(field, value):
     c = faiss_ext.GpuIndexSearchGraphConfig()
@@ -196,6 +201,10 @@ def test_search_parameters():
     p.unlikeQueryRatio = 0  # no detection for this search
     assert p.unlike_query_ratio == 0.0 and "unlike_query_ratio=0.0" in repr(p)
     assert faiss_ext.SearchParametersSearchGraph(unlike_query_ratio=5).unlike_query_ratio == 5.0
+    assert p.unlike_query_probes == -1  # the index's
+    p.unlikeQueryProbes = 0
+    assert p.unlike_query_probes == 0 and "unlike_query_probes=0" in repr(p)
+    assert faiss_ext.SearchParametersSearchGraph(unlike_query_probes=9).unlike_query_probes == 9
 
 
 @pytest.mark.parametrize("field,value", [
@@ -204,6 +213,7 @@ def test_search_parameters():
     ("entry_seeds", 129), ("fp16", 2), ("fp16", -2), ("blocks_per_query", -1),
     ("blocks_per_query", 33), ("seed", -2), ("unlike_query_ratio", -2.0),
     ("unlike_query_ratio", -0.5), ("unlike_query_ratio", float("nan")),
+    ("unlike_query_probes", -2),
 ])
 def test_search_parameters_check_values(field, value):
     p = faiss_ext.SearchParametersSearchGraph()
@@ -220,6 +230,7 @@ def test_docstrings():
               faiss_ext.GpuIndexSearchGraphConfig, faiss_ext.SearchParametersSearchGraph):
         assert f.__doc__ and f.__doc__.strip()
     assert "unlike_query_ratio" in faiss_ext.GpuIndexSearchGraphConfig.__doc__
+    assert "unlike_query_probes" in faiss_ext.GpuIndexSearchGraphConfig.__doc__
 
 
 def test_constructor_argument_types():

@@ -457,10 +457,12 @@ def test_small_removals_patch_the_graph(res, xb, xq):
         assert recall_at(I, I_ref) >= 0.95, removed_total
 
 
-def test_queries_unlike_the_data_answered_exactly(res, xb, xq):
+def test_queries_unlike_the_data_answered_again(res, xb, xq):
     """With unlike_query_ratio set, queries around other centres than the
-    data's are flagged and answered exactly (faiss.IndexFlatL2's results);
-    queries of the data's distribution keep the graph's answers."""
+    data's are flagged and answered again: by probing the nearest lists
+    (every list probed: faiss.IndexFlatL2's results; the default 64: most of
+    them) or by exact search (unlike_query_probes=0); queries of the data's
+    distribution keep the graph's answers."""
     cfg = faiss_ext.GpuIndexSearchGraphConfig(graph_degree=32, knn_degree=64,
                                               unlike_query_ratio=3.0)
     index = faiss_ext.GpuIndexSearchGraph(res, D_DIM, faiss.METRIC_L2, cfg)
@@ -468,18 +470,24 @@ def test_queries_unlike_the_data_answered_exactly(res, xb, xq):
     rng = np.random.default_rng(SEED + 7)
     far = (rng.normal(0, 4, (50, D_DIM))[rng.integers(0, 50, 200)]
            + rng.normal(0, 1, (200, D_DIM))).astype(np.float32)
-    D, I = index.search(far, K)
-    counts = index.get_unlike_query_counts()
-    assert counts == {"searched": 200, "flagged": 200, "answered_exactly": 200,
-                      "left_for_lack_of_memory": 0}
     ref = faiss.IndexFlatL2(D_DIM)
     ref.add(xb)
     D_ref, I_ref = ref.search(far, K)
-    np.testing.assert_allclose(D, D_ref, rtol=1e-4, atol=1e-3)
-    assert recall_at(I, I_ref) >= 0.999  # ties aside
+    for probes, answer in ((1 << 30, "answered_by_probe"), (0, "answered_exactly")):
+        index.reset_unlike_query_counts()
+        D, I = index.search(far, K, params=faiss_ext.SearchParametersSearchGraph(
+            unlike_query_probes=probes))
+        expected = {"searched": 200, "flagged": 200, "answered_exactly": 0,
+                    "answered_by_probe": 0, "left_for_lack_of_memory": 0}
+        expected[answer] = 200
+        assert index.get_unlike_query_counts() == expected
+        np.testing.assert_allclose(D, D_ref, rtol=1e-4, atol=1e-3)
+        assert recall_at(I, I_ref) >= 0.999  # ties aside
+    _, I = index.search(far, K)  # the default: 64 lists of round(4 sqrt(n))
+    assert recall_at(I, I_ref) >= 0.95
     index.reset_unlike_query_counts()
     D_on, I_on = index.search(xq, K)
-    assert index.get_unlike_query_counts()["answered_exactly"] == 0
+    assert index.get_unlike_query_counts()["flagged"] == 0
     D_off, I_off = index.search(xq, K, params=faiss_ext.SearchParametersSearchGraph(
         unlike_query_ratio=0))
     np.testing.assert_array_equal(I_on, I_off)

@@ -6,7 +6,7 @@
 #include "faiss_ext/gpu/GpuResources.h"
 #include "faiss_ext/gpu/impl/flat/FilterKernels.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
-#include "faiss_ext/gpu/impl/graph/ExactRowAnswers.h"
+#include "faiss_ext/gpu/impl/graph/RowAnswers.h"
 #include "faiss_ext/gpu/impl/graph/FilteredResults.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
@@ -65,11 +65,11 @@ void searchSelectedCandidates(const SelectionCorpus& corpus, const IdSelection& 
                            corpus.metric == FlatMetric::InnerProduct, distances, labels,
                            shortRows.data(), stream);
     const std::vector<uint32_t> rows = flaggedRows(shortRows.data(), n, stream);
-    answerRowsExactly(corpus.res, corpus.device, corpus.d, rows, q, k,
-                      [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
-                          searchSelectionExactly(corpus, selection, m, mq, mk, D, I);
-                      },
-                      distances, labels);
+    answerRowsAgain(corpus.res, corpus.device, corpus.d, rows, q, k,
+                    [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
+                        searchSelectionExactly(corpus, selection, m, mq, mk, D, I);
+                    },
+                    distances, labels);
 }
 
 }  // namespace graph

@@ -1,4 +1,4 @@
-#include "faiss_ext/gpu/impl/graph/ExactRowAnswers.h"
+#include "faiss_ext/gpu/impl/graph/RowAnswers.h"
 
 #include "faiss_ext/gpu/GpuResources.h"
 #include "faiss_ext/gpu/impl/flat/FilterKernels.h"
@@ -22,9 +22,9 @@ std::vector<uint32_t> flaggedRows(const uint8_t* flags, int64_t n, cudaStream_t 
     return rows;
 }
 
-void answerRowsExactly(GpuResources* res, int device, int d, const std::vector<uint32_t>& rows,
-                       const float* q, int64_t k, const ExactSearch& exact, float* distances,
-                       int64_t* labels) {
+void answerRowsAgain(GpuResources* res, int device, int d, const std::vector<uint32_t>& rows,
+                     const float* q, int64_t k, const RowSearch& search, float* distances,
+                     int64_t* labels) {
     if (rows.empty()) return;
     cudaStream_t stream = res->getDefaultStream(device);
     const int64_t m = int64_t(rows.size());
@@ -35,7 +35,7 @@ void answerRowsExactly(GpuResources* res, int device, int d, const std::vector<u
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dRows.data(), rows.data(), sizeof(uint32_t) * size_t(m),
                                          cudaMemcpyHostToDevice, stream));
     gatherSelectedRows(q, nullptr, dRows.data(), m, d, rowQ.data(), nullptr, stream);
-    exact(m, rowQ.data(), k, rowD.data(), rowI.data());
+    search(m, rowQ.data(), k, rowD.data(), rowI.data());
     scatterResultRows(rowD.data(), rowI.data(), dRows.data(), m, int(k), distances, labels, stream);
     // the rows (host memory) and the buffers must outlive the copies
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -1,0 +1,351 @@
+// The probe search (see ProbeSearch.h), per chunk of queries:
+//   1. the `probes` nearest centres of each query (FlatStorage::search);
+//   2. the query-list pairs counted per list, grouped by list (a scatter
+//      through per-list cursors), and cut into work items of up to
+//      kQueriesPerItem pairs of one list (host: from the lists' counts);
+//   3. scanListsKernel, one block per item: the item's queries and, 32 at a
+//      time, the list's vectors in shared memory, every distance in FP32,
+//      each query's k best kept sorted in shared memory (candidates that
+//      beat the current k-th are buffered, then merged by a warp bitonic
+//      sort), written per pair;
+//   4. mergeProbesKernel, one warp per query: the k best over its pairs.
+#include <faiss/impl/FaissAssert.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
+#include "faiss_ext/gpu/impl/graph/ProbeSearch.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
+#include "faiss_ext/gpu/utils/WarpSort.cuh"
+
+namespace faiss_ext {
+namespace gpu {
+namespace graph {
+
+namespace {
+
+const char* const kWho = "probe search";
+constexpr int kWarps = 8;          // scanListsKernel: 256 threads
+constexpr int kRowsPerChunk = 32;  // list vectors in shared memory at once (a warp's lanes)
+constexpr int kMaxQueriesPerWarp = 4;
+constexpr unsigned kFullMask = 0xFFFFFFFFu;
+constexpr uint32_t kNoRow = 0xFFFFFFFFu;
+
+/// One block's share of a list: pairs[first .. first + count) of `list`.
+struct WorkItem {
+    int32_t list;
+    uint32_t first;
+    uint32_t count;
+};
+
+/// The sorted-array width of a query's best: a power of two >= 32 and >= k
+/// (each holds K2 best, then K2 buffered candidates).
+int bestWidth(int64_t k) {
+    int w = 32;
+    while (w < k) w <<= 1;
+    return w;
+}
+
+/// Shared memory of scanListsKernel with qpw queries a warp.
+size_t scanSharedBytes(int d, int qpw, int width) {
+    const size_t queries = size_t(kWarps) * qpw;
+    return queries * size_t(d) * sizeof(float) +
+           size_t(kRowsPerChunk) * (size_t(d) + 1) * sizeof(float) +
+           queries * 2 * size_t(width) * (sizeof(float) + sizeof(uint32_t));
+}
+
+int maxSharedBytes(int device) {
+    int bytes = 0;
+    FAISS_EXT_CUDA_CHECK(
+        cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return bytes;
+}
+
+/// The most queries a warp takes (4, 2 or 1) whose shared memory fits; 0: none.
+int queriesPerWarp(int d, int width, int device) {
+    const size_t limit = size_t(maxSharedBytes(device));
+    for (int qpw = kMaxQueriesPerWarp; qpw >= 1; qpw >>= 1) {
+        if (scanSharedBytes(d, qpw, width) <= limit) return qpw;
+    }
+    return 0;
+}
+
+/// counts[l] += 1 for each pair's list l; a pair without a list (l < 0: no
+/// such centre) gets empty partial results here, as no item will write it.
+__global__ void countPairsKernel(const int64_t* pairLists, int64_t pairs, int k, unsigned* counts,
+                                 float* partialKeys, uint32_t* partialRows) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t l = pairLists[i];
+        if (l >= 0) {
+            atomicAdd(&counts[l], 1u);
+            continue;
+        }
+        for (int j = 0; j < k; ++j) {
+            partialKeys[i * k + j] = infinity();
+            partialRows[i * k + j] = kNoRow;
+        }
+    }
+}
+
+/// grouped[cursor[l]++] = i for each pair i of list l (the order within a
+/// list is free: a pair's results do not depend on its tile's company).
+__global__ void groupPairsKernel(const int64_t* pairLists, int64_t pairs, unsigned* cursor,
+                                 uint32_t* grouped) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t l = pairLists[i];
+        if (l >= 0) grouped[atomicAdd(&cursor[l], 1u)] = uint32_t(i);
+    }
+}
+
+struct ScanArgs {
+    const WorkItem* items;
+    const uint32_t* grouped;  ///< pair indices grouped by list
+    const float* queries;     ///< the chunk's, m x d
+    const float* vectors;     ///< the storage's, nb x d
+    const uint32_t* rows;     ///< ProbeLists::rows
+    const int64_t* offsets;   ///< ProbeLists::offsets
+    int d;
+    int probes;
+    int k;
+    int width;  ///< bestWidth(k)
+    int qpw;    ///< queries a warp
+    bool similarity;
+    float* partialKeys;     ///< pairs x k
+    uint32_t* partialRows;  ///< pairs x k
+};
+
+/// Candidates of one query (their keys and rows, one per lane; NaN and
+/// invalid lanes never enter) merged into its best (keys / rows: width
+/// best, sorted, then width of buffer): those beating the current k-th are
+/// buffered and the whole sorted again.
+__device__ void offerCandidates(float key, uint32_t row, bool valid, int k, int width, float* keys,
+                                uint32_t* rows, int lane) {
+    const bool take = valid && pairLess(key, row, keys[k - 1], rows[k - 1]);
+    const unsigned mask = __ballot_sync(kFullMask, take);
+    if (mask == 0) return;
+    if (take) {
+        const int pos = __popc(mask & ((1u << lane) - 1u));
+        keys[width + pos] = key;
+        rows[width + pos] = row;
+    }
+    for (int p = __popc(mask) + lane; p < width; p += 32) {
+        keys[width + p] = infinity();
+        rows[width + p] = kNoRow;
+    }
+    __syncwarp();
+    warpBitonicSort(keys, rows, 2 * width, lane);
+}
+
+/// One work item: its queries' k best among the list's vectors.
+__global__ void scanListsKernel(ScanArgs a) {
+    extern __shared__ float shared[];
+    const WorkItem item = a.items[blockIdx.x];
+    const int queries = kWarps * a.qpw;
+    float* qs = shared;                                // queries x d
+    float* xs = qs + size_t(queries) * a.d;            // kRowsPerChunk x (d + 1)
+    float* bestKeys = xs + kRowsPerChunk * (a.d + 1);  // queries x 2 width
+    uint32_t* bestRows = reinterpret_cast<uint32_t*>(bestKeys + size_t(queries) * 2 * a.width);
+    for (int64_t t = threadIdx.x; t < int64_t(queries) * a.d; t += blockDim.x) {
+        const int i = int(t / a.d);
+        const int j = int(t - int64_t(i) * a.d);
+        const uint32_t pair = a.grouped[item.first + min(uint32_t(i), item.count - 1)];
+        qs[t] = a.queries[int64_t(pair / uint32_t(a.probes)) * a.d + j];
+    }
+    for (int t = threadIdx.x; t < queries * 2 * a.width; t += blockDim.x) {
+        bestKeys[t] = infinity();
+        bestRows[t] = kNoRow;
+    }
+    const int64_t begin = a.offsets[item.list], end = a.offsets[item.list + 1];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int64_t c0 = begin; c0 < end; c0 += kRowsPerChunk) {
+        const int inChunk = int(min(int64_t(kRowsPerChunk), end - c0));
+        __syncthreads();  // (the previous chunk's readers are done)
+        for (int t = threadIdx.x; t < inChunk * a.d; t += blockDim.x) {
+            const int r = t / a.d, j = t - r * a.d;
+            xs[r * (a.d + 1) + j] = a.vectors[int64_t(a.rows[c0 + r]) * a.d + j];
+        }
+        __syncthreads();
+        const bool valid = lane < inChunk;
+        const uint32_t row = valid ? a.rows[c0 + lane] : kNoRow;
+        float acc[kMaxQueriesPerWarp] = {0.f, 0.f, 0.f, 0.f};
+        const float* x = xs + lane * (a.d + 1);  // (stride d + 1: no bank conflicts)
+        const float* q = qs + size_t(warp) * a.qpw * a.d;
+        for (int j = 0; j < a.d; ++j) {
+            const float xj = x[j];
+#pragma unroll
+            for (int i = 0; i < kMaxQueriesPerWarp; ++i) {
+                if (i >= a.qpw) break;
+                const float qj = q[i * a.d + j];
+                acc[i] = a.similarity ? fmaf(qj, xj, acc[i]) : fmaf(qj - xj, qj - xj, acc[i]);
+            }
+        }
+        for (int i = 0; i < a.qpw; ++i) {
+            const int slot = warp * a.qpw + i;
+            if (slot >= int(item.count)) break;
+            const float key = a.similarity ? -acc[i] : acc[i];
+            offerCandidates(key, row, valid, a.k, a.width, bestKeys + size_t(slot) * 2 * a.width,
+                            bestRows + size_t(slot) * 2 * a.width, lane);
+        }
+    }
+    __syncwarp();
+    for (int i = 0; i < a.qpw; ++i) {
+        const int slot = warp * a.qpw + i;
+        if (slot >= int(item.count)) break;
+        const int64_t pair = a.grouped[item.first + slot];
+        for (int j = lane; j < a.k; j += 32) {
+            a.partialKeys[pair * a.k + j] = bestKeys[size_t(slot) * 2 * a.width + j];
+            a.partialRows[pair * a.k + j] = bestRows[size_t(slot) * 2 * a.width + j];
+        }
+    }
+}
+
+/// One warp per query: the k best over its `probes` pairs' partial results
+/// (each sorted), into the outputs in the index's conventions.
+__global__ void mergeProbesKernel(const float* partialKeys, const uint32_t* partialRows, int64_t m,
+                                  int probes, int k, int width, bool similarity, float* distances,
+                                  int64_t* labels) {
+    extern __shared__ float shared[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float* keys = shared + size_t(warp) * 2 * width;
+    uint32_t* rows = reinterpret_cast<uint32_t*>(shared + size_t(blockDim.x >> 5) * 2 * width) +
+                     size_t(warp) * 2 * width;
+    for (int64_t q = firstWarpRow(); q < m; q += gridWarps()) {
+        for (int t = lane; t < width; t += 32) {
+            keys[t] = infinity();
+            rows[t] = kNoRow;
+        }
+        __syncwarp();
+        for (int s = 0; s < probes; ++s) {
+            const int64_t base = (q * probes + s) * k;
+            // (a pair whose best does not beat the k-th changes nothing)
+            if (!pairLess(partialKeys[base], partialRows[base], keys[k - 1], rows[k - 1])) {
+                __syncwarp();
+                continue;
+            }
+            for (int t = lane; t < width; t += 32) {
+                keys[width + t] = t < k ? partialKeys[base + t] : infinity();
+                rows[width + t] = t < k ? partialRows[base + t] : kNoRow;
+            }
+            __syncwarp();
+            warpBitonicSort(keys, rows, 2 * width, lane);
+        }
+        for (int j = lane; j < k; j += 32) {
+            distances[q * k + j] = similarity ? -keys[j] : keys[j];
+            labels[q * k + j] = rows[j] == kNoRow ? int64_t(-1) : int64_t(rows[j]);
+        }
+        __syncwarp();
+    }
+}
+
+/// The work items of the grouped pairs (counts per list, items of up to
+/// `perItem` pairs); cursor (device) receives each list's first grouped
+/// index.
+std::vector<WorkItem> workItems(const std::vector<unsigned>& counts, int perItem,
+                                std::vector<unsigned>& firsts) {
+    std::vector<WorkItem> items;
+    firsts.assign(counts.size(), 0);
+    uint32_t first = 0;
+    for (size_t l = 0; l < counts.size(); ++l) {
+        firsts[l] = first;
+        for (uint32_t t = 0; t < counts[l]; t += uint32_t(perItem)) {
+            items.push_back(WorkItem{int32_t(l), first + t,
+                                     std::min<uint32_t>(uint32_t(perItem), counts[l] - t)});
+        }
+        first += counts[l];
+    }
+    return items;
+}
+
+/// Steps 1-2 and 3 for m queries (one chunk).
+void scanChunk(GpuResources* res, int device, cudaStream_t stream, const ProbeLists& lists,
+               const ProbeRequest& r, int64_t m, const float* queries, int probes, int qpw,
+               float* partialKeys, uint32_t* partialRows) {
+    const int64_t pairs = m * probes;
+    const int d = lists.dim();
+    TempBuffer<float> coarseD(res, device, size_t(pairs), stream);
+    TempBuffer<int64_t> coarseI(res, device, size_t(pairs), stream);
+    FlatSearchOptions o =
+        planFlatSearch(lists.lists(), true, FlatMetric::L2, d, m, probes, FlatSearchRequest());
+    o.queriesPrepared = true;
+    lists.centres().search(queries, m, probes, coarseD.data(), coarseI.data(), o);
+    const size_t P = size_t(lists.lists());
+    TempBuffer<unsigned> counts(res, device, P, stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(counts.data(), 0, sizeof(unsigned) * P, stream));
+    countPairsKernel<<<gridStrideBlocks(pairs), 256, 0, stream>>>(
+        coarseI.data(), pairs, int(r.k), counts.data(), partialKeys, partialRows);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    std::vector<unsigned> hostCounts(P), firsts;
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCounts.data(), counts.data(), sizeof(unsigned) * P,
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<WorkItem> items = workItems(hostCounts, kWarps * qpw, firsts);
+    if (items.empty()) return;
+    TempBuffer<WorkItem> deviceItems(res, device, items.size(), stream);
+    TempBuffer<uint32_t> grouped(res, device, size_t(pairs), stream);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(deviceItems.data(), items.data(),
+                                         sizeof(WorkItem) * items.size(), cudaMemcpyHostToDevice,
+                                         stream));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(counts.data(), firsts.data(), sizeof(unsigned) * P,
+                                         cudaMemcpyHostToDevice, stream));
+    groupPairsKernel<<<gridStrideBlocks(pairs), 256, 0, stream>>>(coarseI.data(), pairs,
+                                                                  counts.data(), grouped.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    const ScanArgs a{deviceItems.data(), grouped.data(),  queries, lists.vectors(),
+                     lists.rows(),       lists.offsets(), d,       probes,
+                     int(r.k),           bestWidth(r.k),  qpw,     r.similarity,
+                     partialKeys,        partialRows};
+    const size_t smem = scanSharedBytes(d, qpw, a.width);
+    FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(
+        scanListsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    scanListsKernel<<<unsigned(items.size()), 32 * kWarps, smem, stream>>>(a);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    // (items and firsts outlive their copies: the stream is synchronised
+    // by the caller before this chunk's buffers are reused)
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace
+
+bool probeSearchApplies(int64_t k, int dim, int device) {
+    return k >= 1 && k <= kProbeMaxK && dim >= 1 && queriesPerWarp(dim, bestWidth(k), device) > 0;
+}
+
+void probeSearch(GpuResources* res, int device, const ProbeLists& lists, const ProbeRequest& r) {
+    const int d = lists.dim();
+    FAISS_THROW_IF_NOT_FMT(r.m >= 0 && r.probes >= 1 && probeSearchApplies(r.k, d, device),
+                           "%s: m = %lld, k = %lld, probes = %d (k in [1, %d], d = %d)", kWho,
+                           (long long)r.m, (long long)r.k, r.probes, kProbeMaxK, d);
+    if (r.m == 0) return;
+    DeviceScope scope(device);
+    cudaStream_t stream = res->getDefaultStream(device);
+    const int probes = int(std::min<int64_t>(r.probes, lists.lists()));
+    const int width = bestWidth(r.k);
+    const int qpw = queriesPerWarp(d, width, device);
+    // per query: coarse keys and lists, grouped pair, partial results
+    const int64_t perQuery = int64_t(probes) * (sizeof(float) + sizeof(int64_t) + sizeof(uint32_t) +
+                                                r.k * (sizeof(float) + sizeof(uint32_t)));
+    const int64_t fit = int64_t(res->getTempMemoryAvailable(device) / 4) / perQuery;
+    const int64_t chunk =
+        std::max<int64_t>(1, std::min<int64_t>({r.m, fit, int64_t(INT32_MAX) / probes}));
+    TempBuffer<float> partialKeys(res, device, size_t(chunk * probes * r.k), stream);
+    TempBuffer<uint32_t> partialRows(res, device, size_t(chunk * probes * r.k), stream);
+    const int mergeWarps = 4;
+    const size_t mergeSmem = size_t(mergeWarps) * 2 * width * (sizeof(float) + sizeof(uint32_t));
+    for (int64_t q0 = 0; q0 < r.m; q0 += chunk) {
+        const int64_t m = std::min(chunk, r.m - q0);
+        scanChunk(res, device, stream, lists, r, m, r.queries + q0 * d, probes, qpw,
+                  partialKeys.data(), partialRows.data());
+        mergeProbesKernel<<<gridStrideBlocks(m, mergeWarps), 32 * mergeWarps, mergeSmem, stream>>>(
+            partialKeys.data(), partialRows.data(), m, probes, int(r.k), width, r.similarity,
+            r.distances + q0 * r.k, r.labels + q0 * r.k);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+    }
+}
+
+}  // namespace graph
+}  // namespace gpu
+}  // namespace faiss_ext
