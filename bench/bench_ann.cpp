@@ -78,8 +78,9 @@ const char* kUsage =
     "  --unlike-ratio R  graph: flag queries unlike the data at ratio R and answer them\n"
     "                    again (GpuIndexSearchGraphConfig::unlikeQueryRatio; default 0,\n"
     "                    off); each line then counts the flagged and answered queries\n"
-    "  --unlike-probes P graph: lists such a query probes (0: exact search; default: the\n"
-    "                    index's, GpuIndexSearchGraphConfig::unlikeQueryProbes)\n"
+    "  --unlike-probes LIST  graph: lists such a query probes, per search (0: exact\n"
+    "                    search; default: the index's, GpuIndexSearchGraphConfig::\n"
+    "                    unlikeQueryProbes)\n"
     "  --add-build B     graph: how the k-NN lists are built: auto (default), one-shot,\n"
     "                    partitioned, one-shot-where-it-fits\n"
     "  --knn-samples N, --knn-iterations N, --knn-threshold F\n"
@@ -330,9 +331,6 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     cfg.knnBuild.addBuild = parseAddBuild(a.get("add-build", "auto"));
     if (a.has("entry-points")) cfg.entryPoints = int(a.getInt("entry-points", cfg.entryPoints));
     if (a.has("unlike-ratio")) cfg.unlikeQueryRatio = std::stof(a.get("unlike-ratio", "0"));
-    if (a.has("unlike-probes")) {
-        cfg.unlikeQueryProbes = int(a.getInt("unlike-probes", cfg.unlikeQueryProbes));
-    }
     cfg.fp16Traversal = a.getInt("fp16-traversal", 1) != 0;
     gpu::GpuIndexSearchGraph index(&res, b.d, c.ip ? FlatMetric::InnerProduct : FlatMetric::L2,
                                    cfg);
@@ -360,6 +358,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
     std::fflush(stdout);
     std::vector<float> D(size_t(q.n) * c.k);
     std::vector<int64_t> I(size_t(q.n) * c.k);
+    for (int64_t probes : parseIntList(a.get("unlike-probes", "-1")))
     for (int64_t half : parseIntList(a.get("fp16", cfg.fp16Traversal ? "1" : "0")))
         for (int64_t es : parseIntList(a.get("entry-seeds", "8")))
             for (int64_t w : parseIntList(a.get("width", "1")))
@@ -369,6 +368,7 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                     sp.searchWidth = int(w);
                     sp.entrySeeds = int(es);
                     sp.fp16 = int(half);
+                    sp.unlikeQueryProbes = int(probes);
                     double s = timeMedian(c.runs, [&] {
                         index.search(q.n, q.x.data(), c.k, D.data(), I.data(), &sp);
                     });
@@ -388,7 +388,8 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                         .num("knn_threshold", cfg.knnBuild.terminationThreshold);
                     if (cfg.unlikeQueryRatio > 0.f) {
                         p.num("unlike_ratio", cfg.unlikeQueryRatio)
-                            .integer("unlike_probes", cfg.unlikeQueryProbes);
+                            .integer("unlike_probes",
+                                     probes >= 0 ? probes : cfg.unlikeQueryProbes);
                     }
                     JsonLine out = line(c, "ours:graph");
                     out.raw("params", p.text())

@@ -42,9 +42,11 @@ ours fmnist-aug 200 --data fmnist-aug --fmnist-dir "$S/extra" --degrees 64:128 -
 ours hard-ood 150 --data hard --hard-query-seed 777 --degrees 64:128 --entry-points 65536 --entry-seeds 8,32 \
   --itopk 64,128,256,512 --methods graph,exact
 # detection of queries unlike the data (GpuIndexSearchGraphConfig::unlikeQueryRatio):
-# the same queries answered exactly once flagged, and an in-distribution set
-# with it on (the flagged and answered counts are in each line)
-ours hard-ood 120 --data hard --hard-query-seed 777 --degrees 64:128 --unlike-ratio 3 --itopk 16,32,64
+# the same queries answered by the probe (32 / 48 / 64 lists) or exactly (0)
+# once flagged, and an in-distribution set with it on (the flagged and
+# answered counts are in each line)
+ours hard-ood 150 --data hard --hard-query-seed 777 --degrees 64:128 --unlike-ratio 3 --itopk 16,32 \
+  --unlike-probes 32,48,64,0
 ours hard 90 --data hard --degrees 64:128 --unlike-ratio 3 --itopk 16,32,64
 ours hard-c3000 180 --data hard --hard-d 96 --hard-clusters 3000 --nb 10000000 --degrees 64:128 \
   --itopk 32,64,128,256,512 --runs 5

@@ -48,11 +48,15 @@ int bestWidth(int64_t k) {
     return w;
 }
 
+/// The stride of the list vectors in shared memory: odd, so that the 32
+/// lanes reading coordinate j of 32 rows hit 32 different banks.
+__host__ __device__ inline int rowStride(int d) { return d | 1; }
+
 /// Shared memory of scanListsKernel with qpw queries a warp.
 size_t scanSharedBytes(int d, int qpw, int width) {
     const size_t queries = size_t(kWarps) * qpw;
     return queries * size_t(d) * sizeof(float) +
-           size_t(kRowsPerChunk) * (size_t(d) + 1) * sizeof(float) +
+           size_t(kRowsPerChunk) * size_t(rowStride(d)) * sizeof(float) +
            queries * 2 * size_t(width) * (sizeof(float) + sizeof(uint32_t));
 }
 
@@ -145,9 +149,10 @@ __global__ void scanListsKernel(ScanArgs a) {
     extern __shared__ float shared[];
     const WorkItem item = a.items[blockIdx.x];
     const int queries = kWarps * a.qpw;
-    float* qs = shared;                                // queries x d
-    float* xs = qs + size_t(queries) * a.d;            // kRowsPerChunk x (d + 1)
-    float* bestKeys = xs + kRowsPerChunk * (a.d + 1);  // queries x 2 width
+    float* qs = shared;  // queries x d
+    const int stride = rowStride(a.d);
+    float* xs = qs + size_t(queries) * a.d;         // kRowsPerChunk x stride
+    float* bestKeys = xs + kRowsPerChunk * stride;  // queries x 2 width
     uint32_t* bestRows = reinterpret_cast<uint32_t*>(bestKeys + size_t(queries) * 2 * a.width);
     for (int64_t t = threadIdx.x; t < int64_t(queries) * a.d; t += blockDim.x) {
         const int i = int(t / a.d);
@@ -159,6 +164,7 @@ __global__ void scanListsKernel(ScanArgs a) {
         bestKeys[t] = infinity();
         bestRows[t] = kNoRow;
     }
+    __syncthreads();  // (an empty list runs no chunk: the write-out reads these)
     const int64_t begin = a.offsets[item.list], end = a.offsets[item.list + 1];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int64_t c0 = begin; c0 < end; c0 += kRowsPerChunk) {
@@ -166,13 +172,13 @@ __global__ void scanListsKernel(ScanArgs a) {
         __syncthreads();  // (the previous chunk's readers are done)
         for (int t = threadIdx.x; t < inChunk * a.d; t += blockDim.x) {
             const int r = t / a.d, j = t - r * a.d;
-            xs[r * (a.d + 1) + j] = a.vectors[int64_t(a.rows[c0 + r]) * a.d + j];
+            xs[r * stride + j] = a.vectors[int64_t(a.rows[c0 + r]) * a.d + j];
         }
         __syncthreads();
         const bool valid = lane < inChunk;
         const uint32_t row = valid ? a.rows[c0 + lane] : kNoRow;
         float acc[kMaxQueriesPerWarp] = {0.f, 0.f, 0.f, 0.f};
-        const float* x = xs + lane * (a.d + 1);  // (stride d + 1: no bank conflicts)
+        const float* x = xs + lane * stride;
         const float* q = qs + size_t(warp) * a.qpw * a.d;
         for (int j = 0; j < a.d; ++j) {
             const float xj = x[j];
