@@ -354,11 +354,13 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// answered over the selection.
     void searchFiltered_(idx_t n, const float* q, int64_t k, const faiss::SearchParameters* params,
                          float unlikeRatio, float* distances, idx_t* labels) const;
-    /// Exact k-NN of n prepared device queries among the selected vectors.
+    /// The stored vectors as the exact searches over a selection read them.
     graph::SelectionCorpus selectionCorpus_() const;
-    /// Exact k-NN of n prepared device queries into device outputs.
-    using ExactSearchFn = std::function<void(int64_t n, const float* q, int64_t k, float* D,
-                                             int64_t* I)>;
+    /// k-NN of n prepared device queries into device outputs (an exact
+    /// search or the probe; graph::RowSearch's type, which this installed
+    /// header cannot include).
+    using RowSearchFn =
+        std::function<void(int64_t n, const float* q, int64_t k, float* D, int64_t* I)>;
     /// After a beam search of n prepared device queries: flags those unlike
     /// the data at `ratio` (> 0; L2 or unit vectors) and answers them again
     /// in distances / labels: by `exact` when given (a filtered search
@@ -367,11 +369,11 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// the copy of all vectors.
     void answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio, int probes,
                               float* distances, idx_t* labels,
-                              const ExactSearchFn& exact = nullptr) const;
+                              const RowSearchFn& exact = nullptr) const;
     /// The search answering them, by probe lists or by the exact copy (made
     /// on first use); empty where that does not fit.
-    ExactSearchFn probeSearch_(int probes) const;
-    ExactSearchFn exactCopySearch_() const;
+    RowSearchFn probeSearch_(int probes) const;
+    RowSearchFn exactCopySearch_() const;
     /// Drops the probe lists and the copy (the vectors changed).
     void dropUnlikeAnswerData_();
 

@@ -26,7 +26,7 @@ void GpuIndexSearchGraph::checkRangeSearchParams_(const faiss::SearchParameters*
     const bool defaults = p->itopk == 0 && p->searchWidth == 0 && p->maxIterations == 0 &&
                           p->minIterations == 0 && p->seedRounds == 0 && p->entrySeeds == -1 &&
                           p->fp16 == -1 && p->blocksPerQuery == 0 && p->seed == -1 &&
-                          p->unlikeQueryRatio == -1.f;
+                          p->unlikeQueryRatio == -1.f && p->unlikeQueryProbes == -1;
     FAISS_THROW_IF_NOT_MSG(defaults, "GpuIndexSearchGraph: range_search is an exact scan; "
                            "the beam-search settings of SearchParametersSearchGraph (itopk, "
                            "searchWidth, ...) cannot be applied to it (only sel is read)");

@@ -7,6 +7,8 @@
 // by the first search that needs them and dropped when the vectors change.
 #include <faiss/impl/FaissAssert.h>
 
+#include <chrono>
+#include <cstdio>
 #include <vector>
 
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
@@ -38,7 +40,7 @@ bool leavesAnEighth(size_t bytes, int device) {
 
 void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio,
                                                int probes, float* distances, idx_t* labels,
-                                               const ExactSearchFn& exact) const {
+                                               const RowSearchFn& exact) const {
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     graph::NeighbourLists lists;
     lists.ids = knn_->getGraphIdsDevice();
@@ -61,9 +63,7 @@ void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t 
     if (!probing && !graph::answerUnlikeQueriesExactly(flagged, n, sConfig_.unlikeQueryShare)) {
         return;
     }
-    const ExactSearchFn search = exact     ? exact
-                                 : probing ? probeSearch_(probes)
-                                           : exactCopySearch_();
+    const RowSearchFn search = exact ? exact : probing ? probeSearch_(probes) : exactCopySearch_();
     if (!search) {
         unlikeCounts_.leftForLackOfMemory += flagged;
         return;
@@ -75,15 +75,24 @@ void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t 
         int64_t(rows.size());
 }
 
-GpuIndexSearchGraph::ExactSearchFn GpuIndexSearchGraph::probeSearch_(int probes) const {
+GpuIndexSearchGraph::RowSearchFn GpuIndexSearchGraph::probeSearch_(int probes) const {
     if (!probeLists_) {
         // the lists, and the k-means build's temporaries (assignments, sort)
         const size_t bytes =
             graph::probeListsBytes(ntotal, d) + size_t(ntotal) * 4 * sizeof(uint32_t);
         if (!leavesAnEighth(bytes, config_.device)) return nullptr;
+        const auto t0 = std::chrono::steady_clock::now();
         probeLists_.reset(new graph::ProbeLists(resources_.get(), config_.device,
                                                 resources_->getDefaultStream(config_.device),
                                                 knn_->getVectorsDevice(), ntotal, d));
+        if (verbose) {
+            // (made by the first flagged search: a pause worth naming at 100M)
+            std::printf(
+                "GpuIndexSearchGraph: probe lists for queries unlike the data: %lld "
+                "k-means lists of %lld vectors in %.2f s\n",
+                (long long)probeLists_->lists(), (long long)ntotal,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
     }
     const graph::ProbeLists* lists = probeLists_.get();
     const bool similarity = flatMetric_ != FlatMetric::L2;
@@ -101,7 +110,7 @@ GpuIndexSearchGraph::ExactSearchFn GpuIndexSearchGraph::probeSearch_(int probes)
     };
 }
 
-GpuIndexSearchGraph::ExactSearchFn GpuIndexSearchGraph::exactCopySearch_() const {
+GpuIndexSearchGraph::RowSearchFn GpuIndexSearchGraph::exactCopySearch_() const {
     if (!exactCopyStorage_) {
         const size_t bytes = size_t(ntotal) * (size_t(d) + 1) * sizeof(float);
         if (!leavesAnEighth(bytes, config_.device)) return nullptr;

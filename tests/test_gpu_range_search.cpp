@@ -296,6 +296,9 @@ TEST(GpuRangeSearch, BadInputIsRefusedWithTheResultUntouched) {
     faiss_ext::gpu::SearchParametersSearchGraph unlike;  // nothing to flag in an exact scan
     unlike.unlikeQueryRatio = 3.f;
     EXPECT_THROW(graph.range_search(3, q.data(), 1.f, &g0, &unlike), faiss::FaissException);
+    faiss_ext::gpu::SearchParametersSearchGraph probes;  // nor anything to probe
+    probes.unlikeQueryProbes = 8;
+    EXPECT_THROW(graph.range_search(3, q.data(), 1.f, &g0, &probes), faiss::FaissException);
     EXPECT_EQ(g0.labels, nullptr);
     faiss::IDSelectorRange half(0, 250);
     faiss_ext::gpu::SearchParametersSearchGraph plainGraph;
