@@ -131,9 +131,10 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     /// flagged when its squared distance to its nearest result passes
     /// unlikeQueryRatio times that result's squared distance to its own
     /// 10th k-NN neighbour (graph/UnlikeQueryRule.h), and answered again:
-    /// by probing (unlikeQueryProbes > 0 and k <= 64) the vectors of the
-    /// unlikeQueryProbes k-means lists nearest to it, in FP32, as an
-    /// inverted file does (graph/ProbeSearch.h; the lists, 4 bytes a vector
+    /// by probing (unlikeQueryProbes > 0 and k <= 64): the k nearest of its
+    /// graph answers and the vectors of the unlikeQueryProbes k-means lists
+    /// nearest to it, in FP32, as an inverted file scans them
+    /// (graph/ProbeSearch.h; the lists, 4 bytes a vector
     /// and about 4 sqrt(n) centres, are made by the first such search and
     /// kept until the vectors change); else, when at least unlikeQueryShare
     /// of a batch is flagged, by exact search over a copy of the vectors

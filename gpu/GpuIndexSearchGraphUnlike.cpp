@@ -106,6 +106,7 @@ GpuIndexSearchGraph::RowSearchFn GpuIndexSearchGraph::probeSearch_(int probes) c
         r.similarity = similarity;
         r.distances = D;
         r.labels = I;
+        r.mergeCurrent = true;  // D / I hold the graph's answers: the probe keeps the better
         graph::probeSearch(resources_.get(), config_.device, *lists, r);
     };
 }

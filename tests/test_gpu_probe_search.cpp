@@ -4,8 +4,10 @@
 // in the list of its nearest centre); a probe's results equal an exact
 // search, computed here in double, restricted to the lists that the
 // centres' own search names for each query (so the scan and the merge are
-// checked, not the choice of lists); probing every list equals
-// faiss::IndexFlat, for squared L2 and for similarities (largest first);
+// checked, not the choice of lists); current answers merged in count each
+// row once (the exact answers stay exact; random ones give the k best of
+// both); probing every list equals faiss::IndexFlat, for squared L2 and
+// for similarities (largest first);
 // lists with fewer than k vectors leave -1 labels; bad requests are refused
 // before anything is written.
 #include <cuda_runtime_api.h>
@@ -17,6 +19,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,11 +55,14 @@ struct Results {
     std::vector<int64_t> I;
 };
 
-/// probeSearch of the host queries q (nq x kD) over lists.
+/// probeSearch of the host queries q (nq x kD) over lists (merging
+/// `current` answers when given).
 Results probe(StandardGpuResources& res, const graph::ProbeLists& lists,
-              const std::vector<float>& q, int64_t nq, int64_t k, int probes, bool similarity) {
-    DeviceBuffer<float> dq(q), dD(std::vector<float>(size_t(nq * k), 7.f));
-    DeviceBuffer<int64_t> dI(std::vector<int64_t>(size_t(nq * k), 7));
+              const std::vector<float>& q, int64_t nq, int64_t k, int probes, bool similarity,
+              const Results* current = nullptr) {
+    DeviceBuffer<float> dq(q);
+    DeviceBuffer<float> dD(current ? current->D : std::vector<float>(size_t(nq * k), 7.f));
+    DeviceBuffer<int64_t> dI(current ? current->I : std::vector<int64_t>(size_t(nq * k), 7));
     graph::ProbeRequest r;
     r.queries = dq.p;
     r.m = nq;
@@ -64,6 +71,7 @@ Results probe(StandardGpuResources& res, const graph::ProbeLists& lists,
     r.similarity = similarity;
     r.distances = dD.p;
     r.labels = dI.p;
+    r.mergeCurrent = current != nullptr;
     graph::probeSearch(res.getResources().get(), 0, lists, r);
     return Results{dD.toHost(), dI.toHost()};
 }
@@ -89,28 +97,39 @@ std::vector<uint32_t> hostRows(const graph::ProbeLists& lists) {
     return rows;
 }
 
+/// The key of row `row` of x for query row i of q, in double.
+double keyOf(const std::vector<float>& x, int64_t row, const std::vector<float>& q, int64_t i,
+             bool similarity) {
+    double key = 0;
+    for (int t = 0; t < kD; ++t) {
+        const double a = q[size_t(i) * kD + t], b = x[size_t(row) * kD + t];
+        key += similarity ? -a * b : (a - b) * (a - b);
+    }
+    return key;
+}
+
 /// The exact k best (double precision; ties by row) of each query among the
-/// rows of its probed lists, in the probe's conventions.
+/// rows of its probed lists (and the rows of `current`, each row once), in
+/// the probe's conventions.
 Results restrictedExact(const graph::ProbeLists& lists, const std::vector<float>& x,
                         const std::vector<float>& q, int64_t nq, int64_t k,
-                        const std::vector<int64_t>& probed, int probes, bool similarity) {
+                        const std::vector<int64_t>& probed, int probes, bool similarity,
+                        const Results* current = nullptr) {
     const std::vector<uint32_t> rows = hostRows(lists);
     const std::vector<int64_t>& off = lists.hostOffsets();
     Results ref{std::vector<float>(size_t(nq * k)), std::vector<int64_t>(size_t(nq * k), -1)};
     for (int64_t i = 0; i < nq; ++i) {
-        std::vector<std::pair<double, int64_t>> cand;
+        std::set<int64_t> held;
         for (int s = 0; s < probes; ++s) {
             const int64_t l = probed[size_t(i * probes + s)];
-            for (int64_t p = off[size_t(l)]; p < off[size_t(l) + 1]; ++p) {
-                const float* xr = &x[size_t(rows[size_t(p)]) * kD];
-                double key = 0;
-                for (int t = 0; t < kD; ++t) {
-                    const double a = q[size_t(i) * kD + t], b = xr[t];
-                    key += similarity ? -a * b : (a - b) * (a - b);
-                }
-                cand.emplace_back(key, int64_t(rows[size_t(p)]));
-            }
+            for (int64_t p = off[size_t(l)]; p < off[size_t(l) + 1]; ++p)
+                held.insert(rows[size_t(p)]);
         }
+        for (int64_t j = 0; current && j < k; ++j) {
+            if (current->I[size_t(i * k + j)] >= 0) held.insert(current->I[size_t(i * k + j)]);
+        }
+        std::vector<std::pair<double, int64_t>> cand;
+        for (int64_t row : held) cand.emplace_back(keyOf(x, row, q, i, similarity), row);
         std::sort(cand.begin(), cand.end());
         for (int64_t j = 0; j < k; ++j) {
             const bool has = j < int64_t(cand.size());
@@ -202,6 +221,62 @@ TEST(GpuProbeSearch, EqualsExactSearchOverTheProbedLists) {
                                      similarity, 1e-4f, 1e-3f),
                           "");
             }
+        }
+    }
+}
+
+// A graph search's answers merged in: the exact ones (IndexFlat's) stay
+// exact however few lists are probed, each row once though the probe finds
+// them again; random rows with their distances (some rows -1 padded) give
+// the k best of them and of the probed lists.
+TEST(GpuProbeSearch, MergesCurrentAnswersCountingEachRowOnce) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int64_t nb = sized<int64_t>(20000, 4000), nq = 150;
+    for (bool similarity : {false, true}) {
+        std::vector<float> x = clusteredVectors(nb, kD, 40, kSeed + 11);
+        std::vector<float> q = randomVectors(nq, kD, kSeed + 12, -2.f, 2.f);
+        if (similarity) {
+            x = unitRows(x, kD);
+            q = unitRows(q, kD);
+        }
+        DeviceBuffer<float> dx(x);
+        graph::ProbeLists lists(res.getResources().get(), 0,
+                                res.getResources()->getDefaultStream(0), dx.p, nb, kD);
+        for (int64_t k : {int64_t(10), int64_t(graph::kProbeMaxK)}) {
+            SCOPED_TRACE("similarity " + std::to_string(similarity) + " k " + std::to_string(k));
+            const Results truth = flatSearch(x, q, nq, k, similarity);
+            for (int probes : {1, 4}) {
+                const Results r = probe(res, lists, q, nq, k, probes, similarity, &truth);
+                EXPECT_EQ(compareKnn(nq, k, r.D.data(), r.I.data(), truth.D.data(), truth.I.data(),
+                                     similarity, 1e-4f, 1e-3f),
+                          "");
+            }
+            Results randomRows{std::vector<float>(size_t(nq * k)),
+                               std::vector<int64_t>(size_t(nq * k))};
+            std::mt19937_64 rng(kSeed + uint64_t(k));
+            for (int64_t i = 0; i < nq; ++i) {
+                std::vector<std::pair<double, int64_t>> seeds;
+                std::set<int64_t> drawn;
+                const int64_t valid = i % 3 == 0 ? k / 2 : k;  // some rows -1 padded
+                while (int64_t(drawn.size()) < valid) drawn.insert(int64_t(rng() % uint64_t(nb)));
+                for (int64_t row : drawn) seeds.emplace_back(keyOf(x, row, q, i, similarity), row);
+                std::sort(seeds.begin(), seeds.end());
+                for (int64_t j = 0; j < k; ++j) {
+                    const bool has = j < valid;
+                    const double key = has ? seeds[size_t(j)].first : INFINITY;
+                    randomRows.D[size_t(i * k + j)] = float(similarity ? -key : key);
+                    randomRows.I[size_t(i * k + j)] = has ? seeds[size_t(j)].second : -1;
+                }
+            }
+            const int probes = 3;
+            const Results r = probe(res, lists, q, nq, k, probes, similarity, &randomRows);
+            const Results ref =
+                restrictedExact(lists, x, q, nq, k, probedLists(res, lists, q, nq, probes), probes,
+                                similarity, &randomRows);
+            EXPECT_EQ(compareKnn(nq, k, r.D.data(), r.I.data(), ref.D.data(), ref.I.data(),
+                                 similarity, 1e-4f, 1e-3f),
+                      "");
         }
     }
 }

@@ -1,8 +1,7 @@
-#include "faiss_ext/gpu/impl/graph/FilteredResults.h"
-
-#include "faiss_ext/gpu/utils/DeviceUtils.h"
-
 #include <cmath>
+
+#include "faiss_ext/gpu/impl/graph/FilteredResults.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -14,8 +13,8 @@ constexpr int kThreads = 128;
 
 /// One thread per query: its candidates are read in order (sorted, so the
 /// kept ones are the k nearest selected candidates).
-__global__ void keepSelectedKernel(const float* candD, const int64_t* candI, int64_t nq,
-                                   int kWide, const uint32_t* keepBits, int k, bool similarity,
+__global__ void keepSelectedKernel(const float* candD, const int64_t* candI, int64_t nq, int kWide,
+                                   const uint32_t* keepBits, int k, bool similarity,
                                    float* distances, int64_t* labels, uint8_t* shortRows) {
     const int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (q >= nq) return;
@@ -40,14 +39,18 @@ __global__ void keepSelectedKernel(const float* candD, const int64_t* candI, int
     }
 }
 
-__global__ void scatterRowsKernel(const float* srcD, const int64_t* srcI, const uint32_t* rows,
-                                  int64_t n, int k, float* dstD, int64_t* dstI) {
+/// Scatter: row rows[j] of dst = row j of src; gather: row j of dst = row
+/// rows[j] of src (k values a row).
+template <bool kScatter>
+__global__ void moveRowsKernel(const float* srcD, const int64_t* srcI, const uint32_t* rows,
+                               int64_t n, int k, float* dstD, int64_t* dstI) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n * k) return;
     const int64_t j = i / k, c = i % k;
-    const int64_t to = int64_t(rows[j]) * k + c;
-    dstD[to] = srcD[i];
-    dstI[to] = srcI[i];
+    const int64_t other = int64_t(rows[j]) * k + c;
+    const int64_t from = kScatter ? i : other, to = kScatter ? other : i;
+    dstD[to] = srcD[from];
+    dstI[to] = srcI[from];
 }
 
 }  // namespace
@@ -57,7 +60,7 @@ void keepSelectedCandidates(const float* candD, const int64_t* candI, int64_t nq
                             int64_t* labels, uint8_t* shortRows, cudaStream_t stream) {
     if (nq == 0) return;
     keepSelectedKernel<<<unsigned((nq + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-            candD, candI, nq, kWide, keepBits, k, similarity, distances, labels, shortRows);
+        candD, candI, nq, kWide, keepBits, k, similarity, distances, labels, shortRows);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
@@ -65,8 +68,17 @@ void scatterResultRows(const float* srcD, const int64_t* srcI, const uint32_t* r
                        int k, float* dstD, int64_t* dstI, cudaStream_t stream) {
     if (n == 0) return;
     const int64_t total = n * k;
-    scatterRowsKernel<<<unsigned((total + 255) / 256), 256, 0, stream>>>(srcD, srcI, rows, n, k,
-                                                                         dstD, dstI);
+    moveRowsKernel<true>
+        <<<unsigned((total + 255) / 256), 256, 0, stream>>>(srcD, srcI, rows, n, k, dstD, dstI);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+}
+
+void gatherResultRows(const float* srcD, const int64_t* srcI, const uint32_t* rows, int64_t n,
+                      int k, float* dstD, int64_t* dstI, cudaStream_t stream) {
+    if (n == 0) return;
+    const int64_t total = n * k;
+    moveRowsKernel<false>
+        <<<unsigned((total + 255) / 256), 256, 0, stream>>>(srcD, srcI, rows, n, k, dstD, dstI);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 

@@ -2,7 +2,8 @@
 // SearchParameters::sel): the beam search runs unfiltered over a widened
 // candidate list, so that traversal passes through excluded nodes, and the
 // selected candidates are kept here; queries left with fewer than k are
-// answered again by exact search over the selection.
+// answered again by exact search over the selection. The moves of result
+// rows also serve the other rows answered again (RowAnswers.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -24,6 +25,10 @@ void keepSelectedCandidates(const float* candD, const int64_t* candI, int64_t nq
 /// Row rows[j] of dst (k values each) = row j of src, for j < n.
 void scatterResultRows(const float* srcD, const int64_t* srcI, const uint32_t* rows, int64_t n,
                        int k, float* dstD, int64_t* dstI, cudaStream_t stream);
+
+/// Row j of dst (k values each) = row rows[j] of src, for j < n.
+void gatherResultRows(const float* srcD, const int64_t* srcI, const uint32_t* rows, int64_t n,
+                      int k, float* dstD, int64_t* dstI, cudaStream_t stream);
 
 }  // namespace graph
 }  // namespace gpu

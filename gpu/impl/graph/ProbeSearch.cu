@@ -7,8 +7,12 @@
 //      time, the list's vectors in shared memory, every distance in FP32,
 //      each query's k best kept sorted in shared memory (candidates that
 //      beat the current k-th are buffered, then merged by a warp bitonic
-//      sort), written per pair;
-//   4. mergeProbesKernel, one warp per query: the k best over its pairs.
+//      sort; with current answers to merge, their k-th starts as one of
+//      the k best, so that only vectors nearer than it are sorted),
+//      written per pair;
+//   4. mergeProbesKernel, one warp per query: the k best over its pairs
+//      (and its current answers, a probed row that is also one of them
+//      counted once).
 #include <faiss/impl/FaissAssert.h>
 
 #include <algorithm>
@@ -51,6 +55,13 @@ int bestWidth(int64_t k) {
 /// The stride of the list vectors in shared memory: odd, so that the 32
 /// lanes reading coordinate j of 32 rows hit 32 different banks.
 __host__ __device__ inline int rowStride(int d) { return d | 1; }
+
+/// The key and row of a result (distance d, label l) in the index's
+/// conventions: keys order nearest first; -1 labels become kNoRow.
+__device__ __forceinline__ float keyOfDistance(float d, bool similarity) {
+    return similarity ? -d : d;
+}
+__device__ __forceinline__ uint32_t rowOfLabel(int64_t l) { return l < 0 ? kNoRow : uint32_t(l); }
 
 /// Shared memory of scanListsKernel with qpw queries a warp.
 size_t scanSharedBytes(int d, int qpw, int width) {
@@ -118,6 +129,10 @@ struct ScanArgs {
     int width;  ///< bestWidth(k)
     int qpw;    ///< queries a warp
     bool similarity;
+    /// The chunk's current answers to merge (m x k; null: none): their k-th
+    /// starts in each pair's best.
+    const float* currentD;
+    const int64_t* currentI;
     float* partialKeys;     ///< pairs x k
     uint32_t* partialRows;  ///< pairs x k
 };
@@ -163,6 +178,15 @@ __global__ void scanListsKernel(ScanArgs a) {
     for (int t = threadIdx.x; t < queries * 2 * a.width; t += blockDim.x) {
         bestKeys[t] = infinity();
         bestRows[t] = kNoRow;
+        // the current k-th answer as one of the k best (it comes back in
+        // the partial results and is merged once: mergeProbesKernel)
+        const int slot = t / (2 * a.width);
+        if (a.currentD && t - slot * 2 * a.width == a.k - 1 && slot < int(item.count)) {
+            const int64_t e =
+                int64_t(a.grouped[item.first + slot] / uint32_t(a.probes)) * a.k + (a.k - 1);
+            bestKeys[t] = keyOfDistance(a.currentD[e], a.similarity);
+            bestRows[t] = rowOfLabel(a.currentI[e]);
+        }
     }
     __syncthreads();  // (an empty list runs no chunk: the write-out reads these)
     const int64_t begin = a.offsets[item.list], end = a.offsets[item.list + 1];
@@ -209,39 +233,67 @@ __global__ void scanListsKernel(ScanArgs a) {
     }
 }
 
+/// Whether `row` is one of the k current answers in seedRows (shared, one
+/// warp's): the merge counts such a row once.
+__device__ __forceinline__ bool isSeedRow(uint32_t row, const uint32_t* seedRows, int k) {
+    for (int j = 0; j < k; ++j) {
+        if (seedRows[j] == row) return true;
+    }
+    return false;
+}
+
+struct MergeArgs {
+    const float* partialKeys;
+    const uint32_t* partialRows;
+    int64_t m;
+    int probes;
+    int k;
+    int width;
+    bool similarity;
+    bool mergeCurrent;  ///< distances / labels hold current answers to merge
+    float* distances;
+    int64_t* labels;
+};
+
 /// One warp per query: the k best over its `probes` pairs' partial results
-/// (each sorted), into the outputs in the index's conventions.
-__global__ void mergeProbesKernel(const float* partialKeys, const uint32_t* partialRows, int64_t m,
-                                  int probes, int k, int width, bool similarity, float* distances,
-                                  int64_t* labels) {
+/// (each sorted) and, with mergeCurrent, its current answers, into the
+/// outputs in the index's conventions.
+__global__ void mergeProbesKernel(MergeArgs a) {
     extern __shared__ float shared[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int warps = blockDim.x >> 5, width = a.width, k = a.k;
     float* keys = shared + size_t(warp) * 2 * width;
-    uint32_t* rows = reinterpret_cast<uint32_t*>(shared + size_t(blockDim.x >> 5) * 2 * width) +
-                     size_t(warp) * 2 * width;
-    for (int64_t q = firstWarpRow(); q < m; q += gridWarps()) {
+    uint32_t* rows =
+        reinterpret_cast<uint32_t*>(shared + size_t(warps) * 2 * width) + size_t(warp) * 2 * width;
+    uint32_t* seedRows =
+        reinterpret_cast<uint32_t*>(shared + size_t(warps) * 4 * width) + size_t(warp) * width;
+    for (int64_t q = firstWarpRow(); q < a.m; q += gridWarps()) {
         for (int t = lane; t < width; t += 32) {
-            keys[t] = infinity();
-            rows[t] = kNoRow;
+            const bool seed = a.mergeCurrent && t < k;
+            keys[t] = seed ? keyOfDistance(a.distances[q * k + t], a.similarity) : infinity();
+            rows[t] = seed ? rowOfLabel(a.labels[q * k + t]) : kNoRow;
+            seedRows[t] = rows[t];
         }
         __syncwarp();
-        for (int s = 0; s < probes; ++s) {
-            const int64_t base = (q * probes + s) * k;
+        for (int s = 0; s < a.probes; ++s) {
+            const int64_t base = (q * a.probes + s) * k;
             // (a pair whose best does not beat the k-th changes nothing)
-            if (!pairLess(partialKeys[base], partialRows[base], keys[k - 1], rows[k - 1])) {
+            if (!pairLess(a.partialKeys[base], a.partialRows[base], keys[k - 1], rows[k - 1])) {
                 __syncwarp();
                 continue;
             }
             for (int t = lane; t < width; t += 32) {
-                keys[width + t] = t < k ? partialKeys[base + t] : infinity();
-                rows[width + t] = t < k ? partialRows[base + t] : kNoRow;
+                const uint32_t row = t < k ? a.partialRows[base + t] : kNoRow;
+                const bool keep = row != kNoRow && !(a.mergeCurrent && isSeedRow(row, seedRows, k));
+                keys[width + t] = keep ? a.partialKeys[base + t] : infinity();
+                rows[width + t] = keep ? row : kNoRow;
             }
             __syncwarp();
             warpBitonicSort(keys, rows, 2 * width, lane);
         }
         for (int j = lane; j < k; j += 32) {
-            distances[q * k + j] = similarity ? -keys[j] : keys[j];
-            labels[q * k + j] = rows[j] == kNoRow ? int64_t(-1) : int64_t(rows[j]);
+            a.distances[q * k + j] = a.similarity ? -keys[j] : keys[j];
+            a.labels[q * k + j] = rows[j] == kNoRow ? int64_t(-1) : int64_t(rows[j]);
         }
         __syncwarp();
     }
@@ -268,8 +320,9 @@ std::vector<WorkItem> workItems(const std::vector<unsigned>& counts, int perItem
 
 /// Steps 1-2 and 3 for m queries (one chunk).
 void scanChunk(GpuResources* res, int device, cudaStream_t stream, const ProbeLists& lists,
-               const ProbeRequest& r, int64_t m, const float* queries, int probes, int qpw,
-               float* partialKeys, uint32_t* partialRows) {
+               const ProbeRequest& r, int64_t m, const float* queries, const float* currentD,
+               const int64_t* currentI, int probes, int qpw, float* partialKeys,
+               uint32_t* partialRows) {
     const int64_t pairs = m * probes;
     const int d = lists.dim();
     TempBuffer<float> coarseD(res, device, size_t(pairs), stream);
@@ -300,10 +353,23 @@ void scanChunk(GpuResources* res, int device, cudaStream_t stream, const ProbeLi
     groupPairsKernel<<<gridStrideBlocks(pairs), 256, 0, stream>>>(coarseI.data(), pairs,
                                                                   counts.data(), grouped.data());
     FAISS_EXT_CUDA_CHECK_LAUNCH();
-    const ScanArgs a{deviceItems.data(), grouped.data(),  queries, lists.vectors(),
-                     lists.rows(),       lists.offsets(), d,       probes,
-                     int(r.k),           bestWidth(r.k),  qpw,     r.similarity,
-                     partialKeys,        partialRows};
+    ScanArgs a;
+    a.items = deviceItems.data();
+    a.grouped = grouped.data();
+    a.queries = queries;
+    a.vectors = lists.vectors();
+    a.rows = lists.rows();
+    a.offsets = lists.offsets();
+    a.d = d;
+    a.probes = probes;
+    a.k = int(r.k);
+    a.width = bestWidth(r.k);
+    a.qpw = qpw;
+    a.similarity = r.similarity;
+    a.currentD = r.mergeCurrent ? currentD : nullptr;
+    a.currentI = r.mergeCurrent ? currentI : nullptr;
+    a.partialKeys = partialKeys;
+    a.partialRows = partialRows;
     const size_t smem = scanSharedBytes(d, qpw, a.width);
     FAISS_EXT_CUDA_CHECK(cudaFuncSetAttribute(
         scanListsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -340,14 +406,28 @@ void probeSearch(GpuResources* res, int device, const ProbeLists& lists, const P
     TempBuffer<float> partialKeys(res, device, size_t(chunk * probes * r.k), stream);
     TempBuffer<uint32_t> partialRows(res, device, size_t(chunk * probes * r.k), stream);
     const int mergeWarps = 4;
-    const size_t mergeSmem = size_t(mergeWarps) * 2 * width * (sizeof(float) + sizeof(uint32_t));
+    // per warp: the best and its buffer (keys, rows), the current answers' rows
+    const size_t mergeSmem =
+        size_t(mergeWarps) * width * (2 * sizeof(float) + 3 * sizeof(uint32_t));
     for (int64_t q0 = 0; q0 < r.m; q0 += chunk) {
         const int64_t m = std::min(chunk, r.m - q0);
-        scanChunk(res, device, stream, lists, r, m, r.queries + q0 * d, probes, qpw,
+        float* outD = r.distances + q0 * r.k;
+        int64_t* outI = r.labels + q0 * r.k;
+        scanChunk(res, device, stream, lists, r, m, r.queries + q0 * d, outD, outI, probes, qpw,
                   partialKeys.data(), partialRows.data());
+        MergeArgs a;
+        a.partialKeys = partialKeys.data();
+        a.partialRows = partialRows.data();
+        a.m = m;
+        a.probes = probes;
+        a.k = int(r.k);
+        a.width = width;
+        a.similarity = r.similarity;
+        a.mergeCurrent = r.mergeCurrent;
+        a.distances = outD;
+        a.labels = outI;
         mergeProbesKernel<<<gridStrideBlocks(m, mergeWarps), 32 * mergeWarps, mergeSmem, stream>>>(
-            partialKeys.data(), partialRows.data(), m, probes, int(r.k), width, r.similarity,
-            r.distances + q0 * r.k, r.labels + q0 * r.k);
+            a);
         FAISS_EXT_CUDA_CHECK_LAUNCH();
     }
 }

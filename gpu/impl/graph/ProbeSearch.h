@@ -40,11 +40,17 @@ struct ProbeRequest {
     bool similarity = false;
     float* distances = nullptr;  ///< m x k, device
     int64_t* labels = nullptr;   ///< m x k, device: storage rows (-1 past the vectors scanned)
+    /// distances / labels hold, on entry, answers to merge (a graph search's,
+    /// in the same conventions, -1 padded): the results are the k best of
+    /// those and the probed vectors, each row once; the k-th of them also
+    /// bounds the scan from the start (fewer candidates to sort).
+    bool mergeCurrent = false;
 };
 
-/// The k nearest of the vectors in each query's `probes` nearest lists, in
-/// distance order (ties: the lower row first), into r.distances / r.labels
-/// on the default stream of `device`.
+/// The k nearest of the vectors in each query's `probes` nearest lists (and
+/// of its current answers with mergeCurrent), in distance order (ties: the
+/// lower row first), into r.distances / r.labels on the default stream of
+/// `device`.
 void probeSearch(GpuResources* res, int device, const ProbeLists& lists, const ProbeRequest& r);
 
 }  // namespace graph

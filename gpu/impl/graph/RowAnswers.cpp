@@ -35,6 +35,7 @@ void answerRowsAgain(GpuResources* res, int device, int d, const std::vector<uin
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(dRows.data(), rows.data(), sizeof(uint32_t) * size_t(m),
                                          cudaMemcpyHostToDevice, stream));
     gatherSelectedRows(q, nullptr, dRows.data(), m, d, rowQ.data(), nullptr, stream);
+    gatherResultRows(distances, labels, dRows.data(), m, int(k), rowD.data(), rowI.data(), stream);
     search(m, rowQ.data(), k, rowD.data(), rowI.data());
     scatterResultRows(rowD.data(), rowI.data(), dRows.data(), m, int(k), distances, labels, stream);
     // the rows (host memory) and the buffers must outlive the copies
