@@ -191,6 +191,9 @@ __global__ void scanListsKernel(ScanArgs a) {
     __syncthreads();  // (an empty list runs no chunk: the write-out reads these)
     const int64_t begin = a.offsets[item.list], end = a.offsets[item.list + 1];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    // warp w scores slots w, w + kWarps, ...: an item of few queries spreads
+    // them over the warps instead of loading the first ones
+    const int mine = max(0, min(a.qpw, (int(item.count) - warp + kWarps - 1) / kWarps));
     for (int64_t c0 = begin; c0 < end; c0 += kRowsPerChunk) {
         const int inChunk = int(min(int64_t(kRowsPerChunk), end - c0));
         __syncthreads();  // (the previous chunk's readers are done)
@@ -199,32 +202,30 @@ __global__ void scanListsKernel(ScanArgs a) {
             xs[r * stride + j] = a.vectors[int64_t(a.rows[c0 + r]) * a.d + j];
         }
         __syncthreads();
+        if (mine == 0) continue;  // (warp-uniform: this warp holds no query of the item)
         const bool valid = lane < inChunk;
         const uint32_t row = valid ? a.rows[c0 + lane] : kNoRow;
         float acc[kMaxQueriesPerWarp] = {0.f, 0.f, 0.f, 0.f};
         const float* x = xs + lane * stride;
-        const float* q = qs + size_t(warp) * a.qpw * a.d;
         for (int j = 0; j < a.d; ++j) {
             const float xj = x[j];
 #pragma unroll
             for (int i = 0; i < kMaxQueriesPerWarp; ++i) {
-                if (i >= a.qpw) break;
-                const float qj = q[i * a.d + j];
+                if (i >= mine) break;
+                const float qj = qs[size_t(warp + kWarps * i) * a.d + j];
                 acc[i] = a.similarity ? fmaf(qj, xj, acc[i]) : fmaf(qj - xj, qj - xj, acc[i]);
             }
         }
-        for (int i = 0; i < a.qpw; ++i) {
-            const int slot = warp * a.qpw + i;
-            if (slot >= int(item.count)) break;
+        for (int i = 0; i < mine; ++i) {
+            const size_t slot = size_t(warp + kWarps * i);
             const float key = a.similarity ? -acc[i] : acc[i];
-            offerCandidates(key, row, valid, a.k, a.width, bestKeys + size_t(slot) * 2 * a.width,
-                            bestRows + size_t(slot) * 2 * a.width, lane);
+            offerCandidates(key, row, valid, a.k, a.width, bestKeys + slot * 2 * a.width,
+                            bestRows + slot * 2 * a.width, lane);
         }
     }
     __syncwarp();
-    for (int i = 0; i < a.qpw; ++i) {
-        const int slot = warp * a.qpw + i;
-        if (slot >= int(item.count)) break;
+    for (int i = 0; i < mine; ++i) {
+        const int slot = warp + kWarps * i;
         const int64_t pair = a.grouped[item.first + slot];
         for (int j = lane; j < a.k; j += 32) {
             a.partialKeys[pair * a.k + j] = bestKeys[size_t(slot) * 2 * a.width + j];
