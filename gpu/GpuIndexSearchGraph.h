@@ -160,7 +160,7 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     /// Lists a flagged query probes (0: exact search instead). 64 of the
     /// 4,000 lists of a hard 1M x 100 set (1.7% of its vectors) gave its
     /// queries from other centres recall@10 0.98 in a CPU emulation
-    /// (graph/ProbeLists.h).
+    /// (graph/ProbePlan.h, bench/probe_emulation.py).
     int unlikeQueryProbes = 64;
 };
 

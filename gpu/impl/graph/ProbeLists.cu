@@ -10,6 +10,7 @@
 
 #include "faiss_ext/gpu/impl/flat/DeviceKMeans.h"
 #include "faiss_ext/gpu/impl/graph/ProbeLists.h"
+#include "faiss_ext/gpu/impl/graph/ProbePlan.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
 
@@ -20,7 +21,6 @@ namespace graph {
 namespace {
 
 const char* const kWho = "queries unlike the data";
-constexpr int64_t kMaxProbeLists = 65536;
 
 /// rows[i] = i; counts[assign[i]] += 1.
 __global__ void countListsKernel(const int32_t* assign, int64_t nb, uint32_t* rows,
@@ -62,11 +62,6 @@ std::vector<unsigned> sortRowsByList(const KMeansJob& job, const int32_t* assign
 }
 
 }  // namespace
-
-int64_t probeListCount(int64_t nb) {
-    const int64_t p = std::llround(4.0 * std::sqrt(double(std::max<int64_t>(nb, 1))));
-    return std::max<int64_t>(1, std::min<int64_t>({p, nb, kMaxProbeLists}));
-}
 
 size_t probeListsBytes(int64_t nb, int d) {
     const int64_t P = probeListCount(nb);

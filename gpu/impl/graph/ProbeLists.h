@@ -22,21 +22,12 @@
 
 #include "faiss_ext/gpu/GpuResources.h"
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
+#include "faiss_ext/gpu/impl/graph/ProbePlan.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 
 namespace faiss_ext {
 namespace gpu {
 namespace graph {
-
-/// Lists of a corpus of nb >= 1 vectors: round(4 sqrt(nb)) (the lower end
-/// of FAISS's 4..16 sqrt(nb) for inverted files: short lists make a probe
-/// scan fewer vectors for the same recall), at least 1, at most
-/// min(nb, 65,536). On a hard 1M x 100 set queried from other centres
-/// (4,000 lists of p50 253 vectors, DeviceKMeans.h's k-means), a CPU
-/// emulation of the probe reached recall@10 0.929 / 0.963 / 0.980 / 0.993
-/// at 32 / 48 / 64 / 96 lists probed, scanning 0.85% / 1.3% / 1.7% / 2.5% of
-/// the vectors.
-int64_t probeListCount(int64_t nb);
 
 /// The resident bytes of the lists of nb vectors of dimension d (rows,
 /// offsets, and the centres with their norms in a flat storage).
@@ -46,7 +37,8 @@ size_t probeListsBytes(int64_t nb, int d);
 class ProbeLists {
   public:
     /// Partitions vectors (nb x d, device, as the index stores them: unit
-    /// rows for cosine / Pearson) into probeListCount(nb) lists by k-means
+    /// rows for cosine / Pearson) into probeListCount(nb) lists
+    /// (ProbePlan.h) by k-means
     /// (DeviceKMeans.h) in L2. The vectors are read, not copied: the probe
     /// reads them in place later. Synchronises `stream` (the default stream
     /// of `device`). A failed allocation throws.

@@ -1,8 +1,9 @@
 // The probe search (see ProbeSearch.h), per chunk of queries:
 //   1. the `probes` nearest centres of each query (FlatStorage::search);
 //   2. the query-list pairs counted per list, grouped by list (a scatter
-//      through per-list cursors), and cut into work items of up to
-//      kQueriesPerItem pairs of one list (host: from the lists' counts);
+//      through per-list cursors), and cut into work items of up to 8 x
+//      queries-a-warp pairs of one list (ProbePlan.h, on the host from the
+//      lists' counts);
 //   3. scanListsKernel, one block per item: the item's queries and, 32 at a
 //      time, the list's vectors in shared memory, every distance in FP32,
 //      each query's k best kept sorted in shared memory (candidates that
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
+#include "faiss_ext/gpu/impl/graph/ProbePlan.h"
 #include "faiss_ext/gpu/impl/graph/ProbeSearch.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
@@ -37,12 +39,7 @@ constexpr int kMaxQueriesPerWarp = 4;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 constexpr uint32_t kNoRow = 0xFFFFFFFFu;
 
-/// One block's share of a list: pairs[first .. first + count) of `list`.
-struct WorkItem {
-    int32_t list;
-    uint32_t first;
-    uint32_t count;
-};
+using WorkItem = ProbeWorkItem;
 
 /// The sorted-array width of a query's best: a power of two >= 32 and >= k
 /// (each holds K2 best, then K2 buffered candidates).
@@ -300,25 +297,6 @@ __global__ void mergeProbesKernel(MergeArgs a) {
     }
 }
 
-/// The work items of the grouped pairs (counts per list, items of up to
-/// `perItem` pairs); cursor (device) receives each list's first grouped
-/// index.
-std::vector<WorkItem> workItems(const std::vector<unsigned>& counts, int perItem,
-                                std::vector<unsigned>& firsts) {
-    std::vector<WorkItem> items;
-    firsts.assign(counts.size(), 0);
-    uint32_t first = 0;
-    for (size_t l = 0; l < counts.size(); ++l) {
-        firsts[l] = first;
-        for (uint32_t t = 0; t < counts[l]; t += uint32_t(perItem)) {
-            items.push_back(WorkItem{int32_t(l), first + t,
-                                     std::min<uint32_t>(uint32_t(perItem), counts[l] - t)});
-        }
-        first += counts[l];
-    }
-    return items;
-}
-
 /// Steps 1-2 and 3 for m queries (one chunk).
 void scanChunk(GpuResources* res, int device, cudaStream_t stream, const ProbeLists& lists,
                const ProbeRequest& r, int64_t m, const float* queries, const float* currentD,
@@ -342,7 +320,7 @@ void scanChunk(GpuResources* res, int device, cudaStream_t stream, const ProbeLi
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(hostCounts.data(), counts.data(), sizeof(unsigned) * P,
                                          cudaMemcpyDeviceToHost, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const std::vector<WorkItem> items = workItems(hostCounts, kWarps * qpw, firsts);
+    const std::vector<WorkItem> items = probeWorkItems(hostCounts, kWarps * qpw, firsts);
     if (items.empty()) return;
     TempBuffer<WorkItem> deviceItems(res, device, items.size(), stream);
     TempBuffer<uint32_t> grouped(res, device, size_t(pairs), stream);
