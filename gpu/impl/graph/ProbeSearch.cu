@@ -42,7 +42,7 @@ constexpr uint32_t kNoRow = 0xFFFFFFFFu;
 using WorkItem = ProbeWorkItem;
 
 /// The sorted-array width of a query's best: a power of two >= 32 and >= k
-/// (each holds K2 best, then K2 buffered candidates).
+/// (its array holds `width` best, sorted, then `width` buffered candidates).
 int bestWidth(int64_t k) {
     int w = 32;
     while (w < k) w <<= 1;
@@ -175,10 +175,11 @@ __global__ void scanListsKernel(ScanArgs a) {
     for (int t = threadIdx.x; t < queries * 2 * a.width; t += blockDim.x) {
         bestKeys[t] = infinity();
         bestRows[t] = kNoRow;
-        // the current k-th answer as one of the k best (it comes back in
-        // the partial results and is merged once: mergeProbesKernel)
+        // the current k-th answer in each of the first k places (sorted, and
+        // the k-th to beat from the start; its copies come back in the
+        // partial results, where the merge drops them as a current row)
         const int slot = t / (2 * a.width);
-        if (a.currentD && t - slot * 2 * a.width == a.k - 1 && slot < int(item.count)) {
+        if (a.currentD && t - slot * 2 * a.width < a.k && slot < int(item.count)) {
             const int64_t e =
                 int64_t(a.grouped[item.first + slot] / uint32_t(a.probes)) * a.k + (a.k - 1);
             bestKeys[t] = keyOfDistance(a.currentD[e], a.similarity);
