@@ -142,6 +142,24 @@ Results restrictedExact(const graph::ProbeLists& lists, const std::vector<float>
     return ref;
 }
 
+/// Clustered vectors and uniform queries (unit rows for similarities).
+struct ProbeData {
+    std::vector<float> x, q;
+    ProbeData(int64_t nb, int64_t nq, uint64_t seed, bool similarity)
+        : x(clusteredVectors(nb, kD, 40, seed)), q(randomVectors(nq, kD, seed + 1, -2.f, 2.f)) {
+        if (similarity) {
+            x = unitRows(x, kD);
+            q = unitRows(q, kD);
+        }
+    }
+};
+
+/// compareKnn at the probe tests' tolerances ("" when r matches ref).
+std::string matches(const Results& r, const Results& ref, int64_t nq, int64_t k, bool similarity) {
+    return compareKnn(nq, k, r.D.data(), r.I.data(), ref.D.data(), ref.I.data(), similarity, 1e-4f,
+                      1e-3f);
+}
+
 Results flatSearch(const std::vector<float>& x, const std::vector<float>& q, int64_t nq, int64_t k,
                    bool ip) {
     std::unique_ptr<faiss::IndexFlat> flat(ip ? (faiss::IndexFlat*)new faiss::IndexFlatIP(kD)
@@ -201,12 +219,8 @@ TEST(GpuProbeSearch, EqualsExactSearchOverTheProbedLists) {
     StandardGpuResources res;
     const int64_t nb = sized<int64_t>(20000, 4000), nq = 200;
     for (bool similarity : {false, true}) {
-        std::vector<float> x = clusteredVectors(nb, kD, 40, kSeed);
-        std::vector<float> q = randomVectors(nq, kD, kSeed + 1, -2.f, 2.f);
-        if (similarity) {
-            x = unitRows(x, kD);
-            q = unitRows(q, kD);
-        }
+        const ProbeData data(nb, nq, kSeed, similarity);
+        const std::vector<float>&x = data.x, &q = data.q;
         DeviceBuffer<float> dx(x);
         graph::ProbeLists lists(res.getResources().get(), 0,
                                 res.getResources()->getDefaultStream(0), dx.p, nb, kD);
@@ -217,9 +231,7 @@ TEST(GpuProbeSearch, EqualsExactSearchOverTheProbedLists) {
                 const Results r = probe(res, lists, q, nq, k, probes, similarity);
                 const Results ref = restrictedExact(
                     lists, x, q, nq, k, probedLists(res, lists, q, nq, probes), probes, similarity);
-                EXPECT_EQ(compareKnn(nq, k, r.D.data(), r.I.data(), ref.D.data(), ref.I.data(),
-                                     similarity, 1e-4f, 1e-3f),
-                          "");
+                EXPECT_EQ(matches(r, ref, nq, k, similarity), "");
             }
         }
     }
@@ -234,12 +246,8 @@ TEST(GpuProbeSearch, MergesCurrentAnswersCountingEachRowOnce) {
     StandardGpuResources res;
     const int64_t nb = sized<int64_t>(20000, 4000), nq = 150;
     for (bool similarity : {false, true}) {
-        std::vector<float> x = clusteredVectors(nb, kD, 40, kSeed + 11);
-        std::vector<float> q = randomVectors(nq, kD, kSeed + 12, -2.f, 2.f);
-        if (similarity) {
-            x = unitRows(x, kD);
-            q = unitRows(q, kD);
-        }
+        const ProbeData data(nb, nq, kSeed + 11, similarity);
+        const std::vector<float>&x = data.x, &q = data.q;
         DeviceBuffer<float> dx(x);
         graph::ProbeLists lists(res.getResources().get(), 0,
                                 res.getResources()->getDefaultStream(0), dx.p, nb, kD);
@@ -248,9 +256,7 @@ TEST(GpuProbeSearch, MergesCurrentAnswersCountingEachRowOnce) {
             const Results truth = flatSearch(x, q, nq, k, similarity);
             for (int probes : {1, 4}) {
                 const Results r = probe(res, lists, q, nq, k, probes, similarity, &truth);
-                EXPECT_EQ(compareKnn(nq, k, r.D.data(), r.I.data(), truth.D.data(), truth.I.data(),
-                                     similarity, 1e-4f, 1e-3f),
-                          "");
+                EXPECT_EQ(matches(r, truth, nq, k, similarity), "");
             }
             Results randomRows{std::vector<float>(size_t(nq * k)),
                                std::vector<int64_t>(size_t(nq * k))};
@@ -274,9 +280,7 @@ TEST(GpuProbeSearch, MergesCurrentAnswersCountingEachRowOnce) {
             const Results ref =
                 restrictedExact(lists, x, q, nq, k, probedLists(res, lists, q, nq, probes), probes,
                                 similarity, &randomRows);
-            EXPECT_EQ(compareKnn(nq, k, r.D.data(), r.I.data(), ref.D.data(), ref.I.data(),
-                                 similarity, 1e-4f, 1e-3f),
-                      "");
+            EXPECT_EQ(matches(r, ref, nq, k, similarity), "");
         }
     }
 }
@@ -294,9 +298,7 @@ TEST(GpuProbeSearch, EveryListEqualsIndexFlat) {
     for (int probes : {int(lists.lists()), int(lists.lists()) + 100}) {
         const Results r = probe(res, lists, q, nq, k, probes, false);
         const Results ref = flatSearch(x, q, nq, k, false);
-        EXPECT_EQ(compareKnn(nq, k, r.D.data(), r.I.data(), ref.D.data(), ref.I.data(), false,
-                             1e-4f, 1e-3f),
-                  "");
+        EXPECT_EQ(matches(r, ref, nq, k, false), "");
     }
 }
 
@@ -332,9 +334,7 @@ TEST(GpuProbeSearch, ShortListsLeaveMinusOneLabels) {
             }
         }
         const Results ref = restrictedExact(lists, x, q, nq, k, probed, 1, similarity);
-        EXPECT_EQ(compareKnn(nq, k, r.D.data(), r.I.data(), ref.D.data(), ref.I.data(), similarity,
-                             1e-4f, 1e-3f),
-                  "");
+        EXPECT_EQ(matches(r, ref, nq, k, similarity), "");
     }
 }
 
