@@ -49,9 +49,20 @@ int bestWidth(int64_t k) {
     return w;
 }
 
+/// The queries' stride in shared memory: d rounded up to whole float4s
+/// (zeros past d), so that a warp reads four coordinates of a query, the
+/// same for all lanes, in one 16-byte load.
+__host__ __device__ inline int queryStride(int d) { return (d + 3) & ~3; }
+
 /// The stride of the list vectors in shared memory: odd, so that the 32
-/// lanes reading coordinate j of 32 rows hit 32 different banks.
-__host__ __device__ inline int rowStride(int d) { return d | 1; }
+/// lanes reading coordinate j of 32 rows hit 32 different banks, and at
+/// least queryStride(d) (zeros past d, as the queries have).
+__host__ __device__ inline int rowStride(int d) { return queryStride(d) | 1; }
+
+/// One coordinate's term of a key: q x for similarities, (q - x)^2 for L2.
+__device__ __forceinline__ float productStep(float acc, float q, float x, bool similarity) {
+    return similarity ? fmaf(q, x, acc) : fmaf(q - x, q - x, acc);
+}
 
 /// The key and row of a result (distance d, label l) in the index's
 /// conventions: keys order nearest first; -1 labels become kNoRow.
@@ -63,7 +74,7 @@ __device__ __forceinline__ uint32_t rowOfLabel(int64_t l) { return l < 0 ? kNoRo
 /// Shared memory of scanListsKernel with qpw queries a warp.
 size_t scanSharedBytes(int d, int qpw, int width) {
     const size_t queries = size_t(kWarps) * qpw;
-    return queries * size_t(d) * sizeof(float) +
+    return queries * size_t(queryStride(d)) * sizeof(float) +
            size_t(kRowsPerChunk) * size_t(rowStride(d)) * sizeof(float) +
            queries * 2 * size_t(width) * (sizeof(float) + sizeof(uint32_t));
 }
@@ -158,19 +169,20 @@ __device__ void offerCandidates(float key, uint32_t row, bool valid, int k, int 
 
 /// One work item: its queries' k best among the list's vectors.
 __global__ void scanListsKernel(ScanArgs a) {
-    extern __shared__ float shared[];
+    extern __shared__ float4 scanShared[];  // (float4: the query rows' loads need 16 bytes)
+    float* shared = reinterpret_cast<float*>(scanShared);
     const WorkItem item = a.items[blockIdx.x];
     const int queries = kWarps * a.qpw;
-    float* qs = shared;  // queries x d
-    const int stride = rowStride(a.d);
-    float* xs = qs + size_t(queries) * a.d;         // kRowsPerChunk x stride
+    const int dq = queryStride(a.d), stride = rowStride(a.d);
+    float* qs = shared;                             // queries x dq (16-byte aligned rows)
+    float* xs = qs + size_t(queries) * dq;          // kRowsPerChunk x stride
     float* bestKeys = xs + kRowsPerChunk * stride;  // queries x 2 width
     uint32_t* bestRows = reinterpret_cast<uint32_t*>(bestKeys + size_t(queries) * 2 * a.width);
-    for (int64_t t = threadIdx.x; t < int64_t(queries) * a.d; t += blockDim.x) {
-        const int i = int(t / a.d);
-        const int j = int(t - int64_t(i) * a.d);
+    for (int64_t t = threadIdx.x; t < int64_t(queries) * dq; t += blockDim.x) {
+        const int i = int(t / dq);
+        const int j = int(t - int64_t(i) * dq);
         const uint32_t pair = a.grouped[item.first + min(uint32_t(i), item.count - 1)];
-        qs[t] = a.queries[int64_t(pair / uint32_t(a.probes)) * a.d + j];
+        qs[t] = j < a.d ? a.queries[int64_t(pair / uint32_t(a.probes)) * a.d + j] : 0.f;
     }
     for (int t = threadIdx.x; t < queries * 2 * a.width; t += blockDim.x) {
         bestKeys[t] = infinity();
@@ -195,9 +207,9 @@ __global__ void scanListsKernel(ScanArgs a) {
     for (int64_t c0 = begin; c0 < end; c0 += kRowsPerChunk) {
         const int inChunk = int(min(int64_t(kRowsPerChunk), end - c0));
         __syncthreads();  // (the previous chunk's readers are done)
-        for (int t = threadIdx.x; t < inChunk * a.d; t += blockDim.x) {
-            const int r = t / a.d, j = t - r * a.d;
-            xs[r * stride + j] = a.vectors[int64_t(a.rows[c0 + r]) * a.d + j];
+        for (int t = threadIdx.x; t < inChunk * dq; t += blockDim.x) {
+            const int r = t / dq, j = t - r * dq;
+            xs[r * stride + j] = j < a.d ? a.vectors[int64_t(a.rows[c0 + r]) * a.d + j] : 0.f;
         }
         __syncthreads();
         if (mine == 0) continue;  // (warp-uniform: this warp holds no query of the item)
@@ -205,13 +217,17 @@ __global__ void scanListsKernel(ScanArgs a) {
         const uint32_t row = valid ? a.rows[c0 + lane] : kNoRow;
         float acc[kMaxQueriesPerWarp] = {0.f, 0.f, 0.f, 0.f};
         const float* x = xs + lane * stride;
-        for (int j = 0; j < a.d; ++j) {
-            const float xj = x[j];
+        for (int j = 0; j < dq; j += 4) {
+            const float x0 = x[j], x1 = x[j + 1], x2 = x[j + 2], x3 = x[j + 3];
 #pragma unroll
             for (int i = 0; i < kMaxQueriesPerWarp; ++i) {
                 if (i >= mine) break;
-                const float qj = qs[size_t(warp + kWarps * i) * a.d + j];
-                acc[i] = a.similarity ? fmaf(qj, xj, acc[i]) : fmaf(qj - xj, qj - xj, acc[i]);
+                const float4 q4 =
+                    *reinterpret_cast<const float4*>(qs + size_t(warp + kWarps * i) * dq + j);
+                acc[i] = productStep(acc[i], q4.x, x0, a.similarity);
+                acc[i] = productStep(acc[i], q4.y, x1, a.similarity);
+                acc[i] = productStep(acc[i], q4.z, x2, a.similarity);
+                acc[i] = productStep(acc[i], q4.w, x3, a.similarity);
             }
         }
         for (int i = 0; i < mine; ++i) {
