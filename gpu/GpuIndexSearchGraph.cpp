@@ -594,7 +594,7 @@ void GpuIndexSearchGraph::searchImpl_(idx_t n, const float* x, int64_t k, float*
     const float* q =
         preparedQueries(resources_.get(), config_.device, stream, flatMetric_, x, n, d, prepared);
     if (params && params->sel) {
-        searchFiltered_(n, q, k, params, r.unlikeRatio, distances, labels);
+        searchFiltered_(n, q, k, params, r.unlikeRatio, r.unlikeProbes, distances, labels);
     } else {
         beamSearch_(n, q, k, params, distances, labels);
     }
@@ -652,7 +652,7 @@ graph::SelectionCorpus GpuIndexSearchGraph::selectionCorpus_() const {
 
 void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
                                           const faiss::SearchParameters* params,
-                                          float unlikeRatio, float* distances,
+                                          float unlikeRatio, int unlikeProbes, float* distances,
                                           idx_t* labels) const {
     const IdSelection selection(params->sel, ntotal);
     const int64_t kept = selection.count();
@@ -688,10 +688,7 @@ void GpuIndexSearchGraph::searchFiltered_(idx_t n, const float* q, int64_t k,
             },
             distances, labels);
     if (unlikeRatio > 0.f) {
-        answerUnlikeQueries_(n, q, k, unlikeRatio, /*probes=*/0, distances, labels,
-                             [&](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
-                                 graph::searchSelectionExactly(corpus, selection, m, mq, mk, D, I);
-                             });
+        answerUnlikeQueries_(n, q, k, unlikeRatio, unlikeProbes, distances, labels, &selection);
     }
 }
 

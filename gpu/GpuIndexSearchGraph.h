@@ -141,7 +141,8 @@ struct GpuIndexSearchGraphConfig : GpuIndexConfig {
     /// (4 (d + 1) bytes each, made and kept likewise). What does not fit in
     /// the free device memory (less an eighth) is not made, and the graph's
     /// answers stay (UnlikeQueryCounts::leftForLackOfMemory). A filtered
-    /// search answers its flagged queries exactly over the selection. L2,
+    /// search probes only the selected rows where the selection holds at
+    /// least half the vectors, else answers exactly over the selection. L2,
     /// Cosine and Pearson (inner products of raw vectors have no distance
     /// to compare: a ratio is refused there).
     /// 0 (the default): no detection. 3 (graph::kSuggestedUnlikeQueryRatio)
@@ -351,10 +352,11 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// a candidate list widened by the selectivity, traversing excluded
     /// nodes and keeping the selected ones; exact search over the selection
     /// where that costs less or where a query kept fewer than k; queries
-    /// unlike the data at unlikeRatio (resolved by the caller; 0: none)
-    /// answered over the selection.
+    /// unlike the data at unlikeRatio, probing unlikeProbes lists (both
+    /// resolved by the caller; ratio 0: none) answered over the selection.
     void searchFiltered_(idx_t n, const float* q, int64_t k, const faiss::SearchParameters* params,
-                         float unlikeRatio, float* distances, idx_t* labels) const;
+                         float unlikeRatio, int unlikeProbes, float* distances,
+                         idx_t* labels) const;
     /// The stored vectors as the exact searches over a selection read them.
     graph::SelectionCorpus selectionCorpus_() const;
     /// k-NN of n prepared device queries into device outputs (an exact
@@ -362,19 +364,22 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// header cannot include).
     using RowSearchFn =
         std::function<void(int64_t n, const float* q, int64_t k, float* D, int64_t* I)>;
-    /// After a beam search of n prepared device queries: flags those unlike
-    /// the data at `ratio` (> 0; L2 or unit vectors) and answers them again
-    /// in distances / labels: by `exact` when given (a filtered search
-    /// passes its selection's), else by probing `probes` lists (> 0, k
-    /// small enough), else (when enough are flagged) by exact search over
-    /// the copy of all vectors.
+    /// After a beam search of n prepared device queries (restricted to
+    /// `selection` when given): flags those unlike the data at `ratio`
+    /// (> 0; L2 or unit vectors) and answers them again in distances /
+    /// labels: by probing `probes` lists (> 0, k small enough, a selection
+    /// of at least half the vectors), else (when enough are flagged) by
+    /// exact search over the selection or the copy of all vectors.
     void answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio, int probes,
                               float* distances, idx_t* labels,
-                              const RowSearchFn& exact = nullptr) const;
-    /// The search answering them, by probe lists or by the exact copy (made
-    /// on first use); empty where that does not fit.
-    RowSearchFn probeSearch_(int probes) const;
+                              const IdSelection* selection = nullptr) const;
+    /// The search answering them: by the probe lists (keepBits: the
+    /// selection's device bitmap, or null) or by the exact copy (made on
+    /// first use; empty where that does not fit), or exactly over a
+    /// selection.
+    RowSearchFn probeSearch_(int probes, const uint32_t* keepBits) const;
     RowSearchFn exactCopySearch_() const;
+    RowSearchFn selectionSearch_(const IdSelection& selection) const;
     /// Drops the probe lists and the copy (the vectors changed).
     void dropUnlikeAnswerData_();
 

@@ -17,12 +17,14 @@
 #include "faiss_ext/gpu/impl/flat/FlatSearchPlan.h"
 #include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
 #include "faiss_ext/gpu/impl/graph/ProbeLists.h"
+#include "faiss_ext/gpu/impl/graph/ProbePlan.h"
 #include "faiss_ext/gpu/impl/graph/ProbeSearch.h"
 #include "faiss_ext/gpu/impl/graph/RowAnswers.h"
 #include "faiss_ext/gpu/impl/graph/UnlikeQueries.h"
 #include "faiss_ext/gpu/impl/graph/UnlikeQueryRule.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
+#include "faiss_ext/gpu/utils/IdSelection.h"
 
 namespace faiss_ext {
 namespace gpu {
@@ -40,7 +42,7 @@ bool leavesAnEighth(size_t bytes, int device) {
 
 void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t k, float ratio,
                                                int probes, float* distances, idx_t* labels,
-                                               const RowSearchFn& exact) const {
+                                               const IdSelection* selection) const {
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     graph::NeighbourLists lists;
     lists.ids = knn_->getGraphIdsDevice();
@@ -58,12 +60,18 @@ void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t 
     unlikeCounts_.searched += n;
     unlikeCounts_.flagged += flagged;
     if (flagged == 0) return;
-    const bool probing = !exact && probes > 0 && graph::probeSearchApplies(k, d, config_.device);
-    // the exact search scans every vector however few queries it takes
+    const bool probing = probes > 0 && graph::probeSearchApplies(k, d, config_.device) &&
+                         (!selection || graph::probeServesSelection(selection->count(), ntotal));
+    // the exact search scans every (selected) vector however few queries it takes
     if (!probing && !graph::answerUnlikeQueriesExactly(flagged, n, sConfig_.unlikeQueryShare)) {
         return;
     }
-    const RowSearchFn search = exact ? exact : probing ? probeSearch_(probes) : exactCopySearch_();
+    TempBuffer<uint32_t> keepBits(resources_.get(), config_.device,
+                                  probing && selection ? selection->words().size() : 0, stream);
+    if (probing && selection) selection->copyWordsTo(keepBits.data(), stream);
+    const RowSearchFn search = probing ? probeSearch_(probes, selection ? keepBits.data() : nullptr)
+                               : selection ? selectionSearch_(*selection)
+                                           : exactCopySearch_();
     if (!search) {
         unlikeCounts_.leftForLackOfMemory += flagged;
         return;
@@ -75,7 +83,8 @@ void GpuIndexSearchGraph::answerUnlikeQueries_(idx_t n, const float* q, int64_t 
         int64_t(rows.size());
 }
 
-GpuIndexSearchGraph::RowSearchFn GpuIndexSearchGraph::probeSearch_(int probes) const {
+GpuIndexSearchGraph::RowSearchFn GpuIndexSearchGraph::probeSearch_(int probes,
+                                                                   const uint32_t* keepBits) const {
     if (!probeLists_) {
         // the lists, and the k-means build's temporaries (assignments, sort)
         const size_t bytes =
@@ -96,8 +105,8 @@ GpuIndexSearchGraph::RowSearchFn GpuIndexSearchGraph::probeSearch_(int probes) c
     }
     const graph::ProbeLists* lists = probeLists_.get();
     const bool similarity = flatMetric_ != FlatMetric::L2;
-    return [this, lists, probes, similarity](int64_t m, const float* mq, int64_t mk, float* D,
-                                             int64_t* I) {
+    return [this, lists, probes, similarity, keepBits](int64_t m, const float* mq, int64_t mk,
+                                                       float* D, int64_t* I) {
         graph::ProbeRequest r;
         r.queries = mq;
         r.m = m;
@@ -107,6 +116,7 @@ GpuIndexSearchGraph::RowSearchFn GpuIndexSearchGraph::probeSearch_(int probes) c
         r.distances = D;
         r.labels = I;
         r.mergeCurrent = true;  // D / I hold the graph's answers: the probe keeps the better
+        r.keepBits = keepBits;
         graph::probeSearch(resources_.get(), config_.device, *lists, r);
     };
 }
@@ -126,6 +136,14 @@ GpuIndexSearchGraph::RowSearchFn GpuIndexSearchGraph::exactCopySearch_() const {
                                              mk, FlatSearchRequest());
         o.queriesPrepared = true;
         copy->search(mq, m, mk, D, I, o);
+    };
+}
+
+GpuIndexSearchGraph::RowSearchFn GpuIndexSearchGraph::selectionSearch_(
+    const IdSelection& selection) const {
+    const graph::SelectionCorpus corpus = selectionCorpus_();
+    return [corpus, &selection](int64_t m, const float* mq, int64_t mk, float* D, int64_t* I) {
+        graph::searchSelectionExactly(corpus, selection, m, mq, mk, D, I);
     };
 }
 

@@ -1,7 +1,8 @@
 // The host side of the probe search's plan (impl/graph/ProbePlan.h): the
-// number of k-means lists by corpus size, and the work items of a batch,
-// which must hand every query-list pair to exactly one block, a block's
-// pairs all of one list and at most perItem of them.
+// number of k-means lists by corpus size, the selections a filtered search
+// probes, and the work items of a batch, which must hand every query-list
+// pair to exactly one block, a block's pairs all of one list and at most
+// perItem of them.
 #include <faiss/impl/FaissException.h>
 #include <gtest/gtest.h>
 
@@ -62,4 +63,13 @@ TEST(CpuProbePlan, WorkItemsHandEveryPairToOneBlock) {
     std::vector<unsigned> firsts;
     EXPECT_TRUE(probeWorkItems({0, 0, 0}, 32, firsts).empty());
     EXPECT_THROW(probeWorkItems({1}, 0, firsts), faiss::FaissException);
+}
+
+TEST(CpuProbePlan, FilteredSearchesProbeSelectionsOfHalfTheVectorsOrMore) {
+    EXPECT_TRUE(probeServesSelection(1000, 1000));
+    EXPECT_TRUE(probeServesSelection(500, 1000));
+    EXPECT_FALSE(probeServesSelection(499, 1000));
+    EXPECT_TRUE(probeServesSelection(1, 1));
+    EXPECT_TRUE(probeServesSelection(1, 2));
+    EXPECT_FALSE(probeServesSelection(0, 10));  // nothing selected: nothing to probe
 }

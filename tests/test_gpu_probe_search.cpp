@@ -6,8 +6,9 @@
 // centres' own search names for each query (so the scan and the merge are
 // checked, not the choice of lists); current answers merged in count each
 // row once (the exact answers stay exact; random ones give the k best of
-// both); probing every list equals faiss::IndexFlat, for squared L2 and
-// for similarities (largest first);
+// both); a selection's bitmap keeps the rows outside it out; probing
+// every list equals faiss::IndexFlat, for squared L2 and for similarities
+// (largest first);
 // lists with fewer than k vectors leave -1 labels; bad requests are refused
 // before anything is written.
 #include <cuda_runtime_api.h>
@@ -59,7 +60,8 @@ struct Results {
 /// `current` answers when given).
 Results probe(StandardGpuResources& res, const graph::ProbeLists& lists,
               const std::vector<float>& q, int64_t nq, int64_t k, int probes, bool similarity,
-              const Results* current = nullptr) {
+              const Results* current = nullptr, const std::vector<uint32_t>* keepWords = nullptr) {
+    DeviceBuffer<uint32_t> dKeep(keepWords ? *keepWords : std::vector<uint32_t>());
     DeviceBuffer<float> dq(q);
     DeviceBuffer<float> dD(current ? current->D : std::vector<float>(size_t(nq * k), 7.f));
     DeviceBuffer<int64_t> dI(current ? current->I : std::vector<int64_t>(size_t(nq * k), 7));
@@ -72,6 +74,7 @@ Results probe(StandardGpuResources& res, const graph::ProbeLists& lists,
     r.distances = dD.p;
     r.labels = dI.p;
     r.mergeCurrent = current != nullptr;
+    r.keepBits = keepWords ? dKeep.p : nullptr;
     graph::probeSearch(res.getResources().get(), 0, lists, r);
     return Results{dD.toHost(), dI.toHost()};
 }
@@ -114,7 +117,8 @@ double keyOf(const std::vector<float>& x, int64_t row, const std::vector<float>&
 Results restrictedExact(const graph::ProbeLists& lists, const std::vector<float>& x,
                         const std::vector<float>& q, int64_t nq, int64_t k,
                         const std::vector<int64_t>& probed, int probes, bool similarity,
-                        const Results* current = nullptr) {
+                        const Results* current = nullptr,
+                        const std::vector<uint32_t>* keepWords = nullptr) {
     const std::vector<uint32_t> rows = hostRows(lists);
     const std::vector<int64_t>& off = lists.hostOffsets();
     Results ref{std::vector<float>(size_t(nq * k)), std::vector<int64_t>(size_t(nq * k), -1)};
@@ -122,8 +126,10 @@ Results restrictedExact(const graph::ProbeLists& lists, const std::vector<float>
         std::set<int64_t> held;
         for (int s = 0; s < probes; ++s) {
             const int64_t l = probed[size_t(i * probes + s)];
-            for (int64_t p = off[size_t(l)]; p < off[size_t(l) + 1]; ++p)
-                held.insert(rows[size_t(p)]);
+            for (int64_t p = off[size_t(l)]; p < off[size_t(l) + 1]; ++p) {
+                const uint32_t row = rows[size_t(p)];
+                if (!keepWords || (((*keepWords)[row >> 5] >> (row & 31)) & 1u)) held.insert(row);
+            }
         }
         for (int64_t j = 0; current && j < k; ++j) {
             if (current->I[size_t(i * k + j)] >= 0) held.insert(current->I[size_t(i * k + j)]);
@@ -283,6 +289,49 @@ TEST(GpuProbeSearch, MergesCurrentAnswersCountingEachRowOnce) {
             EXPECT_EQ(matches(r, ref, nq, k, similarity), "");
         }
     }
+}
+
+// A selection (filtered search): rows outside it are never results, the
+// current answers (selected ones) are merged in as before; every list
+// probed gives IndexFlat's results over the selected vectors.
+TEST(GpuProbeSearch, SkipsRowsOutsideTheSelection) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int64_t nb = sized<int64_t>(20000, 4000), nq = 120, k = 10;
+    const ProbeData data(nb, nq, kSeed + 21, false);
+    DeviceBuffer<float> dx(data.x);
+    graph::ProbeLists lists(res.getResources().get(), 0, res.getResources()->getDefaultStream(0),
+                            dx.p, nb, kD);
+    std::mt19937_64 rng(kSeed + 22);
+    std::vector<uint32_t> words(size_t((nb + 31) / 32), 0);
+    std::vector<int64_t> selected;
+    for (int64_t r = 0; r < nb; ++r) {
+        if (rng() % 10 < 6) {  // about 60%
+            words[size_t(r >> 5)] |= 1u << (r & 31);
+            selected.push_back(r);
+        }
+    }
+    const int probes = 6;
+    const Results r = probe(res, lists, data.q, nq, k, probes, false, nullptr, &words);
+    for (int64_t id : r.I) {
+        if (id >= 0) ASSERT_TRUE((words[size_t(id >> 5)] >> (id & 31)) & 1u) << id;
+    }
+    const std::vector<int64_t> probed = probedLists(res, lists, data.q, nq, probes);
+    EXPECT_EQ(matches(r,
+                      restrictedExact(lists, data.x, data.q, nq, k, probed, probes, false, nullptr,
+                                      &words),
+                      nq, k, false),
+              "");
+    // every list: IndexFlat over the selected vectors (labels mapped back)
+    std::vector<float> xs;
+    for (int64_t row : selected)
+        xs.insert(xs.end(), &data.x[size_t(row) * kD], &data.x[size_t(row + 1) * kD]);
+    Results all = probe(res, lists, data.q, nq, k, int(lists.lists()), false, nullptr, &words);
+    Results ref = flatSearch(xs, data.q, nq, k, false);
+    for (int64_t& id : ref.I) {
+        if (id >= 0) id = selected[size_t(id)];
+    }
+    EXPECT_EQ(matches(all, ref, nq, k, false), "");
 }
 
 // Probing every list (or more) is an exact search.

@@ -305,29 +305,32 @@ TEST(GpuSearchGraphUnlike, CosineDetectsInnerProductRefuses) {
 // A selector of 90% of the ids on a graph of degree 16 takes the widened
 // candidate search at full size (exact search over the selection at the
 // sanitizer size): queries unlike the data are answered over the selection,
-// never over every vector, so the results equal faiss::IndexFlat's over the
-// selected vectors either way.
+// never over every vector: exactly (probes 0), or by the probe skipping the
+// rows outside the selection, here through every list, so the results
+// equal faiss::IndexFlat's over the selected vectors either way.
 TEST(GpuSearchGraphUnlike, FilteredSearchesAnswerOverTheSelection) {
     FAISS_EXT_REQUIRE_GPU();
     const UnlikeSet& s = unlikeSet();
     StandardGpuResources res;
-    GpuIndexSearchGraphConfig config = smallConfig();
-    config.graphDegree = 16;
-    config.knnDegree = 32;
-    const std::unique_ptr<GpuIndexSearchGraph> index = built(res, config);
-    const int64_t first = s.n / 10;
-    faiss::IDSelectorRange kept(first, s.n);
-    SearchParametersSearchGraph sp;
-    sp.sel = &kept;
-    Results r = searchOf(*index, s.unlike, s.nq, &sp);
-    for (int64_t& id : r.I) {
-        ASSERT_GE(id, first);
-        id -= first;  // positions among the selected vectors
+    for (GpuIndexSearchGraphConfig config : {exactConfig(), smallConfig()}) {
+        config.graphDegree = 16;
+        config.knnDegree = 32;
+        const std::unique_ptr<GpuIndexSearchGraph> index = built(res, config);
+        const int64_t first = s.n / 10;
+        faiss::IDSelectorRange kept(first, s.n);
+        SearchParametersSearchGraph sp = everyList();
+        sp.sel = &kept;
+        Results r = searchOf(*index, s.unlike, s.nq, &sp);
+        for (int64_t& id : r.I) {
+            ASSERT_GE(id, first);
+            id -= first;  // positions among the selected vectors
+        }
+        const std::vector<float> selected(s.x.begin() + first * kD, s.x.end());
+        EXPECT_EQ(checkExact(r, selected, s.unlike, s.nq, false), "");
+        // (0 and 0 where the selection was searched exactly)
+        const UnlikeQueryCounts c = index->getUnlikeQueryCounts();
+        EXPECT_EQ(config.unlikeQueryProbes == 0 ? c.answeredExactly : c.answeredByProbe, c.flagged);
     }
-    const std::vector<float> selected(s.x.begin() + first * kD, s.x.end());
-    EXPECT_EQ(checkExact(r, selected, s.unlike, s.nq, false), "");
-    const UnlikeQueryCounts c = index->getUnlikeQueryCounts();
-    EXPECT_EQ(c.answeredExactly, c.flagged);  // 0 and 0 where the selection was searched exactly
 }
 
 // Both answers are exact here (the probe through every list): stale lists

@@ -141,8 +141,9 @@ struct ScanArgs {
     /// starts in each pair's best.
     const float* currentD;
     const int64_t* currentI;
-    float* partialKeys;     ///< pairs x k
-    uint32_t* partialRows;  ///< pairs x k
+    const uint32_t* keepBits;  ///< the selection over storage rows (null: all)
+    float* partialKeys;        ///< pairs x k
+    uint32_t* partialRows;     ///< pairs x k
 };
 
 /// Candidates of one query (their keys and rows, one per lane; NaN and
@@ -213,8 +214,9 @@ __global__ void scanListsKernel(ScanArgs a) {
         }
         __syncthreads();
         if (mine == 0) continue;  // (warp-uniform: this warp holds no query of the item)
-        const bool valid = lane < inChunk;
-        const uint32_t row = valid ? a.rows[c0 + lane] : kNoRow;
+        const uint32_t row = lane < inChunk ? a.rows[c0 + lane] : kNoRow;
+        const bool valid =
+            row != kNoRow && (!a.keepBits || ((a.keepBits[row >> 5] >> (row & 31)) & 1u));
         float acc[kMaxQueriesPerWarp] = {0.f, 0.f, 0.f, 0.f};
         const float* x = xs + lane * stride;
         for (int j = 0; j < dq; j += 4) {
@@ -364,6 +366,7 @@ void scanChunk(GpuResources* res, int device, cudaStream_t stream, const ProbeLi
     a.similarity = r.similarity;
     a.currentD = r.mergeCurrent ? currentD : nullptr;
     a.currentI = r.mergeCurrent ? currentI : nullptr;
+    a.keepBits = r.keepBits;
     a.partialKeys = partialKeys;
     a.partialRows = partialRows;
     const size_t smem = scanSharedBytes(d, qpw, a.width);

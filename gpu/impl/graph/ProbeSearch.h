@@ -45,6 +45,9 @@ struct ProbeRequest {
     /// those and the probed vectors, each row once; the k-th of them also
     /// bounds the scan from the start (fewer candidates to sort).
     bool mergeCurrent = false;
+    /// A selection (device bitmap over the storage rows, bit r % 32 of word
+    /// r / 32; null: every row): rows outside it are never results.
+    const uint32_t* keepBits = nullptr;
 };
 
 /// The k nearest of the vectors in each query's `probes` nearest lists (and
