@@ -140,6 +140,12 @@ SearchParametersSearchGraph everyList() {
     return sp;
 }
 
+/// Exact answers either way: every list probed where `config` probes, its
+/// own exact search where it does not (parameters would override it).
+SearchParametersSearchGraph exactAnswers(const GpuIndexSearchGraphConfig& config) {
+    return config.unlikeQueryProbes == 0 ? SearchParametersSearchGraph() : everyList();
+}
+
 /// An index of the set's vectors with `config`.
 std::unique_ptr<GpuIndexSearchGraph> built(StandardGpuResources& res,
                                            const GpuIndexSearchGraphConfig& config,
@@ -277,10 +283,10 @@ TEST(GpuSearchGraphUnlike, CosineDetectsInnerProductRefuses) {
     StandardGpuResources res;
     const std::vector<float> xn = gnndtest::prepared(FlatMetric::Cosine, s.x, s.n, kD);
     const std::vector<float> qn = gnndtest::prepared(FlatMetric::Cosine, s.unlike, s.nq, kD);
-    const SearchParametersSearchGraph all = everyList();
     for (const GpuIndexSearchGraphConfig& config : {exactConfig(), smallConfig()}) {
         const std::unique_ptr<GpuIndexSearchGraph> cosine = built(res, config, FlatMetric::Cosine);
         // the probe through every list is exact too
+        const SearchParametersSearchGraph all = exactAnswers(config);
         const Results r = searchOf(*cosine, s.unlike, s.nq, &all);
         const UnlikeQueryCounts c = cosine->getUnlikeQueryCounts();
         EXPECT_GE(c.flagged, s.nq * 9 / 10);
@@ -318,7 +324,7 @@ TEST(GpuSearchGraphUnlike, FilteredSearchesAnswerOverTheSelection) {
         const std::unique_ptr<GpuIndexSearchGraph> index = built(res, config);
         const int64_t first = s.n / 10;
         faiss::IDSelectorRange kept(first, s.n);
-        SearchParametersSearchGraph sp = everyList();
+        SearchParametersSearchGraph sp = exactAnswers(config);
         sp.sel = &kept;
         Results r = searchOf(*index, s.unlike, s.nq, &sp);
         for (int64_t& id : r.I) {
@@ -339,8 +345,8 @@ TEST(GpuSearchGraphUnlike, RemovalsAndAddsRenewTheProbeListsAndTheExactCopy) {
     FAISS_EXT_REQUIRE_GPU();
     const UnlikeSet& s = unlikeSet();
     StandardGpuResources res;
-    const SearchParametersSearchGraph all = everyList();
     for (const GpuIndexSearchGraphConfig& config : {exactConfig(), smallConfig()}) {
+        const SearchParametersSearchGraph all = exactAnswers(config);
         GpuIndexSearchGraph index(&res, kD, FlatMetric::L2, config);
         const int64_t half = s.n / 2;
         index.add(half, s.x.data());
