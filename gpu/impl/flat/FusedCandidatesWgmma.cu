@@ -235,35 +235,50 @@ __device__ __forceinline__ void keepWarpgroupBelowThreshold(const FusedArgs& a, 
 }
 
 /// A residual corpus's terms of the thread's two rows against one vector
-/// tile (FusedTileParts.cuh, residualOffset), loaded in two parts so that
-/// their latencies pass under the tile's products rather than in its
-/// epilogue: the tile's partition and radii and the rows' coefficients at
-/// the tile's first step, then, at its second (the first where there is
-/// one step), the rows' products with that partition's centre, and the
-/// part of the term that does not need them (residualBoundTerm).
+/// tile (FusedTileParts.cuh, residualOffset), loaded ahead so that their
+/// latencies pass under the products rather than in a tile's epilogue: the
+/// rows' coefficients once an item, each tile's partition and radii one
+/// tile ahead (beginTile takes them and fetches the next tile's), and the
+/// rows' products with the tile's centre, which need its partition, at the
+/// tile's first step, a whole tile before its epilogue. (Loaded within the
+/// tile until 2026-12-05, the products at its second step: at d = 96, three
+/// steps a tile, ncu showed the residual kernel's warps stalled twice as
+/// long as the plain kernel's on global loads and at the step barrier.)
 struct ResidualPrefetch {
-    int partition;
-    float2 radii;
+    int partition, nextPartition;
+    float2 radii, nextRadii;
     float4 coefs[2];
     float partial[2];  ///< a1 rho + a2 lambda + b
     float dot[2];      ///< q~ . c_p
 
-    __device__ __forceinline__ void loadTile(const FusedArgs& a, int64_t row0, int64_t v0) {
-        partition = __ldg(a.tilePartition + v0 / kTileCols);
-        radii = __ldg(a.tileRadii + v0 / kTileCols);
+    /// The rows' coefficients (once an item) and the partition and radii
+    /// of its first tile (taken by the first beginTile).
+    __device__ __forceinline__ void beginItem(const FusedArgs& a, int64_t row0, int64_t v0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             coefs[h] = row0 + 8 * h < a.rows ? __ldg(a.rowBoundCoefs + row0 + 8 * h)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
         }
+        fetchTile(a, v0 / kTileCols);
     }
-    __device__ __forceinline__ void loadDots(const FusedArgs& a, int64_t row0) {
+    __device__ __forceinline__ void fetchTile(const FusedArgs& a, int64_t tile) {
+        nextPartition = __ldg(a.tilePartition + tile);
+        nextRadii = __ldg(a.tileRadii + tile);
+    }
+    /// At a tile's first step: its partition and radii (fetched a tile
+    /// ago), its centre's products with the rows, and the next tile's
+    /// partition and radii where the item has one (hasNext).
+    __device__ __forceinline__ void beginTile(const FusedArgs& a, int64_t row0, int64_t v0,
+                                              bool hasNext) {
+        partition = nextPartition;
+        radii = nextRadii;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int64_t row = row0 + 8 * h;
             dot[h] = row < a.rows ? __ldg(a.centreDots + row * a.centreDotsLd + partition) : 0.f;
             partial[h] = residualBoundTerm(coefs[h], radii);
         }
+        if (hasNext) fetchTile(a, v0 / kTileCols + 1);
     }
     __device__ __forceinline__ void offsets(float (&out)[2]) const {
 #pragma unroll
@@ -439,6 +454,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         // (the query panels join the first stage's group)
         VectorStream<kStages> stream(a, copier, firstTile);
+        const int64_t endV0 = (firstTile + steps / panels) * kTileCols;  // past the item's tiles
+        if constexpr (kResidual) {
+            if (steps > 0) prefetch.beginItem(a, row0, firstTile * kTileCols);
+        }
 #pragma unroll
         for (int s = 0; s < kLookahead; ++s) {
             if (s < steps) stream.issueNext(a, copier, stages, panels);
@@ -457,8 +476,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             if (next < steps) stream.issueNext(a, copier, stages, panels);
             commitCopies();
             if constexpr (kResidual) {
-                if (p == 0) prefetch.loadTile(a, row0, v0);
-                if (p == min(1, panels - 1)) prefetch.loadDots(a, row0);
+                if (p == 0) prefetch.beginTile(a, row0, v0, v0 + kTileCols < endV0);
             }
             const unsigned rowsA = queryAddress + unsigned(p) * kPanelBytes +
                                    unsigned(warpgroup * kWarpgroupRows) * kRowBytes;
