@@ -21,12 +21,7 @@ for ds in clustered hard fmnist fmnist-aug-pca fmnist-aug; do
     --degrees 32:64,64:128 --itopk 16,32,64,128,256 --latency 100 --latency-blocks 0,1 $extra >> "$OUT/ann.jsonl" 2>> "$OUT/ann.err"
   echo "$ds rc=$?"
 done
-# the wheel names the kit's libfaiss.so links against, served by Debian's libraries
-mkdir -p /tmp/fcl
-for pair in libopenblaso-r0-d77a1985.3.15.so:libopenblas.so.0 libgfortran-83c28eba.so.5.0.0:libgfortran.so.5 \
-            libgomp-e985bcbb.so.1.0.0:libgomp.so.1 libquadmath-2284e583.so.0.0.0:libquadmath.so.0; do
-  ln -sf /tmp/devlib/${pair#*:} /tmp/fcl/${pair%%:*}
-done
+source "$(dirname "${BASH_SOURCE[0]}")/anchor_libs.sh" && fx_anchor_libs /tmp/fcl
 (source .device/anchor/faiss-gpu-anchor-env.sh .device/anchor/faiss-gpu-anchor.tgz /tmp/fcl &&
  timeout 330 python3 bench/anchor_ann.py --git "$G" \
    --dirs /tmp/ann/clustered,/tmp/ann/hard,/tmp/ann/fmnist,/tmp/ann/fmnist-aug-pca,/tmp/ann/fmnist-aug \

@@ -54,12 +54,7 @@ env LD_LIBRARY_PATH="$py_ld_path" timeout "$at" python3 bench/torch_flat.py --ba
   --query "$tmp/far_query.fbin" --dataset "$name" --k 10,100 --reps "$reps" "${ref[@]}" \
   >> "$out" 2>> "$err"
 echo "torch rc=$? $(date +%T)"
-# the wheel names the kit's libfaiss.so links against, served by Debian's libraries
-mkdir -p /tmp/fcl
-for pair in libopenblaso-r0-d77a1985.3.15.so:libopenblas.so.0 libgfortran-83c28eba.so.5.0.0:libgfortran.so.5 \
-            libgomp-e985bcbb.so.1.0.0:libgomp.so.1 libquadmath-2284e583.so.0.0.0:libquadmath.so.0; do
-  [ -e /tmp/devlib/${pair#*:} ] && ln -sf /tmp/devlib/${pair#*:} /tmp/fcl/${pair%%:*}
-done
+source "$(dirname "${BASH_SOURCE[0]}")/anchor_libs.sh" && fx_anchor_libs /tmp/fcl
 (source .device/anchor/faiss-gpu-anchor-env.sh .device/anchor/faiss-gpu-anchor.tgz /tmp/fcl &&
  timeout "$at" python3 bench/anchor_flat.py --base "$tmp/far_base.fbin" --query "$tmp/far_query.fbin" \
    --dataset "$name" --k 10,100 --reps "$reps" >> "$out" 2>> "$err"; echo "faiss-gpu rc=$? $(date +%T)")

@@ -53,12 +53,7 @@ ours hard-c3000 180 --data hard --hard-d 96 --hard-clusters 3000 --nb 10000000 -
 sets=$(for n in $SETS; do printf '/tmp/ann/%s,' "$n"; done); sets=${sets%,}
 (source "${CUVS_ENV:?}" && timeout 300 python3 bench/anchor_cagra.py --git "$G" --dirs $sets \
    >> "$OUT/cagra.jsonl" 2>> "$OUT/cagra.err"; echo "cagra rc=$? $(date +%T)")
-# the wheel names the kit's libfaiss.so links against, served by Debian's libraries
-mkdir -p /tmp/fcl
-for pair in libopenblaso-r0-d77a1985.3.15.so:libopenblas.so.0 libgfortran-83c28eba.so.5.0.0:libgfortran.so.5 \
-            libgomp-e985bcbb.so.1.0.0:libgomp.so.1 libquadmath-2284e583.so.0.0.0:libquadmath.so.0; do
-  ln -sf /tmp/devlib/${pair#*:} /tmp/fcl/${pair%%:*}
-done
+source "$(dirname "${BASH_SOURCE[0]}")/anchor_libs.sh" && fx_anchor_libs /tmp/fcl
 (source "$S/anchor/faiss-gpu-anchor-env.sh" "$S/anchor/faiss-gpu-anchor.tgz" /tmp/fcl &&
  timeout 150 python3 bench/anchor_ann.py --git "$G" --anchors ivf --dirs $sets \
    >> "$OUT/ivf.jsonl" 2>> "$OUT/ivf.err"; echo "ivf rc=$? $(date +%T)")

@@ -32,11 +32,7 @@ for ds in $(echo "${SETS:-clustered,hard,fmnist,fmnist-aug-pca,fmnist-aug}" | tr
 done
 grep -h "autotune\|lsh " "$OUT/lsh_ann.err"
 if [ "${ANCHORS:-0}" = 1 ]; then
-  mkdir -p /tmp/fcl
-  for pair in libopenblaso-r0-d77a1985.3.15.so:libopenblas.so.0 libgfortran-83c28eba.so.5.0.0:libgfortran.so.5 \
-              libgomp-e985bcbb.so.1.0.0:libgomp.so.1 libquadmath-2284e583.so.0.0.0:libquadmath.so.0; do
-    ln -sf /tmp/devlib/${pair#*:} /tmp/fcl/${pair%%:*}
-  done
+  source "$(dirname "${BASH_SOURCE[0]}")/anchor_libs.sh" && fx_anchor_libs /tmp/fcl
   dirs=$(ls -d /tmp/lshann/*/ | sed 's#/$##' | paste -sd,)
   (source .device/anchor/faiss-gpu-anchor-env.sh .device/anchor/faiss-gpu-anchor.tgz /tmp/fcl &&
    timeout "${ANCHOR_TIMEOUT:-300}" python3 bench/anchor_ann.py --git "$G" --anchors ivf,lsh,hnsw --suite ann-lsh --dirs "$dirs" \

@@ -27,11 +27,7 @@ ann hard-ood 200 --data hard --hard-query-seed 777 --degrees 64:128 --unlike-rat
   --itopk 16,32 --unlike-probes 32,48,64,0 --methods graph,exact
 ann hard-on 100 --data hard --degrees 64:128 --unlike-ratio 3 --itopk 16,32,64
 ann hard-off 100 --data hard --degrees 64:128 --itopk 16,32,64
-mkdir -p /tmp/fcl
-for pair in libopenblaso-r0-d77a1985.3.15.so:libopenblas.so.0 libgfortran-83c28eba.so.5.0.0:libgfortran.so.5 \
-            libgomp-e985bcbb.so.1.0.0:libgomp.so.1 libquadmath-2284e583.so.0.0.0:libquadmath.so.0; do
-  ln -sf /tmp/devlib/${pair#*:} /tmp/fcl/${pair%%:*}
-done
+source "$(dirname "${BASH_SOURCE[0]}")/anchor_libs.sh" && fx_anchor_libs /tmp/fcl
 (source "$S/anchor/faiss-gpu-anchor-env.sh" "$S/anchor/faiss-gpu-anchor.tgz" /tmp/fcl &&
  timeout 150 python3 bench/anchor_ann.py --git "$G" --anchors ivf --dirs /tmp/ann/hard-ood \
    >> "$OUT/ivf.jsonl" 2>> "$OUT/ivf.err"; echo "ivf rc=$? $(date +%T)")
