@@ -1,5 +1,5 @@
-// k-means on the device (see DeviceKMeans.h), moved here from the residual
-// corpus's build so that the search graph's probe lists share it.
+// k-means on the device (see DeviceKMeans.h), shared by the residual
+// corpus's build and the search graph's probe lists.
 #include <algorithm>
 
 #include "faiss_ext/gpu/impl/flat/DeviceKMeans.h"

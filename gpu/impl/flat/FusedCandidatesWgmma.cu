@@ -240,10 +240,9 @@ __device__ __forceinline__ void keepWarpgroupBelowThreshold(const FusedArgs& a, 
 /// rows' coefficients once an item, each tile's partition and radii one
 /// tile ahead (beginTile takes them and fetches the next tile's), and the
 /// rows' products with the tile's centre, which need its partition, at the
-/// tile's first step, a whole tile before its epilogue. (Loaded within the
-/// tile until 2026-12-05, the products at its second step: at d = 96, three
-/// steps a tile, ncu showed the residual kernel's warps stalled twice as
-/// long as the plain kernel's on global loads and at the step barrier.)
+/// tile's first step, a whole tile before its epilogue (at d = 96 a tile is
+/// only three steps: loads issued within it still stall the epilogue, and
+/// through the step barrier the other warpgroup).
 struct ResidualPrefetch {
     int partition, nextPartition;
     float2 radii, nextRadii;
