@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "BoundedTestCompare.h"
@@ -58,11 +59,18 @@ TEST(GpuFusedCandidates, KeepsTheSmallestProductsWithinTheBound) {
     StandardGpuResources res;
     cublasHandle_t blas = res.getResources()->getBlasHandle(0);
     cudaStream_t stream = res.getResources()->getDefaultStream(0);
-    const int64_t rows = 300, nb = sized<int64_t>(40003, 20011), m = 42;
-    for (int d : {36, 128, 400}) {  // (400: rows too wide for the resident kernel)
+    const int64_t nb = sized<int64_t>(40003, 20011), m = 42;
+    // (d 400: rows too wide for the resident kernel; 2,000 rows: more work
+    // items than blocks in flight, so that the resident kernel's blocks run
+    // several items, their stages' barriers carried from one to the next)
+    const std::pair<int64_t, int> shapes[] = {{300, 36}, {300, 128}, {300, 400}, {2000, 36}};
+    for (const auto& shape : shapes) {
+        const int64_t rows = shape.first;
+        const int d = shape.second;
         for (bool bf16x3 : {false, true}) {
             for (bool l2 : {true, false}) {
-                const std::string what = "d=" + std::to_string(d) + (l2 ? " L2" : " IP") +
+                const std::string what = std::to_string(rows) + " rows d=" + std::to_string(d) +
+                                         (l2 ? " L2" : " IP") +
                                          (bf16x3 ? " BF16x3" : " TF32");
                 const auto q = clusteredVectors(rows, d, 20, kSeed + uint64_t(d));
                 const auto x = clusteredVectors(nb, d, 20, kSeed + 1 + uint64_t(d));

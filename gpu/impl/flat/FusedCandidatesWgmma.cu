@@ -24,6 +24,7 @@
 #include "faiss_ext/gpu/impl/flat/FusedCandidatesWgmma.h"
 #include "faiss_ext/gpu/impl/flat/FusedTileParts.cuh"
 #include "faiss_ext/gpu/impl/flat/KernelLaunchCache.h"
+#include "faiss_ext/gpu/impl/flat/StageBarriers.cuh"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
@@ -116,13 +117,13 @@ __device__ __forceinline__ void settleAccumulators(float (&d)[64]) {
     for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/// d (+)= the products of 32 words of the warpgroup's 64 query rows at
-/// shared address rowsA with the 128 vector rows at rowsB (4 wgmma of 32
-/// bytes a row each: 8 TF32 or 16 BF16), waited for; `start` (the first
-/// panel of a tile) sets d instead of adding to it.
+/// Issues d (+)= the products of 32 words of the warpgroup's 64 query rows
+/// at shared address rowsA with the 128 vector rows at rowsB (4 wgmma of 32
+/// bytes a row each: 8 TF32 or 16 BF16) as one group, not waited for;
+/// `start` (the first panel of a tile) sets d instead of adding to it.
 template <bool kBf16>
-__device__ __forceinline__ void multiplyPanel(float (&d)[64], unsigned rowsA, unsigned rowsB,
-                                              bool start) {
+__device__ __forceinline__ void issuePanel(float (&d)[64], unsigned rowsA, unsigned rowsB,
+                                           bool start) {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -136,8 +137,20 @@ __device__ __forceinline__ void multiplyPanel(float (&d)[64], unsigned rowsA, un
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+/// Waits for the warpgroup's issued products (their operands read, d set).
+__device__ __forceinline__ void finishPanels(float (&d)[64]) {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     settleAccumulators(d);
+}
+
+/// issuePanel, waited for.
+template <bool kBf16>
+__device__ __forceinline__ void multiplyPanel(float (&d)[64], unsigned rowsA, unsigned rowsB,
+                                              bool start) {
+    issuePanel<kBf16>(d, rowsA, rowsB, start);
+    finishPanels(d);
 }
 
 /// The first of the thread's two rows (the other is 8 further) in the
@@ -424,19 +437,28 @@ struct VectorStream {
 /// traffic of a tile a block, and no block start, prologue or epilogue
 /// wait per tile. Items run chunk by chunk (all query tiles of the first
 /// itemTiles vector tiles, then the next), so the blocks in flight read the
-/// same vector tiles through L2.
+/// same vector tiles through L2. The stages are handed over by their own
+/// barriers (StageBarriers.cuh), not one barrier a step: a warpgroup issues
+/// a step's products once that stage's copies have landed, refills the
+/// stage of the step before once both warpgroups have read it, and signals
+/// its own read when its products are done, before its epilogue, so that
+/// one warpgroup's epilogue (and waits) pass under the other's products.
 template <bool kBf16, int kStages, bool kResidual>
 __global__ void __launch_bounds__(kThreads, 2)
     fusedFilterResidentKernel(FusedArgs a, int panels, int64_t itemTiles, int64_t items) {
     constexpr int kLookahead = kStages - 1;  ///< steps copied ahead
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ float4 sharedRaw[];
+    __shared__ StageBarriers<kStages> barriers;
     unsigned queryAddress;
     float* queryPanels = alignedShared(sharedRaw, queryAddress);
     float* stages = queryPanels + panels * kPanelFloats;
     const unsigned stageAddress = queryAddress + unsigned(panels) * kPanelBytes;
     const int warpgroup = threadIdx.x >> 7;
+    const bool warpLeader = (threadIdx.x & 31) == 0;
     const PanelCopier copier;
+    if (threadIdx.x == 0) barriers.init(kThreads, kThreads / 32);
+    StagePhases<kStages> phases;
     float d[64];  // (set, not read, by a tile's first products; zeroed for the operands' sake)
 #pragma unroll
     for (int i = 0; i < 64; ++i) d[i] = 0.f;
@@ -447,39 +469,45 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int64_t firstTile = chunk * itemTiles;
         const int steps = int(min(itemTiles, a.vectorTiles - firstTile)) * panels;
         const int64_t row0 = threadRow(q0, warpgroup);
-        __syncthreads();  // every thread is past the last item's products
+        // every thread past the last item's products (the query panels are
+        // rewritten; the barriers' first item: their initialisation seen)
+        __syncthreads();
         for (int p = 0; p < panels; ++p) {
             copier.issue(queryPanels + p * kPanelFloats, a.queries, q0, a.rows, a.d, p);
         }
-        // (the query panels join the first stage's group)
+        // (the query panels land with the first step's copies)
         VectorStream<kStages> stream(a, copier, firstTile);
+        const auto copyNextStep = [&]() {
+            const int i = stream.stage;
+            phases.waitEmpty(barriers, i);
+            stream.issueNext(a, copier, stages, panels);
+            arriveWhenCopiesLand(&barriers.full[i]);
+        };
         const int64_t endV0 = (firstTile + steps / panels) * kTileCols;  // past the item's tiles
-        if constexpr (kResidual) {
-            if (steps > 0) prefetch.beginItem(a, row0, firstTile * kTileCols);
-        }
+        if constexpr (kResidual) prefetch.beginItem(a, row0, firstTile * kTileCols);
 #pragma unroll
         for (int s = 0; s < kLookahead; ++s) {
-            if (s < steps) stream.issueNext(a, copier, stages, panels);
-            commitCopies();
+            if (s < steps) copyNextStep();
         }
         int p = 0;      // the panel of step s
         int stage = 0;  // its stage
         int64_t v0 = firstTile * kTileCols;
         for (int s = 0; s < steps; ++s) {
-            waitCopies<kLookahead - 1>();
+            phases.waitFull(barriers, stage);
+            // (the copies wrote through the generic proxy; wgmma reads
+            // through the async one)
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            // Step s visible to all; the products of step s - 1 done in
-            // both warpgroups, so that its stage may be refilled.
-            __syncthreads();
-            const int next = s + kLookahead;
-            if (next < steps) stream.issueNext(a, copier, stages, panels);
-            commitCopies();
             if constexpr (kResidual) {
                 if (p == 0) prefetch.beginTile(a, row0, v0, v0 + kTileCols < endV0);
             }
             const unsigned rowsA = queryAddress + unsigned(p) * kPanelBytes +
                                    unsigned(warpgroup * kWarpgroupRows) * kRowBytes;
-            multiplyPanel<kBf16>(d, rowsA, stageAddress + unsigned(stage) * kPanelBytes, p == 0);
+            issuePanel<kBf16>(d, rowsA, stageAddress + unsigned(stage) * kPanelBytes, p == 0);
+            // the stage of step s - 1, once both warpgroups have read it
+            if (s + kLookahead < steps) copyNextStep();
+            finishPanels(d);
+            __syncwarp();
+            if (warpLeader) arrive(&barriers.empty[stage]);
             stage = stage + 1 == kStages ? 0 : stage + 1;
             if (++p == panels) {
                 float offset[2] = {0.f, 0.f};
