@@ -110,22 +110,6 @@ __device__ __forceinline__ float* alignedShared(float4* raw, unsigned& address) 
     return reinterpret_cast<float*>(reinterpret_cast<char*>(raw) + (address - rawAddress));
 }
 
-/// Room for the stage barriers in the 1,024 bytes alignedShared adds to a
-/// region of `panelCount` panels: before the aligned start where that gap
-/// holds them, else after the panels (the two gaps sum to 1,024 bytes, so
-/// one of them holds at least 512).
-template <int kStages>
-__device__ __forceinline__ StageBarriers<kStages>* slackBarriers(float4* raw, float* aligned,
-                                                                 int panelCount) {
-    char* const start = reinterpret_cast<char*>(raw);
-    char* const panelsStart = reinterpret_cast<char*>(aligned);
-    if (panelsStart - start >= int(sizeof(StageBarriers<kStages>))) {
-        return reinterpret_cast<StageBarriers<kStages>*>(start);
-    }
-    return reinterpret_cast<StageBarriers<kStages>*>(
-        panelsStart + size_t(panelCount) * sizeof(float) * kTileRows * kStepDims);
-}
-
 /// The warpgroup's accumulators pinned after a wait (the asm statements
 /// above produce them, as far as the compiler knows, when issued).
 __device__ __forceinline__ void settleAccumulators(float (&d)[64]) {
@@ -445,6 +429,22 @@ struct VectorStream {
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
+/// Room for the stage barriers in the 1,024 bytes alignedShared adds to a
+/// region of `panelCount` panels: before the aligned start where that gap
+/// holds them, else after the panels (the two gaps sum to 1,024 bytes, so
+/// one of them holds at least 512).
+template <int kStages>
+__device__ __forceinline__ StageBarriers<kStages>* slackBarriers(float4* raw, float* aligned,
+                                                                 int panelCount) {
+    char* const start = reinterpret_cast<char*>(raw);
+    char* const panelsStart = reinterpret_cast<char*>(aligned);
+    if (panelsStart - start >= int(sizeof(StageBarriers<kStages>))) {
+        return reinterpret_cast<StageBarriers<kStages>*>(start);
+    }
+    return reinterpret_cast<StageBarriers<kStages>*>(panelsStart +
+                                                     size_t(panelCount) * kPanelBytes);
+}
+
 /// The same products with the query tile resident: each block takes work
 /// items (one query tile, itemTiles vector tiles) in turn, loads the
 /// query tile's `panels` panels once, and streams only the vector tiles
@@ -460,9 +460,10 @@ struct VectorStream {
 ///   both warpgroups have read it, and signals its own read when its
 ///   products are done, before its epilogue, so that one warpgroup's
 ///   epilogue and its per-tile loads pass under the other's products
-///   (measured on the H200, far 10M x 96: 4% more q/s than one barrier a
-///   step);
-/// - the others: one __syncthreads a step.
+///   (measured on the H200, far 10M x 96: 5-6% more q/s than one barrier
+///   a step);
+/// - the others: one __syncthreads a step (the stage barriers measured
+///   within 1% on a clustered 1M x 128: nothing to gain there).
 template <bool kBf16, int kStages, bool kResidual>
 __global__ void __launch_bounds__(kThreads, 2)
     fusedFilterResidentKernel(FusedArgs a, int panels, int64_t itemTiles, int64_t items) {

@@ -32,17 +32,16 @@ __device__ __forceinline__ void initBarrier(uint64_t* barrier, unsigned arrivals
 /// Arrives (release, CTA scope) once the calling thread's earlier cp.async
 /// copies have landed, counted as one of the phase's expected arrivals.
 __device__ __forceinline__ void arriveWhenCopiesLand(uint64_t* barrier) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
-                     barrierAddress(barrier))
-                 : "memory");
+    asm volatile(
+        "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrierAddress(barrier))
+        : "memory");
 }
 
 /// Arrives now (release, CTA scope).
 __device__ __forceinline__ void arrive(uint64_t* barrier) {
-    asm volatile(
-        "{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
-            barrierAddress(barrier))
-        : "memory");
+    asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
+                     barrierAddress(barrier))
+                 : "memory");
 }
 
 /// Waits (acquire, CTA scope) until the phase of parity `parity` has
