@@ -60,11 +60,7 @@ __device__ __forceinline__ void waitPhase(uint64_t* barrier, unsigned parity) {
     } while (!done);
 }
 
-/// The full and empty barriers of kStages stages and the parity each
-/// thread waits for next on each (bit i: stage i; every thread passes the
-/// same sequence of stages, so the bits agree across the block). Full
-/// phases are waited for from parity 0, empty ones from parity 1 (a stage
-/// never filled is free).
+/// The full and empty barriers of kStages stages (in shared memory).
 template <int kStages>
 struct StageBarriers {
     uint64_t full[kStages];
@@ -80,7 +76,10 @@ struct StageBarriers {
     }
 };
 
-/// A thread's next parities on StageBarriers (registers).
+/// The parity a thread waits for next on each of StageBarriers' barriers
+/// (bit i: stage i; every thread passes the same sequence of stages, so the
+/// bits agree across the block). Full phases are waited for from parity 0,
+/// empty ones from parity 1 (a stage never filled is free).
 template <int kStages>
 struct StagePhases {
     unsigned fullParity = 0;
