@@ -234,9 +234,8 @@ __global__ void scanListsKernel(ScanArgs a) {
         }
         for (int i = 0; i < mine; ++i) {
             const size_t slot = size_t(warp + kWarps * i);
-            const float key = a.similarity ? -acc[i] : acc[i];
-            offerCandidates(key, row, valid, a.k, a.width, bestKeys + slot * 2 * a.width,
-                            bestRows + slot * 2 * a.width, lane);
+            offerCandidates(keyOfDistance(acc[i], a.similarity), row, valid, a.k, a.width,
+                            bestKeys + slot * 2 * a.width, bestRows + slot * 2 * a.width, lane);
         }
     }
     __syncwarp();
