@@ -32,6 +32,7 @@
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
+#include "faiss_ext/gpu/utils/HostQueryPipeline.h"
 
 using namespace faiss_ext;
 using namespace faiss_ext::bench;
@@ -87,6 +88,9 @@ const char* kUsage =
     "                    GNND build of the k-NN graph (default 32, 6, 0.001)\n"
     "  --device-queries  also time each setting with queries and results in device\n"
     "                    memory (qps_device_queries)\n"
+    "  --host-one-search-mb M  host batches of at most M MB of queries that fit a\n"
+    "                    staging slot are searched at once, larger ones in chunks\n"
+    "                    (gpu::setHostOneSearchMaxBytes; default: the library's)\n"
     "  --write-dir DIR   write base.fbin, query.fbin, gt.ivecs for the anchors\n"
     "  --write-root DIR  the same into DIR/<data set> (an existing folder each)\n";
 
@@ -637,6 +641,7 @@ int main(int argc, char** argv) {
                       "name",
                       "metric",
                       "device-queries",
+                      "host-one-search-mb",
                       "help",
                       "git"});
         bool doGraph = false, doLsh = false;
@@ -657,6 +662,11 @@ int main(int argc, char** argv) {
         const bool ip = metric == "ip";
         if (ip && doLsh) throw std::invalid_argument("--methods lsh takes --metric l2 only");
         gpu::StandardGpuResources res;
+        if (a.has("host-one-search-mb")) {
+            const int64_t mb = a.getInt("host-one-search-mb", 8);
+            if (mb < 0) throw std::invalid_argument("--host-one-search-mb takes M >= 0");
+            gpu::setHostOneSearchMaxBytes(size_t(mb) << 20);
+        }
         if (a.has("temp-gb")) res.setTempMemory(size_t(a.getInt("temp-gb", 16)) << 30);
         for (const std::string& kind : sets) {
             Context c;
