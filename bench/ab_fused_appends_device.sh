@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The unmeasured changes of this branch, on the GPU machine, in one call (about 9 minutes):
+#   warp-aggregated appends of the fused candidate kernels (new) against main at 363e1a5
+#   (old): the fused / bounded / residual / host-query GPU tests; racecheck of the residual
+#   kernel with this lib (cp.async.mbarrier.arrive.noinc) and with a variant whose threads
+#   wait for their own copies and arrive (FAISS_EXT_VARIANT_OWN_WAIT, see below: at 363e1a5
+#   racecheck stopped with "Internal Sanitizer Error: failed to handle a hardware exception"
+#   on this kernel only); bench_flat A/B on the far 10M x 96 and clustered 1M x 128 at k 10 /
+#   100 with the TF32 floor; numpy batches of 100,000 one search against chunks
+#   (bench_ann --host-one-search-mb 8 / 100000); CUPTI traces at k 100 / 10.
+# Stage here (build-gpu of this branch):
+#   bash bench/stage_flat_scale.sh build-gpu KIT && rm -rf .device/anchor
+#   cp + strip build-gpu/bench/{trace_search,bench_ann} into .device/bin/bench/
+#   .device/old/libfaiss_ext.so.0.xz: main's library (xz of the stripped .so)
+#   .device/variant/libfaiss_ext.so.0.xz: this branch's library with the wgmma object
+#     compiled with -DFAISS_EXT_VARIANT_OWN_WAIT after patching StageBarriers.cuh's
+#     arriveWhenCopiesLand to "cp.async.wait_all; mbarrier.arrive" under that macro
+# then with carry [".device"]: bash bench/ab_fused_appends_device.sh
+# Files of session 17 (2026-12-05): the device was not lent again after the first call.
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+t0=$(date +%s)
+py_ld_path=${LD_LIBRARY_PATH:-}
+source .device/env.sh
+export FAISS_EXT_DATA_DIR=$PWD/.device/extra
+export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=16 OPENBLAS_NUM_THREADS=16
+el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+export PATH=$PATH:/usr/local/cuda/bin
+compute-sanitizer --help 2>&1 | grep -i -A2 "racecheck" > $OUT/cs_help.txt
+timeout 120 .device/bin/tests/gpu_tests --gtest_brief=1 \
+  --gtest_filter='GpuFusedCandidates*:GpuFlatBounded*:GpuFlatBf16x3*:GpuResidualCorpus*:*HostQuer*:*Pinned*' > $OUT/tests.log 2>&1
+el "tests rc=$?"; tail -3 $OUT/tests.log
+mkdir -p /tmp/variant /tmp/old
+xz -dc .device/variant/libfaiss_ext.so.0.xz > /tmp/variant/libfaiss_ext.so.0
+xz -dc .device/old/libfaiss_ext.so.0.xz > /tmp/old/libfaiss_ext.so.0
+race() {  # tag lib [tool args]
+  local tag=$1 lib=$2; shift 2
+  LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH FAISS_EXT_TEST_SMALL=1 timeout 100 compute-sanitizer --tool racecheck \
+    --kernel-name kns=fusedFilter --error-exitcode 9 "$@" .device/bin/tests/gpu_tests \
+    --gtest_filter=GpuFlatBoundedResidual.CertifiesFarClustersOverResiduals > $OUT/race_$tag.log 2>&1
+  el "race $tag rc=$?"; grep -h "SUMMARY\|Internal\|PASSED\|FAILED" $OUT/race_$tag.log | head -4
+}
+race variant /tmp/variant
+race noinc /tmp/devlib
+grep -q "racecheck-memcpy-async" $OUT/cs_help.txt && race noinc-nomemcpy /tmp/devlib --racecheck-memcpy-async no
+tmp=/tmp/fx17; mkdir -p $tmp
+source bench/flat_scale_set.sh
+[ -f $tmp/far_base.fbin ] || { flat_scale_set $tmp/far far 10000000 10000 96 6161 $OUT/gen.err; el "gen far rc=$?"; }
+[ -f $tmp/cl_base.fbin ] || .device/bin/bench/gen_clustered --nb 1000000 --nq 10000 --d 128 --seed 1234 --out $tmp/cl 2>> $OUT/gen.err
+run() {  # tag lib base query dataset limit
+  local tag=$1 lib=$2
+  LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH timeout $6 .device/bin/bench/bench_flat --base $3 --query $4 --dataset $5 \
+    --k 10,100 --methods ours,floor --precision auto --reps 5 --recall-nq 8 --floor-mem-gib 8 \
+    >> $OUT/ab_$tag.jsonl 2>> $OUT/ab_$tag.err
+  el "$tag $5 rc=$?"; grep -h "floor (tf32):\|q/s" $OUT/ab_$tag.err | tail -3
+}
+for t in new old; do
+  lib=/tmp/devlib; [ $t = old ] && lib=/tmp/old
+  run $t $lib $tmp/cl_base.fbin $tmp/cl_query.fbin clustered-1M-128-seed1234 60
+done
+for t in new old; do
+  lib=/tmp/devlib; [ $t = old ] && lib=/tmp/old
+  run $t $lib $tmp/far_base.fbin $tmp/far_query.fbin far-hard-10M-96-c3000 130
+done
+for mb in 8 100000; do
+  timeout 70 .device/bin/bench/bench_ann --data clustered --nq 100000 --degrees 64:128 --itopk 16,32,64 \
+    --runs 5 --latency 0 --device-queries --host-one-search-mb $mb > $OUT/ann_mb$mb.jsonl 2> $OUT/ann_mb$mb.err
+  el "ann mb$mb rc=$?"; tail -4 $OUT/ann_mb$mb.err
+done
+export LD_LIBRARY_PATH=/usr/local/cuda/extras/CUPTI/lib64:$LD_LIBRARY_PATH
+for k in 100 10; do
+  timeout 40 .device/bin/bench/trace_search --base $tmp/far_base.fbin --query $tmp/far_query.fbin \
+    --nq 10000 --k $k --reps 2 --min-us 20 --precision auto > $OUT/trace_k$k.txt 2> $OUT/trace_k$k.err
+  el "trace k$k rc=$?"; grep "search 1\|GPU busy" $OUT/trace_k$k.txt | tail -2
+done
+el done
