@@ -15,7 +15,8 @@
 #   .device/variant/libfaiss_ext.so.0.xz: this branch's library with the wgmma object
 #     compiled with -DFAISS_EXT_VARIANT_OWN_WAIT after patching StageBarriers.cuh's
 #     arriveWhenCopiesLand to "cp.async.wait_all; mbarrier.arrive" under that macro
-# then with carry [".device"]: bash bench/ab_fused_appends_device.sh
+# then with carry [".device"]: bash bench/ab_fused_appends_device.sh [PARTS]
+# PARTS (default all, about 10 minutes: split over two calls): tests race flat host trace
 # Files of session 17 (2026-12-05): the device was not lent again after the first call.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,11 +26,13 @@ source .device/env.sh
 export FAISS_EXT_DATA_DIR=$PWD/.device/extra
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=16 OPENBLAS_NUM_THREADS=16
 el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+parts=" ${*:-tests race flat host trace} "
+want() { case "$parts" in *" $1 "*) return 0 ;; esac; return 1; }
 export PATH=$PATH:/usr/local/cuda/bin
 compute-sanitizer --help 2>&1 | grep -i -A2 "racecheck" > $OUT/cs_help.txt
-timeout 120 .device/bin/tests/gpu_tests --gtest_brief=1 \
+want tests && timeout 120 .device/bin/tests/gpu_tests --gtest_brief=1 \
   --gtest_filter='GpuFusedCandidates*:GpuFlatBounded*:GpuFlatBf16x3*:GpuResidualCorpus*:*HostQuer*:*Pinned*' > $OUT/tests.log 2>&1
-el "tests rc=$?"; tail -3 $OUT/tests.log
+want tests && { el "tests rc=$?"; tail -3 $OUT/tests.log; }
 mkdir -p /tmp/variant /tmp/old
 xz -dc .device/variant/libfaiss_ext.so.0.xz > /tmp/variant/libfaiss_ext.so.0
 xz -dc .device/old/libfaiss_ext.so.0.xz > /tmp/old/libfaiss_ext.so.0
@@ -40,13 +43,15 @@ race() {  # tag lib [tool args]
     --gtest_filter=GpuFlatBoundedResidual.CertifiesFarClustersOverResiduals > $OUT/race_$tag.log 2>&1
   el "race $tag rc=$?"; grep -h "SUMMARY\|Internal\|PASSED\|FAILED" $OUT/race_$tag.log | head -4
 }
-race variant /tmp/variant
-race noinc /tmp/devlib
-grep -q "racecheck-memcpy-async" $OUT/cs_help.txt && race noinc-nomemcpy /tmp/devlib --racecheck-memcpy-async no
+if want race; then
+  race variant /tmp/variant
+  race noinc /tmp/devlib
+  grep -q "racecheck-memcpy-async" $OUT/cs_help.txt && race noinc-nomemcpy /tmp/devlib --racecheck-memcpy-async no
+fi
 tmp=/tmp/fx17; mkdir -p $tmp
 source bench/flat_scale_set.sh
-[ -f $tmp/far_base.fbin ] || { flat_scale_set $tmp/far far 10000000 10000 96 6161 $OUT/gen.err; el "gen far rc=$?"; }
-[ -f $tmp/cl_base.fbin ] || .device/bin/bench/gen_clustered --nb 1000000 --nq 10000 --d 128 --seed 1234 --out $tmp/cl 2>> $OUT/gen.err
+want flat || want trace && [ -f $tmp/far_base.fbin ] || { flat_scale_set $tmp/far far 10000000 10000 96 6161 $OUT/gen.err; el "gen far rc=$?"; }
+want flat && [ -f $tmp/cl_base.fbin ] || .device/bin/bench/gen_clustered --nb 1000000 --nq 10000 --d 128 --seed 1234 --out $tmp/cl 2>> $OUT/gen.err
 run() {  # tag lib base query dataset limit
   local tag=$1 lib=$2
   LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH timeout $6 .device/bin/bench/bench_flat --base $3 --query $4 --dataset $5 \
@@ -54,21 +59,26 @@ run() {  # tag lib base query dataset limit
     >> $OUT/ab_$tag.jsonl 2>> $OUT/ab_$tag.err
   el "$tag $5 rc=$?"; grep -h "floor (tf32):\|q/s" $OUT/ab_$tag.err | tail -3
 }
-for t in new old; do
+want flat && for t in new old; do
   lib=/tmp/devlib; [ $t = old ] && lib=/tmp/old
   run $t $lib $tmp/cl_base.fbin $tmp/cl_query.fbin clustered-1M-128-seed1234 60
 done
-for t in new old; do
+want flat && for t in new old; do
   lib=/tmp/devlib; [ $t = old ] && lib=/tmp/old
   run $t $lib $tmp/far_base.fbin $tmp/far_query.fbin far-hard-10M-96-c3000 130
 done
-for mb in 8 100000; do
+# numpy batches past the one-search size: 100,000 x 128 (51 MB) and 5,000 x 784 (15.7 MB),
+# chunked (8, the default) against one search (100000)
+want host && for mb in 8 100000; do
   timeout 70 .device/bin/bench/bench_ann --data clustered --nq 100000 --degrees 64:128 --itopk 16,32,64 \
     --runs 5 --latency 0 --device-queries --host-one-search-mb $mb > $OUT/ann_mb$mb.jsonl 2> $OUT/ann_mb$mb.err
   el "ann mb$mb rc=$?"; tail -4 $OUT/ann_mb$mb.err
+  timeout 120 .device/bin/bench/bench_ann --data hard --hard-d 784 --nq 5000 --degrees 64:128 --itopk 16,32 \
+    --runs 5 --latency 0 --device-queries --host-one-search-mb $mb > $OUT/ann784_mb$mb.jsonl 2> $OUT/ann784_mb$mb.err
+  el "ann784 mb$mb rc=$?"; tail -3 $OUT/ann784_mb$mb.err
 done
 export LD_LIBRARY_PATH=/usr/local/cuda/extras/CUPTI/lib64:$LD_LIBRARY_PATH
-for k in 100 10; do
+want trace && for k in 100 10; do
   timeout 40 .device/bin/bench/trace_search --base $tmp/far_base.fbin --query $tmp/far_query.fbin \
     --nq 10000 --k $k --reps 2 --min-us 20 --precision auto > $OUT/trace_k$k.txt 2> $OUT/trace_k$k.err
   el "trace k$k rc=$?"; grep "search 1\|GPU busy" $OUT/trace_k$k.txt | tail -2
