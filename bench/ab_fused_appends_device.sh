@@ -50,8 +50,12 @@ if want race; then
 fi
 tmp=/tmp/fx17; mkdir -p $tmp
 source bench/flat_scale_set.sh
-want flat || want trace && [ -f $tmp/far_base.fbin ] || { flat_scale_set $tmp/far far 10000000 10000 96 6161 $OUT/gen.err; el "gen far rc=$?"; }
-want flat && [ -f $tmp/cl_base.fbin ] || .device/bin/bench/gen_clustered --nb 1000000 --nq 10000 --d 128 --seed 1234 --out $tmp/cl 2>> $OUT/gen.err
+if want flat || want trace; then
+  [ -f $tmp/far_base.fbin ] || { flat_scale_set $tmp/far far 10000000 10000 96 6161 $OUT/gen.err; el "gen far rc=$?"; }
+fi
+if want flat; then
+  [ -f $tmp/cl_base.fbin ] || .device/bin/bench/gen_clustered --nb 1000000 --nq 10000 --d 128 --seed 1234 --out $tmp/cl 2>> $OUT/gen.err
+fi
 run() {  # tag lib base query dataset limit
   local tag=$1 lib=$2
   LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH timeout $6 .device/bin/bench/bench_flat --base $3 --query $4 --dataset $5 \
