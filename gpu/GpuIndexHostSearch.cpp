@@ -57,9 +57,8 @@ void GpuIndex::searchPagedHostInput_(idx_t n, const float* x, idx_t k, float* di
     // with its upload (each search has a fixed cost and drains the GPU at its
     // end: measured, chunking a 10,000-query batch cost more than it hid);
     // larger batches are pipelined, their staging under the searches
-    const bool oneSearch = n <= maxRows && size_t(n) * xRowBytes <= hostOneSearchMaxBytes();
-    job.chunks = oneSearch ? std::vector<int64_t>{n}
-                           : hostQueryChunks(n, firstRows, maxRows, kChunkGrowth);
+    job.chunks = hostBatchChunks(n, xRowBytes, firstRows, maxRows, kChunkGrowth,
+                                 hostOneSearchMaxBytes());
     job.searchChunk = [&](idx_t m, const float* devX, float* outD, idx_t* outL) {
         searchImpl_(m, devX, k, outD, outL, params);
     };
