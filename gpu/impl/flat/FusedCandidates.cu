@@ -191,36 +191,9 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
                     lowest = fminf(lowest, v[j][e]);  // (a NaN value is skipped)
                 }
             }
-            const int64_t row = row0 + i * 16 + 8 * h;
-            unsigned kept = 0;  // bit 2 j + e: column col0 + 8 j + e
-            if (lowest <= tValue[i][h]) {
-                const uint64_t threshold = __ldg(a.thresholds + row);
-#pragma unroll
-                for (int j = 0; j < kMmaColTiles; ++j) {
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        if (v[j][e] <= tValue[i][h] &&
-                            keyAtOrBelow(a, col0 + j * 8 + e,
-                                         kResidual ? v[j][e] - offset[i][h] : v[j][e],
-                                         threshold)) {
-                            kept |= 1u << (2 * j + e);
-                        }
-                    }
-                }
-            }
-            // (whole warps from here: reserveRowSlots shuffles)
-            if (!__any_sync(0xffffffffu, kept != 0)) continue;
-            unsigned slot = reserveRowSlots(a, row, unsigned(__popc(kept)));
-#pragma unroll
-            for (int j = 0; j < kMmaColTiles; ++j) {
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    if ((kept >> (2 * j + e)) & 1u) {
-                        storeKept(a, row, slot++, col0 + j * 8 + e,
-                                  kResidual ? v[j][e] - offset[i][h] : v[j][e]);
-                    }
-                }
-            }
+            appendRowBelowThreshold<kMmaColTiles>(a, row0 + i * 16 + 8 * h, col0, lowest,
+                                                  tValue[i][h], offset[i][h],
+                                                  [&](int j, int e) { return v[j][e]; });
         }
     }
 }

@@ -216,36 +216,9 @@ __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        const int64_t row = row0 + 8 * h;
-        unsigned kept = 0;  // bit 2 j + e: column col0 + 8 j + e
-        if (lowest[h] <= tValue[h]) {
-            const uint64_t threshold = __ldg(a.thresholds + row);
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float v = d[4 * j + 2 * h + e];
-                    if (v <= tValue[h] &&
-                        keyAtOrBelow(a, col0 + 8 * j + e, kResidual ? v - offset[h] : v,
-                                     threshold)) {
-                        kept |= 1u << (2 * j + e);
-                    }
-                }
-            }
-        }
-        // (whole warps from here: reserveRowSlots shuffles)
-        if (!__any_sync(0xffffffffu, kept != 0)) continue;
-        unsigned slot = reserveRowSlots(a, row, unsigned(__popc(kept)));
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                if ((kept >> (2 * j + e)) & 1u) {
-                    const float v = d[4 * j + 2 * h + e];
-                    storeKept(a, row, slot++, col0 + 8 * j + e, kResidual ? v - offset[h] : v);
-                }
-            }
-        }
+        appendRowBelowThreshold<16>(a, row0 + 8 * h, col0, lowest[h], tValue[h],
+                                    kResidual ? offset[h] : 0.f,
+                                    [&](int j, int e) { return d[4 * j + 2 * h + e]; });
     }
 }
 

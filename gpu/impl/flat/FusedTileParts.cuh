@@ -238,6 +238,45 @@ __device__ __forceinline__ void storeKept(const FusedArgs& a, int64_t row, unsig
     }
 }
 
+/// Appends a thread's products of query `row` that are at or below its
+/// threshold: value(j, e) is the product of column col0 + 8 j + e (j <
+/// kColTiles, e < 2), `lowest` their minimum, tValue the threshold's value
+/// (both moved by `offset`, a residual corpus's term, which the kept key is
+/// lowered by; 0 elsewhere). The row is tested through its minimum first:
+/// nearly every row of a tile keeps nothing. Every lane of the warp calls
+/// it (reserveRowSlots shuffles).
+template <int kColTiles, class Value>
+__device__ __forceinline__ void appendRowBelowThreshold(const FusedArgs& a, int64_t row,
+                                                        int64_t col0, float lowest, float tValue,
+                                                        float offset, const Value& value) {
+    static_assert(2 * kColTiles <= 32, "a thread's products of a row fit a 32-bit mask");
+    unsigned kept = 0;  // bit 2 j + e: column col0 + 8 j + e
+    if (lowest <= tValue) {
+        const uint64_t threshold = __ldg(a.thresholds + row);
+#pragma unroll
+        for (int j = 0; j < kColTiles; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float v = value(j, e);
+                if (v <= tValue && keyAtOrBelow(a, col0 + 8 * j + e, v - offset, threshold)) {
+                    kept |= 1u << (2 * j + e);
+                }
+            }
+        }
+    }
+    if (!__any_sync(0xffffffffu, kept != 0)) return;
+    unsigned slot = reserveRowSlots(a, row, unsigned(__popc(kept)));
+#pragma unroll
+    for (int j = 0; j < kColTiles; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            if ((kept >> (2 * j + e)) & 1u) {
+                storeKept(a, row, slot++, col0 + 8 * j + e, value(j, e) - offset);
+            }
+        }
+    }
+}
+
 /// The threshold's value of query `row` (NaN where the row is out of range
 /// or to be redone: nothing passes a NaN).
 __device__ __forceinline__ float thresholdValue(const FusedArgs& a, int64_t row) {
