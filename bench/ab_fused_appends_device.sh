@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The unmeasured changes of this branch, on the GPU machine, in one call (about 9 minutes):
-#   warp-aggregated appends of the fused candidate kernels (new) against main at 363e1a5
+# The unmeasured changes of this branch, on the GPU machine, in one call (about 10 minutes):
+#   warp-aggregated appends of the fused candidate kernels and a shared threshold sample that
+#   grows with the corpus (new; -s4096 / -s8192 give the old sample size) against main (old)
 #   (old): the fused / bounded / residual / host-query GPU tests; racecheck of the residual
 #   kernel with this lib (cp.async.mbarrier.arrive.noinc) and with a variant whose threads
 #   wait for their own copies and arrive (FAISS_EXT_VARIANT_OWN_WAIT, see below: at 363e1a5
@@ -30,8 +31,8 @@ parts=" ${*:-tests race flat host trace} "
 want() { case "$parts" in *" $1 "*) return 0 ;; esac; return 1; }
 export PATH=$PATH:/usr/local/cuda/bin
 compute-sanitizer --help 2>&1 | grep -i -A2 "racecheck" > $OUT/cs_help.txt
-want tests && timeout 120 .device/bin/tests/gpu_tests --gtest_brief=1 \
-  --gtest_filter='GpuFusedCandidates*:GpuFlatBounded*:GpuFlatBf16x3*:GpuResidualCorpus*:*HostQuer*:*Pinned*' > $OUT/tests.log 2>&1
+want tests && timeout 150 .device/bin/tests/gpu_tests --gtest_brief=1 \
+  --gtest_filter='GpuFusedCandidates*:GpuFlatBounded*:GpuFlatBf16x3*:GpuResidualCorpus*:*HostQuer*:*Pinned*:GpuSelectSampledThreshold*' > $OUT/tests.log 2>&1
 want tests && { el "tests rc=$?"; tail -3 $OUT/tests.log; }
 mkdir -p /tmp/variant /tmp/old
 xz -dc .device/variant/libfaiss_ext.so.0.xz > /tmp/variant/libfaiss_ext.so.0
@@ -56,20 +57,24 @@ fi
 if want flat; then
   [ -f $tmp/cl_base.fbin ] || .device/bin/bench/gen_clustered --nb 1000000 --nq 10000 --d 128 --seed 1234 --out $tmp/cl 2>> $OUT/gen.err
 fi
-run() {  # tag lib base query dataset limit
+run() {  # tag lib base query dataset limit precisions
   local tag=$1 lib=$2
   LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH timeout $6 .device/bin/bench/bench_flat --base $3 --query $4 --dataset $5 \
-    --k 10,100 --methods ours,floor --precision auto --reps 5 --recall-nq 8 --floor-mem-gib 8 \
+    --k 10,100 --methods ours,floor --precision $7 --reps 5 --recall-nq 8 --floor-mem-gib 8 \
     >> $OUT/ab_$tag.jsonl 2>> $OUT/ab_$tag.err
-  el "$tag $5 rc=$?"; grep -h "floor (tf32):\|q/s" $OUT/ab_$tag.err | tail -3
+  el "$tag $5 rc=$?"; grep -h "floor (tf32):\|q/s" $OUT/ab_$tag.err | tail -12
 }
+# new: the branch's library at its default shared sample (16,384 vectors from 262,144 on)
+# and at main's 4,096 / 8,192 (-sN; the appends alone are auto-s4096 against old's auto);
+# old: main's library (never given -sN: it has no such hook)
 want flat && for t in new old; do
-  lib=/tmp/devlib; [ $t = old ] && lib=/tmp/old
-  run $t $lib $tmp/cl_base.fbin $tmp/cl_query.fbin clustered-1M-128-seed1234 60
+  if [ $t = new ]; then lib=/tmp/devlib p=auto,auto-s4096,auto-s8192,tf32-bounded-mma,tf32-bounded-mma-s4096
+  else lib=/tmp/old p=auto,tf32-bounded-mma; fi
+  run $t $lib $tmp/cl_base.fbin $tmp/cl_query.fbin clustered-1M-128-seed1234 90 $p
 done
 want flat && for t in new old; do
-  lib=/tmp/devlib; [ $t = old ] && lib=/tmp/old
-  run $t $lib $tmp/far_base.fbin $tmp/far_query.fbin far-hard-10M-96-c3000 130
+  if [ $t = new ]; then lib=/tmp/devlib p=auto,auto-s4096,auto-s8192; else lib=/tmp/old p=auto; fi
+  run $t $lib $tmp/far_base.fbin $tmp/far_query.fbin far-hard-10M-96-c3000 170 $p
 done
 # numpy batches past the one-search size: 100,000 x 128 (51 MB) and 5,000 x 784 (15.7 MB),
 # chunked (8, the default) against one search (100000)

@@ -43,6 +43,7 @@
 #include "faiss_ext/gpu/impl/flat/FusedCandidatesWgmma.h"
 #include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/select/SampledThresholdSelect.h"
 
 #include <faiss/IndexFlat.h>
 #include <omp.h>
@@ -83,7 +84,9 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
                        fastest of full-row and 1,024 / 4,096-query tiles in it)
   --precision LIST     distance precisions of ours: fp32, tf32-bounded, bf16x3-bounded, auto
                        (a -unfused suffix: the fused candidates off; -mma: fused by
-                       the mma.sync kernel, not Hopper's warpgroup one)
+                       the mma.sync kernel, not Hopper's warpgroup one; then -sN: the
+                       fused thresholds' shared sample at most N vectors, a power of
+                       two in 1024..16384, e.g. auto-s4096)
                        (default fp32)
   --single-query N     also time N one-query searches per k (median latency; ours)
                        and split it: fused kernel, merge, the rest (k <= 1024)
@@ -95,6 +98,22 @@ enum class FusedMode { Default, Unfused, MmaSync };
 
 const char* fusedModeSuffix(FusedMode m) {
     return m == FusedMode::Unfused ? "-unfused" : m == FusedMode::MmaSync ? "-mma" : "";
+}
+
+/// Strips a trailing "-sN" from a precision name and returns N (0 where
+/// there is none); N must be a shared-sample size the library takes.
+int64_t takeSharedSamplesSuffix(std::string& name) {
+    const size_t at = name.rfind("-s");
+    if (at == std::string::npos || at + 2 == name.size() ||
+        name.find_first_not_of("0123456789", at + 2) != std::string::npos)
+        return 0;
+    const int64_t n = std::stoll(name.substr(at + 2));
+    const bool power = n >= 1024 && n <= gpu::select::kSharedSampleMaxSamples && (n & (n - 1)) == 0;
+    if (!power)
+        throw std::invalid_argument("--precision " + name + ": -sN takes a power of two in 1024.." +
+                                    std::to_string(gpu::select::kSharedSampleMaxSamples));
+    name.resize(at);
+    return n;
 }
 
 struct Common {
@@ -343,7 +362,9 @@ int main(int argc, char** argv) {
         // warpgroup one would serve (Hopper).
         std::vector<gpu::DistancePrecision> precisions;
         std::vector<FusedMode> fusedModes;
+        std::vector<int64_t> sharedSamples;  // 0: the library's default
         for (std::string name : parseList(args.get("precision", "fp32"))) {
+            sharedSamples.push_back(takeSharedSamplesSuffix(name));
             FusedMode mode = FusedMode::Default;
             for (const FusedMode m : {FusedMode::Unfused, FusedMode::MmaSync}) {
                 const std::string suffix = fusedModeSuffix(m);
@@ -571,13 +592,18 @@ int main(int argc, char** argv) {
                         const bool bounded = gpu::isBoundedPrecision(precision) ||
                                              precision == gpu::DistancePrecision::Auto;
                         const FusedMode fusedMode = fusedModes[pi];
+                        const int64_t samples = sharedSamples[pi];
                         const std::string method =
                                 (bounded ? std::string("ours:quickselect-") +
                                                    gpu::distancePrecisionName(precision)
                                          : std::string("ours:quickselect")) +
-                                fusedModeSuffix(fusedMode);
+                                fusedModeSuffix(fusedMode) +
+                                (samples ? "-s" + std::to_string(samples) : std::string());
                         gpu::setFusedCandidatesEnabled(fusedMode != FusedMode::Unfused);
                         gpu::setFusedWgmmaEnabled(fusedMode != FusedMode::MmaSync);
+                        // (only when asked: the A/B scripts run this binary over
+                        // libraries older than the hook)
+                        if (samples) gpu::select::setSharedSampleMaxSamples(samples);
                         try {
                             gpu::SearchParametersQuickSelectFlat sp;
                             sp.distancePrecision = precision;
@@ -616,6 +642,7 @@ int main(int argc, char** argv) {
                                                       gpu::fusedWgmmaAvailable(0)
                                               ? "wgmma"
                                               : "mma.sync");
+                                if (samples) p.integer("shared_samples_max", samples);
                             }
                             p.str("resolved", gpu::distancePrecisionName(
                                                       index.resolveDistancePrecision(c.nq, k, &sp)));
@@ -654,6 +681,9 @@ int main(int argc, char** argv) {
                         }
                         gpu::setFusedCandidatesEnabled(true);  // the library's defaults again
                         gpu::setFusedWgmmaEnabled(true);
+                        if (samples)
+                            gpu::select::setSharedSampleMaxSamples(
+                                    gpu::select::kSharedSampleMaxSamples);
                     }
                 }
             } catch (const std::exception& e) {

@@ -2,12 +2,14 @@
 // GPU: which operands it takes, that its scratch grows with the rows, that
 // bad calls are refused before anything touches the device, and that the
 // vectors of the shared sample it gathers are distinct rows inside the
-// corpus, one run of 8 in each stratum (select/SampledThresholdSelect.h);
-// and that the warpgroup kernel is only planned where a device can run it.
+// corpus, one run of 8 in each stratum (select/SampledThresholdSelect.h),
+// a sample that grows with the corpus up to its settable largest size; and
+// that the warpgroup kernel is only planned where a device can run it.
 #include <cuda_runtime_api.h>
 #include <faiss/impl/FaissException.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -62,7 +64,7 @@ TEST(CpuFusedCandidates, ScratchGrowsWithRowsAndHoldsTheSample) {
             const size_t one = fusedCandidatesScratchBytes(1, nb, m, ops);
             const size_t two = fusedCandidatesScratchBytes(2, nb, m, ops);
             const size_t many = fusedCandidatesScratchBytes(1000, nb, m, ops);
-            const select::SampledThresholdPlan plan = select::sampledThresholdPlan(nb, m);
+            const select::SampledThresholdPlan plan = select::sharedSampleThresholdPlan(nb, m);
             const int64_t words = ops.bf16x3 ? 3 * ops.d / 2 : ops.d;
             // The sample's rows, and per row its products and candidate buffer.
             EXPECT_GE(one, size_t(4 * plan.samples * words + 8 * plan.capacity));
@@ -102,7 +104,7 @@ TEST(CpuFusedCandidates, SharedSampleIsDistinctRowsOneRunPerStratum) {
                       int64_t(4294967295)}) {
         for (int64_t k : {int64_t(1), int64_t(42), int64_t(200), int64_t(1024)}) {
             if (!select::sampledThresholdKeysApply(n, k)) continue;
-            const int64_t samples = select::sampledThresholdPlan(n, k).samples;
+            const int64_t samples = select::sharedSampleThresholdPlan(n, k).samples;
             const int64_t runs = samples / select::kSampledThresholdRunLength;
             const int64_t stratum = n / runs;
             int64_t previous = -1;
@@ -120,6 +122,71 @@ TEST(CpuFusedCandidates, SharedSampleIsDistinctRowsOneRunPerStratum) {
             }
         }
     }
+}
+
+namespace {
+/// Sets the largest shared sample for a scope (process-wide hook).
+struct SharedSampleMax {
+    explicit SharedSampleMax(int64_t s) { select::setSharedSampleMaxSamples(s); }
+    ~SharedSampleMax() { select::setSharedSampleMaxSamples(select::kSharedSampleMaxSamples); }
+};
+}  // namespace
+
+TEST(CpuFusedCandidates, SharedSampleGrowsWithTheCorpusAndKeepsFewerProducts) {
+    ASSERT_EQ(select::sharedSampleMaxSamples(), select::kSharedSampleMaxSamples);
+    for (int64_t n : {int64_t(16384), int64_t(100000), int64_t(262143), int64_t(262144),
+                      int64_t(1000000), int64_t(10000000), int64_t(100000000)}) {
+        for (int64_t k : {int64_t(1), int64_t(42), int64_t(200), int64_t(1024)}) {
+            if (!select::sampledThresholdKeysApply(n, k)) continue;
+            const std::string what = "n " + std::to_string(n) + " k " + std::to_string(k);
+            const select::SampledThresholdPlan row = select::sampledThresholdPlan(n, k);
+            select::SampledThresholdPlan at4096;
+            {
+                SharedSampleMax cap(4096);
+                at4096 = select::sharedSampleThresholdPlan(n, k);
+            }
+            // At 4,096 the shared plan is the per-row one (main's fused path).
+            EXPECT_EQ(at4096.samples, row.samples) << what;
+            EXPECT_EQ(at4096.rank, row.rank) << what;
+            EXPECT_EQ(at4096.capacity, row.capacity) << what;
+            // By default: the largest power of two up to 16,384 with n >= 16 samples.
+            const select::SampledThresholdPlan p = select::sharedSampleThresholdPlan(n, k);
+            int64_t want = select::kSharedSampleMaxSamples;
+            while (want > 1024 && want * 16 > n) want /= 2;
+            EXPECT_EQ(p.samples, want) << what;
+            EXPECT_GE(p.samples, row.samples) << what;
+            EXPECT_LT(p.rank, p.samples) << what;
+            EXPECT_GE(p.capacity, k) << what;
+            // The buffer holds about twice the products the threshold passes.
+            const double passed = double(p.rank) * double(n) / double(p.samples);
+            EXPECT_GE(double(p.capacity), passed) << what;
+            const double sized = double(2 * p.rank + 12) * double(n) / double(p.samples);
+            EXPECT_LT(double(p.capacity), 2 * std::max({1024.0, sized, double(k)})) << what;
+            if (p.samples == 4 * row.samples && k <= 200) {
+                // The rank grows by less than the sample: fewer products pass,
+                // about 3.4x fewer from 10M on (the rank barely moves there).
+                const double passedRow = double(row.rank) * double(n) / double(row.samples);
+                EXPECT_LT(passed, (n >= 10000000 ? 0.35 : 0.6) * passedRow) << what;
+                EXPECT_LE(select::sharedSampleThresholdScratchBytes(1000, n, k),
+                          select::sampledThresholdScratchBytes(1000, n, k))
+                        << what;
+            }
+        }
+    }
+}
+
+TEST(CpuFusedCandidates, SharedSampleSizeOutsideItsRangeIsRefused) {
+    for (int64_t bad : {int64_t(-1), int64_t(0), int64_t(512), int64_t(1000), int64_t(3072),
+                        int64_t(32768)}) {
+        EXPECT_THROW(select::setSharedSampleMaxSamples(bad), faiss::FaissException) << bad;
+        EXPECT_EQ(select::sharedSampleMaxSamples(), select::kSharedSampleMaxSamples) << bad;
+    }
+    for (int64_t good : {int64_t(1024), int64_t(2048), int64_t(4096), int64_t(8192)}) {
+        SharedSampleMax cap(good);
+        EXPECT_EQ(select::sharedSampleMaxSamples(), good);
+        EXPECT_EQ(select::sharedSampleThresholdPlan(10000000, 42).samples, good);
+    }
+    EXPECT_EQ(select::sharedSampleMaxSamples(), select::kSharedSampleMaxSamples);
 }
 
 TEST(CpuFusedCandidates, WarpgroupKernelOnlyOnComputeCapability90) {

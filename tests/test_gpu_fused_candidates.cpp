@@ -5,7 +5,8 @@
 // fragments, the tile edges or the zero fill past d); through the index,
 // bounded searches that take it equal the FP32 path's, with the fused path
 // on and off, for the four metrics, dimensions not a multiple of the
-// 32-word stage, and query and vector counts off the 128 x 128 tiles.
+// 32-word stage, query and vector counts off the 128 x 128 tiles, and every
+// size of the shared sample the thresholds come from.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -216,6 +217,36 @@ TEST(GpuFusedCandidates, BoundedSearchEqualsFp32WithAndWithoutFusion) {
                         EXPECT_GE(s.certifiedQueries, nq * 9 / 10) << what;
                     }
                 }
+            }
+        }
+    }
+}
+
+// The shared sample grows with the corpus (16,384 vectors from 262,144 on):
+// at every largest size the plan can take, a bounded search over such a
+// corpus takes the fused path and equals the FP32 path's.
+TEST(GpuFusedCandidates, EverySharedSampleSizeGivesTheFp32Results) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int64_t nb = 300007, nq = sized<int64_t>(300, 130);
+    const int d = 32;
+    const auto xb = clusteredVectors(nb, d, 40, kSeed + 11);
+    const auto xq = clusteredVectors(nq, d, 40, kSeed + 12);
+    struct Cap {
+        ~Cap() { faiss_ext::gpu::select::setSharedSampleMaxSamples(
+                faiss_ext::gpu::select::kSharedSampleMaxSamples); }
+    } restore;
+    for (int64_t samples : {int64_t(1024), int64_t(4096), int64_t(16384)}) {
+        faiss_ext::gpu::select::setSharedSampleMaxSamples(samples);
+        for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+            for (int64_t k : {10, 100}) {
+                const std::string what =
+                    describe(metric, d, k, "clustered") + " samples " + std::to_string(samples);
+                const auto before = faiss_ext::gpu::fusedCandidateRows();
+                const BoundedSearchStats s = compareOn(res, metric, d, xb, xq, k, what);
+                const auto after = faiss_ext::gpu::fusedCandidateRows();
+                EXPECT_GT(after.tf32 - before.tf32, 0) << what;
+                EXPECT_GE(s.certifiedQueries, nq * 9 / 10) << what;
             }
         }
     }

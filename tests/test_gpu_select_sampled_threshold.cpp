@@ -4,7 +4,9 @@
 // last, -0 before +0, as the GPU keys order them) and against selectK with
 // SelectAlgo::QuickMultiSelect (bit for bit); rows built on the sample
 // positions (sampledThresholdRunStart) so that the buffer overflows or
-// comes out short, which must flag the row and leave the result exact.
+// comes out short, which must flag the row and leave the result exact; the
+// thresholds of the sample shared by every row (the fused candidates') at
+// each of its sizes.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -497,5 +499,64 @@ TEST(GpuSelectSampledThreshold, InIndicesAndHostMatrices) {
             << what;
         EXPECT_EQ(sampledThresholdCounters().rows, before.rows) << what;
         EXPECT_EQ(checkRows(v, rows, n, k, cols, gotV, gotI), "") << what;
+    }
+}
+
+// The thresholds of the shared sample (the fused candidates' entry point),
+// at every sample size the plan can pick: each row's T has exactly the
+// plan's rank keys (ordered bits, entry number) of its sample at or below
+// it, with and without column terms, on rows of ties, signed zeros and NaN.
+TEST(GpuSelectSampledThreshold, SharedSampleThresholdHasRankKeysAtOrBelowIt) {
+    FAISS_EXT_REQUIRE_GPU();
+    const int64_t n = 10000000, rows = 9;
+    const Pattern pats[] = {Pattern::Random, Pattern::Ties, Pattern::NaNInf,
+                            Pattern::NaNMost, Pattern::SignedZero};
+    struct Cap {
+        ~Cap() { setSharedSampleMaxSamples(kSharedSampleMaxSamples); }
+    } restore;
+    for (int64_t maxSamples : {int64_t(1024), int64_t(4096), int64_t(8192), int64_t(16384)}) {
+        setSharedSampleMaxSamples(maxSamples);
+        for (int64_t k : {int64_t(42), int64_t(200), int64_t(4096)}) {
+            const SampledThresholdPlan plan = sharedSampleThresholdPlan(n, k);
+            ASSERT_EQ(plan.samples, maxSamples);
+            const int64_t s = plan.samples;
+            for (bool withColAdd : {false, true}) {
+                const std::string what = "samples " + std::to_string(s) + " k " +
+                                         std::to_string(k) + (withColAdd ? " colAdd" : "");
+                std::mt19937_64 rng(kSeed + uint64_t(s + k));
+                std::vector<float> v(static_cast<size_t>(rows * s));
+                for (int64_t r = 0; r < rows; ++r)
+                    fillRow(v.data() + size_t(r * s), pats[size_t(r) % 5], r, s, k, false, rng);
+                std::vector<float> add(static_cast<size_t>(s), 0.f);
+                std::uniform_int_distribution<int> small(-2, 2);
+                if (withColAdd)
+                    for (float& a : add) a = float(small(rng));  // ties stay ties
+                DeviceArray<float> dv(v.size()), dadd(add.size());
+                ASSERT_TRUE(dv.p && dadd.p) << what;
+                dv.upload(v);
+                dadd.upload(add);
+                const size_t bytes = sharedSampleThresholdScratchBytes(rows, n, k);
+                DeviceArray<char> scratch(bytes);
+                ASSERT_TRUE(scratch.p) << what;
+                sampledThresholdFromSharedSample(dv.p, withColAdd ? dadd.p : nullptr, rows, n, k,
+                                                 scratch.p, bytes, nullptr);
+                ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+                const SampledThresholdRowBuffers b =
+                    sampledThresholdRowBuffers(scratch.p, bytes, rows, n, k);
+                std::vector<uint64_t> t(static_cast<size_t>(rows));
+                ASSERT_EQ(cudaMemcpy(t.data(), b.thresholds, 8 * t.size(), cudaMemcpyDeviceToHost),
+                          cudaSuccess);
+                for (int64_t r = 0; r < rows; ++r) {
+                    int64_t atOrBelow = 0;
+                    for (int64_t e = 0; e < s; ++e) {
+                        float x = v[size_t(r * s + e)];
+                        if (withColAdd) x += add[size_t(e)];
+                        const uint64_t key = (uint64_t(orderedBits(x)) << 32) | uint64_t(e);
+                        atOrBelow += key <= t[size_t(r)];
+                    }
+                    EXPECT_EQ(atOrBelow, plan.rank) << what << " row " << r;
+                }
+            }
+        }
     }
 }

@@ -272,12 +272,12 @@ int rowWords(const FusedOperands& ops) { return ops.bf16x3 ? 3 * ops.d / 2 : ops
 struct ScratchLayout {
     size_t sampleVectors, sampleColAdd, sampleProducts, threshold, thresholdBytes, total;
     ScratchLayout(int64_t rows, int64_t nb, int64_t m, int words) {
-        const int64_t samples = select::sampledThresholdPlan(nb, m).samples;
+        const int64_t samples = select::sharedSampleThresholdPlan(nb, m).samples;
         sampleVectors = 0;
         sampleColAdd = sampleVectors + align256(sizeof(uint32_t) * size_t(samples) * size_t(words));
         sampleProducts = sampleColAdd + align256(sizeof(float) * size_t(samples));
         threshold = sampleProducts + align256(sizeof(float) * size_t(rows) * size_t(samples));
-        thresholdBytes = select::sampledThresholdScratchBytes(rows, nb, m);
+        thresholdBytes = select::sharedSampleThresholdScratchBytes(rows, nb, m);
         total = threshold + align256(thresholdBytes);
     }
 };
@@ -363,7 +363,7 @@ void fusedCandidates(cublasHandle_t blas, const FusedOperands& ops, int64_t rows
     float* sampleColAdd = reinterpret_cast<float*>(base + layout.sampleColAdd);
     float* products = reinterpret_cast<float*>(base + layout.sampleProducts);
     void* thresholdScratch = base + layout.threshold;
-    const int64_t samples = select::sampledThresholdPlan(nb, m).samples;
+    const int64_t samples = select::sharedSampleThresholdPlan(nb, m).samples;
 
     gatherSharedSampleKernel<<<gridStrideBlocks(samples * words), 256, 0, stream>>>(
         static_cast<const uint32_t*>(ops.vectors), nb, words, colAdd, samples, sampleRows,

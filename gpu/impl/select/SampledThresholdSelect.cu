@@ -155,6 +155,61 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+/// thresholdKernel<false> over the sample shared by every row
+/// (sampledThresholdFromSharedSample): row r's `samples` entries are
+/// contiguous, so run i is entries 8 i .. 8 i + 7 and the key of entry s is
+/// (its ordered bits, s), the keys thresholdKernel makes of such a row. A
+/// thread holds its kRunsPerThread runs as floats (up to 64 registers for
+/// 16,384 samples; 64-bit keys would take twice as many) and makes the keys
+/// as the radix select asks for them.
+template <int kRunsPerThread>
+__global__ void __launch_bounds__(kThreads)
+    sharedSampleThresholdKernel(const float* values, const float* colAdd, int64_t samples,
+                                int runs, unsigned rank, uint64_t* thresholds, unsigned* counts,
+                                unsigned* done) {
+    __shared__ RadixShared sh;
+    const int64_t row = blockIdx.x;
+    const float4* rowRuns = reinterpret_cast<const float4*>(values + row * samples);
+    const float4* addRuns = reinterpret_cast<const float4*>(colAdd);
+    float v[kRunsPerThread][kRunLength];
+#pragma unroll
+    for (int u = 0; u < kRunsPerThread; ++u) {
+        const int i = u * kThreads + threadIdx.x;
+#pragma unroll
+        for (int h = 0; h < kRunLength / 4; ++h) {
+            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (i < runs) {
+                x = __ldg(rowRuns + i * (kRunLength / 4) + h);
+                // (only where there is a column term: + 0.f would turn -0 into +0)
+                if (colAdd) {
+                    const float4 c = __ldg(addRuns + i * (kRunLength / 4) + h);
+                    x = make_float4(x.x + c.x, x.y + c.y, x.z + c.z, x.w + c.w);
+                }
+            }
+            v[u][4 * h] = x.x;
+            v[u][4 * h + 1] = x.y;
+            v[u][4 * h + 2] = x.z;
+            v[u][4 * h + 3] = x.w;
+        }
+    }
+    auto forEach = [&](auto f) {
+#pragma unroll
+        for (int u = 0; u < kRunsPerThread; ++u) {
+            const int i = u * kThreads + threadIdx.x;
+#pragma unroll
+            for (int e = 0; e < kRunLength; ++e)
+                f((uint64_t(orderedBits<false>(v[u][e])) << 32) | uint64_t(i * kRunLength + e),
+                  i < runs);
+        }
+    };
+    const uint64_t threshold = blockRadixSelect(forEach, rank, sh);
+    if (threadIdx.x == 0) {
+        thresholds[row] = threshold;
+        counts[row] = uint32_t(threshold >> 32) == 0xFFFFFFFFu ? kRedoRow : 0;
+        done[row] = 0;
+    }
+}
+
 /// Keys a filterKernel block gathers in shared memory before it appends
 /// them to the row's buffer with one atomic. The stage shares its memory
 /// with the settle's (filterKernel's union), so it takes as many slots as
@@ -697,6 +752,7 @@ void launchFilter(const FilterArgs& a, bool vec4, bool largest, int items, bool 
 
 std::atomic<int64_t> gSelectedRows{0};
 std::atomic<int64_t> gFallbackRows{0};
+std::atomic<int64_t> gSharedSampleMax{kSharedSampleMaxSamples};
 
 }  // namespace
 
@@ -712,10 +768,11 @@ bool sampledThresholdKeysApply(int64_t n, int64_t k) {
 
 namespace {
 
-/// sampledThresholdPlan without the range check (both entry points' ranges).
-SampledThresholdPlan planFor(int64_t n, int64_t k) {
+/// sampledThresholdPlan (maxSamples kMaxSamples) and
+/// sharedSampleThresholdPlan without the range check.
+SampledThresholdPlan planFor(int64_t n, int64_t k, int64_t maxSamples = kMaxSamples) {
     SampledThresholdPlan p;
-    p.samples = kMaxSamples;
+    p.samples = maxSamples;
     while (p.samples > kMinSamples && p.samples * 16 > n) p.samples /= 2;
     // mu <= samples / 16 (n >= 16 k), so rank stays below samples.
     const double mu = double(k) * double(p.samples) / double(n);
@@ -790,6 +847,29 @@ size_t sampledThresholdScratchBytes(int64_t rows, int64_t n, int64_t k) {
     return ScratchLayout(rows, sampledThresholdPlan(n, k).capacity).total;
 }
 
+SampledThresholdPlan sharedSampleThresholdPlan(int64_t n, int64_t k) {
+    FAISS_THROW_IF_NOT_FMT(sampledThresholdKeysApply(n, k),
+                           "sampled-threshold selection: k = %lld of n = %lld out of its range",
+                           (long long)k, (long long)n);
+    return planFor(n, k, gSharedSampleMax.load());
+}
+
+size_t sharedSampleThresholdScratchBytes(int64_t rows, int64_t n, int64_t k) {
+    return ScratchLayout(rows, sharedSampleThresholdPlan(n, k).capacity).total;
+}
+
+void setSharedSampleMaxSamples(int64_t samples) {
+    FAISS_THROW_IF_NOT_FMT(samples >= kMinSamples && samples <= kSharedSampleMaxSamples &&
+                                   (samples & (samples - 1)) == 0,
+                           "setSharedSampleMaxSamples: %lld is not a power of two in [%lld, "
+                           "%lld]",
+                           (long long)samples, (long long)kMinSamples,
+                           (long long)kSharedSampleMaxSamples);
+    gSharedSampleMax.store(samples);
+}
+
+int64_t sharedSampleMaxSamples() { return gSharedSampleMax.load(); }
+
 void sampledThresholdSelect(const float* values, int64_t rows, int64_t n, int64_t k, bool largest,
                             float* outValues, int64_t* outIndices, uint8_t* needsFallback,
                             void* scratch, size_t scratchBytes, cudaStream_t stream) {
@@ -827,7 +907,7 @@ void sampledThresholdSelectKeys(const float* dist, int64_t ld, const float* colA
 
 SampledThresholdRowBuffers sampledThresholdRowBuffers(void* scratch, size_t scratchBytes,
                                                       int64_t rows, int64_t n, int64_t k) {
-    const SampledThresholdPlan plan = sampledThresholdPlan(n, k);
+    const SampledThresholdPlan plan = sharedSampleThresholdPlan(n, k);
     const ScratchLayout layout(rows, plan.capacity);
     FAISS_THROW_IF_NOT_FMT(scratch && scratchBytes >= layout.total && rows >= 1 &&
                                    rows <= kSampledThresholdMaxRows,
@@ -850,15 +930,19 @@ void sampledThresholdFromSharedSample(const float* sampleValues, const float* sa
     FAISS_THROW_IF_NOT_FMT(sampledThresholdKeysApply(n, k),
                            "sampled-threshold selection: k = %lld of n = %lld out of its range",
                            (long long)k, (long long)n);
-    FAISS_THROW_IF_NOT_MSG(sampleValues, "sampled-threshold selection: null sample");
-    const SampledThresholdPlan plan = sampledThresholdPlan(n, k);
+    FAISS_THROW_IF_NOT_MSG(sampleValues && aligned16(sampleValues) && aligned16(sampleColAdd),
+                           "sampled-threshold selection: null or unaligned sample");
+    const SampledThresholdPlan plan = sharedSampleThresholdPlan(n, k);
     sampledThresholdRowBuffers(scratch, scratchBytes, rows, n, k);  // checks the scratch
     const ScratchLayout layout(rows, plan.capacity);
     char* base = static_cast<char*>(scratch);
-    // A row of `samples` entries read whole: runs of 8 in strata of 8.
     const int runs = int(plan.samples / kRunLength);
-    thresholdKernel<false><<<unsigned(rows), kThreads, 0, stream>>>(
-            sampleValues, plan.samples, sampleColAdd, plan.samples, runs, unsigned(plan.rank),
+    const int runsPerThread = (runs + kThreads - 1) / kThreads;
+    auto kernel = runsPerThread <= 2   ? sharedSampleThresholdKernel<2>
+                  : runsPerThread <= 4 ? sharedSampleThresholdKernel<4>
+                                       : sharedSampleThresholdKernel<8>;
+    kernel<<<unsigned(rows), kThreads, 0, stream>>>(
+            sampleValues, sampleColAdd, plan.samples, runs, unsigned(plan.rank),
             reinterpret_cast<uint64_t*>(base + layout.thresholds),
             reinterpret_cast<unsigned*>(base + layout.counts),
             reinterpret_cast<unsigned*>(base + layout.done));

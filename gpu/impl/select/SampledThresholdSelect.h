@@ -150,13 +150,37 @@ struct SampledThresholdRowBuffers {
     int64_t capacity = 0;
 };
 
-/// The buffers in `scratch` (sampledThresholdScratchBytes(rows, n, k) bytes)
-/// for rows of n entries, k wanted (sampledThresholdKeysApply(n, k)).
+/// Largest sample shared by every row (the default of
+/// setSharedSampleMaxSamples).
+constexpr int64_t kSharedSampleMaxSamples = 16384;
+
+/// The plan of the shared-sample entry points below: sampledThresholdPlan's
+/// rank and capacity rules over a sample of up to sharedSampleMaxSamples()
+/// entries (a power of two, at most n / 16 where n allows). One sample
+/// serves every row, so a larger one costs a GEMM of rows x samples products
+/// and a threshold kernel that reads them, and keeps fewer candidates a row:
+/// at n = 10M and k = 42 the rank-5 key of 4,096 samples passes about
+/// 12,000 products, the rank-6 key of 16,384 about 3,700. At a maximum of
+/// 4,096 it equals sampledThresholdPlan(n, k).
+SampledThresholdPlan sharedSampleThresholdPlan(int64_t n, int64_t k);
+
+/// Bytes of device scratch of the shared-sample entry points for `rows` rows.
+size_t sharedSampleThresholdScratchBytes(int64_t rows, int64_t n, int64_t k);
+
+/// Benchmark hook: the largest shared sample, a power of two in [1024,
+/// kSharedSampleMaxSamples] (throws otherwise). Process-wide; set it between
+/// searches (a search sizes its scratch by the plan when it starts, and a
+/// call whose scratch no longer fits the plan is refused).
+void setSharedSampleMaxSamples(int64_t samples);
+int64_t sharedSampleMaxSamples();
+
+/// The buffers in `scratch` (sharedSampleThresholdScratchBytes(rows, n, k)
+/// bytes) for rows of n entries, k wanted (sampledThresholdKeysApply(n, k)).
 SampledThresholdRowBuffers sampledThresholdRowBuffers(void* scratch, size_t scratchBytes,
                                                       int64_t rows, int64_t n, int64_t k);
 
-/// Column of sample entry s (0 <= s < sampledThresholdPlan(n, k).samples) of
-/// the sample shared by every row: the runs of row 0's sample.
+/// Column of sample entry s (0 <= s < sharedSampleThresholdPlan(n, k).samples)
+/// of the sample shared by every row: the runs of row 0's sample.
 __host__ __device__ inline int64_t sampledThresholdSharedColumn(int64_t s, int64_t n,
                                                                 int64_t samples) {
     const int64_t runs = samples / kSampledThresholdRunLength;
@@ -166,9 +190,11 @@ __host__ __device__ inline int64_t sampledThresholdSharedColumn(int64_t s, int64
 
 /// Thresholds from the shared sample: sampleValues (rows x samples, the
 /// entries of the columns sampledThresholdSharedColumn in that order) plus
-/// sampleColAdd (samples floats, or null); each row's T has exactly
-/// sampledThresholdPlan(n, k).rank sampled keys at or below it. Zeroes the
-/// counts. Ordered on `stream`.
+/// sampleColAdd (samples floats, or null), samples =
+/// sharedSampleThresholdPlan(n, k).samples; each row's T has exactly that
+/// plan's rank sampled keys at or below it (the low half of T numbers the
+/// sample entry, not the column: any T between the rank-r and rank-(r+1)
+/// keys serves the filter). Zeroes the counts. Ordered on `stream`.
 void sampledThresholdFromSharedSample(const float* sampleValues, const float* sampleColAdd,
                                       int64_t rows, int64_t n, int64_t k, void* scratch,
                                       size_t scratchBytes, cudaStream_t stream);
