@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
-# The unmeasured changes of this branch, on the GPU machine, in one call (about 10 minutes):
-#   warp-aggregated appends of the fused candidate kernels and a shared threshold sample that
-#   grows with the corpus (new; -s4096 / -s8192 give the old sample size) against main (old)
-#   (old): the fused / bounded / residual / host-query GPU tests; racecheck of the residual
-#   kernel with this lib (cp.async.mbarrier.arrive.noinc) and with a variant whose threads
-#   wait for their own copies and arrive (FAISS_EXT_VARIANT_OWN_WAIT, see below: at 363e1a5
-#   racecheck stopped with "Internal Sanitizer Error: failed to handle a hardware exception"
-#   on this kernel only); bench_flat A/B on the far 10M x 96 and clustered 1M x 128 at k 10 /
-#   100 with the TF32 floor; numpy batches of 100,000 one search against chunks
-#   (bench_ann --host-one-search-mb 8 / 100000); CUPTI traces at k 100 / 10.
+# The unmeasured changes of this branch on the GPU machine (about 13 minutes: two calls).
+# This branch's library (new) against main's (old):
+#   tests  the fused / bounded / residual / sampled-threshold / host-query / search-graph GPU
+#          tests (new library)
+#   race   racecheck of the residual kernel with this library (cp.async.mbarrier.arrive.noinc)
+#          and with a variant whose threads wait for their own copies and then arrive
+#          (FAISS_EXT_VARIANT_OWN_WAIT: at 363e1a5 racecheck stopped on this kernel only with
+#          "Internal Sanitizer Error: failed to handle a hardware exception")
+#   flat   bench_flat on the clustered 1M x 128 and the far 10M x 96 at k 10 / 100 with the
+#          TF32 floor: warp-aggregated appends and the shared threshold sample growing with
+#          the corpus (auto; auto-s4096 / -s8192: the old sample size) against old's auto,
+#          and the mma.sync kernel (tf32-bounded-mma)
+#   host   numpy batches past 8 MB of queries in chunks against one search
+#          (bench_ann --host-one-search-mb 8 / 100000): 100,000 x 128 and 5,000 x 784
+#   graph  the search graph traversing 8-bit codes against FP16 (--traversal-codes
+#          fp16,bytes, one build each): clustered 1M x 128, hard 1M x 100, hard 1M x 784;
+#          at 100M: FX_EXTRA="--traversal-codes bytes" bash bench/run_graph_100m_device.sh
+#          $OUT 64:64 16 100 (its FP16 figures are in benchmarks.md)
+#   trace  CUPTI timelines of the far 10M search at k 100 / 10
 # Stage here (build-gpu of this branch):
 #   bash bench/stage_flat_scale.sh build-gpu KIT && rm -rf .device/anchor
 #   cp + strip build-gpu/bench/{trace_search,bench_ann} into .device/bin/bench/
 #   .device/old/libfaiss_ext.so.0.xz: main's library (xz of the stripped .so)
 #   .device/variant/libfaiss_ext.so.0.xz: this branch's library with the wgmma object
-#     compiled with -DFAISS_EXT_VARIANT_OWN_WAIT after patching StageBarriers.cuh's
-#     arriveWhenCopiesLand to "cp.async.wait_all; mbarrier.arrive" under that macro
+#     compiled with -DFAISS_EXT_VARIANT_OWN_WAIT, relinked
 # then with carry [".device"]: bash bench/ab_fused_appends_device.sh [PARTS]
-# PARTS (default all, about 10 minutes: split over two calls): tests race flat host trace
-# Files of session 17 (2026-12-05): the device was not lent again after the first call.
+# (default: all parts; e.g. "tests race flat", then "host graph trace").
+# Written in sessions 17-18 (2026-12-05), when no device was lent after the first call.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 t0=$(date +%s)
@@ -27,12 +35,12 @@ source .device/env.sh
 export FAISS_EXT_DATA_DIR=$PWD/.device/extra
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=16 OPENBLAS_NUM_THREADS=16
 el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-parts=" ${*:-tests race flat host trace} "
+parts=" ${*:-tests race flat host graph trace} "
 want() { case "$parts" in *" $1 "*) return 0 ;; esac; return 1; }
 export PATH=$PATH:/usr/local/cuda/bin
 compute-sanitizer --help 2>&1 | grep -i -A2 "racecheck" > $OUT/cs_help.txt
-want tests && timeout 150 .device/bin/tests/gpu_tests --gtest_brief=1 \
-  --gtest_filter='GpuFusedCandidates*:GpuFlatBounded*:GpuFlatBf16x3*:GpuResidualCorpus*:*HostQuer*:*Pinned*:GpuSelectSampledThreshold*' > $OUT/tests.log 2>&1
+want tests && timeout 240 .device/bin/tests/gpu_tests --gtest_brief=1 \
+  --gtest_filter='GpuFusedCandidates*:GpuFlatBounded*:GpuFlatBf16x3*:GpuResidualCorpus*:*HostQuer*:*Pinned*:GpuSelectSampledThreshold*:GpuSearchGraph*' > $OUT/tests.log 2>&1
 want tests && { el "tests rc=$?"; tail -3 $OUT/tests.log; }
 mkdir -p /tmp/variant /tmp/old
 xz -dc .device/variant/libfaiss_ext.so.0.xz > /tmp/variant/libfaiss_ext.so.0
@@ -86,6 +94,29 @@ want host && for mb in 8 100000; do
     --runs 5 --latency 0 --device-queries --host-one-search-mb $mb > $OUT/ann784_mb$mb.jsonl 2> $OUT/ann784_mb$mb.err
   el "ann784 mb$mb rc=$?"; tail -3 $OUT/ann784_mb$mb.err
 done
+# the search graph traversing 8-bit codes against FP16 (graph::setTraversalCodes; one build
+# each, same process and data): clustered 1M x 128, hard 1M x 100, hard 1M x 784 (nq 5,000)
+graph_ab() {  # tag limit bench_ann-args...
+  local tag=$1 limit=$2; shift 2
+  timeout $limit .device/bin/bench/bench_ann "$@" --degrees 64:128 --traversal-codes fp16,bytes \
+    --itopk 16,32,64,128 --runs 5 --latency 0 --device-queries > $OUT/codes_$tag.jsonl 2> $OUT/codes_$tag.err
+  el "codes $tag rc=$?"
+  python3 - $OUT/codes_$tag.jsonl <<'P'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); p = r.get("params", {})
+    if r["method"] == "ours:graph":
+        print(p.get("traversal_codes"), p.get("itopk"), round(r["recall"], 4), int(r["qps"]),
+              int(r.get("qps_device_queries", 0)))
+    elif r["method"] == "ours:graph-build":
+        print(p.get("traversal_codes"), "build", round(r["seconds"], 2))
+P
+}
+if want graph; then
+  graph_ab clustered 120 --data clustered --nq 10000
+  graph_ab hard100 120 --data hard --nq 10000
+  graph_ab hard784 150 --data hard --hard-d 784 --nq 5000
+fi
 export LD_LIBRARY_PATH=/usr/local/cuda/extras/CUPTI/lib64:$LD_LIBRARY_PATH
 want trace && for k in 100 10; do
   timeout 40 .device/bin/bench/trace_search --base $tmp/far_base.fbin --query $tmp/far_query.fbin \

@@ -21,6 +21,7 @@
 #include "faiss_ext/gpu/impl/graph/FilteredGraphSearch.h"
 #include "faiss_ext/gpu/impl/graph/ProbeLists.h"
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
+#include "faiss_ext/gpu/impl/graph/TraversalCopy.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/DeviceVector.h"
 #include "faiss_ext/gpu/utils/IdSelection.h"
@@ -33,8 +34,7 @@ namespace gpu {
 /// The search graph (ntotal x graphDegree ids) on the device.
 struct GpuIndexSearchGraph::SearchGraphState {
     DeviceVector<int> ids;
-    DeviceVector<uint16_t> x16;  ///< FP16 copy of the vectors times scale16 (fp16Traversal)
-    float scale16 = 1.f;
+    graph::TraversalCopy traversal;  ///< the copy the beam search traverses (fp16Traversal)
     /// Nodes removed since the graph was last pruned from the k-NN lists
     /// (removals below kPatchedRemovalShare of them patch it instead).
     int64_t removedSincePrune = 0;
@@ -381,27 +381,30 @@ namespace {
 /// The buffers of the optimisation of a search graph of `total` vectors.
 struct OptimizeBuffers {
     DeviceVector<int> next, scratch;
-    DeviceVector<uint16_t> x16;
+    graph::TraversalCopy traversal;
 };
 
 /// Device bytes of the search graph and its optimisation after the k-NN
-/// build of a first add: the scratch is freed before the FP16 copy is made,
-/// so only the larger of the two counts.
-size_t firstAddGraphBytes(int64_t total, int degree, int d, bool fp16) {
+/// build of a first add: the scratch is freed before the traversal copy is
+/// made, so only the larger of the two counts.
+size_t firstAddGraphBytes(int64_t total, int degree, int d, bool traversalCopy) {
     const size_t scratch = sizeof(int) * graph::optimizeScratchInts(total, degree);
-    const size_t half = fp16 ? sizeof(uint16_t) * size_t(total) * d : 0;
-    return sizeof(int) * size_t(total) * degree + std::max(scratch, half);
+    const size_t copy =
+        traversalCopy ? graph::TraversalCopy::bytesFor(total, d, graph::traversalCodes()) : 0;
+    return sizeof(int) * size_t(total) * degree + std::max(scratch, copy);
 }
 
-/// The new search graph and the optimisation's scratch; the FP16 copy too
-/// where `fp16` (a later add allocates everything before the k-NN graph
-/// changes; a first add makes the FP16 copy after freeing the scratch).
+/// The new search graph and the optimisation's scratch; the traversal copy
+/// too where `traversalCopy` (a later add allocates everything before the
+/// k-NN graph changes; a first add makes the copy after freeing the
+/// scratch).
 void allocateOptimizeBuffers(OptimizeBuffers& b, GpuResources* res, int device, int64_t total,
-                             int degree, int d, bool fp16) {
+                             int degree, int d, bool traversalCopy) {
     b.next.allocate(res, device, size_t(total) * degree, kWho, "search graph");
     b.scratch.allocate(res, device, graph::optimizeScratchInts(total, degree), kWho,
                        "optimisation scratch");
-    if (fp16) b.x16.allocate(res, device, size_t(total) * d, kWho, "FP16 copy of the vectors");
+    if (traversalCopy)
+        b.traversal.allocate(res, device, total, d, graph::traversalCodes(), kWho);
 }
 }  // namespace
 
@@ -422,15 +425,14 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
         allocateOptimizeBuffers(buffers, resources_.get(), config_.device, total, degree, d,
                                 sConfig_.fp16Traversal);
     buildKnnLists_(n, x, total);
-    float scale16 = 1.f;
     std::unique_ptr<graph::EntrySample> entries;
     try {
         if (first)
             allocateOptimizeBuffers(buffers, resources_.get(), config_.device, total, degree, d,
                                     false);
         optimizeInto_(buffers.next.data(), buffers.scratch.data(), total);
-        buffers.scratch.release();  // room for a first add's FP16 copy
-        if (sConfig_.fp16Traversal) scale16 = halfCopyInto_(buffers.x16, total);
+        buffers.scratch.release();  // room for a first add's traversal copy
+        if (sConfig_.fp16Traversal) makeTraversalCopy_(buffers.traversal, total);
         entries = makeEntryPoints_(total);
     } catch (...) {
         // (a later add has merged its vectors into the k-NN graph already)
@@ -438,8 +440,7 @@ void GpuIndexSearchGraph::addImpl_(idx_t n, const float* x) {
         throw;
     }
     std::swap(graph_->ids, buffers.next);
-    std::swap(graph_->x16, buffers.x16);
-    graph_->scale16 = scale16;
+    graph_->traversal.swap(buffers.traversal);
     graph_->removedSincePrune = 0;
     entries_ = std::move(entries);
     ntotal = total;
@@ -479,7 +480,7 @@ void GpuIndexSearchGraph::checkFirstAddFits_(int64_t total) const {
                            "optimisation%s %.1f) and %.1f GB are free; nothing was added "
                            "(lower knnDegree or graphDegree, or set fp16Traversal false)",
                            kWho, (long long)total, need / GB, knn.vectors / GB, knn.graph / GB,
-                           sConfig_.fp16Traversal ? " and FP16 copy" : "", opt / GB, free / GB);
+                           sConfig_.fp16Traversal ? " and traversal copy" : "", opt / GB, free / GB);
 }
 
 size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
@@ -502,7 +503,7 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
     cudaStream_t stream = resources_->getDefaultStream(config_.device);
     // As in add(): the new graph's buffers first, so that running out of
     // memory leaves the index as it was.
-    // (the FP16 copy is filled by fillHalfCopy_ once the survivors are in place)
+    // (the traversal copy is made by fillTraversalCopy_ once the survivors are in place)
     OptimizeBuffers buffers;
     allocateOptimizeBuffers(buffers, resources_.get(), config_.device, total, degree, d,
                             sConfig_.fp16Traversal);
@@ -526,10 +527,10 @@ size_t GpuIndexSearchGraph::remove_ids(const faiss::IDSelector& sel) {
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     optimizeSeconds_ = secondsSince(t0);
     std::swap(graph_->ids, buffers.next);
-    std::swap(graph_->x16, buffers.x16);
+    graph_->traversal.swap(buffers.traversal);
     graph_->removedSincePrune = pruned ? 0 : sincePrune;
     ntotal = total;
-    fillHalfCopy_();
+    fillTraversalCopy_();
     rebuildEntryPoints_();
     return size_t(gone);
 }
@@ -547,20 +548,17 @@ bool GpuIndexSearchGraph::patchGraph_(const RemovalMapping& mapping, int* next,
     return shortCount == 0;
 }
 
-float GpuIndexSearchGraph::halfCopyInto_(DeviceVector<uint16_t>& x16, int64_t total) const {
-    cudaStream_t stream = resources_->getDefaultStream(config_.device);
-    const size_t count = size_t(total) * d;
-    if (x16.size() != count)
-        x16.allocate(resources_.get(), config_.device, count, kWho, "FP16 copy of the vectors");
-    const float scale = graph::halfScaleFor(stream, knn_->getVectorsDevice(), count);
-    graph::toHalf(stream, knn_->getVectorsDevice(), count, scale, x16.data());
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return scale;
+void GpuIndexSearchGraph::makeTraversalCopy_(graph::TraversalCopy& t, int64_t total) const {
+    if (t.size() != total || t.codes() != graph::traversalCodes()) {
+        t.release();  // (the old copy's memory first: at 100M it is 19 GB)
+        t.allocate(resources_.get(), config_.device, total, d, graph::traversalCodes(), kWho);
+    }
+    t.fill(resources_->getDefaultStream(config_.device), knn_->getVectorsDevice());
 }
 
-void GpuIndexSearchGraph::fillHalfCopy_() {
+void GpuIndexSearchGraph::fillTraversalCopy_() {
     if (!sConfig_.fp16Traversal || ntotal == 0) return;
-    graph_->scale16 = halfCopyInto_(graph_->x16, ntotal);
+    makeTraversalCopy_(graph_->traversal, ntotal);
 }
 
 std::unique_ptr<graph::EntrySample> GpuIndexSearchGraph::makeEntryPoints_(int64_t total) const {
@@ -620,10 +618,7 @@ void GpuIndexSearchGraph::beamSearch_(idx_t n, const float* q, int64_t k,
     }
     graph::SearchVectors vectors;
     vectors.x = knn_->getVectorsDevice();
-    if (r.half) {
-        vectors.x16 = graph_->x16.data();
-        vectors.scale16 = graph_->scale16;
-    }
+    if (r.half) graph_->traversal.view(vectors);
     size_t perBlockResults = size_t(n) * r.beam.blocksPerQuery * k;
     bool several = r.beam.blocksPerQuery > 1;
     TempBuffer<float> blockKeys(resources_.get(), config_.device, several ? perBlockResults : 0,
@@ -714,7 +709,7 @@ void GpuIndexSearchGraph::reset() {
     auto lock = lockOps_();
     knn_->reset();
     graph_->ids.release();
-    graph_->x16.release();
+    graph_->traversal.release();
     graph_->removedSincePrune = 0;
     entries_.reset();
     dropUnlikeAnswerData_();
@@ -791,7 +786,7 @@ void GpuIndexSearchGraph::copyFrom(const faiss::IndexHNSWFlat* index) {
     graph_->removedSincePrune = 0;
     dropUnlikeAnswerData_();
     ntotal = n;
-    fillHalfCopy_();
+    fillTraversalCopy_();
     rebuildEntryPoints_();
 }
 

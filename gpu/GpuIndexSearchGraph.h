@@ -40,13 +40,12 @@ namespace gpu {
 
 class GpuKnnGraphGNND;
 class FlatStorage;
-template <typename T>
-class DeviceVector;
 class IdSelection;
 class RemovalMapping;
 namespace graph {
 struct SelectionCorpus;
 class EntrySample;
+class TraversalCopy;
 class ProbeLists;
 }
 
@@ -331,10 +330,12 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// graph into next (total x graphDegree), with scratch
     /// (graph::optimizeScratchInts); timed.
     void optimizeInto_(int* next, int* scratch, int64_t total);
-    void fillHalfCopy_();
-    /// Fills x16 (allocated if its size differs) with the FP16 copy of the
-    /// first `total` stored vectors; returns its scale.
-    float halfCopyInto_(DeviceVector<uint16_t>& x16, int64_t total) const;
+    /// Makes the traversal copy (fp16Traversal) of the stored vectors again.
+    void fillTraversalCopy_();
+    /// Makes t the traversal copy of the first `total` stored vectors
+    /// (allocated here unless it already has that size and the codes of
+    /// graph::traversalCodes()).
+    void makeTraversalCopy_(graph::TraversalCopy& t, int64_t total) const;
     /// The entry-point sample of the first `total` stored vectors (null
     /// when entryPoints is 0).
     std::unique_ptr<graph::EntrySample> makeEntryPoints_(int64_t total) const;

@@ -13,8 +13,9 @@
 // It stops when no entry is left to expand (after minIterations) or after
 // maxIterations. With an FP16 copy of the vectors (SearchVectors::x16) the
 // candidates are scored on it (half the memory traffic of the search, which
-// is bound by it), and the final buffer is re-scored in FP32 and sorted
-// again, so returned distances are exact FP32 values. The visited table is
+// is bound by it), or on 8-bit codes (SearchVectors::x8, a quarter), and the
+// final buffer is re-scored in FP32 and sorted again, so returned distances
+// are exact FP32 values. The visited table is
 // small; when it is half full it is cleared and refilled with the buffer's
 // nodes (CAGRA's "forgettable" hash), so a node can be scored again only
 // after it has left the buffer, and then cannot re-enter it: the buffer
@@ -54,21 +55,27 @@ int candidateSlots(const BeamSearchParams& p, int degree) {
 /// Threads that score one candidate together.
 int teamSize(int d) { return d <= 128 ? 8 : d <= 512 ? 16 : 32; }
 
+/// What the traversal scores candidates on (SearchVectors).
+enum class Traversal { Fp32, Fp16, Bytes };
+
 struct Layout {
     int itopk, cand, slots, d4;
+    int qsWidth;  ///< floats per dimension of the traversal's query terms
     size_t bytes() const {
-        // + parents (kMaxSearchWidth + 1 ints) and the table's entry count
-        return size_t(d4) * 32 + size_t(itopk + cand) * 8 + size_t(slots) * 4 +
+        // the query, its traversal terms, the buffers, the table, then the
+        // parents (kMaxSearchWidth + 1 ints) and the table's entry count
+        return size_t(d4) * 16 * (1 + qsWidth) + size_t(itopk + cand) * 8 + size_t(slots) * 4 +
                size_t(kMaxSearchWidth + 2) * 4;
     }
 };
 
-Layout layoutFor(const BeamSearchParams& p, int degree, int d) {
+Layout layoutFor(const BeamSearchParams& p, int degree, int d, bool byteCodes) {
     Layout l;
     l.itopk = p.itopk;
     l.cand = candidateSlots(p, degree);
     l.slots = beamHashSlots(p, degree);
     l.d4 = (d + 3) / 4;
+    l.qsWidth = byteCodes ? 2 : 1;  // 8-bit codes: (offset or scaled query, step) pairs
     return l;
 }
 
@@ -197,16 +204,83 @@ __device__ float teamDistanceHalf(const __half* x, int d, bool active, uint32_t 
     return ip ? -s : s;
 }
 
+/// Adds the four codes of word w (dimensions j .. j + 3 of a row; q2 their
+/// query terms, initQuery) to s: squared differences (x.x - x.y c)^2 or
+/// products x.x c.
+__device__ __forceinline__ void accumulateCodes(uint32_t w, const float2* q2, bool ip, float& s) {
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+        const float c = float((w >> (8 * t)) & 0xFFu);
+        const float2 a = q2[t];
+        if (ip) {
+            s = fmaf(a.x, c, s);
+        } else {
+            const float u = fmaf(-a.y, c, a.x);
+            s = fmaf(u, u, s);
+        }
+    }
+}
+
+/// This lane's part of a row's score on its codes, in loads of Vec
+/// (sizeof(Vec) codes; d a multiple of it).
+template <typename Vec>
+__device__ float byteRowPart(const uint8_t* row, int d, const float2* q2, bool ip, int laneInTeam,
+                             int team) {
+    constexpr int kPerLoad = int(sizeof(Vec));
+    const Vec* r = reinterpret_cast<const Vec*>(row);
+    float s = 0.f;
+    for (int j = laneInTeam; j < d / kPerLoad; j += team) {
+        const Vec v = __ldg(r + j);
+        const uint32_t* w = reinterpret_cast<const uint32_t*>(&v);
+#pragma unroll
+        for (int t = 0; t < kPerLoad / 4; ++t)
+            accumulateCodes(w[t], q2 + kPerLoad * j + 4 * t, ip, s);
+    }
+    return s;
+}
+
+/// Same as teamDistance on the 8-bit codes: with x_j = lo_j + step_j c_j,
+/// the squared distance is the sum of (q_j - lo_j - step_j c_j)^2, and the
+/// product the sum of q_j step_j c_j plus the query's constant sum of q_j
+/// lo_j, which is left out (it orders nothing: for ordering only).
+__device__ float teamDistanceBytes(const uint8_t* x, int d, bool active, uint32_t id,
+                                   const float2* q2, bool ip, int laneInTeam, int team) {
+    float s = 0.f;
+    if (active) {
+        const uint8_t* row = x + int64_t(id) * d;
+        if ((d & 15) == 0) {
+            s = byteRowPart<uint4>(row, d, q2, ip, laneInTeam, team);
+        } else if ((d & 7) == 0) {
+            s = byteRowPart<uint2>(row, d, q2, ip, laneInTeam, team);
+        } else if ((d & 3) == 0) {
+            s = byteRowPart<uint32_t>(row, d, q2, ip, laneInTeam, team);
+        } else {
+            for (int j = laneInTeam; j < d; j += team) {
+                const float c = float(__ldg(row + j));
+                const float2 a = q2[j];
+                const float u = fmaf(-a.y, c, a.x);
+                s = ip ? fmaf(a.x, c, s) : fmaf(u, u, s);
+            }
+        }
+    }
+    for (int o = team >> 1; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o, team);
+    if (!active) return infinity();
+    return ip ? -s : s;
+}
+
 /// Where the search reads vectors: FP32 always (the final re-scoring), FP16
-/// (scaled) for the traversal when present.
+/// (scaled) or 8-bit codes for the traversal when present.
 struct Vectors {
     const float* x;
     const __half* x16;
+    const uint8_t* x8;
+    const float* lo8;
+    const float* step8;
 };
 
 /// Scores n candidates whose ids are set (others get +inf), on the FP16
-/// copy (query qs) or the FP32 vectors (query q).
-template <bool kHalf>
+/// copy or the codes (query terms qs) or the FP32 vectors (query q).
+template <Traversal kT>
 __device__ void scoreCandidates(const Vectors& v, int d, const float* q, const float* qs, bool ip,
                                 const uint32_t* cI, float* cK, int n, int team) {
     int teams = blockDim.x / team;
@@ -216,15 +290,22 @@ __device__ void scoreCandidates(const Vectors& v, int d, const float* q, const f
         int c = c0 + teamId;
         uint32_t id = c < n ? cI[c] & kIdMask : kNoId;
         bool active = id != kNoId;
-        float dv = kHalf ? teamDistanceHalf(v.x16, d, active, id, qs, ip, laneInTeam, team)
-                         : teamDistance(v.x, d, vec4, active, id, q, ip, laneInTeam, team);
+        float dv;
+        if constexpr (kT == Traversal::Fp16) {
+            dv = teamDistanceHalf(v.x16, d, active, id, qs, ip, laneInTeam, team);
+        } else if constexpr (kT == Traversal::Bytes) {
+            dv = teamDistanceBytes(v.x8, d, active, id, reinterpret_cast<const float2*>(qs), ip,
+                                   laneInTeam, team);
+        } else {
+            dv = teamDistance(v.x, d, vec4, active, id, q, ip, laneInTeam, team);
+        }
         if (c < n && laneInTeam == 0) cK[c] = dv;
     }
 }
 
 struct Shared {
     float* q;
-    float* qs;  // the query times the FP16 copy's scale
+    float* qs;  // the traversal's query terms: times the FP16 copy's scale, or code pairs
     float* topK;
     uint32_t* topI;
     float* cK;
@@ -238,7 +319,7 @@ __device__ Shared carve(unsigned char* smem, const Layout& l, int width) {
     Shared s;
     s.q = reinterpret_cast<float*>(smem);
     s.qs = s.q + size_t(l.d4) * 4;
-    s.topK = s.qs + size_t(l.d4) * 4;
+    s.topK = s.qs + size_t(l.d4) * 4 * l.qsWidth;
     s.topI = reinterpret_cast<uint32_t*>(s.topK + l.itopk);
     s.cK = reinterpret_cast<float*>(s.topI + l.itopk);
     s.cI = reinterpret_cast<uint32_t*>(s.cK + l.cand);
@@ -331,12 +412,23 @@ __device__ void forgetVisited(Shared& s, const Layout& l) {
     __syncthreads();
 }
 
-/// Query into shared memory (and its scaled copy), empty table and buffer.
-__device__ void initQuery(Shared& s, const Layout& l, const float* qg, int d, float scale) {
+/// Query into shared memory with its traversal terms (FP16: the query
+/// times the copy's scale; codes: per dimension (q - lo, step), or (q step,
+/// 0) for products, teamDistanceBytes), empty table and buffer.
+template <Traversal kT>
+__device__ void initQuery(Shared& s, const Layout& l, const float* qg, int d, float scale,
+                          const Vectors& v, bool ip) {
     for (int j = threadIdx.x; j < l.d4 * 4; j += blockDim.x) {
-        float v = j < d ? qg[j] : 0.f;
-        s.q[j] = v;
-        s.qs[j] = v * scale;
+        float x = j < d ? qg[j] : 0.f;
+        s.q[j] = x;
+        if constexpr (kT == Traversal::Bytes) {
+            const float lo = j < d ? __ldg(v.lo8 + j) : 0.f;
+            const float step = j < d ? __ldg(v.step8 + j) : 0.f;
+            reinterpret_cast<float2*>(s.qs)[j] =
+                ip ? make_float2(x * step, 0.f) : make_float2(x - lo, step);
+        } else {
+            s.qs[j] = x * scale;
+        }
     }
     for (int i = threadIdx.x; i < l.slots; i += blockDim.x) s.table[i] = -1;
     for (int i = threadIdx.x; i < l.itopk; i += blockDim.x) {
@@ -348,16 +440,16 @@ __device__ void initQuery(Shared& s, const Layout& l, const float* qg, int d, fl
 }
 
 /// Scores the candidate buffer, sorts it and merges it into itopk.
-template <bool kHalf>
+template <Traversal kT>
 __device__ void scoreAndMerge(Shared& s, const Layout& l, const Vectors& v, int d, bool ip,
                               int team) {
-    scoreCandidates<kHalf>(v, d, s.q, s.qs, ip, s.cI, s.cK, l.cand, team);
+    scoreCandidates<kT>(v, d, s.q, s.qs, ip, s.cI, s.cK, l.cand, team);
     __syncthreads();
     blockBitonicSort(s.cK, s.cI, l.cand);
     mergeIntoTop(s.topK, s.topI, s.cK, s.cI, l.itopk, l.cand);
 }
 
-template <bool kHalf, int kThreads>
+template <Traversal kT, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     beamSearchKernel(Vectors v, float scale, int64_t nb, int d, const int* graph, int degree,
                      bool ip, const float* queries, int k, Layout l, BeamSearchParams p, int team,
@@ -370,12 +462,12 @@ __global__ void __launch_bounds__(kThreads)
     int blocks = p.blocksPerQuery;
     int64_t qi = blockIdx.x / blocks;
     int b = int(blockIdx.x % blocks);
-    initQuery(s, l, queries + qi * d, d, scale);
+    initQuery<kT>(s, l, queries + qi * d, d, scale, v, ip);
     const uint64_t qh = warpQueryHash(s.q, d);  // the same in every warp
     for (int round = 0; round < p.seedRounds; ++round) {
         gatherSeeds(s, l.cand, qi, qh, b, blocks, round, p.seed, nb, l.slots, es);
         __syncthreads();
-        scoreAndMerge<kHalf>(s, l, v, d, ip, team);
+        scoreAndMerge<kT>(s, l, v, d, ip, team);
     }
     int n = p.searchWidth * degree;
     int expandable = p.expandLimit > 0 ? p.expandLimit : l.itopk;
@@ -390,11 +482,11 @@ __global__ void __launch_bounds__(kThreads)
         gatherNeighbours(s, graph, degree, n, l.slots, p.searchWidth);
         for (int c = n + threadIdx.x; c < l.cand; c += blockDim.x) s.cI[c] = kNoId;
         __syncthreads();
-        scoreAndMerge<kHalf>(s, l, v, d, ip, team);
+        scoreAndMerge<kT>(s, l, v, d, ip, team);
     }
-    if (kHalf) {
+    if constexpr (kT != Traversal::Fp32) {
         // exact FP32 distances of the buffer, sorted again
-        scoreCandidates<false>(v, d, s.q, s.qs, ip, s.topI, s.topK, l.itopk, team);
+        scoreCandidates<Traversal::Fp32>(v, d, s.q, s.qs, ip, s.topI, s.topK, l.itopk, team);
         __syncthreads();
         for (int i = threadIdx.x; i < l.itopk; i += blockDim.x) s.topI[i] &= kIdMask;
         __syncthreads();
@@ -435,9 +527,19 @@ int beamHashSlots(const BeamSearchParams& p, int degree) {
     return slots;
 }
 
-size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d) {
-    return layoutFor(p, degree, d).bytes();
+size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d, bool byteCodes) {
+    return layoutFor(p, degree, d, byteCodes).bytes();
 }
+
+namespace {
+
+template <Traversal kT>
+auto beamKernelFor(int threads) {
+    return threads == kWideBlockThreads ? beamSearchKernel<kT, kWideBlockThreads>
+                                        : beamSearchKernel<kT, kBlockThreads>;
+}
+
+}  // namespace
 
 void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, int d,
                 const int* graph, int degree, bool innerProduct, const float* q, int64_t nq, int k,
@@ -471,19 +573,22 @@ void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, in
     if (nq == 0) return;
     FAISS_THROW_IF_NOT_MSG(n >= 1 && n <= int64_t(kIdMask) - 1,
                            "beamSearch: the graph must hold 1 .. 2^31 - 2 nodes");
-    Layout l = layoutFor(p, degree, d);
+    FAISS_THROW_IF_NOT_MSG(!(vectors.x16 && vectors.x8) &&
+                               (!vectors.x8 || (vectors.lo8 && vectors.step8)),
+                           "beamSearch: one traversal copy at most, codes with their ranges");
+    const Traversal traversal = vectors.x8    ? Traversal::Bytes
+                                : vectors.x16 ? Traversal::Fp16
+                                              : Traversal::Fp32;
+    Layout l = layoutFor(p, degree, d, traversal == Traversal::Bytes);
     size_t smem = l.bytes();
     FAISS_THROW_IF_NOT_FMT(smem <= 200 * 1024,
                            "beamSearch: %zu bytes of shared memory per query (d %d, itopk %d) "
                            "is more than a block can have",
                            smem, d, p.itopk);
-    bool half = vectors.x16 != nullptr;
     const int threads = blockThreadsFor(nq * p.blocksPerQuery);
-    auto kernel = threads == kWideBlockThreads
-                          ? (half ? beamSearchKernel<true, kWideBlockThreads>
-                                  : beamSearchKernel<false, kWideBlockThreads>)
-                          : (half ? beamSearchKernel<true, kBlockThreads>
-                                  : beamSearchKernel<false, kBlockThreads>);
+    auto kernel = traversal == Traversal::Bytes  ? beamKernelFor<Traversal::Bytes>(threads)
+                  : traversal == Traversal::Fp16 ? beamKernelFor<Traversal::Fp16>(threads)
+                                                 : beamKernelFor<Traversal::Fp32>(threads);
     if (smem > 48 * 1024)
         FAISS_EXT_CUDA_CHECK(
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -493,8 +598,9 @@ void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, in
                            "beamSearch: %d entry points per query (at most %d, with their "
                            "arrays)",
                            seeds.perQuery, l.cand);
-    Vectors v{vectors.x, reinterpret_cast<const __half*>(vectors.x16)};
-    float scale = half ? vectors.scale16 : 1.f;
+    Vectors v{vectors.x, reinterpret_cast<const __half*>(vectors.x16), vectors.x8, vectors.lo8,
+              vectors.step8};
+    float scale = traversal == Traversal::Fp16 ? vectors.scale16 : 1.f;
     int blocks = p.blocksPerQuery;
     float* keys = blocks == 1 ? outD : scratch.keys;
     int64_t* ids = blocks == 1 ? outI : scratch.ids;
