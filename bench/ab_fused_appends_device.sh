@@ -40,7 +40,7 @@ want() { case "$parts" in *" $1 "*) return 0 ;; esac; return 1; }
 export PATH=$PATH:/usr/local/cuda/bin
 compute-sanitizer --help 2>&1 | grep -i -A2 "racecheck" > $OUT/cs_help.txt
 want tests && timeout 240 .device/bin/tests/gpu_tests --gtest_brief=1 \
-  --gtest_filter='GpuFusedCandidates*:GpuFlatBounded*:GpuFlatBf16x3*:GpuResidualCorpus*:*HostQuer*:*Pinned*:GpuSelectSampledThreshold*:GpuSearchGraph*' > $OUT/tests.log 2>&1
+  --gtest_filter='GpuFusedCandidates*:GpuFlatBounded*:GpuFlatBf16x3*:GpuResidualCorpus*:*HostQuer*:*Pinned*:GpuSelectSampledThreshold*:GpuSearchGraph*:GpuReliabilityFailures.InjectedAllocationFailuresSearchGraphFirstAdd' > $OUT/tests.log 2>&1
 want tests && { el "tests rc=$?"; tail -3 $OUT/tests.log; }
 mkdir -p /tmp/variant /tmp/old
 xz -dc .device/variant/libfaiss_ext.so.0.xz > /tmp/variant/libfaiss_ext.so.0

@@ -10,6 +10,7 @@
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/impl/graph/TraversalCopy.h"
 #include "tests/TestUtils.h"
 
 #include <faiss/impl/FaissException.h>
@@ -292,7 +293,7 @@ TEST(GpuReliabilityFailures, InjectedAllocationFailuresGNND) {
 }
 
 TEST(GpuReliabilityFailures, InjectedAllocationFailuresSearchGraphFirstAdd) {
-    // a first add allocates the optimisation's buffers, the FP16 copy and
+    // a first add allocates the optimisation's buffers, the traversal copy and
     // the entry sample after the k-NN build: a failure there must leave the
     // index empty again
     FAISS_EXT_REQUIRE_GPU();
@@ -307,9 +308,14 @@ TEST(GpuReliabilityFailures, InjectedAllocationFailuresSearchGraphFirstAdd) {
     Factory empty = [&] {
         return std::unique_ptr<faiss::Index>(new GpuIndexSearchGraph(&res, kD, FlatMetric::L2, cfg));
     };
-    expectSomeThrew(injectAtEveryAllocation("search graph first add", empty,
-                                            [&](faiss::Index* i) { i->add(n, x.data()); }, q, 10,
-                                            false));
+    // with either traversal copy: FP16, or 8-bit codes and their ranges
+    for (auto codes : {graph::TraversalCodes::FP16, graph::TraversalCodes::Bytes}) {
+        graph::setTraversalCodes(codes);
+        expectSomeThrew(injectAtEveryAllocation("search graph first add", empty,
+                                                [&](faiss::Index* i) { i->add(n, x.data()); }, q,
+                                                10, false));
+    }
+    graph::setTraversalCodes(graph::TraversalCodes::FP16);
 }
 
 TEST(GpuReliabilityFailures, TinyTemporaryMemoryThrowsAndLeavesIndexUsable) {
