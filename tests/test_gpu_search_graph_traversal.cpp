@@ -88,8 +88,9 @@ TEST(GpuSearchGraphTraversal, ByteCodesAreWithinHalfAStepOfEveryValue) {
     for (int64_t i = 0; i < n; ++i)
         for (int j = 0; j < d; ++j)
             // dimension 5 constant, dimension 6 far from the origin, others scaled apart
-            x[size_t(i * d + j)] = j == 5 ? -3.25f : j == 6 ? 1000.f + normal(rng)
-                                                            : normal(rng) * float(1 + j);
+            x[size_t(i * d + j)] = j == 5   ? -3.25f
+                                   : j == 6 ? 1000.f + normal(rng)
+                                            : normal(rng) * float(1 + j);
     test::DeviceArray<float> dx(x.size()), lo(d), step(d);
     test::DeviceArray<uint8_t> codes(x.size());
     ASSERT_TRUE(dx.p && lo.p && step.p && codes.p);
@@ -128,7 +129,8 @@ TEST(GpuSearchGraphTraversal, ByteCodesFindWhatFp16FindsWithExactDistances) {
         const auto x = test::clusteredVectors(n, d, 64, test::kSeed + uint64_t(d));
         const auto q = test::clusteredVectors(nq, d, 64, test::kSeed + 100 + uint64_t(d));
         for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine}) {
-            const std::string what = std::string(flatMetricName(metric)) + " d " + std::to_string(d);
+            const std::string what =
+                std::string(flatMetricName(metric)) + " d " + std::to_string(d);
             const Searched half =
                 buildAndSearch(res, metric, d, x, q, k, graph::TraversalCodes::FP16);
             const Searched bytes =

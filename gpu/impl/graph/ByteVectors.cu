@@ -65,22 +65,21 @@ float fromOrderedKey(unsigned k) {
 
 }  // namespace
 
-void byteCodeRanges(cudaStream_t stream, const float* x, int64_t n, int d, float* lo,
-                    float* step) {
-    FAISS_THROW_IF_NOT_FMT(n >= 1 && d >= 1, "byteCodeRanges: %lld vectors of d %d",
-                           (long long)n, d);
+void byteCodeRanges(cudaStream_t stream, const float* x, int64_t n, int d, float* lo, float* step) {
+    FAISS_THROW_IF_NOT_FMT(n >= 1 && d >= 1, "byteCodeRanges: %lld vectors of d %d", (long long)n,
+                           d);
     DeviceVector<unsigned> keys;  // no resources here: deviceMalloc
     FAISS_EXT_CUDA_CHECK(keys.tryAllocate(2 * size_t(d)));
     std::vector<unsigned> host(2 * size_t(d));
     std::fill(host.begin(), host.begin() + d, 0xFFFFFFFFu);
     std::fill(host.begin() + d, host.end(), 0u);
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(keys.data(), host.data(), 4 * host.size(),
-                                         cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemcpyAsync(keys.data(), host.data(), 4 * host.size(), cudaMemcpyHostToDevice, stream));
     const dim3 grid(unsigned(std::min<int64_t>(n, 1024)), unsigned((d + kThreads - 1) / kThreads));
     rangeKernel<<<grid, kThreads, 0, stream>>>(x, n, d, keys.data(), keys.data() + d);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(host.data(), keys.data(), 4 * host.size(),
-                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemcpyAsync(host.data(), keys.data(), 4 * host.size(), cudaMemcpyDeviceToHost, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<float> params(2 * size_t(d));
     for (int j = 0; j < d; ++j) {
@@ -89,10 +88,10 @@ void byteCodeRanges(cudaStream_t stream, const float* x, int64_t n, int d, float
         // (a constant dimension: every code 0, any step)
         params[size_t(d + j)] = mx > mn ? (mx - mn) / 255.f : 1.f;
     }
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(lo, params.data(), 4 * size_t(d), cudaMemcpyHostToDevice,
-                                         stream));
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(step, params.data() + d, 4 * size_t(d),
-                                         cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemcpyAsync(lo, params.data(), 4 * size_t(d), cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemcpyAsync(step, params.data() + d, 4 * size_t(d), cudaMemcpyHostToDevice, stream));
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));  // `params` is a host local
 }
 

@@ -24,8 +24,8 @@ size_t TraversalCopy::bytesFor(int64_t n, int d, TraversalCodes codes) {
                                           : sizeof(uint16_t) * size_t(n) * d;
 }
 
-void TraversalCopy::allocate(GpuResources* res, int device, int64_t n, int d,
-                             TraversalCodes codes, const char* who) {
+void TraversalCopy::allocate(GpuResources* res, int device, int64_t n, int d, TraversalCodes codes,
+                             const char* who) {
     FAISS_THROW_IF_NOT_FMT(n >= 1 && d >= 1, "%s: a traversal copy of %lld vectors of d %d", who,
                            (long long)n, d);
     TraversalCopy c;  // filled locals, swapped in whole

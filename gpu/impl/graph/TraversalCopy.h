@@ -36,7 +36,7 @@ void setTraversalCodes(TraversalCodes codes);
 TraversalCodes traversalCodes();
 
 class TraversalCopy {
-public:
+  public:
     /// Device bytes of the copy of n vectors of d.
     static size_t bytesFor(int64_t n, int d, TraversalCodes codes);
 
@@ -58,7 +58,7 @@ public:
     /// Sets the traversal fields of v (none where empty).
     void view(SearchVectors& v) const;
 
-private:
+  private:
     TraversalCodes codes_ = TraversalCodes::FP16;
     int64_t n_ = 0;
     int d_ = 0;
