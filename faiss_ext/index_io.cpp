@@ -829,16 +829,8 @@ void checkBiLevel(StreamReader& r, F&& check) {
     }
 }
 
-/// IndexBiLevelLSH ("IxBL", layout at the top of this file). Every size is
-/// checked against the header and the configuration before it is read;
-/// setContents then rebuilds the hash tables.
-faiss::Index* readBiLevelLSH(StreamReader& r) {
-    const char* cls = "IndexBiLevelLSH";
-    const int32_t version = r.read<int32_t>("IndexBiLevelLSH version");
-    FAISS_THROW_IF_NOT_FMT(version == 1 || version == kBiLevelLSHVersion,
-                           "corrupt input '%s': %s has format version %d (this reader knows 1 "
-                           "and %d)",
-                           r.name.c_str(), cls, int(version), int(kBiLevelLSHVersion));
+/// The header of an IndexBiLevelLSH, checked against what the index can be.
+IndexHeader readBiLevelHeader(StreamReader& r, const char* cls) {
     IndexHeader hd = readHeader(r, cls);
     FAISS_THROW_IF_NOT_FMT(hd.d > 0, "corrupt input '%s': %s has d = %d", r.name.c_str(), cls,
                            hd.d);
@@ -851,7 +843,11 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
     FAISS_THROW_IF_NOT_FMT(hd.isTrained || hd.ntotal == 0,
                            "corrupt input '%s': untrained %s holds %" PRId64 " vectors",
                            r.name.c_str(), cls, hd.ntotal);
+    return hd;
+}
 
+/// The configuration of an IndexBiLevelLSH of format `version`, checked.
+BiLevelLSHConfig readBiLevelConfig(StreamReader& r, int32_t version) {
     BiLevelLSHConfig c;
     c.treeDepth = r.read<int32_t>("IndexBiLevelLSH treeDepth");
     c.nTables = r.read<int32_t>("IndexBiLevelLSH nTables");
@@ -878,66 +874,71 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
         c.lattice = r.read<int32_t>("IndexBiLevelLSH lattice");
     }
     checkBiLevel(r, [&] { c.check(); });
+    return c;
+}
 
-    const uint8_t hasModel = r.read<uint8_t>("IndexBiLevelLSH has_model");
-    FAISS_THROW_IF_NOT_FMT(hasModel <= 1 && (hasModel != 0) == hd.isTrained,
-                           "corrupt input '%s': %s has has_model byte %d with is_trained %d",
-                           r.name.c_str(), cls, int(hasModel), int(hd.isTrained));
+/// The values of a read model that its consistency check does not cover:
+/// finite arrays, projection biases in [0, 1), non-negative counts.
+void checkBiLevelModelValues(StreamReader& r, const BiLevelLSHModel& m) {
+    checkModelFloats(r, m.nodeVec, "nodeVec");
+    checkModelFloats(r, m.nodeThreshold, "nodeThreshold", /*allowInf=*/true);
+    checkModelFloats(r, m.leafMean, "leafMean");
+    checkModelFloats(r, m.leafOffset, "leafOffset");
+    checkModelFloats(r, m.proj, "proj");
+    for (size_t i = 0; i < m.projBias.size(); ++i)
+        FAISS_THROW_IF_NOT_FMT(m.projBias[i] >= 0.f && m.projBias[i] < 1.f,
+                               "corrupt input '%s': IndexBiLevelLSH model projBias[%zu] is "
+                               "%g, not in [0, 1)",
+                               r.name.c_str(), i, double(m.projBias[i]));
+    for (size_t g = 0; g < m.leafTrainCount.size(); ++g)
+        FAISS_THROW_IF_NOT_FMT(m.leafTrainCount[g] >= 0,
+                               "corrupt input '%s': IndexBiLevelLSH model leafTrainCount[%zu] "
+                               "is %" PRId64,
+                               r.name.c_str(), g, m.leafTrainCount[g]);
+}
+
+/// The trained model of an IndexBiLevelLSH of dimension d and configuration
+/// c: its shape checked against both before any array is read, then its
+/// arrays and their values.
+BiLevelLSHModel readBiLevelModel(StreamReader& r, const char* cls, int d,
+                                 const BiLevelLSHConfig& c) {
     BiLevelLSHModel m;
-    if (hasModel) {
-        m.d = r.read<int32_t>("IndexBiLevelLSH model d");
-        m.depth = r.read<int32_t>("IndexBiLevelLSH model depth");
-        m.nTables = r.read<int32_t>("IndexBiLevelLSH model nTables");
-        m.nProjections = r.read<int32_t>("IndexBiLevelLSH model nProjections");
-        m.bits = r.read<int32_t>("IndexBiLevelLSH model bits");
-        m.lattice = c.lattice;
-        FAISS_THROW_IF_NOT_FMT(m.d == hd.d && m.depth == c.treeDepth && m.nTables == c.nTables &&
-                                   m.nProjections == c.nProjections &&
-                                   m.bits == lsh::bitsPerCoordinate(c.nProjections),
-                               "corrupt input '%s': %s model (d %d, depth %d, L %d, M %d, bits "
-                               "%d) does not match the index (d %d) and its configuration "
-                               "(depth %d, L %d, M %d)",
-                               r.name.c_str(), cls, m.d, m.depth, m.nTables, m.nProjections, m.bits,
-                               hd.d, c.treeDepth, c.nTables, c.nProjections);
-        // sizes from checked dimensions: d <= 2^20, nodes < 2^14, L x M <= 2^11
-        const size_t d = size_t(hd.d);
-        const size_t nodes = size_t(m.internalNodes()), G = size_t(m.groups());
-        const size_t LM = size_t(m.nTables) * size_t(m.nProjections);
-        readModelArray(r, m.nodeRule, nodes, "nodeRule");
-        readModelArray(r, m.nodeVec, nodes * d, "nodeVec");
-        readModelArray(r, m.nodeThreshold, nodes, "nodeThreshold");
-        readModelArray(r, m.leafMean, G * d, "leafMean");
-        readModelArray(r, m.leafWidth, G, "leafWidth");
-        readModelArray(r, m.leafOffset, G * LM, "leafOffset");
-        readModelArray(r, m.leafTrainCount, G, "leafTrainCount");
-        readModelArray(r, m.proj, LM * d, "proj");
-        readModelArray(r, m.projBias, LM, "projBias");
-        checkBiLevel(r, [&] { m.checkConsistent(); });
-        checkModelFloats(r, m.nodeVec, "nodeVec");
-        checkModelFloats(r, m.nodeThreshold, "nodeThreshold", /*allowInf=*/true);
-        checkModelFloats(r, m.leafMean, "leafMean");
-        checkModelFloats(r, m.leafOffset, "leafOffset");
-        checkModelFloats(r, m.proj, "proj");
-        for (size_t i = 0; i < LM; ++i)
-            FAISS_THROW_IF_NOT_FMT(m.projBias[i] >= 0.f && m.projBias[i] < 1.f,
-                                   "corrupt input '%s': IndexBiLevelLSH model projBias[%zu] is "
-                                   "%g, not in [0, 1)",
-                                   r.name.c_str(), i, double(m.projBias[i]));
-        for (size_t g = 0; g < G; ++g)
-            FAISS_THROW_IF_NOT_FMT(m.leafTrainCount[g] >= 0,
-                                   "corrupt input '%s': IndexBiLevelLSH model leafTrainCount[%zu] "
-                                   "is %" PRId64,
-                                   r.name.c_str(), g, m.leafTrainCount[g]);
-    }
-    const size_t nfloat = size_t(hd.ntotal) * size_t(hd.d);  // < 2^51: no overflow
-    std::vector<float> vectors;
-    r.readVector(vectors, nfloat, "IndexBiLevelLSH vectors");
-    FAISS_THROW_IF_NOT_FMT(vectors.size() == nfloat,
-                           "corrupt input '%s': %s holds %zu floats, expected ntotal * d = %" PRId64
-                           " * %d",
-                           r.name.c_str(), cls, vectors.size(), hd.ntotal, hd.d);
+    m.d = r.read<int32_t>("IndexBiLevelLSH model d");
+    m.depth = r.read<int32_t>("IndexBiLevelLSH model depth");
+    m.nTables = r.read<int32_t>("IndexBiLevelLSH model nTables");
+    m.nProjections = r.read<int32_t>("IndexBiLevelLSH model nProjections");
+    m.bits = r.read<int32_t>("IndexBiLevelLSH model bits");
+    m.lattice = c.lattice;
+    FAISS_THROW_IF_NOT_FMT(m.d == d && m.depth == c.treeDepth && m.nTables == c.nTables &&
+                               m.nProjections == c.nProjections &&
+                               m.bits == lsh::bitsPerCoordinate(c.nProjections),
+                           "corrupt input '%s': %s model (d %d, depth %d, L %d, M %d, bits "
+                           "%d) does not match the index (d %d) and its configuration "
+                           "(depth %d, L %d, M %d)",
+                           r.name.c_str(), cls, m.d, m.depth, m.nTables, m.nProjections, m.bits,
+                           d, c.treeDepth, c.nTables, c.nProjections);
+    // sizes from checked dimensions: d <= 2^20, nodes < 2^14, L x M <= 2^11
+    const size_t dims = size_t(d);
+    const size_t nodes = size_t(m.internalNodes()), G = size_t(m.groups());
+    const size_t LM = size_t(m.nTables) * size_t(m.nProjections);
+    readModelArray(r, m.nodeRule, nodes, "nodeRule");
+    readModelArray(r, m.nodeVec, nodes * dims, "nodeVec");
+    readModelArray(r, m.nodeThreshold, nodes, "nodeThreshold");
+    readModelArray(r, m.leafMean, G * dims, "leafMean");
+    readModelArray(r, m.leafWidth, G, "leafWidth");
+    readModelArray(r, m.leafOffset, G * LM, "leafOffset");
+    readModelArray(r, m.leafTrainCount, G, "leafTrainCount");
+    readModelArray(r, m.proj, LM * dims, "proj");
+    readModelArray(r, m.projBias, LM, "projBias");
+    checkBiLevel(r, [&] { m.checkConsistent(); });
+    checkBiLevelModelValues(r, m);
+    return m;
+}
 
-    // the hash table setContents builds must stay proportional to the data
+/// Refuses a configuration whose hash table for the header's vectors would
+/// not stay proportional to them (setContents builds it).
+void checkBiLevelTableSize(StreamReader& r, const char* cls, const IndexHeader& hd,
+                           const BiLevelLSHConfig& c) {
     const double maxKeys = double(c.nTables) * double(hd.ntotal);
     const double slots = maxKeys / double(c.cuckooMaxLoad);
     FAISS_THROW_IF_NOT_FMT(
@@ -948,6 +949,34 @@ faiss::Index* readBiLevelLSH(StreamReader& r) {
         "%.0f in all)",
         r.name.c_str(), cls, double(c.cuckooMaxLoad), maxKeys, c.nTables, hd.ntotal, slots,
         kBiLevelLSHMaxSlotsPerKey, kBiLevelLSHSmallTableSlots);
+}
+
+/// IndexBiLevelLSH ("IxBL", layout at the top of this file). Every size is
+/// checked against the header and the configuration before it is read;
+/// setContents then rebuilds the hash tables.
+faiss::Index* readBiLevelLSH(StreamReader& r) {
+    const char* cls = "IndexBiLevelLSH";
+    const int32_t version = r.read<int32_t>("IndexBiLevelLSH version");
+    FAISS_THROW_IF_NOT_FMT(version == 1 || version == kBiLevelLSHVersion,
+                           "corrupt input '%s': %s has format version %d (this reader knows 1 "
+                           "and %d)",
+                           r.name.c_str(), cls, int(version), int(kBiLevelLSHVersion));
+    const IndexHeader hd = readBiLevelHeader(r, cls);
+    const BiLevelLSHConfig c = readBiLevelConfig(r, version);
+    const uint8_t hasModel = r.read<uint8_t>("IndexBiLevelLSH has_model");
+    FAISS_THROW_IF_NOT_FMT(hasModel <= 1 && (hasModel != 0) == hd.isTrained,
+                           "corrupt input '%s': %s has has_model byte %d with is_trained %d",
+                           r.name.c_str(), cls, int(hasModel), int(hd.isTrained));
+    BiLevelLSHModel m;
+    if (hasModel) m = readBiLevelModel(r, cls, hd.d, c);
+    const size_t nfloat = size_t(hd.ntotal) * size_t(hd.d);  // < 2^51: no overflow
+    std::vector<float> vectors;
+    r.readVector(vectors, nfloat, "IndexBiLevelLSH vectors");
+    FAISS_THROW_IF_NOT_FMT(vectors.size() == nfloat,
+                           "corrupt input '%s': %s holds %zu floats, expected ntotal * d = %" PRId64
+                           " * %d",
+                           r.name.c_str(), cls, vectors.size(), hd.ntotal, hd.d);
+    checkBiLevelTableSize(r, cls, hd, c);
 
     auto idx = std::make_unique<IndexBiLevelLSH>(hd.d, c, faiss::METRIC_L2);
     checkBiLevel(r, [&] { idx->setContents(c, std::move(m), std::move(vectors)); });
