@@ -119,6 +119,15 @@ __device__ bool visitOnce(int* table, int slots, uint32_t id, int* count) {
     return false;
 }
 
+/// The key of a candidate from its team's partial sums s: their total
+/// (shuffled to every lane of the team), negated for products; +inf for an
+/// inactive team.
+__device__ __forceinline__ float teamKey(float s, bool active, bool ip, int team) {
+    for (int o = team >> 1; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o, team);
+    if (!active) return infinity();
+    return ip ? -s : s;
+}
+
 /// Distance of the query (shared) to row id, by a team of `team` lanes; the
 /// team's lanes all get it. Every lane of the warp must call it (the
 /// shuffles take the whole warp); inactive teams load nothing and get +inf.
@@ -146,9 +155,7 @@ __device__ float teamDistance(const float* x, int d, bool vec4, bool active, uin
             }
         }
     }
-    for (int o = team >> 1; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o, team);
-    if (!active) return infinity();
-    return ip ? -s : s;
+    return teamKey(s, active, ip, team);
 }
 
 /// Adds one load's worth (sizeof(Vec) / 2 FP16 values against q[0..)) of
@@ -199,9 +206,7 @@ __device__ float teamDistanceHalf(const __half* x, int d, bool active, uint32_t 
             }
         }
     }
-    for (int o = team >> 1; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o, team);
-    if (!active) return infinity();
-    return ip ? -s : s;
+    return teamKey(s, active, ip, team);
 }
 
 /// Adds the four codes of word w (dimensions j .. j + 3 of a row; q2 their
@@ -263,9 +268,7 @@ __device__ float teamDistanceBytes(const uint8_t* x, int d, bool active, uint32_
             }
         }
     }
-    for (int o = team >> 1; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o, team);
-    if (!active) return infinity();
-    return ip ? -s : s;
+    return teamKey(s, active, ip, team);
 }
 
 /// Where the search reads vectors: FP32 always (the final re-scoring), FP16
