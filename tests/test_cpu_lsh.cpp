@@ -58,7 +58,9 @@ using lshtest::distinctKeys;
 
 /// Bitwise equality of two float arrays (NaN and -0 included).
 bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    // (memcmp of empty vectors would be handed null pointers)
+    return a.size() == b.size() &&
+           (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 bool sameModel(const BiLevelLSHModel& a, const BiLevelLSHModel& b) {

@@ -205,6 +205,7 @@ int64_t copyRowsCheckingFiniteInPieces(
 }
 
 void copyBytesInParallel(void* dst, const void* src, size_t bytes) {
+    if (bytes == 0) return;  // (empty vectors may hand null pointers: memcpy must not see them)
     const int threads = copyThreads(int64_t(bytes / sizeof(float)));
     if (threads == 1) {
         std::memcpy(dst, src, bytes);
