@@ -15,8 +15,9 @@
 #          (bench_ann --host-one-search-mb 8 / 100000): 100,000 x 128 and 5,000 x 784
 #   graph  the search graph traversing 8-bit codes against FP16 (--traversal-codes
 #          fp16,bytes, one build each): clustered 1M x 128, hard 1M x 100, hard 1M x 784;
-#          at 100M: FX_EXTRA="--traversal-codes bytes" bash bench/run_graph_100m_device.sh
-#          $OUT 64:64 16 100 (its FP16 figures are in benchmarks.md)
+#          at 100M, a call of its own (about 400 s: both builds in one process, same data):
+#          FX_EXTRA="--traversal-codes fp16,bytes" bash bench/run_graph_100m_device.sh
+#          $OUT 64:64 16 100
 #   trace  CUPTI timelines of the far 10M search at k 100 / 10
 # Stage here (build-gpu of this branch):
 #   bash bench/stage_flat_scale.sh build-gpu KIT && rm -rf .device/anchor
