@@ -2,8 +2,9 @@
 """What the search graph's traversal codes cost in precision, without a GPU.
 
 The beam search scores candidates on a copy of the vectors (graph/TraversalCopy.h):
-FP16 (x times a power of two) or 8-bit codes (per dimension, code c stands for
-lo + step c over the dimension's range), then re-scores its final buffer in FP32.
+FP16 (x minus the vectors' mean, times a power of two; also uncentred, as it
+was before) or 8-bit codes (per dimension, code c stands for lo + step c over
+the dimension's range), then re-scores its final buffer in FP32.
 This script isolates the scoring from the graph: for each query it ranks the
 whole base by the distance to each copy's decoded vectors (float64), keeps the
 first T, re-ranks them exactly, and scores recall@10 against the exact ground
@@ -33,14 +34,17 @@ def read_vecs(path, dtype):
     return raw.reshape(-1, d + 1)[:, 1:].view(np.float32).copy()
 
 
-def half_copy(x):
-    """graph::halfScaleFor and toHalf: max |x| * scale in [2^13, 2^14)."""
-    m = float(np.abs(x).max())
-    if m <= 0:
-        return x.astype(np.float16).astype(np.float64)
-    e = np.frexp(m)[1]
-    scale = np.float32(2.0 ** min(14 - e, 100))
-    return (x * scale).astype(np.float16).astype(np.float64) / float(scale)
+def half_copy(x, centred=True):
+    """graph::columnMeans, halfScaleFor and toHalf: (x - mean) * scale in FP16,
+    max |x - mean| * scale in [2^13, 2^14); centred=False: the copy before
+    it was centred (mean 0)."""
+    mean = x.astype(np.float64).mean(axis=0).astype(np.float32) if centred else np.zeros(
+        x.shape[1], np.float32)
+    c = x - mean
+    m = float(np.abs(c).max())
+    scale = np.float32(2.0 ** min(14 - np.frexp(m)[1], 100)) if m > 0 else np.float32(1)
+    h = (c * scale).astype(np.float16).astype(np.float64) / float(scale)
+    return h + mean.astype(np.float64)
 
 
 def byte_copy(x):
@@ -135,7 +139,9 @@ def main():
         b64 = base.astype(np.float64)
         gt_d10 = ((b64[gt[:, 9]] - queries.astype(np.float64)) ** 2).sum(axis=1)
         row = {"set": name, "nb": len(base), "nq": len(queries), "d": base.shape[1]}
-        for copy_name, decoded in (("fp16", half_copy(base)), ("bytes", byte_copy(base))):
+        copies = (("fp16", half_copy(base)), ("fp16_uncentred", half_copy(base, False)),
+                  ("bytes", byte_copy(base)))
+        for copy_name, decoded in copies:
             cand = top_by_distance(decoded, queries.astype(np.float64), 64)
             for t in (10, 32, 64):
                 row[f"{copy_name}_T{t}"] = round(recall_after_rerank(base, queries, cand[:, :t], gt_d10), 4)

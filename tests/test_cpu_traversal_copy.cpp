@@ -11,9 +11,10 @@
 
 using namespace faiss_ext::gpu::graph;
 
-TEST(CpuTraversalCopy, BytesAreHalfOfFp16PlusTheRanges) {
+TEST(CpuTraversalCopy, BytesAreHalfOfFp16PlusTheirRanges) {
     EXPECT_EQ(traversalCodes(), TraversalCodes::FP16);
-    EXPECT_EQ(TraversalCopy::bytesFor(100000000, 96, TraversalCodes::FP16), size_t(19200000000));
+    EXPECT_EQ(TraversalCopy::bytesFor(100000000, 96, TraversalCodes::FP16),
+              size_t(19200000000) + 4 * 96);  // (and the mean it is centred on)
     EXPECT_EQ(TraversalCopy::bytesFor(100000000, 96, TraversalCodes::Bytes),
               size_t(9600000000) + 2 * 4 * 96);
     EXPECT_EQ(TraversalCopy::bytesFor(1000000, 784, TraversalCodes::Bytes),

@@ -3,11 +3,13 @@
 // constant dimension and negative values; a search on them finds what the
 // FP16 copy finds (recall within 0.01, for L2, inner product and cosine, at
 // dimensions that take 16-, 8-, 4- and 1-code loads) and returns exact FP32
-// distances; the copy follows adds, removals and reset.
+// distances; the copy follows adds, removals and reset; the FP16 copy is
+// centred, so that data far from the origin searches as well as on FP32.
 #include <cuda_runtime_api.h>
 #include <faiss/impl/IDSelector.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -74,6 +76,29 @@ double exactDistance(FlatMetric metric, int d, const std::vector<float>& x, int6
     if (metric == FlatMetric::L2) return l2;
     if (metric == FlatMetric::Cosine) return dot / std::sqrt(xx * qq);
     return dot;
+}
+
+/// recall@k of I (nq x k) against exact search in double (the GEMM form of
+/// an FP32 exact index loses the digits of data far from the origin); a
+/// returned id counts when its distance is within the k-th true one (ties).
+double recallInDouble(FlatMetric metric, int d, const std::vector<float>& x,
+                      const std::vector<float>& q, int k, const std::vector<int64_t>& I) {
+    const int64_t n = int64_t(x.size()) / d, nq = int64_t(q.size()) / d;
+    const bool larger = metric != FlatMetric::L2;  // similarities: larger is closer
+    int64_t hits = 0;
+    for (int64_t i = 0; i < nq; ++i) {
+        std::vector<double> all(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) all[size_t(j)] = exactDistance(metric, d, x, j, q, i);
+        std::vector<double> sorted = all;
+        std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(),
+                         [&](double a, double b) { return larger ? a > b : a < b; });
+        const double kth = sorted[size_t(k - 1)];
+        for (int r = 0; r < k; ++r) {
+            const int64_t j = I[size_t(i * k + r)];
+            if (j >= 0 && (larger ? all[size_t(j)] >= kth : all[size_t(j)] <= kth)) ++hits;
+        }
+    }
+    return double(hits) / double(nq * k);
 }
 
 }  // namespace
@@ -189,4 +214,37 @@ TEST(GpuSearchGraphTraversal, ByteCopyFollowsAddsRemovalsAndReset) {
     index.search(nq, q.data(), k, D.data(), I.data(), &sp);
     const std::vector<float> half(x.begin(), x.begin() + size_t(n / 2) * d);
     EXPECT_GE(gnndtest::recallAgainstExactIndex(res, half, n / 2, q, nq, d, k, I), 0.95);
+}
+
+TEST(GpuSearchGraphTraversal, Fp16CopyOfDataFarFromTheOriginSearchesAsFp32Does) {
+    // Clusters of spread about 1 moved 3,000 from the origin in every
+    // coordinate, at d 4 (a point cloud's shape): uncentred, FP16 keeps
+    // steps of 2 there and neighbours become ties; centred, the copy keeps
+    // its digits. L2 and inner product (whose order centring keeps too).
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    const int64_t n = test::sized<int64_t>(30000, 5000), nq = 300;
+    const int d = 4, k = 10;
+    auto x = test::clusteredVectors(n, d, 64, test::kSeed + 31);
+    auto q = test::clusteredVectors(nq, d, 64, test::kSeed + 32);
+    for (float& v : x) v += 3000.f;
+    for (float& v : q) v += 3000.f;
+    for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
+        double recall[2];
+        for (bool fp16 : {false, true}) {
+            GpuIndexSearchGraphConfig cfg;
+            cfg.fp16Traversal = fp16;
+            GpuIndexSearchGraph index(&res, d, metric, cfg);
+            index.add(n, x.data());
+            std::vector<float> D(size_t(nq * k));
+            std::vector<int64_t> I(size_t(nq * k));
+            SearchParametersSearchGraph sp;
+            sp.itopk = 64;
+            index.search(nq, q.data(), k, D.data(), I.data(), &sp);
+            recall[fp16] = recallInDouble(metric, d, x, q, k, I);
+        }
+        std::printf("[search graph traversal] far d 4 %s: recall@10 FP32 %.4f, FP16 %.4f\n",
+                    flatMetricName(metric), recall[0], recall[1]);
+        EXPECT_GE(recall[1], recall[0] - 0.01) << flatMetricName(metric);
+    }
 }

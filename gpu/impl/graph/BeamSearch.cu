@@ -188,8 +188,9 @@ __device__ float halfRowPart(const __half* row, int d, const float* q, bool ip, 
     return s;
 }
 
-/// Same as teamDistance on the FP16 copy (q: the query times the copy's
-/// scale; the result is the distance times scale^2, for ordering only).
+/// Same as teamDistance on the FP16 copy (q: the query, minus the copy's
+/// mean under L2, times its scale; the result is the distance times
+/// scale^2, or the product less a constant of the query, for ordering only).
 __device__ float teamDistanceHalf(const __half* x, int d, bool active, uint32_t id, const float* q,
                                   bool ip, int laneInTeam, int team) {
     float s = 0.f;
@@ -276,6 +277,7 @@ __device__ float teamDistanceBytes(const uint8_t* x, int d, bool active, uint32_
 struct Vectors {
     const float* x;
     const __half* x16;
+    const float* mean16;
     const uint8_t* x8;
     const float* lo8;
     const float* step8;
@@ -415,9 +417,10 @@ __device__ void forgetVisited(Shared& s, const Layout& l) {
     __syncthreads();
 }
 
-/// Query into shared memory with its traversal terms (FP16: the query
-/// times the copy's scale; codes: per dimension (q - lo, step), or (q step,
-/// 0) for products, teamDistanceBytes), empty table and buffer.
+/// Query into shared memory with its traversal terms (FP16: the query, less
+/// the copy's mean under L2, times the copy's scale; codes: per dimension
+/// (q - lo, step), or (q step, 0) for products, teamDistanceBytes), empty
+/// table and buffer.
 template <Traversal kT>
 __device__ void initQuery(Shared& s, const Layout& l, const float* qg, int d, float scale,
                           const Vectors& v, bool ip) {
@@ -430,7 +433,9 @@ __device__ void initQuery(Shared& s, const Layout& l, const float* qg, int d, fl
             reinterpret_cast<float2*>(s.qs)[j] =
                 ip ? make_float2(x * step, 0.f) : make_float2(x - lo, step);
         } else {
-            s.qs[j] = x * scale;
+            // (products: q.(x - mean) orders as q.x; the padding has no mean)
+            const float mean = v.mean16 && !ip && j < d ? __ldg(v.mean16 + j) : 0.f;
+            s.qs[j] = (x - mean) * scale;
         }
     }
     for (int i = threadIdx.x; i < l.slots; i += blockDim.x) s.table[i] = -1;
@@ -601,8 +606,8 @@ void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, in
                            "beamSearch: %d entry points per query (at most %d, with their "
                            "arrays)",
                            seeds.perQuery, l.cand);
-    Vectors v{vectors.x, reinterpret_cast<const __half*>(vectors.x16), vectors.x8, vectors.lo8,
-              vectors.step8};
+    Vectors v{vectors.x, reinterpret_cast<const __half*>(vectors.x16), vectors.mean16, vectors.x8,
+              vectors.lo8, vectors.step8};
     float scale = traversal == Traversal::Fp16 ? vectors.scale16 : 1.f;
     int blocks = p.blocksPerQuery;
     float* keys = blocks == 1 ? outD : scratch.keys;

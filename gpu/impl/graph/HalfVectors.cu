@@ -1,11 +1,17 @@
 // The FP16 copy of the vectors that the beam search traverses (SearchGraph.h):
-// scaled by a power of two so that any finite FP32 data fits FP16's range;
-// scaling by 2^e changes no ordering of distances or products.
+// centred on the vectors' mean, so that data far from the origin keeps its
+// digits (a scan's coordinates of hundreds of metres with neighbours
+// centimetres apart lost them: recall@10 of the copy's own order 0.83
+// uncentred, 0.97 centred, bench/traversal_codes_precision.py), then scaled
+// by a power of two so that any finite FP32 data fits FP16's range. Neither
+// changes an ordering: L2 distances ignore translation, and under inner
+// products q.(x - mean) differs from q.x by one number per query.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -17,20 +23,33 @@ namespace graph {
 
 namespace {
 
-__global__ void maxAbsKernel(const float* x, size_t count, unsigned int* out) {
+/// Per dimension, the sum of the rows' values in double: block column range
+/// blockIdx.y, rows blockIdx.x, blockIdx.x + gridDim.x, ...
+__global__ void columnSumsKernel(const float* x, int64_t n, int d, double* sums) {
+    const int j = blockIdx.y * blockDim.x + threadIdx.x;
+    if (j >= d) return;
+    double s = 0;
+    for (int64_t r = blockIdx.x; r < n; r += gridDim.x) s += double(__ldg(x + r * d + j));
+    atomicAdd(sums + j, s);
+}
+
+/// The largest |x - mean| (mean: per dimension, or null for none).
+__global__ void maxAbsKernel(const float* x, size_t count, int d, const float* mean,
+                             unsigned int* out) {
     float m = 0.f;
     for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
          i += size_t(gridDim.x) * blockDim.x)
-        m = fmaxf(m, fabsf(x[i]));
+        m = fmaxf(m, fabsf(mean ? x[i] - __ldg(mean + i % d) : x[i]));
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
     // non-negative floats order as their bit patterns
     if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
 }
 
-__global__ void toHalfKernel(const float* x, size_t count, float scale, __half* out) {
+__global__ void toHalfKernel(const float* x, size_t count, int d, const float* mean, float scale,
+                             __half* out) {
     for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
          i += size_t(gridDim.x) * blockDim.x)
-        out[i] = __float2half_rn(x[i] * scale);
+        out[i] = __float2half_rn((mean ? x[i] - __ldg(mean + i % d) : x[i]) * scale);
 }
 
 unsigned gridFor(size_t count) {
@@ -40,13 +59,34 @@ unsigned gridFor(size_t count) {
 
 }  // namespace
 
-float halfScaleFor(cudaStream_t stream, const float* x, size_t count) {
+void columnMeans(cudaStream_t stream, const float* x, int64_t n, int d, float* mean) {
+    FAISS_THROW_IF_NOT_FMT(n >= 1 && d >= 1, "columnMeans: %lld vectors of d %d", (long long)n,
+                           d);
+    DeviceVector<double> sums;  // no resources here: deviceMalloc
+    FAISS_EXT_CUDA_CHECK(sums.tryAllocate(size_t(d)));
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(double) * size_t(d), stream));
+    const dim3 grid(unsigned(std::min<int64_t>(n, 1024)), unsigned((d + 255) / 256));
+    columnSumsKernel<<<grid, 256, 0, stream>>>(x, n, d, sums.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    std::vector<double> h(static_cast<size_t>(d));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(h.data(), sums.data(), sizeof(double) * h.size(),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<float> m(static_cast<size_t>(d));
+    for (int j = 0; j < d; ++j) m[size_t(j)] = float(h[size_t(j)] / double(n));
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(mean, m.data(), sizeof(float) * m.size(),
+                                         cudaMemcpyHostToDevice, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));  // `m` is a host local
+}
+
+float halfScaleFor(cudaStream_t stream, const float* x, int64_t n, int d, const float* mean) {
+    const size_t count = size_t(n) * size_t(d);
     if (count == 0) return 1.f;
     DeviceVector<unsigned int> dMaxVec;  // no resources here: deviceMalloc
     FAISS_EXT_CUDA_CHECK(dMaxVec.tryAllocate(1));
     unsigned int* dMax = dMaxVec.data();
     FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(dMax, 0, sizeof(unsigned int), stream));
-    maxAbsKernel<<<gridFor(count), 256, 0, stream>>>(x, count, dMax);
+    maxAbsKernel<<<gridFor(count), 256, 0, stream>>>(x, count, d, mean, dMax);
     FAISS_EXT_CUDA_CHECK_LAUNCH();
     unsigned int bits = 0;
     FAISS_EXT_CUDA_CHECK(
@@ -61,9 +101,11 @@ float halfScaleFor(cudaStream_t stream, const float* x, size_t count) {
     return std::ldexp(1.f, std::min(14 - e, 100));
 }
 
-void toHalf(cudaStream_t stream, const float* x, size_t count, float scale, uint16_t* out) {
+void toHalf(cudaStream_t stream, const float* x, int64_t n, int d, const float* mean, float scale,
+            uint16_t* out) {
+    const size_t count = size_t(n) * size_t(d);
     if (count == 0) return;
-    toHalfKernel<<<gridFor(count), 256, 0, stream>>>(x, count, scale,
+    toHalfKernel<<<gridFor(count), 256, 0, stream>>>(x, count, d, mean, scale,
                                                      reinterpret_cast<__half*>(out));
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }

@@ -77,12 +77,19 @@ struct EntrySeeds {
     int perQuery = 0;
 };
 
-/// The power of two s with max |x| * s in [2^13, 2^14) (1 when x is all
-/// zeros), so that x * s fits FP16's range with room for sums.
-float halfScaleFor(cudaStream_t stream, const float* x, size_t count);
+/// mean (d device floats) = the mean of the n rows of x (n x d device),
+/// summed in double. Synchronises `stream`.
+void columnMeans(cudaStream_t stream, const float* x, int64_t n, int d, float* mean);
 
-/// out (FP16 bits) = x * scale, rounded to nearest (count values, device).
-void toHalf(cudaStream_t stream, const float* x, size_t count, float scale, uint16_t* out);
+/// The power of two s with max |x - mean| * s in [2^13, 2^14) (1 when that
+/// is 0), so that (x - mean) * s fits FP16's range with room for sums
+/// (x: n x d device; mean: d device floats per dimension, or null for none).
+float halfScaleFor(cudaStream_t stream, const float* x, int64_t n, int d, const float* mean);
+
+/// out (FP16 bits) = (x - mean) * scale, rounded to nearest (n x d values,
+/// device; mean as for halfScaleFor).
+void toHalf(cudaStream_t stream, const float* x, int64_t n, int d, const float* mean, float scale,
+            uint16_t* out);
 
 /// Per dimension j of x (n x d device), lo[j] and step[j] (d device floats
 /// each) of its 8-bit codes: lo the least value, step the range / 255 (1
@@ -98,12 +105,14 @@ void toBytes(cudaStream_t stream, const float* x, int64_t n, int d, const float*
 
 /// The vectors a beam search reads: FP32 (n x d) always; optionally a copy
 /// the traversal scores candidates on (the final buffer is re-scored in
-/// FP32): FP16 of x * scale16, or 8-bit codes (x8, n x d: lo8[j] + step8[j]
-/// c stands for x_j). At most one of x16 and x8.
+/// FP32): FP16 of (x - mean16) * scale16 (mean16 null: of x * scale16), or
+/// 8-bit codes (x8, n x d: lo8[j] + step8[j] c stands for x_j). At most one
+/// of x16 and x8.
 struct SearchVectors {
     const float* x = nullptr;
     const uint16_t* x16 = nullptr;
     float scale16 = 1.f;
+    const float* mean16 = nullptr;
     const uint8_t* x8 = nullptr;
     const float* lo8 = nullptr;
     const float* step8 = nullptr;

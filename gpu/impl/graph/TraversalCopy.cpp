@@ -20,8 +20,9 @@ void setTraversalCodes(TraversalCodes codes) { gCodes.store(codes); }
 TraversalCodes traversalCodes() { return gCodes.load(); }
 
 size_t TraversalCopy::bytesFor(int64_t n, int d, TraversalCodes codes) {
-    return codes == TraversalCodes::Bytes ? size_t(n) * d + 2 * sizeof(float) * size_t(d)
-                                          : sizeof(uint16_t) * size_t(n) * d;
+    return codes == TraversalCodes::Bytes
+                   ? size_t(n) * d + 2 * sizeof(float) * size_t(d)
+                   : sizeof(uint16_t) * size_t(n) * d + sizeof(float) * size_t(d);
 }
 
 void TraversalCopy::allocate(GpuResources* res, int device, int64_t n, int d, TraversalCodes codes,
@@ -37,25 +38,27 @@ void TraversalCopy::allocate(GpuResources* res, int device, int64_t n, int d, Tr
         c.ranges_.allocate(res, device, 2 * size_t(d), who, "ranges of the 8-bit copy");
     } else {
         c.x16_.allocate(res, device, size_t(n) * d, who, "FP16 copy of the vectors");
+        c.mean16_.allocate(res, device, size_t(d), who, "mean of the FP16 copy");
     }
     swap(c);
 }
 
 void TraversalCopy::fill(cudaStream_t stream, const float* x) {
     FAISS_THROW_IF_NOT_MSG(n_ > 0, "TraversalCopy::fill: nothing allocated");
-    const size_t count = size_t(n_) * d_;
     if (codes_ == TraversalCodes::Bytes) {
         byteCodeRanges(stream, x, n_, d_, ranges_.data(), ranges_.data() + d_);
         toBytes(stream, x, n_, d_, ranges_.data(), ranges_.data() + d_, x8_.data());
     } else {
-        scale16_ = halfScaleFor(stream, x, count);
-        toHalf(stream, x, count, scale16_, x16_.data());
+        columnMeans(stream, x, n_, d_, mean16_.data());
+        scale16_ = halfScaleFor(stream, x, n_, d_, mean16_.data());
+        toHalf(stream, x, n_, d_, mean16_.data(), scale16_, x16_.data());
     }
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void TraversalCopy::release() {
     x16_.release();
+    mean16_.release();
     x8_.release();
     ranges_.release();
     n_ = 0;
@@ -69,6 +72,7 @@ void TraversalCopy::swap(TraversalCopy& o) noexcept {
     std::swap(d_, o.d_);
     x16_.swap(o.x16_);
     std::swap(scale16_, o.scale16_);
+    mean16_.swap(o.mean16_);
     x8_.swap(o.x8_);
     ranges_.swap(o.ranges_);
 }
@@ -82,6 +86,7 @@ void TraversalCopy::view(SearchVectors& v) const {
     } else {
         v.x16 = x16_.data();
         v.scale16 = scale16_;
+        v.mean16 = mean16_.data();
     }
 }
 

@@ -1,6 +1,7 @@
 // The copy of the vectors a search graph's beam search traverses
-// (SearchGraph.h, SearchVectors): FP16 (x times a power of two, so that any
-// finite data fits FP16's range) or 8-bit codes (per dimension j, code c
+// (SearchGraph.h, SearchVectors): FP16 (x minus the vectors' mean, times a
+// power of two, so that any finite data fits FP16's range and data far from
+// the origin keeps its digits) or 8-bit codes (per dimension j, code c
 // stands for lo_j + step_j c over the dimension's range), made from the
 // index's FP32 vectors, which stay for the final re-scoring. Owned by
 // GpuIndexSearchGraph; allocated before the state it replaces changes, so
@@ -24,7 +25,7 @@ namespace graph {
 
 /// What a traversal copy holds.
 enum class TraversalCodes {
-    FP16,   ///< 2 bytes a value
+    FP16,   ///< 2 bytes a value, and the mean: a float a dimension
     Bytes,  ///< 1 byte a value, and two floats a dimension
 };
 
@@ -64,6 +65,7 @@ class TraversalCopy {
     int d_ = 0;
     DeviceVector<uint16_t> x16_;
     float scale16_ = 1.f;
+    DeviceVector<float> mean16_;
     DeviceVector<uint8_t> x8_;
     DeviceVector<float> ranges_;  ///< lo (d), then step (d)
 };
