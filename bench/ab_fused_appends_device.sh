@@ -15,6 +15,7 @@
 #          (bench_ann --host-one-search-mb 8 / 100000): 100,000 x 128 and 5,000 x 784
 #   graph  the search graph traversing 8-bit codes against FP16 (--traversal-codes
 #          fp16,bytes, one build each): clustered 1M x 128, hard 1M x 100, hard 1M x 784;
+#          the centred FP16 copy against main's on the point cloud (FP32 traversal beside);
 #          at 100M, a call of its own (about 400 s: both builds in one process, same data):
 #          FX_EXTRA="--traversal-codes fp16,bytes" bash bench/run_graph_100m_device.sh
 #          $OUT 64:64 16 100
@@ -117,6 +118,20 @@ if want graph; then
   graph_ab clustered 120 --data clustered --nq 10000
   graph_ab hard100 120 --data hard --nq 10000
   graph_ab hard784 150 --data hard --hard-d 784 --nq 5000
+  # the FP16 copy centred (new) against uncentred (old), and FP32 traversal on the same
+  # graph (--fp16 0), on the point cloud (d 3, far from the origin)
+  pc=.device/extra/pointcloud-rs
+  for t in new old; do
+    lib=/tmp/devlib; [ $t = old ] && lib=/tmp/old
+    LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH timeout 60 .device/bin/bench/bench_ann --data files \
+      --base $pc/rs1_base.fvecs --query $pc/rs22_query.fvecs --name pointcloud-rs --fp16 0,1 \
+      --itopk 32,64,128 --runs 3 --latency 0 > $OUT/pc_$t.jsonl 2> $OUT/pc_$t.err
+    el "pointcloud $t rc=$?"
+    python3 -c "import json,sys
+for l in open(sys.argv[1]):
+    r=json.loads(l); p=r.get('params',{})
+    if r['method']=='ours:graph': print(sys.argv[2], 'fp16', p.get('fp16'), 'itopk', p.get('itopk'), round(r['recall'],4), int(r['qps']))" $OUT/pc_$t.jsonl $t
+  done
 fi
 export LD_LIBRARY_PATH=/usr/local/cuda/extras/CUPTI/lib64:$LD_LIBRARY_PATH
 want trace && for k in 100 10; do

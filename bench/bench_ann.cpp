@@ -366,8 +366,9 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
         .num("knn_seconds", index.getKnnBuildSeconds())
         .num("optimize_seconds", index.getOptimizeSeconds())
         .str("add_build", addBuildName(index.getLastKnnAddBuild()))
-        .integer("fp16_traversal", cfg.fp16Traversal ? 1 : 0)
-        .str("traversal_codes", traversalCodesName(gpu::graph::traversalCodes()));
+        .integer("fp16_traversal", cfg.fp16Traversal ? 1 : 0);
+    if (a.has("traversal-codes"))
+        bp.str("traversal_codes", traversalCodesName(gpu::graph::traversalCodes()));
     std::printf("%s\n", line(c, "ours:graph-build")
                             .raw("params", bp.text())
                             .num("seconds", build)
@@ -401,11 +402,13 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                         .integer("entry_seeds", es)
                         .integer("entry_points", cfg.entryPoints)
                         .integer("fp16", half)
-                        .str("traversal_codes", traversalCodesName(gpu::graph::traversalCodes()))
                         .integer("graph_degree", cfg.graphDegree)
                         .integer("knn_degree", cfg.knnDegree)
                         .integer("knn_samples", cfg.knnBuild.samples)
                         .num("knn_threshold", cfg.knnBuild.terminationThreshold);
+                    if (a.has("traversal-codes"))
+                        p.str("traversal_codes",
+                              traversalCodesName(gpu::graph::traversalCodes()));
                     if (cfg.unlikeQueryRatio > 0.f) {
                         p.num("unlike_ratio", cfg.unlikeQueryRatio)
                             .integer("unlike_probes",
@@ -711,8 +714,11 @@ int main(int argc, char** argv) {
             if (a.has("write-dir")) writeForAnchors(c, a.get("write-dir"));
             if (a.has("write-root")) writeForAnchors(c, a.get("write-root") + "/" + kind);
             if (doGraph) {
+                // (the hook only when asked: the A/B scripts run this binary
+                // over libraries older than it)
+                const bool codesAsked = a.has("traversal-codes");
                 for (const std::string& codes : parseList(a.get("traversal-codes", "fp16"))) {
-                    gpu::graph::setTraversalCodes(parseTraversalCodes(codes));
+                    if (codesAsked) gpu::graph::setTraversalCodes(parseTraversalCodes(codes));
                     for (const std::string& pair : parseList(a.get("degrees", "32:64"))) {
                         size_t colon = pair.find(':');
                         if (colon == std::string::npos)
@@ -722,7 +728,7 @@ int main(int argc, char** argv) {
                                  std::stoi(pair.substr(colon + 1)));
                     }
                 }
-                gpu::graph::setTraversalCodes(gpu::graph::TraversalCodes::FP16);
+                if (codesAsked) gpu::graph::setTraversalCodes(gpu::graph::TraversalCodes::FP16);
             }
             if (doLsh) {
                 const double tl = nowSeconds();
