@@ -109,18 +109,15 @@ def sets(shared, nq):
         out.append(("fashion-mnist PCA 60k x 128", (b - mean) @ p, (q - mean) @ p))
     else:
         print(f"absent: {fm} (skipped)", file=sys.stderr)
-    ss = os.path.join(shared, "siftsmall")
-    if os.path.isdir(ss):
-        out.append(("siftsmall 10k x 128", read_vecs(os.path.join(ss, "siftsmall_base.fvecs"), np.float32),
-                    read_vecs(os.path.join(ss, "siftsmall_query.fvecs"), np.float32)[:nq]))
-    else:
-        print(f"absent: {ss} (skipped)", file=sys.stderr)
-    pc = os.path.join(shared, "pointcloud-rs")
-    if os.path.isdir(pc):
-        out.append(("point cloud 114k x 3", read_vecs(os.path.join(pc, "rs1_base.fvecs"), np.float32),
-                    read_vecs(os.path.join(pc, "rs22_query.fvecs"), np.float32)[:nq]))
-    else:
-        print(f"absent: {pc} (skipped)", file=sys.stderr)
+    for name, folder, base, query in (
+            ("siftsmall 10k x 128", "siftsmall", "siftsmall_base.fvecs", "siftsmall_query.fvecs"),
+            ("point cloud 114k x 3", "pointcloud-rs", "rs1_base.fvecs", "rs22_query.fvecs")):
+        path = os.path.join(shared, folder)
+        if not os.path.isdir(path):
+            print(f"absent: {path} (skipped)", file=sys.stderr)
+            continue
+        out.append((name, read_vecs(os.path.join(path, base), np.float32),
+                    read_vecs(os.path.join(path, query), np.float32)[:nq]))
     b, q = far_clusters(100000, nq, 96, 300, 6161)
     out.append(("generated far clusters 100k x 96", b, q))
     return out
