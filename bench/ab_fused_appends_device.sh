@@ -88,13 +88,25 @@ want flat && for t in new old; do
 done
 # numpy batches past the one-search size: 100,000 x 128 (51 MB) and 5,000 x 784 (15.7 MB),
 # chunked (8, the default) against one search (100000)
+# the hard 1M x 784 set, made once (host, about 30 s) and read from files after
+h784=/tmp/fx18/h784; mkdir -p $h784
+data784() {
+  if [ -f $h784/base.fbin ]; then echo --data files --base $h784/base.fbin --query $h784/query.fbin --name hard-784
+  else echo --data hard --hard-d 784 --nq 5000 --write-dir $h784; fi
+}
 want host && for mb in 8 100000; do
   timeout 70 .device/bin/bench/bench_ann --data clustered --nq 100000 --degrees 64:128 --itopk 16,32,64 \
     --runs 5 --latency 0 --device-queries --host-one-search-mb $mb > $OUT/ann_mb$mb.jsonl 2> $OUT/ann_mb$mb.err
   el "ann mb$mb rc=$?"; tail -4 $OUT/ann_mb$mb.err
-  timeout 120 .device/bin/bench/bench_ann --data hard --hard-d 784 --nq 5000 --degrees 64:128 --itopk 16,32 \
+  timeout 120 .device/bin/bench/bench_ann $(data784) --degrees 64:128 --itopk 16,32 \
     --runs 5 --latency 0 --device-queries --host-one-search-mb $mb > $OUT/ann784_mb$mb.jsonl 2> $OUT/ann784_mb$mb.err
   el "ann784 mb$mb rc=$?"; tail -3 $OUT/ann784_mb$mb.err
+done
+# 10,000 x 128 (5 MB): one search (8, the default) against chunks (0): what a chunk's end costs
+want host && for mb in 0 8; do
+  timeout 60 .device/bin/bench/bench_ann --data clustered --nq 10000 --degrees 64:128 --itopk 16,32 \
+    --runs 5 --latency 0 --device-queries --host-one-search-mb $mb > $OUT/ann10k_mb$mb.jsonl 2> $OUT/ann10k_mb$mb.err
+  el "ann10k mb$mb rc=$?"; tail -2 $OUT/ann10k_mb$mb.err
 done
 # the search graph traversing 8-bit codes against FP16 (graph::setTraversalCodes; one build
 # each, same process and data): clustered 1M x 128, hard 1M x 100, hard 1M x 784 (nq 5,000)
@@ -117,7 +129,7 @@ P
 if want graph; then
   graph_ab clustered 120 --data clustered --nq 10000
   graph_ab hard100 120 --data hard --nq 10000
-  graph_ab hard784 150 --data hard --hard-d 784 --nq 5000
+  graph_ab hard784 150 $(data784)
   # the FP16 copy centred (new) against uncentred (old), and FP32 traversal on the same
   # graph (--fp16 0), on the point cloud (d 3, far from the origin)
   pc=.device/extra/pointcloud-rs
