@@ -126,7 +126,10 @@ else
   if [ -x "$rayvenv/bin/python" ] && "$rayvenv/bin/python" -c "import ray" 2>/dev/null ||
      { rm -rf "$rayvenv" && /usr/bin/python3 -m venv --system-site-packages "$rayvenv" &&
        timeout 300 "$rayvenv/bin/python" -m pip install -q "ray>=2,<3"; }; then
-    PYTHONPATH="$root/$FX_BUILD_DIR/python" timeout 300 "$rayvenv/bin/python" -m pytest -q \
+    # (SIGINT at the limit, so that pytest still prints which tests failed and why; a test
+    # stuck for 120 s has every thread's stack dumped: a hang at 2026-12-05 left no trace)
+    PYTHONPATH="$root/$FX_BUILD_DIR/python" timeout -s INT -k 30 300 "$rayvenv/bin/python" \
+      -m pytest -v -rfE -o faulthandler_timeout=120 \
       -k distributed python_bindings/tests/test_cpu_distributed.py \
       python_bindings/tests/test_doc_examples.py
     record distributed $?
