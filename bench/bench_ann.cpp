@@ -32,8 +32,6 @@
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
-#include "faiss_ext/gpu/impl/graph/TraversalCopy.h"
-#include "faiss_ext/gpu/utils/HostQueryPipeline.h"
 
 using namespace faiss_ext;
 using namespace faiss_ext::bench;
@@ -70,9 +68,6 @@ const char* kUsage =
     "  --verbose         the graph index prints its build's progress (stdout, not JSON)\n"
     "  --fp16-traversal 0  graph: build without the FP16 copy (2 d bytes a vector;\n"
     "                    searches then traverse the FP32 vectors; --fp16 defaults to 0)\n"
-    "  --traversal-codes LIST  graph: the traversal copy, one build each: fp16, bytes\n"
-    "                    (8-bit codes, d bytes a vector; graph::setTraversalCodes)\n"
-    "                    (default fp16)\n"
     "  --latency N       single-query searches for the latency (default 200)\n"
     "  --latency-blocks LIST  blocks per query of extra single-query runs, each\n"
     "                    reported with its recall (0: automatic; default none)\n"
@@ -92,9 +87,6 @@ const char* kUsage =
     "                    GNND build of the k-NN graph (default 32, 6, 0.001)\n"
     "  --device-queries  also time each setting with queries and results in device\n"
     "                    memory (qps_device_queries)\n"
-    "  --host-one-search-mb M  host batches of at most M MB of queries that fit a\n"
-    "                    staging slot are searched at once, larger ones in chunks\n"
-    "                    (gpu::setHostOneSearchMaxBytes; default: the library's)\n"
     "  --write-dir DIR   write base.fbin, query.fbin, gt.ivecs for the anchors\n"
     "  --write-root DIR  the same into DIR/<data set> (an existing folder each)\n";
 
@@ -104,16 +96,6 @@ struct Data {
     /// Held-out queries of the autotuner (the last rows of the query set).
     Matrix tuneQueries;
 };
-
-const char* traversalCodesName(gpu::graph::TraversalCodes c) {
-    return c == gpu::graph::TraversalCodes::Bytes ? "bytes" : "fp16";
-}
-
-gpu::graph::TraversalCodes parseTraversalCodes(const std::string& s) {
-    if (s == "fp16") return gpu::graph::TraversalCodes::FP16;
-    if (s == "bytes") return gpu::graph::TraversalCodes::Bytes;
-    throw std::invalid_argument("--traversal-codes takes fp16 or bytes (got " + s + ")");
-}
 
 /// Moves the last `count` rows of m into a new matrix.
 Matrix splitLastRows(Matrix& m, int64_t count) {
@@ -367,8 +349,6 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
         .num("optimize_seconds", index.getOptimizeSeconds())
         .str("add_build", addBuildName(index.getLastKnnAddBuild()))
         .integer("fp16_traversal", cfg.fp16Traversal ? 1 : 0);
-    if (a.has("traversal-codes"))
-        bp.str("traversal_codes", traversalCodesName(gpu::graph::traversalCodes()));
     std::printf("%s\n", line(c, "ours:graph-build")
                             .raw("params", bp.text())
                             .num("seconds", build)
@@ -406,9 +386,6 @@ void runGraph(Context& c, gpu::StandardGpuResources& res, const Args& a, int deg
                         .integer("knn_degree", cfg.knnDegree)
                         .integer("knn_samples", cfg.knnBuild.samples)
                         .num("knn_threshold", cfg.knnBuild.terminationThreshold);
-                    if (a.has("traversal-codes"))
-                        p.str("traversal_codes",
-                              traversalCodesName(gpu::graph::traversalCodes()));
                     if (cfg.unlikeQueryRatio > 0.f) {
                         p.num("unlike_ratio", cfg.unlikeQueryRatio)
                             .integer("unlike_probes",
@@ -655,13 +632,11 @@ int main(int argc, char** argv) {
                       "temp-gb",
                       "verbose",
                       "fp16-traversal",
-                      "traversal-codes",
                       "base",
                       "query",
                       "name",
                       "metric",
                       "device-queries",
-                      "host-one-search-mb",
                       "help",
                       "git"});
         bool doGraph = false, doLsh = false;
@@ -681,14 +656,7 @@ int main(int argc, char** argv) {
             throw std::invalid_argument("--metric takes l2 or ip (got " + metric + ")");
         const bool ip = metric == "ip";
         if (ip && doLsh) throw std::invalid_argument("--methods lsh takes --metric l2 only");
-        for (const std::string& codes : parseList(a.get("traversal-codes", "fp16")))
-            parseTraversalCodes(codes);  // (refused before any data is made)
         gpu::StandardGpuResources res;
-        if (a.has("host-one-search-mb")) {
-            const int64_t mb = a.getInt("host-one-search-mb", 8);
-            if (mb < 0) throw std::invalid_argument("--host-one-search-mb takes M >= 0");
-            gpu::setHostOneSearchMaxBytes(size_t(mb) << 20);
-        }
         if (a.has("temp-gb")) res.setTempMemory(size_t(a.getInt("temp-gb", 16)) << 30);
         for (const std::string& kind : sets) {
             Context c;
@@ -714,21 +682,13 @@ int main(int argc, char** argv) {
             if (a.has("write-dir")) writeForAnchors(c, a.get("write-dir"));
             if (a.has("write-root")) writeForAnchors(c, a.get("write-root") + "/" + kind);
             if (doGraph) {
-                // (the hook only when asked: the A/B scripts run this binary
-                // over libraries older than it)
-                const bool codesAsked = a.has("traversal-codes");
-                for (const std::string& codes : parseList(a.get("traversal-codes", "fp16"))) {
-                    if (codesAsked) gpu::graph::setTraversalCodes(parseTraversalCodes(codes));
-                    for (const std::string& pair : parseList(a.get("degrees", "32:64"))) {
-                        size_t colon = pair.find(':');
-                        if (colon == std::string::npos)
-                            throw std::invalid_argument(
-                                "--degrees takes GRAPH:KNN pairs, e.g. 32:64");
-                        runGraph(c, res, a, std::stoi(pair.substr(0, colon)),
-                                 std::stoi(pair.substr(colon + 1)));
-                    }
+                for (const std::string& pair : parseList(a.get("degrees", "32:64"))) {
+                    size_t colon = pair.find(':');
+                    if (colon == std::string::npos)
+                        throw std::invalid_argument("--degrees takes GRAPH:KNN pairs, e.g. 32:64");
+                    runGraph(c, res, a, std::stoi(pair.substr(0, colon)),
+                             std::stoi(pair.substr(colon + 1)));
                 }
-                if (codesAsked) gpu::graph::setTraversalCodes(gpu::graph::TraversalCodes::FP16);
             }
             if (doLsh) {
                 const double tl = nowSeconds();

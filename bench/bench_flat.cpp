@@ -85,8 +85,8 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
   --precision LIST     distance precisions of ours: fp32, tf32-bounded, bf16x3-bounded, auto
                        (a -unfused suffix: the fused candidates off; -mma: fused by
                        the mma.sync kernel, not Hopper's warpgroup one; then -sN: the
-                       fused thresholds' shared sample at most N vectors, a power of
-                       two in 1024..16384, e.g. auto-s4096)
+                       fused thresholds' shared sample forced to N vectors, a power
+                       of two in 1024..16384, e.g. auto-s4096)
                        (default fp32)
   --single-query N     also time N one-query searches per k (median latency; ours)
                        and split it: fused kernel, merge, the rest (k <= 1024)
@@ -603,7 +603,7 @@ int main(int argc, char** argv) {
                         gpu::setFusedWgmmaEnabled(fusedMode != FusedMode::MmaSync);
                         // (only when asked: the A/B scripts run this binary over
                         // libraries older than the hook)
-                        if (samples) gpu::select::setSharedSampleMaxSamples(samples);
+                        if (samples) gpu::select::setSharedSampleSize(samples);
                         try {
                             gpu::SearchParametersQuickSelectFlat sp;
                             sp.distancePrecision = precision;
@@ -681,9 +681,7 @@ int main(int argc, char** argv) {
                         }
                         gpu::setFusedCandidatesEnabled(true);  // the library's defaults again
                         gpu::setFusedWgmmaEnabled(true);
-                        if (samples)
-                            gpu::select::setSharedSampleMaxSamples(
-                                    gpu::select::kSharedSampleMaxSamples);
+                        if (samples) gpu::select::setSharedSampleSize(0);
                     }
                 }
             } catch (const std::exception& e) {

@@ -53,12 +53,12 @@ void GpuIndex::searchPagedHostInput_(idx_t n, const float* x, idx_t k, float* di
             std::min(slotRows, std::max<int64_t>(1, int64_t(minPagingSize_ / rowBytes)));
     const int64_t firstRows =
             std::max<int64_t>(kFirstChunkMinRows, int64_t(kFirstChunkBytes / xRowBytes));
-    // a small batch that fits one slot is one search, its staging overlapped
-    // with its upload (each search has a fixed cost and drains the GPU at its
+    // a batch that fits one slot is one search, its staging overlapped with
+    // its upload (each search has a fixed cost and drains the GPU at its
     // end: measured, chunking a 10,000-query batch cost more than it hid);
-    // larger batches are pipelined, their staging under the searches
-    job.chunks = hostBatchChunks(n, xRowBytes, firstRows, maxRows, kChunkGrowth,
-                                 hostOneSearchMaxBytes());
+    // larger batches are pipelined
+    job.chunks = n <= maxRows ? std::vector<int64_t>{n}
+                              : hostQueryChunks(n, firstRows, maxRows, kChunkGrowth);
     job.searchChunk = [&](idx_t m, const float* devX, float* outD, idx_t* outL) {
         searchImpl_(m, devX, k, outD, outL, params);
     };

@@ -389,8 +389,7 @@ struct OptimizeBuffers {
 /// made, so only the larger of the two counts.
 size_t firstAddGraphBytes(int64_t total, int degree, int d, bool traversalCopy) {
     const size_t scratch = sizeof(int) * graph::optimizeScratchInts(total, degree);
-    const size_t copy =
-        traversalCopy ? graph::TraversalCopy::bytesFor(total, d, graph::traversalCodes()) : 0;
+    const size_t copy = traversalCopy ? graph::TraversalCopy::bytesFor(total, d) : 0;
     return sizeof(int) * size_t(total) * degree + std::max(scratch, copy);
 }
 
@@ -404,7 +403,7 @@ void allocateOptimizeBuffers(OptimizeBuffers& b, GpuResources* res, int device, 
     b.scratch.allocate(res, device, graph::optimizeScratchInts(total, degree), kWho,
                        "optimisation scratch");
     if (traversalCopy)
-        b.traversal.allocate(res, device, total, d, graph::traversalCodes(), kWho);
+        b.traversal.allocate(res, device, total, d, kWho);
 }
 }  // namespace
 
@@ -549,9 +548,9 @@ bool GpuIndexSearchGraph::patchGraph_(const RemovalMapping& mapping, int* next,
 }
 
 void GpuIndexSearchGraph::makeTraversalCopy_(graph::TraversalCopy& t, int64_t total) const {
-    if (t.size() != total || t.codes() != graph::traversalCodes()) {
+    if (t.size() != total) {
         t.release();  // (the old copy's memory first: at 100M it is 19 GB)
-        t.allocate(resources_.get(), config_.device, total, d, graph::traversalCodes(), kWho);
+        t.allocate(resources_.get(), config_.device, total, d, kWho);
     }
     t.fill(resources_->getDefaultStream(config_.device), knn_->getVectorsDevice());
 }

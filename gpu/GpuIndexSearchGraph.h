@@ -333,8 +333,7 @@ class GpuIndexSearchGraph : public GpuIndex {
     /// Makes the traversal copy (fp16Traversal) of the stored vectors again.
     void fillTraversalCopy_();
     /// Makes t the traversal copy of the first `total` stored vectors
-    /// (allocated here unless it already has that size and the codes of
-    /// graph::traversalCodes()).
+    /// (allocated here unless it already has that size).
     void makeTraversalCopy_(graph::TraversalCopy& t, int64_t total) const;
     /// The entry-point sample of the first `total` stored vectors (null
     /// when entryPoints is 0).

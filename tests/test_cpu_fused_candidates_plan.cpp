@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -125,36 +126,47 @@ TEST(CpuFusedCandidates, SharedSampleIsDistinctRowsOneRunPerStratum) {
 }
 
 namespace {
-/// Sets the largest shared sample for a scope (process-wide hook).
-struct SharedSampleMax {
-    explicit SharedSampleMax(int64_t s) { select::setSharedSampleMaxSamples(s); }
-    ~SharedSampleMax() { select::setSharedSampleMaxSamples(select::kSharedSampleMaxSamples); }
+/// Forces the shared sample's size for a scope (process-wide hook).
+struct ForcedSharedSample {
+    explicit ForcedSharedSample(int64_t s) { select::setSharedSampleSize(s); }
+    ~ForcedSharedSample() { select::setSharedSampleSize(0); }
 };
+
+/// sharedSampleThresholdPlan's size rule, written out: 4,096 x sqrt(n / 2^20)
+/// to the nearest power of two (in log), in [4,096, 16,384], halved while
+/// n < 16 samples (down to 1,024).
+int64_t expectedSharedSamples(int64_t n) {
+    const double ideal = 4096.0 * std::sqrt(double(n) / 1048576.0);
+    int64_t s = 4096;
+    while (s < 16384 && std::log2(ideal / double(s)) >= 0.5) s *= 2;
+    while (s > 1024 && s * 16 > n) s /= 2;
+    return s;
+}
 }  // namespace
 
 TEST(CpuFusedCandidates, SharedSampleGrowsWithTheCorpusAndKeepsFewerProducts) {
-    ASSERT_EQ(select::sharedSampleMaxSamples(), select::kSharedSampleMaxSamples);
-    for (int64_t n : {int64_t(16384), int64_t(100000), int64_t(262143), int64_t(262144),
-                      int64_t(1000000), int64_t(10000000), int64_t(100000000)}) {
+    ASSERT_EQ(select::sharedSampleSizeForced(), 0);
+    for (int64_t n : {int64_t(16384), int64_t(100000), int64_t(262144), int64_t(1000000),
+                      int64_t(2097140), int64_t(2097160), int64_t(8388580), int64_t(8388640),
+                      int64_t(10000000), int64_t(100000000)}) {
         for (int64_t k : {int64_t(1), int64_t(42), int64_t(200), int64_t(1024)}) {
             if (!select::sampledThresholdKeysApply(n, k)) continue;
             const std::string what = "n " + std::to_string(n) + " k " + std::to_string(k);
             const select::SampledThresholdPlan row = select::sampledThresholdPlan(n, k);
             select::SampledThresholdPlan at4096;
             {
-                SharedSampleMax cap(4096);
+                ForcedSharedSample force(4096);
                 at4096 = select::sharedSampleThresholdPlan(n, k);
             }
             // At 4,096 the shared plan is the per-row one (main's fused path).
             EXPECT_EQ(at4096.samples, row.samples) << what;
             EXPECT_EQ(at4096.rank, row.rank) << what;
             EXPECT_EQ(at4096.capacity, row.capacity) << what;
-            // By default: the largest power of two up to 16,384 with n >= 16 samples.
+            // By default the sample follows the rule; below 2M it is the per-row one.
             const select::SampledThresholdPlan p = select::sharedSampleThresholdPlan(n, k);
-            int64_t want = select::kSharedSampleMaxSamples;
-            while (want > 1024 && want * 16 > n) want /= 2;
-            EXPECT_EQ(p.samples, want) << what;
-            EXPECT_GE(p.samples, row.samples) << what;
+            EXPECT_EQ(p.samples, expectedSharedSamples(n)) << what;
+            if (n < 2097152) EXPECT_EQ(p.samples, row.samples) << what;
+            if (n >= 8388608) EXPECT_EQ(p.samples, 16384) << what;
             EXPECT_LT(p.rank, p.samples) << what;
             EXPECT_GE(p.capacity, k) << what;
             // The buffer holds about twice the products the threshold passes.
@@ -176,17 +188,19 @@ TEST(CpuFusedCandidates, SharedSampleGrowsWithTheCorpusAndKeepsFewerProducts) {
 }
 
 TEST(CpuFusedCandidates, SharedSampleSizeOutsideItsRangeIsRefused) {
-    for (int64_t bad : {int64_t(-1), int64_t(0), int64_t(512), int64_t(1000), int64_t(3072),
+    for (int64_t bad : {int64_t(-1), int64_t(512), int64_t(1000), int64_t(3072),
                         int64_t(32768)}) {
-        EXPECT_THROW(select::setSharedSampleMaxSamples(bad), faiss::FaissException) << bad;
-        EXPECT_EQ(select::sharedSampleMaxSamples(), select::kSharedSampleMaxSamples) << bad;
+        EXPECT_THROW(select::setSharedSampleSize(bad), faiss::FaissException) << bad;
+        EXPECT_EQ(select::sharedSampleSizeForced(), 0) << bad;
     }
-    for (int64_t good : {int64_t(1024), int64_t(2048), int64_t(4096), int64_t(8192)}) {
-        SharedSampleMax cap(good);
-        EXPECT_EQ(select::sharedSampleMaxSamples(), good);
+    for (int64_t good : {int64_t(1024), int64_t(2048), int64_t(4096), int64_t(8192),
+                         int64_t(16384)}) {
+        ForcedSharedSample force(good);
+        EXPECT_EQ(select::sharedSampleSizeForced(), good);
         EXPECT_EQ(select::sharedSampleThresholdPlan(10000000, 42).samples, good);
+        EXPECT_EQ(select::sharedSampleThresholdPlan(300000, 42).samples, good);
     }
-    EXPECT_EQ(select::sharedSampleMaxSamples(), select::kSharedSampleMaxSamples);
+    EXPECT_EQ(select::sharedSampleSizeForced(), 0);
 }
 
 TEST(CpuFusedCandidates, WarpgroupKernelOnlyOnComputeCapability90) {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -17,7 +16,6 @@
 #include <vector>
 
 using faiss_ext::gpu::copyRowsCheckingFinite;
-using faiss_ext::gpu::hostBatchChunks;
 using faiss_ext::gpu::hostQueryChunks;
 
 namespace {
@@ -216,30 +214,6 @@ TEST(CpuHostStaging, ChunksCoverTheBatchFirstSmallThenDoubling) {
     }
 }
 
-TEST(CpuHostStaging, BatchesPastTheOneSearchSizeGoInChunksWithinASlot) {
-    const size_t row = 128 * sizeof(float), eightMb = size_t(8) << 20;
-    const int64_t slotRows = 134000;
-    // 10,000 x 128 (5 MB): one search; 100,000 x 128 (51 MB): growing chunks
-    EXPECT_EQ(hostBatchChunks(10000, row, 1024, slotRows, 4, eightMb),
-              (std::vector<int64_t>{10000}));
-    EXPECT_EQ(hostBatchChunks(100000, row, 1024, slotRows, 4, eightMb),
-              hostQueryChunks(100000, 1024, slotRows, 4));
-    EXPECT_GT(hostBatchChunks(100000, row, 1024, slotRows, 4, eightMb).size(), size_t(1));
-    // at the size itself one search, a row past it chunks
-    const int64_t atLimit = int64_t(eightMb / row);
-    EXPECT_EQ(hostBatchChunks(atLimit, row, 1024, slotRows, 4, eightMb).size(), size_t(1));
-    EXPECT_GT(hostBatchChunks(atLimit + 1, row, 1024, slotRows, 4, eightMb).size(), size_t(1));
-    // no limit: every batch that fits a slot at once; past the slot, chunks whatever the limit
-    EXPECT_EQ(hostBatchChunks(100000, row, 1024, slotRows, 4, SIZE_MAX),
-              (std::vector<int64_t>{100000}));
-    EXPECT_EQ(hostBatchChunks(slotRows + 1, row, 1024, slotRows, 4, SIZE_MAX),
-              hostQueryChunks(slotRows + 1, 1024, slotRows, 4));
-    // a limit of 0 chunks every batch past the first chunk's size
-    EXPECT_EQ(hostBatchChunks(5000, row, 1024, slotRows, 4, 0),
-              (std::vector<int64_t>{1024, 3976}));
-    EXPECT_EQ(hostBatchChunks(1, row, 1024, slotRows, 4, 0), (std::vector<int64_t>{1}));
-}
-
 TEST(CpuHostStaging, BadArgumentsAreRefused) {
     float x = 0;
     EXPECT_ANY_THROW(copyRowsCheckingFinite(&x, &x, -1, 1));
@@ -250,8 +224,6 @@ TEST(CpuHostStaging, BadArgumentsAreRefused) {
     EXPECT_ANY_THROW(hostQueryChunks(1, 0, 1));
     EXPECT_ANY_THROW(hostQueryChunks(1, 1, 0));
     EXPECT_ANY_THROW(hostQueryChunks(1, 1, 1, 0));
-    EXPECT_ANY_THROW(hostBatchChunks(1, 0, 1, 1, 2, 0));
-    EXPECT_ANY_THROW(hostBatchChunks(-1, 4, 1, 1, 2, 0));
 }
 
 }  // namespace

@@ -222,9 +222,9 @@ TEST(GpuFusedCandidates, BoundedSearchEqualsFp32WithAndWithoutFusion) {
     }
 }
 
-// The shared sample grows with the corpus (16,384 vectors from 262,144 on):
-// at every largest size the plan can take, a bounded search over such a
-// corpus takes the fused path and equals the FP32 path's.
+// The shared sample grows with the corpus (4,096 vectors below 2M, 16,384
+// from 8M on): at every size the plan can take (forced here, on a corpus of
+// 300,007), a bounded search takes the fused path and equals the FP32 path's.
 TEST(GpuFusedCandidates, EverySharedSampleSizeGivesTheFp32Results) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
@@ -233,11 +233,10 @@ TEST(GpuFusedCandidates, EverySharedSampleSizeGivesTheFp32Results) {
     const auto xb = clusteredVectors(nb, d, 40, kSeed + 11);
     const auto xq = clusteredVectors(nq, d, 40, kSeed + 12);
     struct Cap {
-        ~Cap() { faiss_ext::gpu::select::setSharedSampleMaxSamples(
-                faiss_ext::gpu::select::kSharedSampleMaxSamples); }
+        ~Cap() { faiss_ext::gpu::select::setSharedSampleSize(0); }
     } restore;
-    for (int64_t samples : {int64_t(1024), int64_t(4096), int64_t(16384)}) {
-        faiss_ext::gpu::select::setSharedSampleMaxSamples(samples);
+    for (int64_t samples : {int64_t(1024), int64_t(4096), int64_t(8192), int64_t(16384)}) {
+        faiss_ext::gpu::select::setSharedSampleSize(samples);
         for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct}) {
             for (int64_t k : {10, 100}) {
                 const std::string what =

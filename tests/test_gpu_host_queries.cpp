@@ -3,8 +3,7 @@
 // are searched while the next is copied. Host queries give the results of
 // the same queries in device memory (one block per query, so the chunking
 // cannot change a query's search), with results on the host or on the
-// device, in growing chunks within one staging slot (a batch past the
-// one-search size), with chunks that reuse the staging slots, and a NaN in a late
+// device, with chunks that reuse the staging slots, and a NaN in a late
 // chunk is refused naming its row.
 #include <faiss/impl/FaissException.h>
 #include <gtest/gtest.h>
@@ -19,7 +18,6 @@
 #include "faiss_ext/gpu/GpuIndexQuickSelectFlat.h"
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
-#include "faiss_ext/gpu/utils/HostQueryPipeline.h"
 
 using namespace faiss_ext;
 using namespace faiss_ext::gpu;
@@ -86,13 +84,6 @@ TEST(GpuHostQueries, SearchGraphGivesTheResultsOfDeviceQueriesInEveryChunking) {
     // default paging: one search (the batch fits one staging slot)
     expectSame(hostSearch(index, xq, nq), ref, "default chunks");
     expectSame(hostQueriesDeviceResults(index, xq, nq), ref, "results on the device");
-    // a batch that fits one slot but is past the one-search size: chunks of
-    // 1,024 queries and more, staged under the searches
-    const size_t oneSearchBytes = hostOneSearchMaxBytes();
-    setHostOneSearchMaxBytes(0);
-    const Results chunked = hostSearch(index, xq, nq);
-    setHostOneSearchMaxBytes(oneSearchBytes);
-    expectSame(chunked, ref, "growing chunks within one slot");
     // chunks of about 300 queries: every staging slot used several times
     index.setMinPagingSize(300 * (kD * 4 + kK * 12));
     expectSame(hostSearch(index, xq, nq), ref, "chunks of 300");

@@ -10,7 +10,6 @@
 #include "faiss_ext/gpu/GpuKnnGraphGNND.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
-#include "faiss_ext/gpu/impl/graph/TraversalCopy.h"
 #include "tests/TestUtils.h"
 
 #include <faiss/impl/FaissException.h>
@@ -308,14 +307,9 @@ TEST(GpuReliabilityFailures, InjectedAllocationFailuresSearchGraphFirstAdd) {
     Factory empty = [&] {
         return std::unique_ptr<faiss::Index>(new GpuIndexSearchGraph(&res, kD, FlatMetric::L2, cfg));
     };
-    // with either traversal copy: FP16, or 8-bit codes and their ranges
-    for (auto codes : {graph::TraversalCodes::FP16, graph::TraversalCodes::Bytes}) {
-        graph::setTraversalCodes(codes);
-        expectSomeThrew(injectAtEveryAllocation("search graph first add", empty,
-                                                [&](faiss::Index* i) { i->add(n, x.data()); }, q,
-                                                10, false));
-    }
-    graph::setTraversalCodes(graph::TraversalCodes::FP16);
+    expectSomeThrew(injectAtEveryAllocation("search graph first add", empty,
+                                            [&](faiss::Index* i) { i->add(n, x.data()); }, q, 10,
+                                            false));
 }
 
 TEST(GpuReliabilityFailures, TinyTemporaryMemoryThrowsAndLeavesIndexUsable) {

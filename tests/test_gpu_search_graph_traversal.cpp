@@ -1,10 +1,9 @@
 // The copy a search graph's beam search traverses (graph/TraversalCopy.h):
-// the 8-bit codes hold every value within half a step of its code's, with a
-// constant dimension and negative values; a search on them finds what the
-// FP16 copy finds (recall within 0.01, for L2, inner product and cosine, at
-// dimensions that take 16-, 8-, 4- and 1-code loads) and returns exact FP32
-// distances; the copy follows adds, removals and reset; the FP16 copy is
-// centred, so that data far from the origin searches as well as on FP32.
+// a search on the FP16 copy finds what a search on the FP32 vectors finds
+// (recall within 0.01, for L2, inner product and cosine, at dimensions that
+// take 8-, 4- and 1-value loads) and returns exact FP32 distances; the
+// copy follows adds, removals and reset; it is centred, so that data far
+// from the origin searches as well as on FP32.
 #include <cuda_runtime_api.h>
 #include <faiss/impl/IDSelector.h>
 #include <gtest/gtest.h>
@@ -30,26 +29,21 @@ using namespace faiss_ext::gpu;
 
 namespace {
 
-/// The codes the indexes make for a scope (process-wide hook).
-struct Codes {
-    explicit Codes(graph::TraversalCodes c) { graph::setTraversalCodes(c); }
-    ~Codes() { graph::setTraversalCodes(graph::TraversalCodes::FP16); }
-};
-
 struct Searched {
     std::vector<float> D;
     std::vector<int64_t> I;
     double recall = 0;
 };
 
-/// An index over x with the given codes, its search of q at itopk 128, and
-/// recall@k against exact search.
+/// An index over x traversing the FP16 copy or the FP32 vectors, its search
+/// of q at itopk 128, and recall@k against exact search.
 Searched buildAndSearch(StandardGpuResources& res, FlatMetric metric, int d,
                         const std::vector<float>& x, const std::vector<float>& q, int k,
-                        graph::TraversalCodes codes) {
-    Codes scope(codes);
+                        bool fp16) {
     const int64_t n = int64_t(x.size()) / d, nq = int64_t(q.size()) / d;
-    GpuIndexSearchGraph index(&res, d, metric);
+    GpuIndexSearchGraphConfig cfg;
+    cfg.fp16Traversal = fp16;
+    GpuIndexSearchGraph index(&res, d, metric, cfg);
     index.add(n, x.data());
     Searched s;
     s.D.resize(size_t(nq * k));
@@ -103,75 +97,32 @@ double recallInDouble(FlatMetric metric, int d, const std::vector<float>& x,
 
 }  // namespace
 
-TEST(GpuSearchGraphTraversal, ByteCodesAreWithinHalfAStepOfEveryValue) {
-    FAISS_EXT_REQUIRE_GPU();
-    const int64_t n = 5000;
-    const int d = 37;
-    std::mt19937_64 rng(test::kSeed);
-    std::normal_distribution<float> normal(0.f, 1.f);
-    std::vector<float> x(size_t(n * d));
-    for (int64_t i = 0; i < n; ++i)
-        for (int j = 0; j < d; ++j)
-            // dimension 5 constant, dimension 6 far from the origin, others scaled apart
-            x[size_t(i * d + j)] = j == 5   ? -3.25f
-                                   : j == 6 ? 1000.f + normal(rng)
-                                            : normal(rng) * float(1 + j);
-    test::DeviceArray<float> dx(x.size()), lo(d), step(d);
-    test::DeviceArray<uint8_t> codes(x.size());
-    ASSERT_TRUE(dx.p && lo.p && step.p && codes.p);
-    dx.upload(x);
-    graph::byteCodeRanges(nullptr, dx.p, n, d, lo.p, step.p);
-    graph::toBytes(nullptr, dx.p, n, d, lo.p, step.p, codes.p);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<float> l = lo.download(), s = step.download();
-    const std::vector<uint8_t> c = codes.download();
-    EXPECT_EQ(l[5], -3.25f);
-    EXPECT_EQ(s[5], 1.f);
-    for (int j = 0; j < d; ++j) {
-        bool sawZero = false, saw255 = false;
-        for (int64_t i = 0; i < n; ++i) {
-            const float v = x[size_t(i * d + j)];
-            const uint8_t code = c[size_t(i * d + j)];
-            sawZero |= code == 0;
-            saw255 |= code == 255;
-            const double decoded = double(l[size_t(j)]) + double(s[size_t(j)]) * code;
-            ASSERT_LE(std::fabs(decoded - v), 0.5 * s[size_t(j)] * (1 + 1e-4) + 1e-4 * std::fabs(v))
-                << "row " << i << " dim " << j;
-        }
-        // the range is spanned: its least value codes 0, its greatest 255
-        EXPECT_TRUE(sawZero) << "dim " << j;
-        if (j != 5) EXPECT_TRUE(saw255) << "dim " << j;
-    }
-}
-
-TEST(GpuSearchGraphTraversal, ByteCodesFindWhatFp16FindsWithExactDistances) {
+TEST(GpuSearchGraphTraversal, Fp16CopyFindsWhatFp32FindsWithExactDistances) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     const int64_t n = test::sized<int64_t>(30000, 5000), nq = 300;
     const int k = 10;
-    // d 64: 16-code loads; 40: 8; 36: 4; 30: one at a time
-    for (int d : {64, 40, 36, 30}) {
+    // d 64: 8-value loads; 36: 4; 30: one at a time
+    for (int d : {64, 36, 30}) {
         const auto x = test::clusteredVectors(n, d, 64, test::kSeed + uint64_t(d));
         const auto q = test::clusteredVectors(nq, d, 64, test::kSeed + 100 + uint64_t(d));
         for (FlatMetric metric : {FlatMetric::L2, FlatMetric::InnerProduct, FlatMetric::Cosine}) {
             const std::string what =
                 std::string(flatMetricName(metric)) + " d " + std::to_string(d);
-            const Searched half =
-                buildAndSearch(res, metric, d, x, q, k, graph::TraversalCodes::FP16);
-            const Searched bytes =
-                buildAndSearch(res, metric, d, x, q, k, graph::TraversalCodes::Bytes);
-            std::printf("[search graph traversal] %s: recall@10 FP16 %.4f, 8-bit %.4f\n",
-                        what.c_str(), half.recall, bytes.recall);
-            EXPECT_GE(bytes.recall, half.recall - 0.01) << what;
-            EXPECT_GE(bytes.recall, 0.9) << what;
+            const Searched full = buildAndSearch(res, metric, d, x, q, k, false);
+            const Searched half = buildAndSearch(res, metric, d, x, q, k, true);
+            std::printf("[search graph traversal] %s: recall@10 FP32 %.4f, FP16 %.4f\n",
+                        what.c_str(), full.recall, half.recall);
+            EXPECT_GE(half.recall, full.recall - 0.01) << what;
+            EXPECT_GE(half.recall, 0.9) << what;
             // the final buffer is re-scored in FP32: each distance is the
             // returned vector's, to FP32 rounding
             for (int64_t i = 0; i < nq; ++i) {
                 for (int r = 0; r < k; ++r) {
-                    const int64_t j = bytes.I[size_t(i * k + r)];
+                    const int64_t j = half.I[size_t(i * k + r)];
                     ASSERT_GE(j, 0) << what;
                     const double want = exactDistance(metric, d, x, j, q, i);
-                    const double got = bytes.D[size_t(i * k + r)];
+                    const double got = half.D[size_t(i * k + r)];
                     ASSERT_NEAR(got, want, 1e-4 * (1 + std::fabs(want)))
                         << what << " query " << i << " rank " << r;
                 }
@@ -180,10 +131,9 @@ TEST(GpuSearchGraphTraversal, ByteCodesFindWhatFp16FindsWithExactDistances) {
     }
 }
 
-TEST(GpuSearchGraphTraversal, ByteCopyFollowsAddsRemovalsAndReset) {
+TEST(GpuSearchGraphTraversal, Fp16CopyFollowsAddsRemovalsAndReset) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    Codes scope(graph::TraversalCodes::Bytes);
     const int64_t n = test::sized<int64_t>(20000, 4000), nq = 200;
     const int d = 32, k = 10;
     const auto x = test::clusteredVectors(n, d, 64, test::kSeed + 7);
@@ -205,7 +155,7 @@ TEST(GpuSearchGraphTraversal, ByteCopyFollowsAddsRemovalsAndReset) {
     const std::vector<float> rest(x.begin() + size_t(n / 10) * d, x.end());
     const double afterRemoval =
         gnndtest::recallAgainstExactIndex(res, rest, n - n / 10, q, nq, d, k, I);
-    std::printf("[search graph traversal] 8-bit: two adds %.4f, after removing 10%% %.4f\n",
+    std::printf("[search graph traversal] FP16: two adds %.4f, after removing 10%% %.4f\n",
                 twoAdds, afterRemoval);
     EXPECT_GE(afterRemoval, 0.95);
     index.reset();

@@ -512,10 +512,10 @@ TEST(GpuSelectSampledThreshold, SharedSampleThresholdHasRankKeysAtOrBelowIt) {
     const Pattern pats[] = {Pattern::Random, Pattern::Ties, Pattern::NaNInf,
                             Pattern::NaNMost, Pattern::SignedZero};
     struct Cap {
-        ~Cap() { setSharedSampleMaxSamples(kSharedSampleMaxSamples); }
+        ~Cap() { setSharedSampleSize(0); }
     } restore;
     for (int64_t maxSamples : {int64_t(1024), int64_t(4096), int64_t(8192), int64_t(16384)}) {
-        setSharedSampleMaxSamples(maxSamples);
+        setSharedSampleSize(maxSamples);
         for (int64_t k : {int64_t(42), int64_t(200), int64_t(4096)}) {
             const SampledThresholdPlan plan = sharedSampleThresholdPlan(n, k);
             ASSERT_EQ(plan.samples, maxSamples);

@@ -26,11 +26,6 @@ constexpr int kSlots = HostQueryPipeline::kSlots;
 /// 422 us (512 KB).
 constexpr size_t kStagingPieceBytes = size_t(1) << 20;
 
-/// See setHostOneSearchMaxBytes. A 10,000 x 128 batch (5 MB) ran faster as
-/// one search than in chunks (each search has a fixed cost and drains the
-/// GPU at its end).
-std::atomic<size_t> gOneSearchMaxBytes{size_t(8) << 20};
-
 /// The buffers of one chunk in flight: pinned host memory and device memory
 /// for its queries and results.
 struct Slot {
@@ -48,10 +43,6 @@ struct Slot {
                     (long long)row);
 }
 }  // namespace
-
-void setHostOneSearchMaxBytes(size_t bytes) { gOneSearchMaxBytes = bytes; }
-
-size_t hostOneSearchMaxBytes() { return gOneSearchMaxBytes; }
 
 /// The state of one run(): the slots, and the progress the staging thread
 /// and the searching thread report to each other.

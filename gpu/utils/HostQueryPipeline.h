@@ -43,15 +43,6 @@ struct HostSearchJob {
     std::function<void(int64_t m, const float* devX, float* outD, int64_t* outL)> searchChunk;
 };
 
-/// A batch that fits one staging slot and holds at most this many bytes of
-/// queries is searched at once, its staging overlapped with its upload
-/// only; a larger one goes in chunks, its staging overlapped with the
-/// searches (GpuIndex::searchPagedHostInput_). Process-wide; for
-/// benchmarks that compare the two (0: every batch past the first chunk's
-/// size in chunks; SIZE_MAX: every batch that fits a slot at once).
-void setHostOneSearchMaxBytes(size_t bytes);
-size_t hostOneSearchMaxBytes();
-
 class HostQueryPipeline {
 public:
     /// Chunks in flight: one staged, one searched, one whose results are

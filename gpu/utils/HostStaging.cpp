@@ -248,15 +248,6 @@ std::vector<int64_t> hostQueryChunks(int64_t n, int64_t firstRows, int64_t maxRo
     return chunks;
 }
 
-std::vector<int64_t> hostBatchChunks(int64_t n, size_t queryRowBytes, int64_t firstRows,
-                                     int64_t maxRows, int growth, size_t oneSearchMaxBytes) {
-    FAISS_THROW_IF_NOT_FMT(queryRowBytes >= 1, "hostBatchChunks: %zu bytes a query",
-                           queryRowBytes);
-    const bool oneSearch =
-            n >= 0 && n <= maxRows && uint64_t(n) <= oneSearchMaxBytes / queryRowBytes;
-    return oneSearch ? std::vector<int64_t>{n} : hostQueryChunks(n, firstRows, maxRows, growth);
-}
-
 StagingSlotLayout stagingSlotLayout(int64_t rows, int64_t d, int64_t k) {
     FAISS_THROW_IF_NOT_FMT(rows >= 0 && d >= 1 && k >= 1,
                            "stagingSlotLayout: rows = %lld, d = %lld, k = %lld", (long long)rows,

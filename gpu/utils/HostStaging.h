@@ -66,14 +66,6 @@ int64_t stagingSlotRows(size_t pinnedBytes, int slots, int64_t d, int64_t k);
 std::vector<int64_t> hostQueryChunks(int64_t n, int64_t firstRows, int64_t maxRows,
                                      int growth = 2);
 
-/// The chunks of a batch of n host queries of queryRowBytes bytes each
-/// through slots of maxRows rows: the whole batch at once where it fits a
-/// slot and holds at most oneSearchMaxBytes of queries (its staging then
-/// overlaps only its upload, and it pays one search's fixed cost), else
-/// hostQueryChunks(n, firstRows, maxRows, growth), staged under the searches.
-std::vector<int64_t> hostBatchChunks(int64_t n, size_t queryRowBytes, int64_t firstRows,
-                                     int64_t maxRows, int growth, size_t oneSearchMaxBytes);
-
 /// A thread that runs posted tasks one at a time, kept for the life of its
 /// owner, so that neither it nor the OpenMP threads its tasks start are
 /// made again for every search.

@@ -191,9 +191,19 @@ __device__ __forceinline__ void keepBelowThreshold(const FusedArgs& a, int64_t q
                     lowest = fminf(lowest, v[j][e]);  // (a NaN value is skipped)
                 }
             }
-            appendRowBelowThreshold<kMmaColTiles>(a, row0 + i * 16 + 8 * h, col0, lowest,
-                                                  tValue[i][h], offset[i][h],
-                                                  [&](int j, int e) { return v[j][e]; });
+            if (!(lowest <= tValue[i][h])) continue;
+            const int64_t row = row0 + i * 16 + 8 * h;
+            const uint64_t threshold = __ldg(a.thresholds + row);
+#pragma unroll
+            for (int j = 0; j < kMmaColTiles; ++j) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    if (v[j][e] <= tValue[i][h]) {
+                        keepIfBelow(a, row, col0 + j * 8 + e,
+                                    kResidual ? v[j][e] - offset[i][h] : v[j][e], threshold);
+                    }
+                }
+            }
         }
     }
 }

@@ -216,9 +216,20 @@ __device__ __forceinline__ void keepWarpgroupBelowThresholdIn(const FusedArgs& a
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        appendRowBelowThreshold<16>(a, row0 + 8 * h, col0, lowest[h], tValue[h],
-                                    kResidual ? offset[h] : 0.f,
-                                    [&](int j, int e) { return d[4 * j + 2 * h + e]; });
+        if (!(lowest[h] <= tValue[h])) continue;
+        const int64_t row = row0 + 8 * h;
+        const uint64_t threshold = __ldg(a.thresholds + row);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float v = d[4 * j + 2 * h + e];
+                if (v <= tValue[h]) {
+                    keepIfBelow(a, row, col0 + 8 * j + e, kResidual ? v - offset[h] : v,
+                                threshold);
+                }
+            }
+        }
     }
 }
 

@@ -197,83 +197,18 @@ __device__ __forceinline__ void runTileStages(const FusedArgs& a,
     }
 }
 
-/// Whether a product of value v (lowered by a residual corpus's term where
-/// there is one) in column col is at or below its query's threshold key
-/// (ties in value go to the smaller column); false past the last vector.
-__device__ __forceinline__ bool keyAtOrBelow(const FusedArgs& a, int64_t col, float v,
-                                             uint64_t threshold) {
-    return col < a.nb && select::keyAtMost(select::orderedFloatBits(v), uint32_t(col),
-                                           uint32_t(threshold >> 32), uint32_t(threshold));
-}
-
-/// The thread's first slot for `count` kept keys in the candidate buffer of
-/// its row. The four lanes 4 g .. 4 g + 3 of a warp hold the same rows (the
-/// accumulator layouts of mma m16n8 and of wgmma), so they reserve together:
-/// one atomicAdd a row and tile instead of one a kept key (a tile row near
-/// its query keeps most of its products: at 10M vectors a query keeps about
-/// 12,000), and no store waits on an atomic's return. The count goes on
-/// past the capacity: a row that overflowed is not certified and falls
-/// back. Every lane of the warp calls it (counts of 0 included).
-__device__ __forceinline__ unsigned reserveRowSlots(const FusedArgs& a, int64_t row,
-                                                    unsigned count) {
-    constexpr unsigned kAll = 0xffffffffu;
-    const unsigned t = threadIdx.x & 3u;
-    unsigned inclusive = count;  // the counts of lanes 4 g .. 4 g + t
-    unsigned below = __shfl_up_sync(kAll, inclusive, 1, 4);
-    if (t >= 1) inclusive += below;
-    below = __shfl_up_sync(kAll, inclusive, 2, 4);
-    if (t >= 2) inclusive += below;
-    const unsigned total = __shfl_sync(kAll, inclusive, 3, 4);
-    unsigned first = 0;
-    if (t == 0 && total != 0) first = atomicAdd(a.counts + row, total);
-    return __shfl_sync(kAll, first, 0, 4) + inclusive - count;
-}
-
-/// Writes the key of a kept product to its slot (none past the capacity).
-__device__ __forceinline__ void storeKept(const FusedArgs& a, int64_t row, unsigned slot,
-                                          int64_t col, float v) {
-    if (int64_t(slot) < a.capacity) {
-        a.candidates[row * a.capacity + slot] =
-            (uint64_t(select::orderedFloatBits(v)) << 32) | uint64_t(col);
+/// Appends one product at or below its query's threshold key (ties in
+/// value go to the smaller column).
+__device__ __forceinline__ void keepIfBelow(const FusedArgs& a, int64_t row, int64_t col, float v,
+                                            uint64_t threshold) {
+    const uint32_t ob = select::orderedFloatBits(v);
+    if (col >= a.nb ||
+        !select::keyAtMost(ob, uint32_t(col), uint32_t(threshold >> 32), uint32_t(threshold))) {
+        return;
     }
-}
-
-/// Appends a thread's products of query `row` that are at or below its
-/// threshold: value(j, e) is the product of column col0 + 8 j + e (j <
-/// kColTiles, e < 2), `lowest` their minimum, tValue the threshold's value
-/// (both moved by `offset`, a residual corpus's term, which the kept key is
-/// lowered by; 0 elsewhere). The row is tested through its minimum first:
-/// nearly every row of a tile keeps nothing. Every lane of the warp calls
-/// it (reserveRowSlots shuffles).
-template <int kColTiles, class Value>
-__device__ __forceinline__ void appendRowBelowThreshold(const FusedArgs& a, int64_t row,
-                                                        int64_t col0, float lowest, float tValue,
-                                                        float offset, const Value& value) {
-    static_assert(2 * kColTiles <= 32, "a thread's products of a row fit a 32-bit mask");
-    unsigned kept = 0;  // bit 2 j + e: column col0 + 8 j + e
-    if (lowest <= tValue) {
-        const uint64_t threshold = __ldg(a.thresholds + row);
-#pragma unroll
-        for (int j = 0; j < kColTiles; ++j) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float v = value(j, e);
-                if (v <= tValue && keyAtOrBelow(a, col0 + 8 * j + e, v - offset, threshold)) {
-                    kept |= 1u << (2 * j + e);
-                }
-            }
-        }
-    }
-    if (!__any_sync(0xffffffffu, kept != 0)) return;
-    unsigned slot = reserveRowSlots(a, row, unsigned(__popc(kept)));
-#pragma unroll
-    for (int j = 0; j < kColTiles; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            if ((kept >> (2 * j + e)) & 1u) {
-                storeKept(a, row, slot++, col0 + 8 * j + e, value(j, e) - offset);
-            }
-        }
+    const unsigned pos = atomicAdd(a.counts + row, 1u);
+    if (int64_t(pos) < a.capacity) {
+        a.candidates[row * a.capacity + pos] = (uint64_t(ob) << 32) | uint64_t(col);
     }
 }
 

@@ -31,21 +31,10 @@ __device__ __forceinline__ void initBarrier(uint64_t* barrier, unsigned arrivals
 
 /// Arrives (release, CTA scope) once the calling thread's earlier cp.async
 /// copies have landed, counted as one of the phase's expected arrivals.
-/// FAISS_EXT_VARIANT_OWN_WAIT (an experiment, not a build option): each
-/// thread waits for its own copies and arrives, the hand-over without
-/// cp.async.mbarrier.arrive, for racecheck (which stopped with an internal
-/// error on this kernel at 363e1a5).
 __device__ __forceinline__ void arriveWhenCopiesLand(uint64_t* barrier) {
-#ifdef FAISS_EXT_VARIANT_OWN_WAIT
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-    asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
-                     barrierAddress(barrier))
-                 : "memory");
-#else
     asm volatile(
         "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrierAddress(barrier))
         : "memory");
-#endif
 }
 
 /// Arrives now (release, CTA scope).

@@ -13,9 +13,8 @@
 // It stops when no entry is left to expand (after minIterations) or after
 // maxIterations. With an FP16 copy of the vectors (SearchVectors::x16) the
 // candidates are scored on it (half the memory traffic of the search, which
-// is bound by it), or on 8-bit codes (SearchVectors::x8, a quarter), and the
-// final buffer is re-scored in FP32 and sorted again, so returned distances
-// are exact FP32 values. The visited table is
+// is bound by it), and the final buffer is re-scored in FP32 and sorted
+// again, so returned distances are exact FP32 values. The visited table is
 // small; when it is half full it is cleared and refilled with the buffer's
 // nodes (CAGRA's "forgettable" hash), so a node can be scored again only
 // after it has left the buffer, and then cannot re-enter it: the buffer
@@ -56,26 +55,24 @@ int candidateSlots(const BeamSearchParams& p, int degree) {
 int teamSize(int d) { return d <= 128 ? 8 : d <= 512 ? 16 : 32; }
 
 /// What the traversal scores candidates on (SearchVectors).
-enum class Traversal { Fp32, Fp16, Bytes };
+enum class Traversal { Fp32, Fp16 };
 
 struct Layout {
     int itopk, cand, slots, d4;
-    int qsWidth;  ///< floats per dimension of the traversal's query terms
     size_t bytes() const {
-        // the query, its traversal terms, the buffers, the table, then the
-        // parents (kMaxSearchWidth + 1 ints) and the table's entry count
-        return size_t(d4) * 16 * (1 + qsWidth) + size_t(itopk + cand) * 8 + size_t(slots) * 4 +
+        // the query and its traversal terms, the buffers, the table, then
+        // the parents (kMaxSearchWidth + 1 ints) and the table's entry count
+        return size_t(d4) * 32 + size_t(itopk + cand) * 8 + size_t(slots) * 4 +
                size_t(kMaxSearchWidth + 2) * 4;
     }
 };
 
-Layout layoutFor(const BeamSearchParams& p, int degree, int d, bool byteCodes) {
+Layout layoutFor(const BeamSearchParams& p, int degree, int d) {
     Layout l;
     l.itopk = p.itopk;
     l.cand = candidateSlots(p, degree);
     l.slots = beamHashSlots(p, degree);
     l.d4 = (d + 3) / 4;
-    l.qsWidth = byteCodes ? 2 : 1;  // 8-bit codes: (offset or scaled query, step) pairs
     return l;
 }
 
@@ -210,81 +207,16 @@ __device__ float teamDistanceHalf(const __half* x, int d, bool active, uint32_t 
     return teamKey(s, active, ip, team);
 }
 
-/// Adds the four codes of word w (dimensions j .. j + 3 of a row; q2 their
-/// query terms, initQuery) to s: squared differences (x.x - x.y c)^2 or
-/// products x.x c.
-__device__ __forceinline__ void accumulateCodes(uint32_t w, const float2* q2, bool ip, float& s) {
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-        const float c = float((w >> (8 * t)) & 0xFFu);
-        const float2 a = q2[t];
-        if (ip) {
-            s = fmaf(a.x, c, s);
-        } else {
-            const float u = fmaf(-a.y, c, a.x);
-            s = fmaf(u, u, s);
-        }
-    }
-}
-
-/// This lane's part of a row's score on its codes, in loads of Vec
-/// (sizeof(Vec) codes; d a multiple of it).
-template <typename Vec>
-__device__ float byteRowPart(const uint8_t* row, int d, const float2* q2, bool ip, int laneInTeam,
-                             int team) {
-    constexpr int kPerLoad = int(sizeof(Vec));
-    const Vec* r = reinterpret_cast<const Vec*>(row);
-    float s = 0.f;
-    for (int j = laneInTeam; j < d / kPerLoad; j += team) {
-        const Vec v = __ldg(r + j);
-        const uint32_t* w = reinterpret_cast<const uint32_t*>(&v);
-#pragma unroll
-        for (int t = 0; t < kPerLoad / 4; ++t)
-            accumulateCodes(w[t], q2 + kPerLoad * j + 4 * t, ip, s);
-    }
-    return s;
-}
-
-/// Same as teamDistance on the 8-bit codes: with x_j = lo_j + step_j c_j,
-/// the squared distance is the sum of (q_j - lo_j - step_j c_j)^2, and the
-/// product the sum of q_j step_j c_j plus the query's constant sum of q_j
-/// lo_j, which is left out (it orders nothing: for ordering only).
-__device__ float teamDistanceBytes(const uint8_t* x, int d, bool active, uint32_t id,
-                                   const float2* q2, bool ip, int laneInTeam, int team) {
-    float s = 0.f;
-    if (active) {
-        const uint8_t* row = x + int64_t(id) * d;
-        if ((d & 15) == 0) {
-            s = byteRowPart<uint4>(row, d, q2, ip, laneInTeam, team);
-        } else if ((d & 7) == 0) {
-            s = byteRowPart<uint2>(row, d, q2, ip, laneInTeam, team);
-        } else if ((d & 3) == 0) {
-            s = byteRowPart<uint32_t>(row, d, q2, ip, laneInTeam, team);
-        } else {
-            for (int j = laneInTeam; j < d; j += team) {
-                const float c = float(__ldg(row + j));
-                const float2 a = q2[j];
-                const float u = fmaf(-a.y, c, a.x);
-                s = ip ? fmaf(a.x, c, s) : fmaf(u, u, s);
-            }
-        }
-    }
-    return teamKey(s, active, ip, team);
-}
-
 /// Where the search reads vectors: FP32 always (the final re-scoring), FP16
-/// (scaled) or 8-bit codes for the traversal when present.
+/// (centred and scaled) for the traversal when present.
 struct Vectors {
     const float* x;
     const __half* x16;
     const float* mean16;
-    const uint8_t* x8;
-    const float* lo8;
-    const float* step8;
 };
 
 /// Scores n candidates whose ids are set (others get +inf), on the FP16
-/// copy or the codes (query terms qs) or the FP32 vectors (query q).
+/// copy (query terms qs) or the FP32 vectors (query q).
 template <Traversal kT>
 __device__ void scoreCandidates(const Vectors& v, int d, const float* q, const float* qs, bool ip,
                                 const uint32_t* cI, float* cK, int n, int team) {
@@ -298,9 +230,6 @@ __device__ void scoreCandidates(const Vectors& v, int d, const float* q, const f
         float dv;
         if constexpr (kT == Traversal::Fp16) {
             dv = teamDistanceHalf(v.x16, d, active, id, qs, ip, laneInTeam, team);
-        } else if constexpr (kT == Traversal::Bytes) {
-            dv = teamDistanceBytes(v.x8, d, active, id, reinterpret_cast<const float2*>(qs), ip,
-                                   laneInTeam, team);
         } else {
             dv = teamDistance(v.x, d, vec4, active, id, q, ip, laneInTeam, team);
         }
@@ -310,7 +239,7 @@ __device__ void scoreCandidates(const Vectors& v, int d, const float* q, const f
 
 struct Shared {
     float* q;
-    float* qs;  // the traversal's query terms: times the FP16 copy's scale, or code pairs
+    float* qs;  // the query, centred under L2, times the FP16 copy's scale
     float* topK;
     uint32_t* topI;
     float* cK;
@@ -324,7 +253,7 @@ __device__ Shared carve(unsigned char* smem, const Layout& l, int width) {
     Shared s;
     s.q = reinterpret_cast<float*>(smem);
     s.qs = s.q + size_t(l.d4) * 4;
-    s.topK = s.qs + size_t(l.d4) * 4 * l.qsWidth;
+    s.topK = s.qs + size_t(l.d4) * 4;
     s.topI = reinterpret_cast<uint32_t*>(s.topK + l.itopk);
     s.cK = reinterpret_cast<float*>(s.topI + l.itopk);
     s.cI = reinterpret_cast<uint32_t*>(s.cK + l.cand);
@@ -417,26 +346,20 @@ __device__ void forgetVisited(Shared& s, const Layout& l) {
     __syncthreads();
 }
 
-/// Query into shared memory with its traversal terms (FP16: the query, less
-/// the copy's mean under L2, times the copy's scale; codes: per dimension
-/// (q - lo, step), or (q step, 0) for products, teamDistanceBytes), empty
-/// table and buffer.
+/// Query into shared memory with its traversal terms (the query, less the
+/// FP16 copy's mean under L2, times the copy's scale), empty table and
+/// buffer.
 template <Traversal kT>
 __device__ void initQuery(Shared& s, const Layout& l, const float* qg, int d, float scale,
                           const Vectors& v, bool ip) {
     for (int j = threadIdx.x; j < l.d4 * 4; j += blockDim.x) {
         float x = j < d ? qg[j] : 0.f;
         s.q[j] = x;
-        if constexpr (kT == Traversal::Bytes) {
-            const float lo = j < d ? __ldg(v.lo8 + j) : 0.f;
-            const float step = j < d ? __ldg(v.step8 + j) : 0.f;
-            reinterpret_cast<float2*>(s.qs)[j] =
-                ip ? make_float2(x * step, 0.f) : make_float2(x - lo, step);
-        } else {
-            // (products: q.(x - mean) orders as q.x; the padding has no mean)
-            const float mean = v.mean16 && !ip && j < d ? __ldg(v.mean16 + j) : 0.f;
-            s.qs[j] = (x - mean) * scale;
-        }
+        // (products: q.(x - mean) orders as q.x; the padding has no mean)
+        const float mean = kT == Traversal::Fp16 && v.mean16 && !ip && j < d
+                                   ? __ldg(v.mean16 + j)
+                                   : 0.f;
+        s.qs[j] = (x - mean) * scale;
     }
     for (int i = threadIdx.x; i < l.slots; i += blockDim.x) s.table[i] = -1;
     for (int i = threadIdx.x; i < l.itopk; i += blockDim.x) {
@@ -535,8 +458,8 @@ int beamHashSlots(const BeamSearchParams& p, int degree) {
     return slots;
 }
 
-size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d, bool byteCodes) {
-    return layoutFor(p, degree, d, byteCodes).bytes();
+size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d) {
+    return layoutFor(p, degree, d).bytes();
 }
 
 namespace {
@@ -581,22 +504,16 @@ void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, in
     if (nq == 0) return;
     FAISS_THROW_IF_NOT_MSG(n >= 1 && n <= int64_t(kIdMask) - 1,
                            "beamSearch: the graph must hold 1 .. 2^31 - 2 nodes");
-    FAISS_THROW_IF_NOT_MSG(!(vectors.x16 && vectors.x8) &&
-                               (!vectors.x8 || (vectors.lo8 && vectors.step8)),
-                           "beamSearch: one traversal copy at most, codes with their ranges");
-    const Traversal traversal = vectors.x8    ? Traversal::Bytes
-                                : vectors.x16 ? Traversal::Fp16
-                                              : Traversal::Fp32;
-    Layout l = layoutFor(p, degree, d, traversal == Traversal::Bytes);
+    const Traversal traversal = vectors.x16 ? Traversal::Fp16 : Traversal::Fp32;
+    Layout l = layoutFor(p, degree, d);
     size_t smem = l.bytes();
     FAISS_THROW_IF_NOT_FMT(smem <= 200 * 1024,
                            "beamSearch: %zu bytes of shared memory per query (d %d, itopk %d) "
                            "is more than a block can have",
                            smem, d, p.itopk);
     const int threads = blockThreadsFor(nq * p.blocksPerQuery);
-    auto kernel = traversal == Traversal::Bytes  ? beamKernelFor<Traversal::Bytes>(threads)
-                  : traversal == Traversal::Fp16 ? beamKernelFor<Traversal::Fp16>(threads)
-                                                 : beamKernelFor<Traversal::Fp32>(threads);
+    auto kernel = traversal == Traversal::Fp16 ? beamKernelFor<Traversal::Fp16>(threads)
+                                               : beamKernelFor<Traversal::Fp32>(threads);
     if (smem > 48 * 1024)
         FAISS_EXT_CUDA_CHECK(
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -606,8 +523,7 @@ void beamSearch(cudaStream_t stream, const SearchVectors& vectors, int64_t n, in
                            "beamSearch: %d entry points per query (at most %d, with their "
                            "arrays)",
                            seeds.perQuery, l.cand);
-    Vectors v{vectors.x, reinterpret_cast<const __half*>(vectors.x16), vectors.mean16, vectors.x8,
-              vectors.lo8, vectors.step8};
+    Vectors v{vectors.x, reinterpret_cast<const __half*>(vectors.x16), vectors.mean16};
     float scale = traversal == Traversal::Fp16 ? vectors.scale16 : 1.f;
     int blocks = p.blocksPerQuery;
     float* keys = blocks == 1 ? outD : scratch.keys;

@@ -91,31 +91,14 @@ float halfScaleFor(cudaStream_t stream, const float* x, int64_t n, int d, const 
 void toHalf(cudaStream_t stream, const float* x, int64_t n, int d, const float* mean, float scale,
             uint16_t* out);
 
-/// Per dimension j of x (n x d device), lo[j] and step[j] (d device floats
-/// each) of its 8-bit codes: lo the least value, step the range / 255 (1
-/// where the dimension is constant). Synchronises `stream`.
-void byteCodeRanges(cudaStream_t stream, const float* x, int64_t n, int d, float* lo,
-                    float* step);
-
-/// out[i * d + j] = the code c in 0..255 nearest (x[i * d + j] - lo[j]) /
-/// step[j]: lo[j] + step[j] c is within step[j] / 2 of the value (n x d,
-/// device).
-void toBytes(cudaStream_t stream, const float* x, int64_t n, int d, const float* lo,
-             const float* step, uint8_t* out);
-
 /// The vectors a beam search reads: FP32 (n x d) always; optionally a copy
 /// the traversal scores candidates on (the final buffer is re-scored in
-/// FP32): FP16 of (x - mean16) * scale16 (mean16 null: of x * scale16), or
-/// 8-bit codes (x8, n x d: lo8[j] + step8[j] c stands for x_j). At most one
-/// of x16 and x8.
+/// FP32): FP16 of (x - mean16) * scale16 (mean16 null: of x * scale16).
 struct SearchVectors {
     const float* x = nullptr;
     const uint16_t* x16 = nullptr;
     float scale16 = 1.f;
     const float* mean16 = nullptr;
-    const uint8_t* x8 = nullptr;
-    const float* lo8 = nullptr;
-    const float* step8 = nullptr;
 };
 
 /// Knobs of one beam search (all resolved: no zeros).
@@ -145,9 +128,8 @@ struct BeamScratch {
 /// Visited-table slots the beam search uses for these parameters.
 int beamHashSlots(const BeamSearchParams& p, int degree);
 
-/// Bytes of shared memory one query's block needs (byteCodes: traversing
-/// 8-bit codes, whose query terms take twice the room).
-size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d, bool byteCodes = false);
+/// Bytes of shared memory one query's block needs.
+size_t beamSharedBytes(const BeamSearchParams& p, int degree, int d);
 
 /// Beam search of nq queries (q: nq x d device) over the graph (n x degree
 /// device) of `vectors` (n x d device), starting from the entry points

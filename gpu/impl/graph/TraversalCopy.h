@@ -1,11 +1,10 @@
 // The copy of the vectors a search graph's beam search traverses
-// (SearchGraph.h, SearchVectors): FP16 (x minus the vectors' mean, times a
+// (SearchGraph.h, SearchVectors): FP16 of x minus the vectors' mean, times a
 // power of two, so that any finite data fits FP16's range and data far from
-// the origin keeps its digits) or 8-bit codes (per dimension j, code c
-// stands for lo_j + step_j c over the dimension's range), made from the
-// index's FP32 vectors, which stay for the final re-scoring. Owned by
-// GpuIndexSearchGraph; allocated before the state it replaces changes, so
-// that running out of memory changes nothing, then filled.
+// the origin keeps its digits; made from the index's FP32 vectors, which stay
+// for the final re-scoring. Owned by GpuIndexSearchGraph; allocated before
+// the state it replaces changes, so that running out of memory changes
+// nothing, then filled.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -23,28 +22,15 @@ class GpuResources;
 
 namespace graph {
 
-/// What a traversal copy holds.
-enum class TraversalCodes {
-    FP16,   ///< 2 bytes a value, and the mean: a float a dimension
-    Bytes,  ///< 1 byte a value, and two floats a dimension
-};
-
-/// Benchmark hook: the codes the search-graph indexes make for their
-/// traversal copies from now on (process-wide; FP16 by default). An index
-/// keeps the codes of its copy until the copy is made again (add,
-/// remove_ids, copyFrom).
-void setTraversalCodes(TraversalCodes codes);
-TraversalCodes traversalCodes();
-
 class TraversalCopy {
   public:
-    /// Device bytes of the copy of n vectors of d.
-    static size_t bytesFor(int64_t n, int d, TraversalCodes codes);
+    /// Device bytes of the copy of n vectors of d (2 bytes a value, and the
+    /// mean: a float a dimension).
+    static size_t bytesFor(int64_t n, int d);
 
     /// Allocates the copy of n vectors of d (throws, changing nothing,
     /// where the memory is short); fill() makes it.
-    void allocate(GpuResources* res, int device, int64_t n, int d, TraversalCodes codes,
-                  const char* who);
+    void allocate(GpuResources* res, int device, int64_t n, int d, const char* who);
 
     /// Makes the allocated copy from x (the allocated n x d, device) on
     /// `stream`, which it synchronises.
@@ -53,21 +39,17 @@ class TraversalCopy {
     void release();
     bool empty() const { return n_ == 0; }
     int64_t size() const { return n_; }  ///< vectors
-    TraversalCodes codes() const { return codes_; }
     void swap(TraversalCopy& o) noexcept;
 
     /// Sets the traversal fields of v (none where empty).
     void view(SearchVectors& v) const;
 
   private:
-    TraversalCodes codes_ = TraversalCodes::FP16;
     int64_t n_ = 0;
     int d_ = 0;
     DeviceVector<uint16_t> x16_;
     float scale16_ = 1.f;
     DeviceVector<float> mean16_;
-    DeviceVector<uint8_t> x8_;
-    DeviceVector<float> ranges_;  ///< lo (d), then step (d)
 };
 
 }  // namespace graph
