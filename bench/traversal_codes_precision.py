@@ -3,8 +3,10 @@
 
 The beam search scores candidates on a copy of the vectors (graph/TraversalCopy.h):
 FP16 (x minus the vectors' mean, times a power of two; also uncentred, as it
-was before) or 8-bit codes (per dimension, code c stands for lo + step c over
-the dimension's range), then re-scores its final buffer in FP32.
+was before 2026-12-05), then re-scores its final buffer in FP32. 8-bit codes
+(per dimension, code c stands for lo + step c over the dimension's range) are
+scored too: a candidate measured on the GPU and dropped for its speed
+(docs/search-graph.md).
 This script isolates the scoring from the graph: for each query it ranks the
 whole base by the distance to each copy's decoded vectors (float64), keeps the
 first T, re-ranks them exactly, and scores recall@10 against the exact ground
