@@ -222,9 +222,9 @@ TEST(GpuFusedCandidates, BoundedSearchEqualsFp32WithAndWithoutFusion) {
     }
 }
 
-// The shared sample grows with the corpus (4,096 vectors below 2M, 16,384
-// from 8M on): at every size the plan can take (forced here, on a corpus of
-// 300,007), a bounded search takes the fused path and equals the FP32 path's.
+// The shared sample is 16,384 vectors from 262,144 on: at every size the
+// plan can take (forced here, on a corpus of 300,007), a bounded search takes
+// the fused path and equals the FP32 path's.
 TEST(GpuFusedCandidates, EverySharedSampleSizeGivesTheFp32Results) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;

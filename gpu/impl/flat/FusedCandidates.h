@@ -18,9 +18,9 @@
 // of the vectors shared by all queries (a small cuBLAS GEMM of the same
 // precision), as select/SampledThresholdSelect.h does from a sample of each
 // row; that file also settles the rows (the m smallest kept keys, sorted, or
-// the row flagged). The shared sample grows with the corpus, 4,096 vectors
-// below 2M to 16,384 from 8M on (sharedSampleThresholdPlan), so that a query
-// keeps about a quarter as many products at 10M.
+// the row flagged). The shared sample is four times the per-row one
+// (sharedSampleThresholdPlan: 16,384 vectors from 262,144 on), so that a
+// query keeps about a quarter as many products at 10M.
 //
 // The bounds of Tf32ErrorBound.h hold for any order of the FP32 accumulation
 // and for TF32 inputs truncated (what mma.sync does with FP32 bits), so the

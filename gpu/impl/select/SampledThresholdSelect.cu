@@ -752,7 +752,7 @@ void launchFilter(const FilterArgs& a, bool vec4, bool largest, int items, bool 
 
 std::atomic<int64_t> gSelectedRows{0};
 std::atomic<int64_t> gFallbackRows{0};
-std::atomic<int64_t> gSharedSampleForced{0};  // 0: sharedSampleSize's rule
+std::atomic<int64_t> gSharedSampleForced{0};  // 0: kSharedSampleMaxSamples
 
 }  // namespace
 
@@ -848,21 +848,16 @@ size_t sampledThresholdScratchBytes(int64_t rows, int64_t n, int64_t k) {
 }
 
 namespace {
-/// The shared sample's size for rows of n entries: 4,096 x sqrt(n / 2^20)
-/// rounded to the nearest power of two, from 4,096 to kSharedSampleMaxSamples
-/// (setSharedSampleSize may force one). The threshold costs rows x samples
-/// and the appends of kept products rows x n / samples, so their sum is
-/// least near sqrt(n); measured (H100, 2026-12-05, fused bounded TF32, nq
-/// 10,000, k 10): 1M x 128 461k / 433k / 377k q/s with 4,096 / 8,192 /
-/// 16,384 samples, far 10M x 96 58.0k / 68.3k / 74.8k.
-int64_t sharedSampleSize(int64_t n) {
+/// The shared sample's largest size (planFor halves it while n < 16
+/// samples): kSharedSampleMaxSamples unless setSharedSampleSize forced one.
+/// A larger sample costs the threshold kernel rows x samples and saves the
+/// appends of kept products, about rows x n x rank / samples; measured
+/// (H100, 2026-12-05, fused bounded TF32, nq 10,000, k 10 / 100) 16,384
+/// against 4,096 vectors: 1M x 128 636k / 569k q/s against 576k / 517k,
+/// far 10M x 96 76.0k / 74.0k against 58.6k / 56.2k.
+int64_t sharedSampleSize() {
     const int64_t forced = gSharedSampleForced.load();
-    if (forced) return forced;
-    const double target = double(kMaxSamples) * std::sqrt(double(n) / double(1 << 20));
-    int64_t samples = kMaxSamples;
-    while (samples < kSharedSampleMaxSamples && double(samples) * std::sqrt(2.0) <= target)
-        samples *= 2;
-    return samples;
+    return forced ? forced : kSharedSampleMaxSamples;
 }
 }  // namespace
 
@@ -870,7 +865,7 @@ SampledThresholdPlan sharedSampleThresholdPlan(int64_t n, int64_t k) {
     FAISS_THROW_IF_NOT_FMT(sampledThresholdKeysApply(n, k),
                            "sampled-threshold selection: k = %lld of n = %lld out of its range",
                            (long long)k, (long long)n);
-    return planFor(n, k, sharedSampleSize(n));
+    return planFor(n, k, sharedSampleSize());
 }
 
 size_t sharedSampleThresholdScratchBytes(int64_t rows, int64_t n, int64_t k) {

@@ -154,14 +154,13 @@ struct SampledThresholdRowBuffers {
 constexpr int64_t kSharedSampleMaxSamples = 16384;
 
 /// The plan of the shared-sample entry points below: sampledThresholdPlan's
-/// rank and capacity rules over a sample that grows with n, 4,096 x
-/// sqrt(n / 2^20) rounded to a power of two in [4,096, 16,384] (16,384 from
-/// 8M on; at most n / 16 where n allows). One sample serves every row, so a
-/// larger one costs a GEMM of rows x samples products and a threshold kernel
-/// that reads them, and keeps fewer candidates a row: at n = 10M and k = 42
-/// the rank-5 key of 4,096 samples passes about 12,000 products, the rank-6
-/// key of 16,384 about 3,700. Below 2M vectors it equals
-/// sampledThresholdPlan(n, k).
+/// rank and capacity rules over a sample of kSharedSampleMaxSamples entries
+/// (16,384 from n = 262,144 on; below, the largest power of two with n >= 16
+/// samples, down to 1,024). One sample serves every row, so a larger one
+/// costs a GEMM of rows x samples products and a threshold kernel that reads
+/// them, and keeps fewer candidates a row: at n = 10M and k = 42 the rank-5
+/// key of 4,096 samples passes about 12,000 products, the rank-6 key of
+/// 16,384 about 3,700. Forced to 4,096 it equals sampledThresholdPlan(n, k).
 SampledThresholdPlan sharedSampleThresholdPlan(int64_t n, int64_t k);
 
 /// Bytes of device scratch of the shared-sample entry points for `rows` rows.
@@ -169,7 +168,7 @@ size_t sharedSampleThresholdScratchBytes(int64_t rows, int64_t n, int64_t k);
 
 /// Benchmark and test hook: force the shared sample's size (a power of two
 /// in [1024, kSharedSampleMaxSamples], still halved where n < 16 samples),
-/// or 0 for the rule above; throws otherwise. Process-wide; set it between
+/// or 0 for the default above; throws otherwise. Process-wide; set it between
 /// searches (a search sizes its scratch by the plan when it starts, and a
 /// call whose scratch no longer fits the plan is refused).
 void setSharedSampleSize(int64_t samples);
