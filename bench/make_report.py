@@ -68,7 +68,7 @@ def setting_identity(r):
 
 # Suites whose tables compare ours with anchors measured in the same run: a
 # table per device, so that no ratio mixes two GPUs.
-PER_DEVICE_SUITES = ("select", "flat-few-queries", "ann-lsh")
+PER_DEVICE_SUITES = ("select", "flat", "flat-few-queries", "ann-lsh")
 
 
 def by_device(rows):
@@ -196,14 +196,31 @@ def human(n):
     return f"{n // 1000000}M" if n % 1000000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
+def split_by_gpu(groups):
+    """Each group (a data set) keyed again by its GPU: one table per GPU where
+    a data set was measured on several, each with the CPU lines (anchors run
+    on the host) of its group, so that no ratio mixes two GPUs; "" where one."""
+    out = {}
+    for key, g in groups.items():
+        gpus = sorted({r.get("device", "?") for r in g if "NVIDIA" in str(r.get("device", ""))})
+        if len(gpus) <= 1:
+            out[key + ("",)] = g
+            continue
+        for gpu in gpus:
+            out[key + (gpu,)] = [r for r in g if r.get("device") == gpu
+                                 or "NVIDIA" not in str(r.get("device", ""))]
+    return out
+
+
 def flat_tables(rows, plots_dir, rel_plots, make_plots):
     out = []
     groups = defaultdict(list)
     for r in rows:
         groups[(r.get("dataset", ""), r["nb"], r["d"], r["nq"])].append(r)
+    groups = split_by_gpu(groups)
     goal = []
-    for (ds, nb, d, nq) in sorted(groups, key=lambda g: (g[0] != "clustered", g[0], g[1], g[2])):
-        g = groups[(ds, nb, d, nq)]
+    for (ds, nb, d, nq, dev) in sorted(groups, key=lambda g: (g[0] != "clustered", g[0], g[1], g[2], g[4])):
+        g = groups[(ds, nb, d, nq, dev)]
         # The newest SGEMM floor (the TF32 and BF16x3 floors share the prefix).
         sgemm = [r for r in g if r["method"] == "floor:cublas-sgemm"]
         floor = sgemm[-1] if sgemm else next((r for r in g if r["method"].startswith("floor:")), None)
@@ -211,7 +228,7 @@ def flat_tables(rows, plots_dir, rel_plots, make_plots):
         ks = sorted({r["k"] for r in g if r.get("k") is not None})
         by = {(r["method"], r.get("k")): r for r in g}
         devices = sorted({f'{r["method"].split(":")[0]}: {r["device"]}' for r in g})
-        out.append(f"### {ds}: nb = {human(nb)}, d = {d}, nq = {human(nq)}\n")
+        out.append(f"### {ds}: nb = {human(nb)}, d = {d}, nq = {human(nq)}" + (f" ({dev})" if dev else "") + "\n")
         out.append("Devices: " + "; ".join(devices) + ".  ")
         if floor:
             out.append(f"GEMM floor (cuBLAS SGEMM alone, {floor['params'].get('tflops', 0):.1f} TFLOP/s): "
@@ -250,19 +267,19 @@ def flat_tables(rows, plots_dir, rel_plots, make_plots):
                 cells.append(fmt(r.get("recall") if r else None, ".4f"))
             out.append("| " + " | ".join(cells) + " |")
             if ds == "clustered" and nb == 1000000 and d == 128 and k in (10, 100, 1024):
-                goal.append((k, ratio, tgemm))
+                goal.append((dev or (ours or {}).get("device", "?"), k, ratio, tgemm))
         out.append("")
         if make_plots:
-            png = f"bench_flat_{ds}_{nb}_{d}.png".replace("/", "_")
+            png = f"bench_flat_{ds}_{nb}_{d}_{dev}.png".replace("/", "_").replace(" ", "_")
             plot_group(g, methods, ks, floor, os.path.join(plots_dir, png), f"{ds}: nb={human(nb)}, d={d}, nq={human(nq)}")
             out.append(f"![{ds} nb={human(nb)} d={d}]({rel_plots}/{png})\n")
     if goal:
         out.insert(0, "")
         lines = ["### Goal: clustered, nb = 1M, d = 128, nq = 10k\n",
                  "At least 2x torch.mm + torch.topk, and at most 1.5x the GEMM-only time.\n",
-                 "| k | ours / torch | met | ours time / GEMM | met |", "|---|---|---|---|---|"]
-        for k, ratio, tgemm in goal:
-            lines.append(f"| {k} | {fmt(ratio, '.2f')} | {'yes' if ratio and ratio >= 2 else 'no'} | "
+                 "| device | k | ours / torch | met | ours time / GEMM | met |", "|---|---|---|---|---|---|"]
+        for dev, k, ratio, tgemm in goal:
+            lines.append(f"| {dev} | {k} | {fmt(ratio, '.2f')} | {'yes' if ratio and ratio >= 2 else 'no'} | "
                          f"{fmt(tgemm, '.2f')} | {'yes' if tgemm and tgemm <= 1.5 else 'no'} |")
         out[0:0] = lines
     return out
