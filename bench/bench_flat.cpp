@@ -642,7 +642,7 @@ int main(int argc, char** argv) {
                                                       gpu::fusedWgmmaAvailable(0)
                                               ? "wgmma"
                                               : "mma.sync");
-                                if (samples) p.integer("shared_samples_max", samples);
+                                if (samples) p.integer("shared_samples", samples);
                             }
                             p.str("resolved", gpu::distancePrecisionName(
                                                       index.resolveDistancePrecision(c.nq, k, &sp)));

@@ -4,25 +4,19 @@
 // take 8-, 4- and 1-value loads) and returns exact FP32 distances; the
 // copy follows adds, removals and reset; it is centred, so that data far
 // from the origin searches as well as on FP32.
-#include <cuda_runtime_api.h>
 #include <faiss/impl/IDSelector.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "DeviceArray.h"
 #include "GnndTestUtils.h"
 #include "TestUtils.h"
 #include "faiss_ext/gpu/GpuIndexSearchGraph.h"
 #include "faiss_ext/gpu/StandardGpuResources.h"
-#include "faiss_ext/gpu/impl/graph/SearchGraph.h"
-#include "faiss_ext/gpu/impl/graph/TraversalCopy.h"
 
 using namespace faiss_ext;
 using namespace faiss_ext::gpu;
