@@ -37,7 +37,7 @@ def read_vecs(path, dtype):
 
 
 def half_copy(x, centred=True):
-    """graph::columnMeans, halfScaleFor and toHalf: (x - mean) * scale in FP16,
+    """corpusMean, graph::halfScaleFor and toHalf: (x - mean) * scale in FP16,
     max |x - mean| * scale in [2^13, 2^14); centred=False: the copy before
     it was centred (mean 0)."""
     mean = x.astype(np.float64).mean(axis=0).astype(np.float32) if centred else np.zeros(

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "faiss_ext/gpu/impl/graph/SearchGraph.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
@@ -22,16 +21,6 @@ namespace gpu {
 namespace graph {
 
 namespace {
-
-/// Per dimension, the sum of the rows' values in double: block column range
-/// blockIdx.y, rows blockIdx.x, blockIdx.x + gridDim.x, ...
-__global__ void columnSumsKernel(const float* x, int64_t n, int d, double* sums) {
-    const int j = blockIdx.y * blockDim.x + threadIdx.x;
-    if (j >= d) return;
-    double s = 0;
-    for (int64_t r = blockIdx.x; r < n; r += gridDim.x) s += double(__ldg(x + r * d + j));
-    atomicAdd(sums + j, s);
-}
 
 /// The largest |x - mean| (mean: per dimension, or null for none).
 __global__ void maxAbsKernel(const float* x, size_t count, int d, const float* mean,
@@ -58,26 +47,6 @@ unsigned gridFor(size_t count) {
 }
 
 }  // namespace
-
-void columnMeans(cudaStream_t stream, const float* x, int64_t n, int d, float* mean) {
-    FAISS_THROW_IF_NOT_FMT(n >= 1 && d >= 1, "columnMeans: %lld vectors of d %d", (long long)n,
-                           d);
-    DeviceVector<double> sums;  // no resources here: deviceMalloc
-    FAISS_EXT_CUDA_CHECK(sums.tryAllocate(size_t(d)));
-    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(double) * size_t(d), stream));
-    const dim3 grid(unsigned(std::min<int64_t>(n, 1024)), unsigned((d + 255) / 256));
-    columnSumsKernel<<<grid, 256, 0, stream>>>(x, n, d, sums.data());
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
-    std::vector<double> h(static_cast<size_t>(d));
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(h.data(), sums.data(), sizeof(double) * h.size(),
-                                         cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<float> m(static_cast<size_t>(d));
-    for (int j = 0; j < d; ++j) m[size_t(j)] = float(h[size_t(j)] / double(n));
-    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(mean, m.data(), sizeof(float) * m.size(),
-                                         cudaMemcpyHostToDevice, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));  // `m` is a host local
-}
 
 float halfScaleFor(cudaStream_t stream, const float* x, int64_t n, int d, const float* mean) {
     const size_t count = size_t(n) * size_t(d);

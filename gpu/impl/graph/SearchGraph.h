@@ -77,10 +77,6 @@ struct EntrySeeds {
     int perQuery = 0;
 };
 
-/// mean (d device floats) = the mean of the n rows of x (n x d device),
-/// summed in double. Synchronises `stream`.
-void columnMeans(cudaStream_t stream, const float* x, int64_t n, int d, float* mean);
-
 /// The power of two s with max |x - mean| * s in [2^13, 2^14) (1 when that
 /// is 0), so that (x - mean) * s fits FP16's range with room for sums
 /// (x: n x d device; mean: d device floats per dimension, or null for none).

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 
 namespace faiss_ext {
@@ -18,6 +19,8 @@ void TraversalCopy::allocate(GpuResources* res, int device, int64_t n, int d, co
     FAISS_THROW_IF_NOT_FMT(n >= 1 && d >= 1, "%s: a traversal copy of %lld vectors of d %d", who,
                            (long long)n, d);
     TraversalCopy c;  // filled locals, swapped in whole
+    c.res_ = res;
+    c.device_ = device;
     c.n_ = n;
     c.d_ = d;
     c.x16_.allocate(res, device, size_t(n) * d, who, "FP16 copy of the vectors");
@@ -27,7 +30,7 @@ void TraversalCopy::allocate(GpuResources* res, int device, int64_t n, int d, co
 
 void TraversalCopy::fill(cudaStream_t stream, const float* x) {
     FAISS_THROW_IF_NOT_MSG(n_ > 0, "TraversalCopy::fill: nothing allocated");
-    columnMeans(stream, x, n_, d_, mean16_.data());
+    corpusMean(res_, device_, stream, x, n_, d_, mean16_.data());  // (the flat engine's)
     scale16_ = halfScaleFor(stream, x, n_, d_, mean16_.data());
     toHalf(stream, x, n_, d_, mean16_.data(), scale16_, x16_.data());
     FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -42,6 +45,8 @@ void TraversalCopy::release() {
 }
 
 void TraversalCopy::swap(TraversalCopy& o) noexcept {
+    std::swap(res_, o.res_);
+    std::swap(device_, o.device_);
     std::swap(n_, o.n_);
     std::swap(d_, o.d_);
     x16_.swap(o.x16_);

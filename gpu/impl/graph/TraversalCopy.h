@@ -45,6 +45,8 @@ class TraversalCopy {
     void view(SearchVectors& v) const;
 
   private:
+    GpuResources* res_ = nullptr;  ///< the allocation's, for fill()'s temporaries
+    int device_ = 0;
     int64_t n_ = 0;
     int d_ = 0;
     DeviceVector<uint16_t> x16_;
