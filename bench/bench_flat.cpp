@@ -90,6 +90,9 @@ const char* kUsage = R"(bench_flat: the flat suite (exact k-NN) on one data set;
                        (default fp32)
   --single-query N     also time N one-query searches per k (median latency; ours)
                        and split it: fused kernel, merge, the rest (k <= 1024)
+  --storage S          where ours keeps the vectors: device (default) or host (pinned host
+                       memory, streamed through the GPU by each search; method names
+                       then end in "+host-storage")
   --git                print the commit compiled in and exit
 )";
 
@@ -322,8 +325,8 @@ int main(int argc, char** argv) {
         Args args(argc, argv, {"help", "git"});
         if (args.printedHelpOrGit(kUsage)) return 0;
         args.checkKnown({"base", "query", "dataset", "suite", "nq", "k", "methods", "reps", "cpu-budget",
-                         "recall-nq", "ref-out", "floor-mem-gib", "precision", "single-query", "help",
-                         "git"});
+                         "recall-nq", "ref-out", "floor-mem-gib", "precision", "single-query", "storage",
+                         "help", "git"});
         if (!args.has("base") || !args.has("query"))
             throw std::invalid_argument("--base and --query are required (see --help)");
 
@@ -355,6 +358,10 @@ int main(int argc, char** argv) {
         const double cpuBudget = args.getDouble("cpu-budget", 3.0);
         const int64_t nRecall = std::min<int64_t>(c.nq, args.getInt("recall-nq", 256));
         const int singleCalls = int(std::max<int64_t>(0, args.getInt("single-query", 0)));
+        const std::string storage = args.get("storage", "device");
+        if (storage != "device" && storage != "host")
+            throw std::invalid_argument("--storage " + storage + ": device or host");
+        const bool hostStorage = storage == "host";
         // A "-unfused" suffix (tf32-bounded-unfused, auto-unfused) runs the
         // precision with the fused candidates off: the distance tiles
         // written and filtered, as before the fused kernel. A "-mma" suffix
@@ -562,7 +569,9 @@ int main(int argc, char** argv) {
         if (wants("ours")) {
             try {
                 gpu::StandardGpuResources res;
-                gpu::GpuIndexQuickSelectFlat index(&res, d, FlatMetric::L2);
+                gpu::GpuIndexQuickSelectFlatConfig config;
+                config.storage = hostStorage ? gpu::VectorStorage::Host : gpu::VectorStorage::Device;
+                gpu::GpuIndexQuickSelectFlat index(&res, d, FlatMetric::L2, config);
                 t0 = nowSeconds();
                 index.add(c.nb, base.x.data());
                 FAISS_EXT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -598,7 +607,8 @@ int main(int argc, char** argv) {
                                                    gpu::distancePrecisionName(precision)
                                          : std::string("ours:quickselect")) +
                                 fusedModeSuffix(fusedMode) +
-                                (samples ? "-s" + std::to_string(samples) : std::string());
+                                (samples ? "-s" + std::to_string(samples) : std::string()) +
+                                (hostStorage ? "+host-storage" : "");
                         gpu::setFusedCandidatesEnabled(fusedMode != FusedMode::Unfused);
                         gpu::setFusedWgmmaEnabled(fusedMode != FusedMode::MmaSync);
                         // (only when asked: the A/B scripts run this binary over
@@ -632,6 +642,7 @@ int main(int argc, char** argv) {
                                     recallAtK(nRecall, int(k), I.data(), k, refI.data(), kMax, l2, false);
                             JsonLine p;
                             p.integer("reps", reps).str("io", "device").num("add_seconds", addSec);
+                            p.str("storage", storage);
                             p.num("first_search_seconds", firstSec);
                             p.integer("recall_nq", nRecall).str("recall_ref", "faiss-cpu:IndexFlatL2");
                             p.str("precision", gpu::distancePrecisionName(precision));
