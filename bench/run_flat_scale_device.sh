@@ -13,7 +13,8 @@
 #    its own process, in the same call.
 # FX_SCALE_DATA=clustered: bench/gen_clustered's data instead (FX_SCALE_D, default 96;
 # FX_SCALE_SEED, default 6161), near the origin, where TF32 certifies.
-# FX_SCALE_SKIP_ANCHORS=1: ours and the floors only; FX_SCALE_ANCHOR_TIMEOUT:
+# FX_SCALE_KEEP=1: keep the generated files (in FX_BENCH_TMP, default /tmp/fx_scale) for a
+# later command of the same call. FX_SCALE_SKIP_ANCHORS=1: ours and the floors only; FX_SCALE_ANCHOR_TIMEOUT:
 # seconds for each anchor (default 300).
 # Output: $OUT/flat_scale.jsonl (+ .err).
 set -u
@@ -46,7 +47,7 @@ timeout "${FX_SCALE_OURS_TIMEOUT:-400}" .device/bin/bench/bench_flat --base "$tm
   --floor-mem-gib 8 >> "$out" 2>> "$err"
 echo "ours rc=$? $(date +%T)"
 if [ "${FX_SCALE_SKIP_ANCHORS:-0}" = 1 ]; then  # ours only (anchors measured earlier on the same seed)
-  grep -h "fallback\|floor\|qps" "$err" | tail -20; rm -rf "$tmp"; exit 0
+  grep -h "fallback\|floor\|qps" "$err" | tail -20; [ "${FX_SCALE_KEEP:-0}" = 1 ] || rm -rf "$tmp"; exit 0
 fi
 ref=(); [ -f "$tmp/ref.ivecs" ] && ref=(--ref "$tmp/ref.ivecs")  # none if bench_flat failed
 at=${FX_SCALE_ANCHOR_TIMEOUT:-300}
@@ -59,4 +60,4 @@ source "$(dirname "${BASH_SOURCE[0]}")/anchor_libs.sh" && fx_anchor_libs /tmp/fc
  timeout "$at" python3 bench/anchor_flat.py --base "$tmp/far_base.fbin" --query "$tmp/far_query.fbin" \
    --dataset "$name" --k 10,100 --reps "$reps" >> "$out" 2>> "$err"; echo "faiss-gpu rc=$? $(date +%T)")
 grep -h "fallback\|floor\|qps" "$err" | tail -20
-rm -rf "$tmp"
+[ "${FX_SCALE_KEEP:-0}" = 1 ] || rm -rf "$tmp"
