@@ -128,6 +128,137 @@ __global__ void bucketKeysKernel(const int32_t* __restrict__ runStart, int64_t r
 }
 
 
+/// Grows the CUB passes' shared scratch to at least `bytes` (at least one).
+void growScratch(DeviceVector<char>& temp, size_t bytes, const char* who, const char* what) {
+    if (temp.size() == 0 || bytes > temp.size()) temp.allocate(std::max<size_t>(bytes, 1), who, what);
+}
+
+/// The Morton code of every (table, row) pair, codes[t n + i], and its sort
+/// value t n + i, vals[t n + i], from the rows' canonical projections.
+void makeCodes(const BiLevelLSHModel& model, const DeviceState& st, const int32_t* group,
+               uint64_t* codes, int32_t* vals, cudaStream_t stream, const char* who) {
+    const int64_t n = st.n;
+    const int L = model.nTables, M = model.nProjections, LM = L * M;
+    const int64_t total = int64_t(L) * n;
+    DeviceVector<float> projOut;
+    projOut.allocate(size_t(n) * LM, who, "projections");
+    projectRows(st.vectors.data(), n, model.d, st.model.proj.data(), LM, projOut.data(), stream);
+    codesKernel<<<blocksFor(total, 256), 256, 0, stream>>>(
+        projOut.data(), n, L, M, model.bits, model.lattice, group, st.model.leafOffset.data(),
+        st.model.leafWidth.data(), st.model.projBias.data(), codes, vals);
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+/// Orders the sort values by (table, group, Morton code, id) in two stable
+/// radix passes: by code (ties keep (table, id) order; the codes themselves
+/// stay where they are), then by (table, group). The order ends in vals;
+/// valsAlt is the passes' other buffer.
+void sortByTableGroupCode(int L, int G, int64_t n, const int32_t* group,
+                          DeviceVector<uint64_t>& codes, DeviceVector<int32_t>& vals,
+                          DeviceVector<int32_t>& valsAlt, DeviceVector<char>& temp,
+                          cudaStream_t stream, const char* who) {
+    const int64_t total = int64_t(L) * n;
+    {
+        DeviceVector<uint64_t> codesAlt;
+        codesAlt.allocate(total, who, "codes");
+        size_t bytes = 0;
+        FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, codes.data(),
+                                                             codesAlt.data(), vals.data(),
+                                                             valsAlt.data(), int(total), 0, 64,
+                                                             stream));
+        growScratch(temp, bytes, who, "sort");
+        bytes = temp.size();
+        FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, codes.data(),
+                                                             codesAlt.data(), vals.data(),
+                                                             valsAlt.data(), int(total), 0, 64,
+                                                             stream));
+        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));  // before codesAlt goes
+    }
+    DeviceVector<uint32_t> k2, k2Alt;
+    k2.allocate(total, who, "sort keys");
+    k2Alt.allocate(total, who, "sort keys");
+    tableGroupKeysKernel<<<blocksFor(total, 256), 256, 0, stream>>>(valsAlt.data(), total, n, G,
+                                                                    group, k2.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    int keyBits = 1;
+    while ((uint64_t(1) << keyBits) < uint64_t(L) * uint64_t(G)) ++keyBits;
+    size_t bytes = 0;
+    FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, k2.data(), k2Alt.data(),
+                                                         valsAlt.data(), vals.data(), int(total),
+                                                         0, keyBits, stream));
+    growScratch(temp, bytes, who, "sort");
+    bytes = temp.size();
+    FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, k2.data(),
+                                                         k2Alt.data(), valsAlt.data(), vals.data(),
+                                                         int(total), 0, keyBits, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+/// groupStart[g] = the rows of groups before g (G + 1 offsets, on the host).
+std::vector<int64_t> groupOffsets(const int32_t* group, int64_t n, int G, cudaStream_t stream,
+                                  const char* who) {
+    DeviceVector<unsigned long long> cnt;
+    cnt.allocate(G, who, "group counts");
+    FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(cnt.data(), 0, G * sizeof(unsigned long long), stream));
+    groupCountKernel<<<blocksFor(n, 256), 256, 0, stream>>>(group, n, cnt.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    std::vector<unsigned long long> h(G);
+    FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(h.data(), cnt.data(), G * sizeof(unsigned long long),
+                                         cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<int64_t> groupStart(G + 1, 0);
+    for (int g = 0; g < G; ++g) groupStart[g + 1] = groupStart[g] + int64_t(h[g]);
+    return groupStart;
+}
+
+/// The buckets: the start of each run of equal (group, code) in a table of
+/// the sorted order, into runStart (allocated here); returns their number.
+int bucketRuns(const int32_t* sortedIds, const uint64_t* sortedCodes, const int32_t* group,
+               int64_t total, int64_t n, DeviceVector<int32_t>& runStart,
+               DeviceVector<char>& temp, cudaStream_t stream, const char* who) {
+    DeviceVector<uint8_t> flags;
+    DeviceVector<int> numRuns;
+    flags.allocate(total, who, "bucket flags");
+    runStart.allocate(total, who, "buckets");
+    numRuns.allocate(1, who, "buckets");
+    runFlagsKernel<<<blocksFor(total, 256), 256, 0, stream>>>(sortedIds, sortedCodes, group, total,
+                                                              n, flags.data());
+    FAISS_EXT_CUDA_CHECK_LAUNCH();
+    thrust::counting_iterator<int32_t> it(0);
+    size_t bytes = 0;
+    FAISS_EXT_CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, bytes, it, flags.data(),
+                                                    runStart.data(), numRuns.data(), int(total),
+                                                    stream));
+    growScratch(temp, bytes, who, "select");
+    bytes = temp.size();
+    FAISS_EXT_CUDA_CHECK(cub::DeviceSelect::Flagged(temp.data(), bytes, it, flags.data(),
+                                                    runStart.data(), numRuns.data(), int(total),
+                                                    stream));
+    int runs = 0;
+    FAISS_EXT_CUDA_CHECK(
+        cudaMemcpyAsync(&runs, numRuns.data(), sizeof(int), cudaMemcpyDeviceToHost, stream));
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return runs;
+}
+
+/// Each bucket's 64-bit key and interval, with a salt that leaves no two
+/// keys equal (the cuckoo table holds distinct keys); returns the salt.
+uint64_t distinctBucketKeys(const int32_t* runStart, int runs, int64_t total, int64_t n,
+                            const int32_t* sortedIds, const uint64_t* sortedCodes,
+                            const int32_t* group, uint64_t* keys, BucketRange* ranges,
+                            cudaStream_t stream) {
+    uint64_t salt = 0;
+    for (int round = 0;; ++round) {
+        FAISS_THROW_IF_NOT_MSG(round < 64, "GpuIndexBiLevelLSH: bucket keys keep colliding");
+        bucketKeysKernel<<<blocksFor(runs, 256), 256, 0, stream>>>(
+            runStart, runs, total, n, sortedIds, sortedCodes, group, salt, keys, ranges);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        if (DeviceCuckooTable::countRepeatedKeys(keys, size_t(runs), stream) == 0) return salt;
+        salt = mix64(salt + 0x73616c74ULL);
+    }
+}
+
 }  // namespace
 
 void DeviceModel::upload(const BiLevelLSHModel& m, cudaStream_t stream) {
@@ -169,8 +300,7 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     const char* who = "GpuIndexBiLevelLSH::add";
     const double t0 = lshWallSeconds();
     const int64_t n = st->n;
-    const int d = model.d, L = model.nTables, M = model.nProjections, G = model.groups();
-    const int LM = L * M;
+    const int L = model.nTables, G = model.groups();
     const int64_t total = int64_t(L) * n;
     FAISS_THROW_IF_NOT_FMT(total < (int64_t(1) << 31) - 1,
                            "%s: L x ntotal must be < 2^31 (L = %d, ntotal = %lld)", who, L,
@@ -179,61 +309,14 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     group.allocate(n, who, "groups");
     leafOfRows(st->model, model, st->vectors.data(), n, group.data(), stream);
 
-    DeviceVector<uint64_t> codes, codesAlt;
+    DeviceVector<uint64_t> codes;
     DeviceVector<int32_t> vals, valsAlt;
     codes.allocate(total, who, "codes");
-    codesAlt.allocate(total, who, "codes");
     vals.allocate(total, who, "sort values");
     valsAlt.allocate(total, who, "sort values");
-    {
-        DeviceVector<float> projOut;
-        projOut.allocate(size_t(n) * LM, who, "projections");
-        projectRows(st->vectors.data(), n, d, st->model.proj.data(), LM, projOut.data(), stream);
-        codesKernel<<<blocksFor(total, 256), 256, 0, stream>>>(
-            projOut.data(), n, L, M, model.bits, model.lattice, group.data(),
-            st->model.leafOffset.data(),
-            st->model.leafWidth.data(), st->model.projBias.data(), codes.data(), vals.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-    // pass 1: by Morton code (stable: ties keep (table, id) order); codes stay
-    DeviceVector<char> temp;
-    {
-        size_t bytes = 0;
-        FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, codes.data(),
-                                                             codesAlt.data(), vals.data(),
-                                                             valsAlt.data(), int(total), 0, 64,
-                                                             stream));
-        temp.allocate(std::max<size_t>(bytes, 1), who, "sort");
-        bytes = temp.size();
-        FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, codes.data(),
-                                                             codesAlt.data(), vals.data(),
-                                                             valsAlt.data(), int(total), 0, 64,
-                                                             stream));
-    }
-    codesAlt.release();
-    // pass 2: by (table, group), stable; the order ends in vals
-    {
-        DeviceVector<uint32_t> k2, k2Alt;
-        k2.allocate(total, who, "sort keys");
-        k2Alt.allocate(total, who, "sort keys");
-        tableGroupKeysKernel<<<blocksFor(total, 256), 256, 0, stream>>>(valsAlt.data(), total, n,
-                                                                        G, group.data(), k2.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        int keyBits = 1;
-        while ((uint64_t(1) << keyBits) < uint64_t(L) * uint64_t(G)) ++keyBits;
-        size_t bytes = 0;
-        FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, k2.data(), k2Alt.data(),
-                                                             valsAlt.data(), vals.data(), int(total),
-                                                             0, keyBits, stream));
-        if (bytes > temp.size()) temp.allocate(bytes, who, "sort");
-        bytes = temp.size();
-        FAISS_EXT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, k2.data(),
-                                                             k2Alt.data(), valsAlt.data(),
-                                                             vals.data(), int(total), 0, keyBits,
-                                                             stream));
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
+    makeCodes(model, *st, group.data(), codes.data(), vals.data(), stream, who);
+    DeviceVector<char> temp;  // the CUB passes' scratch, grown as each needs
+    sortByTableGroupCode(L, G, n, group.data(), codes, vals, valsAlt, temp, stream, who);
     DeviceVector<int32_t> sortedIds;
     DeviceVector<uint64_t> sortedCodes;
     sortedIds.allocate(total, who, "sorted ids");
@@ -245,63 +328,18 @@ void buildTablesGpu(const BiLevelLSHModel& model, const BiLevelLSHConfig& config
     valsAlt.release();
     codes.release();
 
-    // group offsets
-    std::vector<int64_t> groupStart(G + 1, 0);
-    {
-        DeviceVector<unsigned long long> cnt;
-        cnt.allocate(G, who, "group counts");
-        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(cnt.data(), 0, G * sizeof(unsigned long long), stream));
-        groupCountKernel<<<blocksFor(n, 256), 256, 0, stream>>>(group.data(), n, cnt.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        std::vector<unsigned long long> h(G);
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(h.data(), cnt.data(), G * sizeof(unsigned long long),
-                                             cudaMemcpyDeviceToHost, stream));
-        FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-        for (int g = 0; g < G; ++g) groupStart[g + 1] = groupStart[g] + int64_t(h[g]);
-    }
-
-    // buckets: runs of equal (group, code) in each table
-    DeviceVector<uint8_t> flags;
+    std::vector<int64_t> groupStart = groupOffsets(group.data(), n, G, stream, who);
     DeviceVector<int32_t> runStart;
-    DeviceVector<int> numRuns;
-    flags.allocate(total, who, "bucket flags");
-    runStart.allocate(total, who, "buckets");
-    numRuns.allocate(1, who, "buckets");
-    runFlagsKernel<<<blocksFor(total, 256), 256, 0, stream>>>(sortedIds.data(), sortedCodes.data(),
-                                                              group.data(), total, n, flags.data());
-    FAISS_EXT_CUDA_CHECK_LAUNCH();
-    {
-        thrust::counting_iterator<int32_t> it(0);
-        size_t bytes = 0;
-        FAISS_EXT_CUDA_CHECK(cub::DeviceSelect::Flagged(nullptr, bytes, it, flags.data(),
-                                                        runStart.data(), numRuns.data(), int(total),
-                                                        stream));
-        if (bytes > temp.size()) temp.allocate(bytes, who, "select");
-        bytes = temp.size();
-        FAISS_EXT_CUDA_CHECK(cub::DeviceSelect::Flagged(temp.data(), bytes, it, flags.data(),
-                                                        runStart.data(), numRuns.data(), int(total),
-                                                        stream));
-    }
-    int runs = 0;
-    FAISS_EXT_CUDA_CHECK(
-        cudaMemcpyAsync(&runs, numRuns.data(), sizeof(int), cudaMemcpyDeviceToHost, stream));
-    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    flags.release();
+    const int runs = bucketRuns(sortedIds.data(), sortedCodes.data(), group.data(), total, n,
+                                runStart, temp, stream, who);
     temp.release();
     DeviceVector<uint64_t> keys;
     DeviceVector<lsh::BucketRange> ranges;
     keys.allocate(runs, who, "bucket keys");
     ranges.allocate(runs, who, "bucket ranges");
-    uint64_t salt = 0;
-    for (int round = 0;; ++round) {
-        FAISS_THROW_IF_NOT_MSG(round < 64, "GpuIndexBiLevelLSH: bucket keys keep colliding");
-        bucketKeysKernel<<<blocksFor(runs, 256), 256, 0, stream>>>(
-            runStart.data(), runs, total, n, sortedIds.data(), sortedCodes.data(), group.data(),
-            salt, keys.data(), ranges.data());
-        FAISS_EXT_CUDA_CHECK_LAUNCH();
-        if (DeviceCuckooTable::countRepeatedKeys(keys.data(), size_t(runs), stream) == 0) break;
-        salt = mix64(salt + 0x73616c74ULL);
-    }
+    const uint64_t salt = distinctBucketKeys(runStart.data(), runs, total, n, sortedIds.data(),
+                                             sortedCodes.data(), group.data(), keys.data(),
+                                             ranges.data(), stream);
     DeviceCuckooTable cuckoo;
     cuckoo.build(keys.data(), size_t(runs), config.cuckooSubTables, config.cuckooMaxLoad,
                  config.seed ^ 0x637563ULL, stream);
