@@ -94,7 +94,8 @@ struct BoundedSearchStats {
     int64_t certifiedQueries = 0;
     /// Queries searched again by the FP32 path: the bound could not certify
     /// their candidates (data far from the origin, near ties at the k-th
-    /// rank), or the vectors are kept on the host (FP32 only there).
+    /// rank); over vectors kept on the host, the count of the streamed tile
+    /// that fell back most (each tile is certified on its own).
     int64_t fallbackQueries = 0;
     /// Of certifiedQueries, those certified by Auto's TF32 pass over the
     /// residual copy (data of clusters far from each other and from the

@@ -2,7 +2,7 @@
 // a grid of metrics, dimensions and k; duplicates and near ties; data far
 // from the origin (inner product: the fallback, counted; L2: certified
 // through the centred copy); a certified case (the fast route
-// really runs); tiling; host storage; real sets; bad knob values. And the
+// really runs); tiling; host storage (streamed tiles, merged); real sets; bad knob values. And the
 // hardware model behind the bound: the TF32 GEMM of this GPU against exact
 // dot products on inputs made to lose the most to TF32.
 //
@@ -204,7 +204,9 @@ TEST(GpuFlatBounded, TiledSearchEqualsFp32) {
     EXPECT_EQ(s.fallbackQueries, 300);
 }
 
-TEST(GpuFlatBounded, HostStorageRunsFp32AndCountsFallbacks) {
+// Vectors in pinned host memory: TF32Bounded streams them in tiles, each
+// searched by the bounded path (HostBoundedSearch.cu), and equals FP32.
+TEST(GpuFlatBounded, HostStorageEqualsFp32AndCertifies) {
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
     GpuIndexQuickSelectFlatConfig config;
@@ -212,10 +214,49 @@ TEST(GpuFlatBounded, HostStorageRunsFp32AndCountsFallbacks) {
     const int d = 32;
     const auto xb = clusteredVectors(5000, d, 10, kSeed);
     const auto xq = clusteredVectors(20, d, 10, kSeed + 1);
-    const BoundedSearchStats s =
-        compareOn(res, FlatMetric::L2, d, xb, xq, 10, "host storage", config);
-    EXPECT_EQ(s.fallbackQueries, 20);
-    EXPECT_EQ(s.certifiedQueries, 0);
+    for (FlatMetric m : kMetrics) {
+        const BoundedSearchStats s = compareOn(res, m, d, xb, xq, 10,
+                                               describe(m, d, 10, "host storage"), config);
+        EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, 20) << describe(m, d, 10, "host");
+        EXPECT_GT(s.certifiedQueries, 10) << describe(m, d, 10, "host storage");
+    }
+}
+
+// A temporary memory that holds a few thousand rows a tile: the corpus is
+// searched in several tiles whose answers are merged (ties across tiles,
+// k up to 2,000, data far from the origin centred on the first tile's
+// mean, an inner product shifted back by q.c).
+TEST(GpuFlatBounded, HostStorageTilesMergeToTheWholeAnswer) {
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    res.setTempMemory(size_t(24) << 20);  // about 20,000 rows of d 32 a tile: 3 tiles
+    GpuIndexQuickSelectFlatConfig config;
+    config.storage = faiss_ext::gpu::VectorStorage::Host;
+    const int d = 32;
+    const int64_t nb = sized<int64_t>(60000, 40000);
+    auto xb = clusteredVectors(nb, d, 40, kSeed + 5);
+    for (int64_t i = 0; i < 300; ++i) {  // duplicates in other tiles: ties across tiles
+        std::copy(xb.begin() + i * d, xb.begin() + (i + 1) * d, xb.begin() + (nb - 1 - i) * d);
+    }
+    auto xq = clusteredVectors(40, d, 40, kSeed + 6);
+    std::copy(xb.begin(), xb.begin() + d, xq.begin());  // a query on a duplicated vector
+    auto far = [](std::vector<float> v) {
+        for (float& x : v) x += 100.f;
+        return v;
+    };
+    for (int64_t k : {10, 100, 2000}) {
+        BoundedSearchStats s = compareOn(res, FlatMetric::L2, d, xb, xq, k,
+                                         describe(FlatMetric::L2, d, k, "host tiles"), config);
+        EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, 40);
+        if (k <= 100) EXPECT_GT(s.certifiedQueries, 20) << "k " << k;
+        s = compareOn(res, FlatMetric::L2, d, far(xb), far(xq), k,
+                      describe(FlatMetric::L2, d, k, "host tiles, +100"), config);
+        if (k <= 100) EXPECT_GT(s.certifiedQueries, 20) << "far, k " << k;
+    }
+    const BoundedSearchStats s = compareOn(res, FlatMetric::InnerProduct, d, far(xb), xq, 10,
+                                           describe(FlatMetric::InnerProduct, d, 10,
+                                                    "host tiles, +100"), config);
+    EXPECT_EQ(s.certifiedQueries + s.fallbackQueries, 40);
 }
 
 TEST(GpuFlatBounded, ConfigDefaultAndReset) {

@@ -6,6 +6,7 @@
 #include "faiss_ext/gpu/impl/flat/FlatTilePlan.h"
 #include "faiss_ext/gpu/impl/flat/FusedCandidates.h"
 #include "faiss_ext/gpu/impl/flat/FusedFewQuery.h"
+#include "faiss_ext/gpu/impl/flat/HostTileStream.h"
 #include "faiss_ext/gpu/impl/flat/LargeKFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/RangeSearch.h"
 #include "faiss_ext/gpu/impl/flat/RowSelector.h"
@@ -26,26 +27,6 @@ namespace {
 
 /// Keys carry 32-bit ids.
 constexpr int64_t kMaxVectors = (int64_t(1) << 32) - 1;
-
-/// Synchronises a stream when leaving scope (also on exceptions), so that
-/// buffers it still uses are not released under it.
-struct StreamSyncGuard {
-    cudaStream_t s;
-    ~StreamSyncGuard() {
-        if (s) cudaStreamSynchronize(s);
-    }
-};
-
-/// An event destroyed when leaving scope.
-struct Event {
-    cudaEvent_t e = nullptr;
-    Event() { FAISS_EXT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
-    ~Event() {
-        if (e) cudaEventDestroy(e);
-    }
-    Event(const Event&) = delete;
-    Event& operator=(const Event&) = delete;
-};
 
 /// Queries as the metric compares them, in temporary memory where they had
 /// to be prepared, and their squared norms for L2.
@@ -71,74 +52,6 @@ struct PreparedQueries {
             rowSquaredNorms(q, nq, d, norms->data(), stream);
         }
     }
-};
-
-/// Vectors kept on the host, streamed through the GPU: two staging tiles,
-/// filled on a copy stream one tile ahead of the compute stream. Tile t is
-/// column tile t % colTiles of the (row block, column tile) sequence.
-class HostTileStream {
-public:
-    /// Creates the copy stream on first use; the staging memory is allocated
-    /// in `stream`'s order.
-    HostTileStream(GpuResources* res, int device, cudaStream_t stream, cudaStream_t& copyStream,
-                   const float* vectors, const float* norms, int64_t nb, int d,
-                   const TilePlan& p, bool l2)
-            : stream_(stream), vectors_(vectors), norms_(norms), nb_(nb), d_(d), p_(p), l2_(l2) {
-        if (!copyStream) {
-            FAISS_EXT_CUDA_CHECK(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking));
-        }
-        copy_ = copyStream;
-        for (int s = 0; s < 2; ++s) {
-            stage_[s].reset(new TempBuffer<float>(res, device, size_t(p.cols) * d, stream));
-            stageNorms_[s].reset(new TempBuffer<float>(res, device, l2 ? size_t(p.cols) : 0, stream));
-            copied_[s].reset(new Event());
-            used_[s].reset(new Event());
-        }
-        FAISS_EXT_CUDA_CHECK(cudaEventRecord(used_[0]->e, stream));
-        FAISS_EXT_CUDA_CHECK(cudaEventRecord(used_[1]->e, stream));
-        copyGuard_.s = copy_;
-    }
-
-    /// Starts the copy of tile t once its staging buffer is free.
-    void issueCopy(int64_t t) {
-        const int64_t c0 = (t % p_.colTiles) * p_.cols;
-        const int64_t w = std::min(p_.cols, nb_ - c0);
-        const int s = int(t & 1);
-        FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(copy_, used_[s]->e, 0));
-        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(stage_[s]->data(), vectors_ + size_t(c0) * d_,
-                                             sizeof(float) * size_t(w) * d_,
-                                             cudaMemcpyHostToDevice, copy_));
-        if (l2_) {
-            FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(stageNorms_[s]->data(), norms_ + c0,
-                                                 sizeof(float) * w, cudaMemcpyHostToDevice,
-                                                 copy_));
-        }
-        FAISS_EXT_CUDA_CHECK(cudaEventRecord(copied_[s]->e, copy_));
-    }
-
-    /// Makes the compute stream wait for tile t; its vectors and norms.
-    void await(int64_t t, const float** xb, const float** xn) {
-        const int s = int(t & 1);
-        FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_[s]->e, 0));
-        *xb = stage_[s]->data();
-        *xn = l2_ ? stageNorms_[s]->data() : nullptr;
-    }
-
-    /// Tile t's staging buffer is free once the compute stream gets here.
-    void release(int64_t t) { FAISS_EXT_CUDA_CHECK(cudaEventRecord(used_[t & 1]->e, stream_)); }
-
-private:
-    cudaStream_t stream_;
-    cudaStream_t copy_ = nullptr;
-    const float* vectors_;
-    const float* norms_;
-    int64_t nb_;
-    int d_;
-    TilePlan p_;
-    bool l2_;
-    std::unique_ptr<TempBuffer<float>> stage_[2], stageNorms_[2];
-    std::unique_ptr<Event> copied_[2], used_[2];
-    StreamSyncGuard copyGuard_{nullptr};  ///< last: synchronises before the buffers go
 };
 
 size_t bytesOf(int64_t n, int d, bool l2) {
@@ -535,7 +448,11 @@ bool FlatStorage::residualApplies_(const CorpusView& c, const FlatSearchOptions&
 bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
                                  float* distances, int64_t* labels, const FlatSearchOptions& opt,
                                  cudaStream_t stream) const {
-    if (c.onHost || c.keepBits || opt.selfBase >= 0 || !boundedSearchSupported(d_)) return false;
+    if (c.keepBits || opt.selfBase >= 0 || !boundedSearchSupported(d_)) return false;
+    if (c.onHost) {
+        return opt.precision == DistancePrecision::TF32Bounded &&
+               searchHostBounded_(c, q, nq, k, distances, labels, opt, stream);
+    }
     BoundedCorpus corpus;
     SplitScratch scratch;
     if (!boundedCorpus_(c, opt.precision, stream, &corpus, &scratch)) return false;

@@ -154,11 +154,20 @@ private:
                         BoundedCorpus* corpus, SplitScratch* scratch) const;
     /// The bounded search of prepared queries q over view c, with its FP32
     /// fallback (and Auto's BF16x3 step, opt.cascadeToBf16x3); false where
-    /// it cannot run (host vectors, bit masks, self pairs, a dimension past
-    /// the bound, a split that does not fit): the FP32 path answers then.
+    /// it cannot run (bit masks, self pairs, a dimension past the bound, a
+    /// split that does not fit, host vectors at other than TF32Bounded):
+    /// the FP32 path answers then.
     bool searchBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
                         float* distances, int64_t* labels, const FlatSearchOptions& opt,
                         cudaStream_t stream) const;
+    /// The bounded TF32 search of view c whose vectors are on the host:
+    /// streamed in tiles, each searched by the bounded path with the FP32
+    /// path over the staged tile as fallback, the answers merged
+    /// (HostBoundedSearch.cu); false when the temporary memory holds no
+    /// tile worth it (the FP32 path streams the vectors then).
+    bool searchHostBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
+                            float* distances, int64_t* labels, const FlatSearchOptions& opt,
+                            cudaStream_t stream) const;
     void searchFiltered_(const IdSelection& s, const float* queries, int64_t nq, int64_t k,
                          float* distances, int64_t* labels, const FlatSearchOptions& opt) const;
     void allocate_(int64_t n, bool onHost, float** nv, float** nn, DeviceVector<float>* dv,

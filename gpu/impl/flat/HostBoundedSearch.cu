@@ -1,0 +1,198 @@
+// The bounded TF32 search of vectors kept in pinned host memory (issue 39:
+// host-resident corpora streamed at the rate of the device path).
+//
+// The corpus is streamed in tiles of rows (HostTileStream.h: a copy stream
+// fills the next tile while this one is searched). Each tile is searched as
+// a corpus of its own by boundedFlatSearch (BoundedFlatSearch.h), with the
+// FP32 path over the staged tile as its fallback, so each tile's answer is
+// exact; the running answer of a query is merged with each tile's, which
+// keeps it exact. Data far from the origin: the tiles are centred on the
+// first tile's mean when that shrinks the largest norm as CentredCorpus.h
+// requires (any translation keeps L2 distances, and under products shifts
+// each query's similarities by one number); the translation need not be
+// the corpus mean, only the same for every tile. Where a tile certifies
+// fewer than kBoundedBailOutShare of the queries, the later tiles go to the
+// FP32 path directly, as the device path's later row blocks do.
+#include "faiss_ext/gpu/impl/flat/FlatSearch.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
+#include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
+#include "faiss_ext/gpu/impl/flat/HostTileStream.h"
+#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
+#include "faiss_ext/gpu/utils/DeviceUtils.h"
+#include "faiss_ext/gpu/utils/StaticUtils.h"
+
+namespace faiss_ext {
+namespace gpu {
+
+namespace {
+
+/// For each query, the k best of its running results a (ids of the
+/// storage) and of one tile's results b (ids of the tile, row0 added here),
+/// ties to the lower id (a's come from earlier rows), id -1 (rows with fewer
+/// than k results) last; written to out. Both lists are sorted best first,
+/// so this is the head of their merge: r = i + j < k keeps both in range.
+__global__ void mergeTileResultsKernel(const float* aD, const int64_t* aL, const float* bD,
+                                       const int64_t* bL, int64_t nq, int64_t k, int64_t row0,
+                                       bool largestFirst, float* outD, int64_t* outL) {
+    const int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (q >= nq) return;
+    const size_t o = size_t(q) * k;
+    int64_t i = 0, j = 0;
+    for (int64_t r = 0; r < k; ++r) {
+        const int64_t la = aL[o + i];
+        const int64_t lb = bL[o + j] < 0 ? -1 : bL[o + j] + row0;
+        const float da = aD[o + i], db = bD[o + j];
+        bool takeA;
+        if (la < 0 || lb < 0) {
+            takeA = lb < 0;
+        } else {
+            const bool better = largestFirst ? da > db : da < db;
+            takeA = better || (da == db && la < lb);
+        }
+        outD[o + r] = takeA ? da : db;
+        outL[o + r] = takeA ? la : lb;
+        takeA ? ++i : ++j;
+    }
+}
+
+/// Staging takes at most this share of the temporary memory left: two tiles
+/// in flight and a centred copy of one; the rest is the bounded search's.
+constexpr size_t kHostStagingShare = 3;
+
+/// Tiles of fewer rows are not worth a bounded pass of their own: the FP32
+/// path streams the corpus instead (only under a tiny temporary memory).
+constexpr int64_t kHostBoundedMinTileRows = 16384;
+
+}  // namespace
+
+bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
+                                     float* distances, int64_t* labels,
+                                     const FlatSearchOptions& opt, cudaStream_t stream) const {
+    const bool l2 = metric_ == FlatMetric::L2;
+    const int64_t nb = c.nb;
+    const size_t rowBytes = sizeof(float) * (size_t(d_) + (l2 ? 1 : 0));
+    int64_t rows = int64_t(res_->getTempMemoryAvailable(device_) / kHostStagingShare /
+                           (3 * rowBytes)) / 4 * 4;
+    rows = std::min<int64_t>(rows, (nb + 3) / 4 * 4);
+    if (rows < std::min<int64_t>(nb, kHostBoundedMinTileRows)) return false;
+
+    TilePlan plan;
+    plan.rows = nq;
+    plan.cols = rows;
+    plan.colTiles = (nb + rows - 1) / rows;
+    const size_t resultRows = plan.colTiles > 1 ? size_t(nq) * k : 0;  // one tile: none
+    TempBuffer<float> runD(res_, device_, resultRows, stream), tileD(res_, device_, resultRows, stream),
+            mergedD(res_, device_, resultRows, stream);
+    TempBuffer<int64_t> runL(res_, device_, resultRows, stream), tileL(res_, device_, resultRows, stream),
+            mergedL(res_, device_, resultRows, stream);
+    TempBuffer<float> centre(res_, device_, size_t(d_), stream);
+    TempBuffer<float> centred(res_, device_, size_t(rows) * d_, stream);
+    TempBuffer<float> centredNorms(res_, device_, l2 ? size_t(rows) : 0, stream);
+    TempBuffer<unsigned> scratch(res_, device_, 1, stream);
+    HostTileStream host(res_, device_, stream, copyStream_, c.vectors, c.norms, nb, d_, plan, l2);
+
+    FlatSearchOptions fp32 = opt;
+    fp32.precision = DistancePrecision::FP32;
+    fp32.queriesPrepared = true;
+    fp32.boundedStats = nullptr;
+    fp32.cascadeToBf16x3 = false;
+    fp32.beforeResults = nullptr;
+    const TileSelection candidates{opt.candidateAlgo, opt.group, opt.thFactor};
+    if (opt.beforeResults) opt.beforeResults();
+
+    // One tile writes the caller's rows directly; more merge tile by tile.
+    const bool oneTile = plan.colTiles == 1;
+    float* accD = oneTile ? distances : runD.data();
+    int64_t* accL = oneTile ? labels : runL.data();
+    float* spareD = mergedD.data();
+    int64_t* spareL = mergedL.data();
+    bool centring = false, bailed = false;
+    int64_t fallbacks = 0;
+    host.issueCopy(0);
+    for (int64_t t = 0; t < plan.colTiles; ++t) {
+        const int64_t row0 = t * rows;
+        const int64_t w = std::min(rows, nb - row0);
+        const int64_t gemmRows = (w + 3) / 4 * 4;  // <= rows: the staging holds them
+        if (t + 1 < plan.colTiles) host.issueCopy(t + 1);
+        const float* xb = nullptr;
+        const float* xn = nullptr;
+        host.await(t, &xb, &xn);
+        // The GEMMs read up to gemmRows (BoundedCorpus::gemmRows); rows past
+        // w are never selected, zeroed so that they hold no NaN.
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(const_cast<float*>(xb) + size_t(w) * d_, 0,
+                                             sizeof(float) * size_t(gemmRows - w) * d_, stream));
+        const CorpusView tile{xb, xn, w, false, maxSqNorm_, nullptr, -1, w};
+        const Fp32SearchFn byFp32 = [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
+            searchView_(tile, sub, n, k, subD, subL, fp32);
+        };
+        float* outD = t == 0 ? accD : tileD.data();
+        int64_t* outL = t == 0 ? accL : tileL.data();
+        if (bailed) {
+            byFp32(q, nq, outD, outL);
+        } else {
+            BoundedCorpus corpus;
+            corpus.vectors = xb;
+            corpus.sqNorms = xn;
+            corpus.nb = w;
+            corpus.d = d_;
+            corpus.metric = metric_;
+            corpus.maxSqNorm = maxSqNorm_;
+            corpus.gemmRows = gemmRows;
+            if (t == 0) {
+                corpusMean(res_, device_, stream, xb, w, d_, centre.data());
+            }
+            if (t == 0 || centring) {
+                subtractCentre(xb, w, d_, centre.data(), centred.data(), stream);
+                FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(centred.data() + size_t(w) * d_, 0,
+                                                     sizeof(float) * size_t(gemmRows - w) * d_,
+                                                     stream));
+                if (l2) rowSquaredNorms(centred.data(), w, d_, centredNorms.data(), stream);
+                const double maxCentred = maxSquaredNorm(
+                        centred.data(), w, d_, l2 ? centredNorms.data() : nullptr, scratch.data(),
+                        stream);
+                // Decided on the first tile, as CentredCorpus decides for the
+                // device copy (the largest norm must at least halve).
+                if (t == 0) centring = maxCentred <= kCentringGain * maxSqNorm_;
+                if (centring) {
+                    corpus.vectors = centred.data();
+                    corpus.sqNorms = l2 ? centredNorms.data() : nullptr;
+                    corpus.maxSqNorm = maxCentred;
+                    corpus.centre = centre.data();
+                }
+            }
+            BoundedSearchStats s;
+            boundedFlatSearch(res_, device_, stream, corpus, q, nq, k, candidates,
+                              opt.sampledCandidates, outD, outL, byFp32, &s);
+            fallbacks = std::max(fallbacks, s.fallbackQueries);
+            bailed = double(s.certifiedQueries) < kBoundedBailOutShare * double(nq);
+        }
+        if (bailed) fallbacks = nq;
+        host.release(t);
+        if (t == 0) continue;
+        mergeTileResultsKernel<<<blocksFor(nq, 128), 128, 0, stream>>>(
+                accD, accL, tileD.data(), tileL.data(), nq, k, row0, !l2, spareD, spareL);
+        FAISS_EXT_CUDA_CHECK_LAUNCH();
+        std::swap(accD, spareD);  // the merged rows are the running ones now
+        std::swap(accL, spareL);
+    }
+    if (!oneTile) {
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(distances, accD, sizeof(float) * size_t(nq) * k,
+                                             cudaMemcpyDeviceToDevice, stream));
+        FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(labels, accL, sizeof(int64_t) * size_t(nq) * k,
+                                             cudaMemcpyDeviceToDevice, stream));
+    }
+    FAISS_EXT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (opt.boundedStats) {
+        opt.boundedStats->certifiedQueries += nq - fallbacks;
+        opt.boundedStats->fallbackQueries += fallbacks;
+    }
+    return true;
+}
+
+}  // namespace gpu
+}  // namespace faiss_ext
