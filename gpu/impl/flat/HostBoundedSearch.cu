@@ -78,8 +78,11 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
     const size_t rowBytes = sizeof(float) * (size_t(d_) + (l2 ? 1 : 0));
     int64_t rows = int64_t(res_->getTempMemoryAvailable(device_) / kHostStagingShare /
                            (3 * rowBytes)) / 4 * 4;
-    rows = std::min<int64_t>(rows, (nb + 3) / 4 * 4);
     if (rows < std::min<int64_t>(nb, kHostBoundedMinTileRows)) return false;
+    // Tiles of equal size: a last tile of a few rows would pay the bounded
+    // pass's fixed costs for little work.
+    const int64_t tiles = (nb + rows - 1) / rows;
+    rows = ((nb + tiles - 1) / tiles + 3) / 4 * 4;
 
     TilePlan plan;
     plan.rows = nq;
