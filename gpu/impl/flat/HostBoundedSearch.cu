@@ -68,6 +68,64 @@ constexpr size_t kHostStagingShare = 3;
 /// path streams the corpus instead (only under a tiny temporary memory).
 constexpr int64_t kHostBoundedMinTileRows = 16384;
 
+/// Rows a tile of nb vectors (rowBytes each as staged) under `tempBytes` of
+/// temporary memory: three tile buffers in kHostStagingShare of it, the
+/// tiles of equal size (a last tile of a few rows would pay the bounded
+/// pass's fixed costs for little work), a multiple of 4 (the GEMMs' width);
+/// 0 when no tile worth a bounded pass fits.
+int64_t hostTileRows(size_t tempBytes, int64_t nb, size_t rowBytes) {
+    const int64_t most = int64_t(tempBytes / kHostStagingShare / (3 * rowBytes)) / 4 * 4;
+    if (most < 4 || most < std::min<int64_t>(nb, kHostBoundedMinTileRows)) return 0;
+    const int64_t tiles = (nb + most - 1) / most;
+    return ((nb + tiles - 1) / tiles + 3) / 4 * 4;
+}
+
+/// The tiles' translation (CentredCorpus.h's rule, decided on the first
+/// tile: the first tile's mean, kept where it at least halves the largest
+/// norm) and the centred copy of the tile being searched.
+class TileCentring {
+public:
+    TileCentring(GpuResources* res, int device, cudaStream_t stream, int64_t rows, int d, bool l2)
+            : res_(res), device_(device), stream_(stream), d_(d), l2_(l2),
+              centre_(res, device, size_t(d), stream),
+              vectors_(res, device, size_t(rows) * d, stream),
+              sqNorms_(res, device, l2 ? size_t(rows) : 0, stream),
+              scratch_(res, device, 1, stream) {}
+
+    /// Points corpus (the staged rows xb, w of them, GEMMs over gemmRows)
+    /// at their centred copy where centring applies; decides on the first
+    /// call, against the stored vectors' largest |x|^2.
+    void apply(const float* xb, int64_t w, int64_t gemmRows, double storedMaxSqNorm,
+               BoundedCorpus* corpus) {
+        if (decided_ && !on_) return;
+        if (!decided_) corpusMean(res_, device_, stream_, xb, w, d_, centre_.data());
+        subtractCentre(xb, w, d_, centre_.data(), vectors_.data(), stream_);
+        FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(vectors_.data() + size_t(w) * d_, 0,
+                                             sizeof(float) * size_t(gemmRows - w) * d_, stream_));
+        if (l2_) rowSquaredNorms(vectors_.data(), w, d_, sqNorms_.data(), stream_);
+        const double maxSq = maxSquaredNorm(vectors_.data(), w, d_,
+                                            l2_ ? sqNorms_.data() : nullptr, scratch_.data(),
+                                            stream_);
+        if (!decided_) on_ = maxSq <= kCentringGain * storedMaxSqNorm;
+        decided_ = true;
+        if (!on_) return;
+        corpus->vectors = vectors_.data();
+        corpus->sqNorms = l2_ ? sqNorms_.data() : nullptr;
+        corpus->maxSqNorm = maxSq;
+        corpus->centre = centre_.data();
+    }
+
+private:
+    GpuResources* res_;
+    int device_;
+    cudaStream_t stream_;
+    int d_;
+    bool l2_;
+    bool decided_ = false, on_ = false;
+    TempBuffer<float> centre_, vectors_, sqNorms_;
+    TempBuffer<unsigned> scratch_;
+};
+
 }  // namespace
 
 bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
@@ -76,13 +134,8 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
     const bool l2 = metric_ == FlatMetric::L2;
     const int64_t nb = c.nb;
     const size_t rowBytes = sizeof(float) * (size_t(d_) + (l2 ? 1 : 0));
-    int64_t rows = int64_t(res_->getTempMemoryAvailable(device_) / kHostStagingShare /
-                           (3 * rowBytes)) / 4 * 4;
-    if (rows < std::min<int64_t>(nb, kHostBoundedMinTileRows)) return false;
-    // Tiles of equal size: a last tile of a few rows would pay the bounded
-    // pass's fixed costs for little work.
-    const int64_t tiles = (nb + rows - 1) / rows;
-    rows = ((nb + tiles - 1) / tiles + 3) / 4 * 4;
+    const int64_t rows = hostTileRows(res_->getTempMemoryAvailable(device_), nb, rowBytes);
+    if (rows == 0) return false;
 
     TilePlan plan;
     plan.rows = nq;
@@ -93,10 +146,7 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
             mergedD(res_, device_, resultRows, stream);
     TempBuffer<int64_t> runL(res_, device_, resultRows, stream), tileL(res_, device_, resultRows, stream),
             mergedL(res_, device_, resultRows, stream);
-    TempBuffer<float> centre(res_, device_, size_t(d_), stream);
-    TempBuffer<float> centred(res_, device_, size_t(rows) * d_, stream);
-    TempBuffer<float> centredNorms(res_, device_, l2 ? size_t(rows) : 0, stream);
-    TempBuffer<unsigned> scratch(res_, device_, 1, stream);
+    TileCentring centring(res_, device_, stream, rows, d_, l2);
     HostTileStream host(res_, device_, stream, copyStream_, c.vectors, c.norms, nb, d_, plan, l2);
 
     FlatSearchOptions fp32 = opt;
@@ -114,7 +164,7 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
     int64_t* accL = oneTile ? labels : runL.data();
     float* spareD = mergedD.data();
     int64_t* spareL = mergedL.data();
-    bool centring = false, bailed = false;
+    bool bailed = false;
     int64_t fallbacks = 0;
     host.issueCopy(0);
     for (int64_t t = 0; t < plan.colTiles; ++t) {
@@ -146,28 +196,7 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
             corpus.metric = metric_;
             corpus.maxSqNorm = maxSqNorm_;
             corpus.gemmRows = gemmRows;
-            if (t == 0) {
-                corpusMean(res_, device_, stream, xb, w, d_, centre.data());
-            }
-            if (t == 0 || centring) {
-                subtractCentre(xb, w, d_, centre.data(), centred.data(), stream);
-                FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(centred.data() + size_t(w) * d_, 0,
-                                                     sizeof(float) * size_t(gemmRows - w) * d_,
-                                                     stream));
-                if (l2) rowSquaredNorms(centred.data(), w, d_, centredNorms.data(), stream);
-                const double maxCentred = maxSquaredNorm(
-                        centred.data(), w, d_, l2 ? centredNorms.data() : nullptr, scratch.data(),
-                        stream);
-                // Decided on the first tile, as CentredCorpus decides for the
-                // device copy (the largest norm must at least halve).
-                if (t == 0) centring = maxCentred <= kCentringGain * maxSqNorm_;
-                if (centring) {
-                    corpus.vectors = centred.data();
-                    corpus.sqNorms = l2 ? centredNorms.data() : nullptr;
-                    corpus.maxSqNorm = maxCentred;
-                    corpus.centre = centre.data();
-                }
-            }
+            centring.apply(xb, w, gemmRows, maxSqNorm_, &corpus);
             BoundedSearchStats s;
             boundedFlatSearch(res_, device_, stream, corpus, q, nq, k, candidates,
                               opt.sampledCandidates, outD, outL, byFp32, &s);
