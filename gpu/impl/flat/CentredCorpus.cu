@@ -116,6 +116,13 @@ void subtractCentre(const float* x, int64_t n, int d, const float* centre, float
     FAISS_EXT_CUDA_CHECK_LAUNCH();
 }
 
+double centreRows(const float* x, int64_t n, int d, const float* centre, float* out,
+                  float* sqNorms, unsigned* scratch, cudaStream_t stream) {
+    subtractCentre(x, n, d, centre, out, stream);
+    rowSquaredNorms(out, n, d, sqNorms, stream);
+    return maxSquaredNorm(out, n, d, sqNorms, scratch, stream);
+}
+
 bool CentredCorpus::view(GpuResources* res, int device, cudaStream_t stream, const float* vectors,
                          int64_t nb, int d, double maxSqNorm, CentredView* out) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -163,12 +170,10 @@ bool CentredCorpus::build_(GpuResources* res, int device, cudaStream_t stream,
     norms.allocate(res, device, size_t(nb), "bounded TF32 search", "the centred norms");
     FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(c.data(), centre.data(), sizeof(float) * d,
                                          cudaMemcpyDeviceToDevice, stream));
-    subtractCentre(vectors, nb, d, c.data(), copy.data(), stream);
-    rowSquaredNorms(copy.data(), nb, d, norms.data(), stream);
     // The bound's maximum from the norms the search reads (the estimate
     // above summed in another order).
-    const double centredMax = maxSquaredNorm(copy.data(), nb, d, norms.data(), maxBits.data(),
-                                             stream);
+    const double centredMax = centreRows(vectors, nb, d, c.data(), copy.data(), norms.data(),
+                                         maxBits.data(), stream);
     centre_ = std::move(c);
     vectors_ = std::move(copy);
     sqNorms_ = std::move(norms);

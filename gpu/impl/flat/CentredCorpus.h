@@ -84,6 +84,13 @@ void corpusMean(GpuResources* res, int device, cudaStream_t stream, const float*
 void subtractCentre(const float* x, int64_t n, int d, const float* centre, float* out,
                     cudaStream_t stream);
 
+/// out (n x d) = rows of x minus centre (d floats), sqNorms (n) = their
+/// squared norms (rowSquaredNorms); returns the largest of those. scratch:
+/// one device word. Device pointers; synchronises `stream`. The centred
+/// copy and the host search's centred tiles are made by it.
+double centreRows(const float* x, int64_t n, int d, const float* centre, float* out,
+                  float* sqNorms, unsigned* scratch, cudaStream_t stream);
+
 /// out[i] = q_i . centre for the n rows of q (n x d); device pointers, on
 /// `stream`: what an inner-product search on the centred copy adds back.
 void centreDots(const float* q, int64_t n, int d, const float* centre, float* out,

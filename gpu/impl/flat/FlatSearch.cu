@@ -445,6 +445,15 @@ bool FlatStorage::residualApplies_(const CorpusView& c, const FlatSearchOptions&
            ntotal_ < (int64_t(1) << 32) && fusedCandidatesEnabled();
 }
 
+FlatSearchOptions FlatStorage::fp32FallbackOptions_(const FlatSearchOptions& opt) {
+    FlatSearchOptions fp32 = opt;
+    fp32.precision = DistancePrecision::FP32;
+    fp32.queriesPrepared = true;
+    fp32.boundedStats = nullptr;
+    fp32.cascadeToBf16x3 = false;
+    return fp32;
+}
+
 bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
                                  float* distances, int64_t* labels, const FlatSearchOptions& opt,
                                  cudaStream_t stream) const {
@@ -456,11 +465,7 @@ bool FlatStorage::searchBounded_(const CorpusView& c, const float* q, int64_t nq
     BoundedCorpus corpus;
     SplitScratch scratch;
     if (!boundedCorpus_(c, opt.precision, stream, &corpus, &scratch)) return false;
-    FlatSearchOptions fp32 = opt;
-    fp32.precision = DistancePrecision::FP32;
-    fp32.queriesPrepared = true;
-    fp32.boundedStats = nullptr;
-    fp32.cascadeToBf16x3 = false;
+    const FlatSearchOptions fp32 = fp32FallbackOptions_(opt);
     const Fp32SearchFn byFp32 = [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
         searchView_(c, sub, n, k, subD, subL, fp32);
     };

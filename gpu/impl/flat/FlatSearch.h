@@ -160,6 +160,9 @@ private:
     bool searchBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
                         float* distances, int64_t* labels, const FlatSearchOptions& opt,
                         cudaStream_t stream) const;
+    /// What a bounded search's FP32 fallback runs with: opt at FP32, its
+    /// queries already prepared, counting nothing, with no BF16x3 step.
+    static FlatSearchOptions fp32FallbackOptions_(const FlatSearchOptions& opt);
     /// The bounded TF32 search of view c whose vectors are on the host:
     /// streamed in tiles, each searched by the bounded path with the FP32
     /// path over the staged tile as fallback, the answers merged

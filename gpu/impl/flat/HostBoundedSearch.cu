@@ -22,7 +22,6 @@
 #include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/HostTileStream.h"
-#include "faiss_ext/gpu/impl/flat/VectorPrep.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
 
@@ -89,7 +88,7 @@ public:
             : res_(res), device_(device), stream_(stream), d_(d), l2_(l2),
               centre_(res, device, size_t(d), stream),
               vectors_(res, device, size_t(rows) * d, stream),
-              sqNorms_(res, device, l2 ? size_t(rows) : 0, stream),
+              sqNorms_(res, device, size_t(rows), stream),
               scratch_(res, device, 1, stream) {}
 
     /// Points corpus (the staged rows xb, w of them, GEMMs over gemmRows)
@@ -99,13 +98,10 @@ public:
                BoundedCorpus* corpus) {
         if (decided_ && !on_) return;
         if (!decided_) corpusMean(res_, device_, stream_, xb, w, d_, centre_.data());
-        subtractCentre(xb, w, d_, centre_.data(), vectors_.data(), stream_);
         FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(vectors_.data() + size_t(w) * d_, 0,
                                              sizeof(float) * size_t(gemmRows - w) * d_, stream_));
-        if (l2_) rowSquaredNorms(vectors_.data(), w, d_, sqNorms_.data(), stream_);
-        const double maxSq = maxSquaredNorm(vectors_.data(), w, d_,
-                                            l2_ ? sqNorms_.data() : nullptr, scratch_.data(),
-                                            stream_);
+        const double maxSq = centreRows(xb, w, d_, centre_.data(), vectors_.data(),
+                                        sqNorms_.data(), scratch_.data(), stream_);
         if (!decided_) on_ = maxSq <= kCentringGain * storedMaxSqNorm;
         decided_ = true;
         if (!on_) return;
@@ -149,12 +145,7 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
     TileCentring centring(res_, device_, stream, rows, d_, l2);
     HostTileStream host(res_, device_, stream, copyStream_, c.vectors, c.norms, nb, d_, plan, l2);
 
-    FlatSearchOptions fp32 = opt;
-    fp32.precision = DistancePrecision::FP32;
-    fp32.queriesPrepared = true;
-    fp32.boundedStats = nullptr;
-    fp32.cascadeToBf16x3 = false;
-    fp32.beforeResults = nullptr;
+    const FlatSearchOptions fp32 = fp32FallbackOptions_(opt);
     const TileSelection candidates{opt.candidateAlgo, opt.group, opt.thFactor};
     if (opt.beforeResults) opt.beforeResults();
 
@@ -179,7 +170,7 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
         // w are never selected, zeroed so that they hold no NaN.
         FAISS_EXT_CUDA_CHECK(cudaMemsetAsync(const_cast<float*>(xb) + size_t(w) * d_, 0,
                                              sizeof(float) * size_t(gemmRows - w) * d_, stream));
-        const CorpusView tile{xb, xn, w, false, maxSqNorm_, nullptr, -1, w};
+        const CorpusView tile{xb, xn, w, false, maxSqNorm_, nullptr, -1, gemmRows};
         const Fp32SearchFn byFp32 = [&](const float* sub, int64_t n, float* subD, int64_t* subL) {
             searchView_(tile, sub, n, k, subD, subL, fp32);
         };
@@ -189,13 +180,8 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
             byFp32(q, nq, outD, outL);
         } else {
             BoundedCorpus corpus;
-            corpus.vectors = xb;
-            corpus.sqNorms = xn;
-            corpus.nb = w;
-            corpus.d = d_;
-            corpus.metric = metric_;
-            corpus.maxSqNorm = maxSqNorm_;
-            corpus.gemmRows = gemmRows;
+            SplitScratch none;  // (TF32: no split)
+            boundedCorpus_(tile, DistancePrecision::TF32Bounded, stream, &corpus, &none);
             centring.apply(xb, w, gemmRows, maxSqNorm_, &corpus);
             BoundedSearchStats s;
             boundedFlatSearch(res_, device_, stream, corpus, q, nq, k, candidates,
