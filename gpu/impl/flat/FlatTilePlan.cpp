@@ -68,5 +68,24 @@ TilePlan planSearch(size_t budget, int64_t nb, int64_t nq, int64_t k, int64_t kk
     return best;
 }
 
+int64_t hostTileRows(size_t tempBytes, int64_t nb, size_t rowBytes) {
+    const int64_t most = int64_t(tempBytes / kHostStagingShare / (3 * rowBytes)) / 4 * 4;
+    if (most < 4 || most < std::min<int64_t>(nb, kHostBoundedMinTileRows)) return 0;
+    return most;
+}
+
+std::vector<int64_t> hostTileStarts(int64_t nb, int64_t most) {
+    std::vector<int64_t> starts{0};
+    int64_t first = std::min(most, nb) / 4 / 4 * 4;
+    if (first < kHostBoundedMinTileRows) first = 0;  // too small a tile to split off
+    if (first > 0) starts.push_back(first);
+    const int64_t rest = nb - first;
+    const int64_t tiles = (rest + most - 1) / most;
+    const int64_t each = ((rest + tiles - 1) / tiles + 3) / 4 * 4;
+    for (int64_t r = first + each; r < nb; r += each) starts.push_back(r);
+    starts.push_back(nb);
+    return starts;
+}
+
 }  // namespace gpu
 }  // namespace faiss_ext
