@@ -1,7 +1,8 @@
 // The tiles a bounded search of host-stored vectors streams
 // (FlatTilePlan.h: hostTileRows, hostTileStarts): they cover every row once,
 // in order, none longer than the staging holds, GEMM widths stay multiples
-// of 4, and the first tile (whose copy no search hides) is the short one.
+// of 4, and the first tile (whose copy no search hides) is the short one,
+// the next ones growing so that each copy hides behind the search before it.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -41,18 +42,29 @@ TEST(CpuHostTiles, TilesCoverEveryRowOnceWithinTheStaging) {
     for (int64_t m : {kHostBoundedMinTileRows, int64_t(21180), int64_t(65536)}) {
         expectTiling(60000, m);
         expectTiling(1000003, m);
-        EXPECT_NE(hostTileStarts(60000, m)[1], 16384) << "no first tile below a quarter of one";
+        EXPECT_EQ(hostTileStarts(60000, m)[1] % 4, 0);
     }
 }
 
-TEST(CpuHostTiles, FirstTileIsAQuarterOfAFullOne) {
-    const std::vector<int64_t> s = hostTileStarts(10000000, 4000000);
-    ASSERT_GE(s.size(), 3u);
-    EXPECT_EQ(s[1], 1000000);
-    // one tile's worth of rows: a quarter of them first, the rest behind it
-    const std::vector<int64_t> one = hostTileStarts(1000000, 4000000);
-    ASSERT_EQ(one.size(), 3u);
-    EXPECT_EQ(one[1], 250000);
+TEST(CpuHostTiles, ShortFirstTileThenGrowingOnes) {
+    using faiss_ext::gpu::kHostFirstTileShare;
+    const int64_t most = 4000000;
+    const std::vector<int64_t> s = hostTileStarts(10000000, most);
+    ASSERT_GE(s.size(), 4u);
+    EXPECT_EQ(s[1], most / kHostFirstTileShare);
+    for (size_t t = 1; t + 2 < s.size(); ++t) {
+        const int64_t before = s[t] - s[t - 1], w = s[t + 1] - s[t];
+        EXPECT_GE(w, before) << "tile " << t << " shorter than the one before";
+        EXPECT_LE(w, before * faiss_ext::gpu::kHostTileGrowthNum /
+                                     faiss_ext::gpu::kHostTileGrowthDen + 4)
+                << "tile " << t << ": its copy would outlast the search before it";
+    }
+    const int64_t last = s[s.size() - 1] - s[s.size() - 2];
+    EXPECT_GE(last, s[1]) << "no sliver of a tile at the end";
+    // one tile's worth of rows is split the same way
+    const std::vector<int64_t> one = hostTileStarts(1000000, most);
+    ASSERT_GE(one.size(), 3u);
+    EXPECT_EQ(one[1], 1000000 / kHostFirstTileShare);
 }
 
 TEST(CpuHostTiles, StagingRowsFromTheTemporaryMemory) {
