@@ -29,7 +29,8 @@ const char* vectorStorageName(VectorStorage s);
 /// bounded mode falls back.
 enum class DistancePrecision : int {
     /// Chosen per search by chooseDistancePrecision: TF32Bounded for large
-    /// batches over device-resident vectors, FP32 otherwise. Under Auto the
+    /// batches (vectors on the device or streamed from the host), FP32
+    /// otherwise. Under Auto the
     /// queries TF32 cannot certify are searched with BF16x3Bounded before
     /// FP32 (on data far from the origin, where TF32 bails out, that split
     /// copy is made on the first such search).
@@ -80,10 +81,10 @@ constexpr int64_t kAutoBoundedMaxK = 1024;
 
 /// The precision Auto runs for nq queries of dimension d at k over nb
 /// vectors of `metric`, stored on the device or not: the single place where
-/// the measured crossover goes. TF32Bounded needs device-resident vectors
-/// (host-streamed ones take the FP32 path) and a dimension its bound covers;
-/// its results equal FP32's either way (a query it cannot certify is
-/// searched again in FP32).
+/// the measured crossover goes. TF32Bounded needs a dimension its bound
+/// covers, wherever the vectors are stored (host-stored ones are streamed in
+/// tiles, each searched by the bounded path); its results equal FP32's either
+/// way (a query it cannot certify is searched again in FP32).
 DistancePrecision chooseDistancePrecision(int64_t nq, int64_t nb, int64_t k, int d,
                                           FlatMetric metric, bool vectorsOnDevice);
 

@@ -108,9 +108,9 @@ TEST(CpuFlatSearchPath, Names) {
 }  // namespace
 
 // Auto's distance precision (FlatOptions.h): the bounded TF32 path for the
-// measured shapes (large batches, k up to 1024, vectors on the device),
-// FP32 everywhere else.
-TEST(CpuDistancePrecisionRule, BoundedOnlyForLargeDeviceBatchesUpToTheMeasuredK) {
+// measured shapes (large batches, k up to 1024, vectors on the device or
+// streamed from the host), FP32 everywhere else.
+TEST(CpuDistancePrecisionRule, BoundedOnlyForLargeBatchesUpToTheMeasuredK) {
     using faiss_ext::FlatMetric;
     using faiss_ext::gpu::chooseDistancePrecision;
     using faiss_ext::gpu::DistancePrecision;
@@ -124,7 +124,8 @@ TEST(CpuDistancePrecisionRule, BoundedOnlyForLargeDeviceBatchesUpToTheMeasuredK)
     EXPECT_EQ(pick(10000, kAutoBoundedMaxK, 960, true), DistancePrecision::TF32Bounded);
     EXPECT_EQ(pick(kAutoBoundedMinQueries - 1, 10, 128, true), DistancePrecision::FP32);
     EXPECT_EQ(pick(10000, kAutoBoundedMaxK + 1, 128, true), DistancePrecision::FP32);
-    EXPECT_EQ(pick(10000, 10, 128, false), DistancePrecision::FP32) << "host-streamed vectors";
+    EXPECT_EQ(pick(10000, 10, 128, false), DistancePrecision::TF32Bounded) << "host-streamed";
+    EXPECT_EQ(pick(kAutoBoundedMinQueries - 1, 10, 128, false), DistancePrecision::FP32);
     EXPECT_EQ(pick(10000, 10, 0, true), DistancePrecision::FP32) << "no dimension";
     for (FlatMetric m : {FlatMetric::InnerProduct, FlatMetric::Cosine, FlatMetric::Pearson}) {
         EXPECT_EQ(chooseDistancePrecision(10000, nb, 10, 128, m, true),

@@ -68,5 +68,32 @@ TilePlan planSearch(size_t budget, int64_t nb, int64_t nq, int64_t k, int64_t kk
     return best;
 }
 
+int64_t hostTileRows(size_t tempBytes, int64_t nb, size_t rowBytes) {
+    const int64_t most = int64_t(tempBytes / kHostStagingShare / (3 * rowBytes)) / 4 * 4;
+    if (most < 4 || most < std::min<int64_t>(nb, kHostBoundedMinTileRows)) return 0;
+    return most;
+}
+
+std::vector<int64_t> hostTileStarts(int64_t nb, int64_t most) {
+    std::vector<int64_t> starts{0};
+    int64_t row = 0;
+    int64_t size = std::min(most, nb) / kHostFirstTileShare / 4 * 4;
+    if (size >= kHostBoundedMinTileRows) {
+        // growing tiles while a whole one and half another remain (no
+        // sliver of a tile behind them)
+        while (size < most && nb - row >= size + size / 2) {
+            row += size;
+            starts.push_back(row);
+            size = std::min(most, (size * kHostTileGrowthNum / kHostTileGrowthDen + 3) / 4 * 4);
+        }
+    }
+    const int64_t rest = nb - row;
+    const int64_t tiles = (rest + most - 1) / most;
+    const int64_t each = ((rest + tiles - 1) / tiles + 3) / 4 * 4;
+    for (int64_t r = row + each; r < nb; r += each) starts.push_back(r);
+    starts.push_back(nb);
+    return starts;
+}
+
 }  // namespace gpu
 }  // namespace faiss_ext

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "faiss_ext/gpu/SelectOptions.h"
 
@@ -36,6 +37,38 @@ struct TileSelection {
 /// not even one query fits.
 TilePlan planSearch(size_t budget, int64_t nb, int64_t nq, int64_t k, int64_t kk, int d,
                     bool onHost, bool l2, const TileSelection& sel, size_t extraBytesPerRow = 0);
+
+/// Host-stored vectors searched by the bounded path (HostBoundedSearch.cu):
+/// staging takes at most 1 / kHostStagingShare of the temporary memory left
+/// (two tiles in flight and a centred copy of one; the rest is the bounded
+/// search's), and tiles of fewer than kHostBoundedMinTileRows rows are not
+/// worth a bounded pass of their own (the FP32 path streams the vectors
+/// instead, only under a tiny temporary memory).
+constexpr size_t kHostStagingShare = 3;
+constexpr int64_t kHostBoundedMinTileRows = 16384;
+
+/// The most rows a tile of nb vectors (rowBytes each as staged) may take
+/// under `tempBytes` of temporary memory: three tile buffers in
+/// 1 / kHostStagingShare of it, a multiple of 4 (the GEMMs' width); 0 when
+/// no tile worth a bounded pass fits.
+int64_t hostTileRows(size_t tempBytes, int64_t nb, size_t rowBytes);
+
+/// The first host tile is 1 / kHostFirstTileShare of a full one (its copy
+/// is the only one no search hides); each next tile is kHostTileGrowthNum /
+/// kHostTileGrowthDen times the one before, so that its copy fits in the
+/// search of the tile before (on an H200, 10,000 queries at d 96 search a
+/// million device rows in about 12 ms; their copy at the link's 50 GB/s
+/// takes about 8 ms), up to a full tile.
+constexpr int64_t kHostFirstTileShare = 8;
+constexpr int64_t kHostTileGrowthNum = 3, kHostTileGrowthDen = 2;
+
+/// Where the tiles of nb vectors start (the last entry nb), none longer
+/// than `most` rows (a multiple of 4): growing tiles from a short first one
+/// (where that is at least kHostBoundedMinTileRows; H200, 10M x 96 in three
+/// equal tiles of 1.3 GB: 0.78x the q/s of the same vectors on the device),
+/// then equal tiles for the rest, multiples of 4 but the last: a last tile
+/// of a few rows would pay the bounded pass's fixed costs for little work.
+std::vector<int64_t> hostTileStarts(int64_t nb, int64_t most);
 
 }  // namespace gpu
 }  // namespace faiss_ext

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
@@ -57,26 +58,6 @@ __global__ void mergeTileResultsKernel(const float* aD, const int64_t* aL, const
         outL[o + r] = takeA ? la : lb;
         takeA ? ++i : ++j;
     }
-}
-
-/// Staging takes at most this share of the temporary memory left: two tiles
-/// in flight and a centred copy of one; the rest is the bounded search's.
-constexpr size_t kHostStagingShare = 3;
-
-/// Tiles of fewer rows are not worth a bounded pass of their own: the FP32
-/// path streams the corpus instead (only under a tiny temporary memory).
-constexpr int64_t kHostBoundedMinTileRows = 16384;
-
-/// Rows a tile of nb vectors (rowBytes each as staged) under `tempBytes` of
-/// temporary memory: three tile buffers in kHostStagingShare of it, the
-/// tiles of equal size (a last tile of a few rows would pay the bounded
-/// pass's fixed costs for little work), a multiple of 4 (the GEMMs' width);
-/// 0 when no tile worth a bounded pass fits.
-int64_t hostTileRows(size_t tempBytes, int64_t nb, size_t rowBytes) {
-    const int64_t most = int64_t(tempBytes / kHostStagingShare / (3 * rowBytes)) / 4 * 4;
-    if (most < 4 || most < std::min<int64_t>(nb, kHostBoundedMinTileRows)) return 0;
-    const int64_t tiles = (nb + most - 1) / most;
-    return ((nb + tiles - 1) / tiles + 3) / 4 * 4;
 }
 
 /// The tiles' translation (CentredCorpus.h's rule, decided on the first
@@ -132,11 +113,12 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
     const size_t rowBytes = sizeof(float) * (size_t(d_) + (l2 ? 1 : 0));
     const int64_t rows = hostTileRows(res_->getTempMemoryAvailable(device_), nb, rowBytes);
     if (rows == 0) return false;
+    const std::vector<int64_t> starts = hostTileStarts(nb, rows);
 
     TilePlan plan;
     plan.rows = nq;
     plan.cols = rows;
-    plan.colTiles = (nb + rows - 1) / rows;
+    plan.colTiles = int64_t(starts.size()) - 1;
     const size_t resultRows = plan.colTiles > 1 ? size_t(nq) * k : 0;  // one tile: none
     TempBuffer<float> runD(res_, device_, resultRows, stream), tileD(res_, device_, resultRows, stream),
             mergedD(res_, device_, resultRows, stream);
@@ -144,6 +126,7 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
             mergedL(res_, device_, resultRows, stream);
     TileCentring centring(res_, device_, stream, rows, d_, l2);
     HostTileStream host(res_, device_, stream, copyStream_, c.vectors, c.norms, nb, d_, plan, l2);
+    host.setTileStarts(starts);
 
     const FlatSearchOptions fp32 = fp32FallbackOptions_(opt);
     const TileSelection candidates{opt.candidateAlgo, opt.group, opt.thFactor};
@@ -159,8 +142,8 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
     int64_t fallbacks = 0;
     host.issueCopy(0);
     for (int64_t t = 0; t < plan.colTiles; ++t) {
-        const int64_t row0 = t * rows;
-        const int64_t w = std::min(rows, nb - row0);
+        const int64_t row0 = starts[size_t(t)];
+        const int64_t w = starts[size_t(t) + 1] - row0;
         const int64_t gemmRows = (w + 3) / 4 * 4;  // <= rows: the staging holds them
         if (t + 1 < plan.colTiles) host.issueCopy(t + 1);
         const float* xb = nullptr;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "faiss_ext/gpu/GpuResources.h"
 #include "faiss_ext/gpu/impl/flat/FlatTilePlan.h"
@@ -41,7 +43,9 @@ struct Event {
 
 /// Vectors kept on the host, streamed through the GPU: two staging tiles,
 /// filled on a copy stream one tile ahead of the compute stream. Tile t is
-/// column tile t % colTiles of the (row block, column tile) sequence.
+/// column tile t % colTiles of the (row block, column tile) sequence, of
+/// p.cols rows each, or, after setTileStarts, rows starts[t] .. starts[t + 1]
+/// (each at most p.cols).
 class HostTileStream {
 public:
     /// Creates the copy stream on first use; the staging memory is allocated
@@ -65,10 +69,15 @@ public:
         copyGuard_.s = copy_;
     }
 
+    /// Tiles of their own sizes: starts[t] is tile t's first row, the last
+    /// entry nb; no tile longer than the plan's p.cols.
+    void setTileStarts(std::vector<int64_t> starts) { starts_ = std::move(starts); }
+
     /// Starts the copy of tile t once its staging buffer is free.
     void issueCopy(int64_t t) {
-        const int64_t c0 = (t % p_.colTiles) * p_.cols;
-        const int64_t w = std::min(p_.cols, nb_ - c0);
+        const bool own = !starts_.empty();
+        const int64_t c0 = own ? starts_[size_t(t)] : (t % p_.colTiles) * p_.cols;
+        const int64_t w = own ? starts_[size_t(t) + 1] - c0 : std::min(p_.cols, nb_ - c0);
         const int s = int(t & 1);
         FAISS_EXT_CUDA_CHECK(cudaStreamWaitEvent(copy_, used_[s]->e, 0));
         FAISS_EXT_CUDA_CHECK(cudaMemcpyAsync(stage_[s]->data(), vectors_ + size_t(c0) * d_,
@@ -101,6 +110,7 @@ private:
     int64_t nb_;
     int d_;
     TilePlan p_;
+    std::vector<int64_t> starts_;  ///< empty: tiles of p_.cols rows
     bool l2_;
     std::unique_ptr<TempBuffer<float>> stage_[2], stageNorms_[2];
     std::unique_ptr<host_tiles::Event> copied_[2], used_[2];
