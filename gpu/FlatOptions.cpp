@@ -51,8 +51,8 @@ DistancePrecision chooseDistancePrecision(int64_t nq, int64_t nb, int64_t k, int
     (void)nb;      // measured at 100k and 1M: the GEMM's share grows with nb
     (void)metric;  // every metric is a prepared inner product or L2 (one bound)
     // Host-stored vectors too: their tiles run the bounded path with the
-    // FP32 path over the staged tile as fallback (4.8x host FP32 on an H200,
-    // 10M x 96; docs/benchmarks.md).
+    // FP32 path over the staged tile as fallback (5.7x / 5.3x host FP32 at
+    // k 10 / 100 on an H100, 10M x 96; docs/benchmarks.md).
     (void)vectorsOnDevice;
     const bool bounded = nq >= kAutoBoundedMinQueries &&
                          k <= kAutoBoundedMaxK && boundedSearchSupported(d);

@@ -64,8 +64,9 @@ constexpr int64_t kHostTileGrowthNum = 3, kHostTileGrowthDen = 2;
 
 /// Where the tiles of nb vectors start (the last entry nb), none longer
 /// than `most` rows (a multiple of 4): growing tiles from a short first one
-/// (where that is at least kHostBoundedMinTileRows; H200, 10M x 96 in three
-/// equal tiles of 1.3 GB: 0.78x the q/s of the same vectors on the device),
+/// (where that is at least kHostBoundedMinTileRows; 10M x 96, nq 10k: 0.90x /
+/// 0.87x the q/s of the same vectors on the device at k 10 / 100 on an H100,
+/// against 0.84x / 0.83x with a quarter-size first tile and equal tiles after),
 /// then equal tiles for the rest, multiples of 4 but the last: a last tile
 /// of a few rows would pay the bounded pass's fixed costs for little work.
 std::vector<int64_t> hostTileStarts(int64_t nb, int64_t most);
