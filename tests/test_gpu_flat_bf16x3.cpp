@@ -4,7 +4,7 @@
 // and unpadded dimensions, filtered subsets and after adds; and clusters far
 // from each other and from the origin, where one mean cannot centre the
 // data and TF32 falls back, are certified, by BF16x3 asked for and by Auto's
-// TF32 handing over to it.
+// TF32 handing over to it (vectors on the device or streamed from the host).
 #include <faiss/impl/IDSelector.h>
 
 #include <cmath>
@@ -135,6 +135,31 @@ TEST(GpuFlatBf16x3, AutoHandsWhatTf32CannotCertifyToBf16x3) {
         EXPECT_GE(tf32.fallbackQueries, nq * 8 / 10) << what << " (TF32 alone)";
         const BoundedSearchStats autoRoute =
             compareOn(res, FlatMetric::L2, d, xb, xq, k, what, {}, DistancePrecision::Auto);
+        EXPECT_LE(autoRoute.fallbackQueries, nq / 50) << what << " (TF32, then BF16x3)";
+    }
+}
+
+TEST(GpuFlatBf16x3, AutoOverHostStorageHandsWhatTf32CannotCertifyToBf16x3) {
+    // The same hand-over over vectors kept in host memory and streamed in
+    // tiles (HostBoundedSearch.cu): each tile's uncertified queries go to
+    // BF16x3 over that tile, and once a tile's TF32 pass has bailed out the
+    // later tiles go to BF16x3 directly. A small temporary memory makes
+    // several tiles; results equal FP32's.
+    FAISS_EXT_REQUIRE_GPU();
+    StandardGpuResources res;
+    res.setTempMemory(size_t(24) << 20);  // about 20,000 rows of d 32 a tile
+    faiss_ext::gpu::GpuIndexQuickSelectFlatConfig host;
+    host.storage = faiss_ext::gpu::VectorStorage::Host;
+    const int d = 32;
+    const int64_t nb = sized<int64_t>(60000, 40000), nq = faiss_ext::gpu::kAutoBoundedMinQueries;
+    const auto xb = farClusters(nb, d, 20, 1.f, 0);
+    const auto xq = farClusters(nq, d, 20, 1.f, 1);
+    for (int64_t k : {10, 100}) {
+        const std::string what = describe(FlatMetric::L2, d, k, "far clusters, host, auto");
+        const BoundedSearchStats tf32 = compareOn(res, FlatMetric::L2, d, xb, xq, k, what, host);
+        EXPECT_GE(tf32.fallbackQueries, nq * 8 / 10) << what << " (TF32 alone)";
+        const BoundedSearchStats autoRoute =
+            compareOn(res, FlatMetric::L2, d, xb, xq, k, what, host, DistancePrecision::Auto);
         EXPECT_LE(autoRoute.fallbackQueries, nq / 50) << what << " (TF32, then BF16x3)";
     }
 }

@@ -10,9 +10,14 @@
 // first tile's mean when that shrinks the largest norm as CentredCorpus.h
 // requires (any translation keeps L2 distances, and under products shifts
 // each query's similarities by one number); the translation need not be
-// the corpus mean, only the same for every tile. Where a tile certifies
-// fewer than kBoundedBailOutShare of the queries, the later tiles go to the
-// FP32 path directly, as the device path's later row blocks do.
+// the corpus mean, only the same for every tile. Under Auto the queries a
+// tile's TF32 pass cannot certify go to BF16x3 products over the same
+// (centred) tile, whose bound is 3-16 times tighter, before FP32: on
+// clusters far apart and far from the origin, which no one centre brings
+// close, TF32 certifies almost nothing and BF16x3 most. Where a tile's
+// TF32 pass certifies fewer than kBoundedBailOutShare of the queries, the
+// later tiles skip it (as the device path's later row blocks do) and go to
+// BF16x3 under Auto, to FP32 otherwise.
 #include "faiss_ext/gpu/impl/flat/FlatSearch.h"
 
 #include <algorithm>
@@ -23,6 +28,7 @@
 #include "faiss_ext/gpu/impl/flat/BoundedFlatSearch.h"
 #include "faiss_ext/gpu/impl/flat/CentredCorpus.h"
 #include "faiss_ext/gpu/impl/flat/HostTileStream.h"
+#include "faiss_ext/gpu/impl/flat/SplitBf16.h"
 #include "faiss_ext/gpu/utils/DeviceUtils.h"
 #include "faiss_ext/gpu/utils/StaticUtils.h"
 
@@ -103,6 +109,29 @@ private:
     TempBuffer<unsigned> scratch_;
 };
 
+/// The n queries q (prepared) over one tile by BF16x3 products: the split
+/// of the tile's rows as the TF32 pass multiplied them (centred or not) is
+/// made in temporary memory where it takes at most half of what is left,
+/// else the queries go to byFp32. Counts each route in *stats.
+void searchTileBf16x3(GpuResources* res, int device, cudaStream_t stream,
+                      const BoundedCorpus& tf32, const float* q, int64_t n, int64_t k,
+                      const TileSelection& candidates, bool sampledCandidates, float* distances,
+                      int64_t* labels, const Fp32SearchFn& byFp32, BoundedSearchStats* stats) {
+    BoundedCorpus split = tf32;
+    split.splitDim = bf16PaddedDim(tf32.d);
+    const size_t count = size_t(tf32.gemmRows) * 3 * size_t(split.splitDim);
+    if (sizeof(Bf16Bits) * count > res->getTempMemoryAvailable(device) / 2) {
+        byFp32(q, n, distances, labels);
+        stats->fallbackQueries += n;
+        return;
+    }
+    TempBuffer<Bf16Bits> rows(res, device, count, stream);
+    splitRowsBf16(tf32.vectors, tf32.gemmRows, tf32.d, SplitSide::Corpus, rows.data(), stream);
+    split.split = rows.data();
+    boundedFlatSearch(res, device, stream, split, q, n, k, candidates, sampledCandidates,
+                      distances, labels, byFp32, stats);
+}
+
 }  // namespace
 
 bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_t nq, int64_t k,
@@ -159,20 +188,33 @@ bool FlatStorage::searchHostBounded_(const CorpusView& c, const float* q, int64_
         };
         float* outD = t == 0 ? accD : tileD.data();
         int64_t* outL = t == 0 ? accL : tileL.data();
-        if (bailed) {
+        if (bailed && !opt.cascadeToBf16x3) {
             byFp32(q, nq, outD, outL);
+            fallbacks = nq;
         } else {
             BoundedCorpus corpus;
             SplitScratch none;  // (TF32: no split)
             boundedCorpus_(tile, DistancePrecision::TF32Bounded, stream, &corpus, &none);
             centring.apply(xb, w, gemmRows, maxSqNorm_, &corpus);
-            BoundedSearchStats s;
-            boundedFlatSearch(res_, device_, stream, corpus, q, nq, k, candidates,
-                              opt.sampledCandidates, outD, outL, byFp32, &s);
-            fallbacks = std::max(fallbacks, s.fallbackQueries);
-            bailed = double(s.certifiedQueries) < kBoundedBailOutShare * double(nq);
+            BoundedSearchStats tf32, bf16;
+            const Fp32SearchFn byBf16x3 = [&](const float* sub, int64_t n, float* subD,
+                                              int64_t* subL) {
+                searchTileBf16x3(res_, device_, stream, corpus, sub, n, k, candidates,
+                                 opt.sampledCandidates, subD, subL, byFp32, &bf16);
+            };
+            const Fp32SearchFn& fallback = opt.cascadeToBf16x3 ? byBf16x3 : byFp32;
+            if (bailed) {
+                fallback(q, nq, outD, outL);
+            } else {
+                boundedFlatSearch(res_, device_, stream, corpus, q, nq, k, candidates,
+                                  opt.sampledCandidates, outD, outL, fallback, &tf32);
+                bailed = double(tf32.certifiedQueries) < kBoundedBailOutShare * double(nq);
+            }
+            const int64_t byFp32Count = opt.cascadeToBf16x3 ? bf16.fallbackQueries
+                                        : bailed                ? nq
+                                                                : tf32.fallbackQueries;
+            fallbacks = std::max(fallbacks, byFp32Count);
         }
-        if (bailed) fallbacks = nq;
         host.release(t);
         if (t == 0) continue;
         mergeTileResultsKernel<<<blocksFor(nq, 128), 128, 0, stream>>>(
