@@ -30,10 +30,10 @@ const char* vectorStorageName(VectorStorage s);
 enum class DistancePrecision : int {
     /// Chosen per search by chooseDistancePrecision: TF32Bounded for large
     /// batches (vectors on the device or streamed from the host), FP32
-    /// otherwise. Under Auto the
-    /// queries TF32 cannot certify are searched with BF16x3Bounded before
-    /// FP32 (on data far from the origin, where TF32 bails out, that split
-    /// copy is made on the first such search).
+    /// otherwise. Under Auto the queries TF32 cannot certify are searched
+    /// with BF16x3Bounded before FP32 (on data far from the origin, where
+    /// TF32 bails out, the split copy of device-stored vectors is made on
+    /// the first such search; host-stored tiles are split as they stream).
     Auto = 0,
     /// cuBLASLt FP32 GEMM (CUBLAS_COMPUTE_32F_PEDANTIC): today's path.
     FP32 = 1,
