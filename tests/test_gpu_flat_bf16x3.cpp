@@ -72,6 +72,27 @@ BoundedSearchStats againstFp32(GpuIndexQuickSelectFlat& index, FlatMetric metric
     return boundedAgainstFp32(index, metric, d, xq, k, kBf16x3, what, sel);
 }
 
+/// Auto against TF32 alone over nb far-cluster vectors of d 32 and a batch
+/// of kAutoBoundedMinQueries (Auto's TF32 with its hand-over to BF16x3),
+/// stored as `config` says: TF32 alone falls back for most queries, Auto
+/// for almost none, and both equal FP32 (compareOn).
+void expectAutoHandsOverToBf16x3(StandardGpuResources& res, int64_t nb,
+                                 const faiss_ext::gpu::GpuIndexQuickSelectFlatConfig& config,
+                                 const char* data) {
+    const int d = 32;
+    const int64_t nq = faiss_ext::gpu::kAutoBoundedMinQueries;
+    const auto xb = farClusters(nb, d, 20, 1.f, 0);
+    const auto xq = farClusters(nq, d, 20, 1.f, 1);
+    for (int64_t k : {10, 100}) {
+        const std::string what = describe(FlatMetric::L2, d, k, data);
+        const BoundedSearchStats tf32 = compareOn(res, FlatMetric::L2, d, xb, xq, k, what, config);
+        EXPECT_GE(tf32.fallbackQueries, nq * 8 / 10) << what << " (TF32 alone)";
+        const BoundedSearchStats autoRoute =
+            compareOn(res, FlatMetric::L2, d, xb, xq, k, what, config, DistancePrecision::Auto);
+        EXPECT_LE(autoRoute.fallbackQueries, nq / 50) << what << " (TF32, then BF16x3)";
+    }
+}
+
 }  // namespace
 
 TEST(GpuFlatBf16x3, EqualsFp32OnEveryMetric) {
@@ -125,18 +146,7 @@ TEST(GpuFlatBf16x3, AutoHandsWhatTf32CannotCertifyToBf16x3) {
     // certifies, and no split copy is needed.
     FAISS_EXT_REQUIRE_GPU();
     StandardGpuResources res;
-    const int d = 32;
-    const int64_t nb = sized<int64_t>(20000, 6000), nq = faiss_ext::gpu::kAutoBoundedMinQueries;
-    const auto xb = farClusters(nb, d, 20, 1.f, 0);
-    const auto xq = farClusters(nq, d, 20, 1.f, 1);
-    for (int64_t k : {10, 100}) {
-        const std::string what = describe(FlatMetric::L2, d, k, "far clusters, auto");
-        const BoundedSearchStats tf32 = compareOn(res, FlatMetric::L2, d, xb, xq, k, what);
-        EXPECT_GE(tf32.fallbackQueries, nq * 8 / 10) << what << " (TF32 alone)";
-        const BoundedSearchStats autoRoute =
-            compareOn(res, FlatMetric::L2, d, xb, xq, k, what, {}, DistancePrecision::Auto);
-        EXPECT_LE(autoRoute.fallbackQueries, nq / 50) << what << " (TF32, then BF16x3)";
-    }
+    expectAutoHandsOverToBf16x3(res, sized<int64_t>(20000, 6000), {}, "far clusters, auto");
 }
 
 TEST(GpuFlatBf16x3, AutoOverHostStorageHandsWhatTf32CannotCertifyToBf16x3) {
@@ -150,18 +160,8 @@ TEST(GpuFlatBf16x3, AutoOverHostStorageHandsWhatTf32CannotCertifyToBf16x3) {
     res.setTempMemory(size_t(24) << 20);  // about 20,000 rows of d 32 a tile
     faiss_ext::gpu::GpuIndexQuickSelectFlatConfig host;
     host.storage = faiss_ext::gpu::VectorStorage::Host;
-    const int d = 32;
-    const int64_t nb = sized<int64_t>(60000, 40000), nq = faiss_ext::gpu::kAutoBoundedMinQueries;
-    const auto xb = farClusters(nb, d, 20, 1.f, 0);
-    const auto xq = farClusters(nq, d, 20, 1.f, 1);
-    for (int64_t k : {10, 100}) {
-        const std::string what = describe(FlatMetric::L2, d, k, "far clusters, host, auto");
-        const BoundedSearchStats tf32 = compareOn(res, FlatMetric::L2, d, xb, xq, k, what, host);
-        EXPECT_GE(tf32.fallbackQueries, nq * 8 / 10) << what << " (TF32 alone)";
-        const BoundedSearchStats autoRoute =
-            compareOn(res, FlatMetric::L2, d, xb, xq, k, what, host, DistancePrecision::Auto);
-        EXPECT_LE(autoRoute.fallbackQueries, nq / 50) << what << " (TF32, then BF16x3)";
-    }
+    expectAutoHandsOverToBf16x3(res, sized<int64_t>(60000, 40000), host,
+                                "far clusters, host, auto");
 }
 
 TEST(GpuFlatBf16x3, FiltersAndAddsAreSeen) {
