@@ -427,11 +427,8 @@ bool FlatStorage::boundedCorpus_(const CorpusView& c, DistancePrecision precisio
     // A gathered subset's split lives in temporary memory beside the subset
     // (and, under Auto's hand-over, the fallback's query buffers): where it
     // would take more than half of what is left, the search goes without it.
-    const size_t splitCount = size_t(corpus->gemmRows) * 3 * dPad;
-    if (sizeof(Bf16Bits) * splitCount > res_->getTempMemoryAvailable(device_) / 2) return false;
-    scratch->rows.reset(new TempBuffer<Bf16Bits>(res_, device_, splitCount, stream));
-    splitRowsBf16(corpus->vectors, corpus->gemmRows, d_, SplitSide::Corpus, scratch->rows->data(),
-                  stream);
+    scratch->rows = splitRowsInTemp(res_, device_, stream, corpus->vectors, corpus->gemmRows, d_);
+    if (!scratch->rows) return false;
     corpus->split = scratch->rows->data();
     return true;
 }

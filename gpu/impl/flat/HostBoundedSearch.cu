@@ -110,24 +110,23 @@ private:
 };
 
 /// The n queries q (prepared) over one tile by BF16x3 products: the split
-/// of the tile's rows as the TF32 pass multiplied them (centred or not) is
-/// made in temporary memory where it takes at most half of what is left,
-/// else the queries go to byFp32. Counts each route in *stats.
+/// of the tile's rows as the TF32 pass multiplied them (centred or not),
+/// made by splitRowsInTemp; where it does not fit the queries go to byFp32.
+/// Counts each route in *stats.
 void searchTileBf16x3(GpuResources* res, int device, cudaStream_t stream,
                       const BoundedCorpus& tf32, const float* q, int64_t n, int64_t k,
                       const TileSelection& candidates, bool sampledCandidates, float* distances,
                       int64_t* labels, const Fp32SearchFn& byFp32, BoundedSearchStats* stats) {
-    BoundedCorpus split = tf32;
-    split.splitDim = bf16PaddedDim(tf32.d);
-    const size_t count = size_t(tf32.gemmRows) * 3 * size_t(split.splitDim);
-    if (sizeof(Bf16Bits) * count > res->getTempMemoryAvailable(device) / 2) {
+    const std::unique_ptr<TempBuffer<Bf16Bits>> rows =
+            splitRowsInTemp(res, device, stream, tf32.vectors, tf32.gemmRows, tf32.d);
+    if (!rows) {
         byFp32(q, n, distances, labels);
         stats->fallbackQueries += n;
         return;
     }
-    TempBuffer<Bf16Bits> rows(res, device, count, stream);
-    splitRowsBf16(tf32.vectors, tf32.gemmRows, tf32.d, SplitSide::Corpus, rows.data(), stream);
-    split.split = rows.data();
+    BoundedCorpus split = tf32;
+    split.splitDim = bf16PaddedDim(tf32.d);
+    split.split = rows->data();
     boundedFlatSearch(res, device, stream, split, q, n, k, candidates, sampledCandidates,
                       distances, labels, byFp32, stats);
 }

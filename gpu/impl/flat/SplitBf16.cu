@@ -78,5 +78,15 @@ void SplitCorpus::invalidate() {
     dPad_ = 0;
 }
 
+std::unique_ptr<TempBuffer<Bf16Bits>> splitRowsInTemp(GpuResources* res, int device,
+                                                      cudaStream_t stream, const float* x,
+                                                      int64_t rows, int d) {
+    const size_t count = size_t(rows) * 3 * size_t(bf16PaddedDim(d));
+    if (sizeof(Bf16Bits) * count > res->getTempMemoryAvailable(device) / 2) return nullptr;
+    std::unique_ptr<TempBuffer<Bf16Bits>> split(new TempBuffer<Bf16Bits>(res, device, count, stream));
+    splitRowsBf16(x, rows, d, SplitSide::Corpus, split->data(), stream);
+    return split;
+}
+
 }  // namespace gpu
 }  // namespace faiss_ext

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 
 #include "faiss_ext/gpu/GpuResources.h"
@@ -34,6 +35,15 @@ enum class SplitSide { Corpus, Queries };
 /// for `side`; device pointers, on `stream`.
 void splitRowsBf16(const float* x, int64_t n, int d, SplitSide side, Bf16Bits* out,
                    cudaStream_t stream);
+
+/// The corpus split (SplitSide::Corpus) of x's first `rows` rows (d
+/// floats each, device), made on `stream` in temporary memory for one
+/// search where it takes at most half of the temporary memory left; null,
+/// with nothing allocated, where it would take more (the search then goes
+/// without BF16x3). A gathered subset's split and a host tile's are made so.
+std::unique_ptr<TempBuffer<Bf16Bits>> splitRowsInTemp(GpuResources* res, int device,
+                                                      cudaStream_t stream, const float* x,
+                                                      int64_t rows, int d);
 
 /// What the BF16x3 search reads of a split corpus (device pointers).
 struct SplitView {
